@@ -1,0 +1,73 @@
+"""The local token issuer: an RS256 key pair in the data dir, verified the way the API Gateway
+JWT authorizer verifies (signature, expiry, issuer, audience)."""
+
+from __future__ import annotations
+
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import jwt
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+
+__all__ = ["LocalIssuer", "ISSUER", "AUDIENCE", "InvalidToken"]
+
+ISSUER = "memsvc-local"
+AUDIENCE = "memsvc"
+
+
+class InvalidToken(Exception):
+    pass
+
+
+class LocalIssuer:
+    def __init__(self, key_dir: Path) -> None:
+        self._private_path = key_dir / "jwt-private.pem"
+        self._private = _load_or_create(self._private_path)
+        self._public = self._private.public_key()
+        self.key_id = "local-1"
+
+    def mint(self, *, sub: str, tenant: str | None = None, roles: list[str] | None = None,
+             ttl_seconds: int = 3600, client_id: str = "memsvc-cli") -> str:
+        now = int(time.time())
+        claims: dict[str, Any] = {
+            "iss": ISSUER, "aud": AUDIENCE, "sub": sub, "iat": now, "nbf": now,
+            "exp": now + ttl_seconds, "jti": str(uuid.uuid4()), "client_id": client_id,
+        }
+        if tenant:
+            claims["tenant_id"] = tenant
+        if roles:
+            claims["roles"] = roles
+        return jwt.encode(claims, self._private, algorithm="RS256", headers={"kid": self.key_id})
+
+    def verify(self, token: str) -> dict[str, Any]:
+        try:
+            return jwt.decode(
+                token, self._public, algorithms=["RS256"], audience=AUDIENCE, issuer=ISSUER,
+                options={"require": ["exp", "iss", "aud", "sub"]}, leeway=5,
+            )
+        except jwt.PyJWTError as exc:
+            raise InvalidToken(str(exc)) from None
+
+
+def _load_or_create(path: Path) -> rsa.RSAPrivateKey:
+    if path.exists():
+        key = serialization.load_pem_private_key(path.read_bytes(), password=None)
+        assert isinstance(key, rsa.RSAPrivateKey)
+        return key
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                            serialization.NoEncryption())
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.write(fd, pem)
+    finally:
+        os.close(fd)
+    (path.parent / "jwt-public.pem").write_bytes(
+        key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
+    return key

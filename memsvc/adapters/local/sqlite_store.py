@@ -1,0 +1,350 @@
+"""The local item store and change feed: one SQLite file in WAL mode.
+
+Each thread gets its own connection; every write is one `BEGIN IMMEDIATE` transaction that
+checks the key's version, writes the row and appends to the change feed, so a change is
+recorded exactly when its item is and writers never lose an update.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memsvc.core.errors import Conflict
+from memsvc.core.models import Change, ChangeKind, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.core.namespaces import decode_namespace, encode_namespace, prefix_range
+
+__all__ = ["SqliteItemStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS items (
+    tenant TEXT NOT NULL,
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    value_ct BLOB,
+    attributes_ct BLOB,
+    policy_attributes TEXT NOT NULL,
+    index_fields TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    deleted TEXT,
+    PRIMARY KEY (tenant, ns, key)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS items_by_id ON items (tenant, id);
+CREATE INDEX IF NOT EXISTS items_recent ON items (tenant, updated_at DESC, ns, key) WHERE deleted IS NULL;
+CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE deleted IS NULL AND expires_at IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_tombstones ON items (tenant, updated_at) WHERE deleted IS NOT NULL;
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    tenant TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    occurred_at INTEGER NOT NULL,
+    new TEXT NOT NULL,
+    old TEXT
+);
+CREATE INDEX IF NOT EXISTS changes_by_tenant ON changes (tenant, seq);
+CREATE TABLE IF NOT EXISTS consumers (name TEXT PRIMARY KEY, offset INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS dead_letters (
+    consumer TEXT NOT NULL, seq INTEGER NOT NULL, tenant TEXT NOT NULL,
+    change TEXT NOT NULL, error TEXT NOT NULL, parked_at INTEGER NOT NULL,
+    PRIMARY KEY (consumer, seq)
+);
+CREATE TABLE IF NOT EXISTS data_keys (tenant TEXT PRIMARY KEY, wrapped BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS config (
+    tenant TEXT NOT NULL, name TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (tenant, name)
+);
+"""
+
+_COLUMNS = (
+    "tenant, ns, key, id, version, value_ct, attributes_ct, policy_attributes, index_fields, "
+    "created_at, updated_at, expires_at, deleted"
+)
+
+
+class SqliteItemStore:
+    """`ItemStore` and `ChangeFeed` over one SQLite database file."""
+
+    def __init__(self, path: Path, *, consumers: Sequence[str] = ("indexer",)) -> None:
+        self._path = str(path)
+        self._local = threading.local()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self._conn()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(_SCHEMA)
+        for name in consumers:
+            conn.execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0)
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across crashes of the process
+            conn.execute("PRAGMA foreign_keys=OFF")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        conn = self._conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    def ping(self) -> None:
+        self._conn().execute("SELECT 1").fetchone()
+
+    # -- items -------------------------------------------------------------------------------
+
+    def get(self, tenant: str, namespace: tuple[str, ...], key: str) -> StoredItem | None:
+        row = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ns = ? AND key = ?",
+            (tenant, encode_namespace(namespace), key),
+        ).fetchone()
+        return _item(row) if row else None
+
+    def get_many(self, tenant, refs):
+        out: dict[tuple[tuple[str, ...], str], StoredItem] = {}
+        conn = self._conn()
+        wanted = list(dict.fromkeys((encode_namespace(ns), key) for ns, key in refs))
+        for start in range(0, len(wanted), 200):
+            chunk = wanted[start : start + 200]
+            clause = " OR ".join(["(ns = ? AND key = ?)"] * len(chunk))
+            params: list[Any] = [tenant]
+            for ns, key in chunk:
+                params += [ns, key]
+            for row in conn.execute(f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ({clause})", params):
+                item = _item(row)
+                out[(item.namespace, item.key)] = item
+        return out
+
+    def get_by_id(self, tenant: str, memory_id: str) -> StoredItem | None:
+        row = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND id = ?", (tenant, memory_id)
+        ).fetchone()
+        return _item(row) if row else None
+
+    def write(self, item: StoredItem, *, kind: ChangeKind, old: StoredItem | None) -> None:
+        ns = encode_namespace(item.namespace)
+        with self._tx() as conn:
+            row = conn.execute(
+                "SELECT version FROM items WHERE tenant = ? AND ns = ? AND key = ?", (item.tenant, ns, item.key)
+            ).fetchone()
+            current = row[0] if row else None
+            expected = old.version if old else None
+            if current != expected:
+                raise Conflict(
+                    "the memory changed while this write was in flight",
+                    details={"expected_version": expected, "current_version": current},
+                )
+            conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 13)})", _row(item))
+            conn.execute(
+                "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
+                (
+                    item.tenant,
+                    kind,
+                    to_epoch_us(item.updated_at),
+                    json.dumps(item.to_record()),
+                    json.dumps(old.to_record()) if old else None,
+                ),
+            )
+
+    def scan_live(self, tenant, prefix, now, *, page_size=200):
+        where, params = _live_under(tenant, prefix, now)
+        cursor: tuple[int, str, str] | None = None
+        conn = self._conn()
+        while True:
+            page_where, page_params = where, list(params)
+            if cursor:
+                page_where += " AND (updated_at < ? OR (updated_at = ? AND (ns, key) > (?, ?)))"
+                page_params += [cursor[0], cursor[0], cursor[1], cursor[2]]
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE {page_where} "
+                "ORDER BY updated_at DESC, ns, key LIMIT ?",
+                [*page_params, page_size],
+            ).fetchall()
+            for row in rows:
+                yield _item(row)
+            if len(rows) < page_size:
+                return
+            last = rows[-1]
+            cursor = (last[10], last[1], last[2])
+
+    def list_namespaces(self, tenant, prefix, now):
+        where, params = _live_under(tenant, prefix, now)
+        rows = self._conn().execute(f"SELECT DISTINCT ns FROM items WHERE {where}", params).fetchall()
+        return [decode_namespace(r[0]) for r in rows]
+
+    def expired(self, now: datetime, limit: int) -> list[StoredItem]:
+        rows = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM items WHERE deleted IS NULL AND expires_at IS NOT NULL "
+            "AND expires_at <= ? ORDER BY expires_at LIMIT ?",
+            (to_epoch_us(now), limit),
+        ).fetchall()
+        return [_item(r) for r in rows]
+
+    def purge_tombstones(self, tenant: str | None, before: datetime) -> int:
+        with self._tx() as conn:
+            if tenant is None:
+                cur = conn.execute(
+                    "DELETE FROM items WHERE deleted IS NOT NULL AND updated_at < ?", (to_epoch_us(before),)
+                )
+            else:
+                cur = conn.execute(
+                    "DELETE FROM items WHERE tenant = ? AND deleted IS NOT NULL AND updated_at < ?",
+                    (tenant, to_epoch_us(before)),
+                )
+            return cur.rowcount
+
+    def tenants_with_tombstones(self) -> list[str]:
+        rows = self._conn().execute("SELECT DISTINCT tenant FROM items WHERE deleted IS NOT NULL").fetchall()
+        return [r[0] for r in rows]
+
+    # -- key material and per-tenant configuration ----------------------------------------------
+
+    def get_wrapped_key(self, tenant: str) -> bytes | None:
+        row = self._conn().execute("SELECT wrapped FROM data_keys WHERE tenant = ?", (tenant,)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def put_wrapped_key_if_absent(self, tenant: str, wrapped: bytes) -> bytes:
+        with self._tx() as conn:
+            conn.execute("INSERT OR IGNORE INTO data_keys (tenant, wrapped) VALUES (?, ?)", (tenant, wrapped))
+            return bytes(conn.execute("SELECT wrapped FROM data_keys WHERE tenant = ?", (tenant,)).fetchone()[0])
+
+    def get_config(self, tenant: str, name: str) -> dict[str, Any] | None:
+        row = self._conn().execute(
+            "SELECT doc FROM config WHERE tenant = ? AND name = ?", (tenant, name)
+        ).fetchone()
+        return json.loads(row[0]) if row else None
+
+    def put_config(self, tenant: str, name: str, doc: dict[str, Any]) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO config (tenant, name, doc) VALUES (?, ?, ?)", (tenant, name, json.dumps(doc))
+            )
+
+    # -- change feed -----------------------------------------------------------------------------
+
+    def read(self, consumer: str, limit: int) -> list[Change]:
+        conn = self._conn()
+        offset = self._offset(conn, consumer)
+        rows = conn.execute(
+            "SELECT seq, kind, occurred_at, new, old FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
+            (offset, limit),
+        ).fetchall()
+        return [
+            Change(
+                seq=seq,
+                kind=kind,
+                occurred_at=from_epoch_us(at),
+                new=StoredItem.from_record(json.loads(new)),
+                old=StoredItem.from_record(json.loads(old)) if old else None,
+            )
+            for seq, kind, at, new, old in rows
+        ]
+
+    def ack(self, consumer: str, upto_seq: int) -> None:
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT INTO consumers (name, offset) VALUES (?, ?) "
+                "ON CONFLICT (name) DO UPDATE SET offset = max(offset, excluded.offset)",
+                (consumer, upto_seq),
+            )
+
+    def pending(self, consumer: str, tenant: str) -> int:
+        conn = self._conn()
+        offset = self._offset(conn, consumer)
+        return conn.execute(
+            "SELECT count(*) FROM changes WHERE tenant = ? AND seq > ?", (tenant, offset)
+        ).fetchone()[0]
+
+    def park(self, consumer: str, change: Change, error: str) -> None:
+        record = {
+            "kind": change.kind,
+            "new": change.new.to_record(),
+            "old": change.old.to_record() if change.old else None,
+        }
+        with self._tx() as conn:
+            conn.execute(
+                "INSERT OR REPLACE INTO dead_letters (consumer, seq, tenant, change, error, parked_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                (consumer, change.seq, change.tenant, json.dumps(record), error[:2000], to_epoch_us(change.occurred_at)),
+            )
+
+    def dead_letters(self, consumer: str) -> list[tuple[int, str]]:
+        return self._conn().execute(
+            "SELECT seq, error FROM dead_letters WHERE consumer = ? ORDER BY seq", (consumer,)
+        ).fetchall()
+
+    def prune_changes(self) -> int:
+        """Drop changes every consumer has acknowledged."""
+        with self._tx() as conn:
+            low = conn.execute("SELECT min(offset) FROM consumers").fetchone()[0] or 0
+            return conn.execute("DELETE FROM changes WHERE seq <= ?", (low,)).rowcount
+
+    @staticmethod
+    def _offset(conn: sqlite3.Connection, consumer: str) -> int:
+        row = conn.execute("SELECT offset FROM consumers WHERE name = ?", (consumer,)).fetchone()
+        return row[0] if row else 0
+
+
+def _live_under(tenant: str, prefix: tuple[str, ...], now: datetime) -> tuple[str, list[Any]]:
+    where = "tenant = ? AND deleted IS NULL AND (expires_at IS NULL OR expires_at > ?)"
+    params: list[Any] = [tenant, to_epoch_us(now)]
+    bounds = prefix_range(prefix)
+    if bounds is not None:
+        exact, lo, hi = bounds
+        where += " AND (ns = ? OR (ns >= ? AND ns < ?))"
+        params += [exact, lo, hi]
+    return where, params
+
+
+def _row(item: StoredItem) -> tuple[Any, ...]:
+    return (
+        item.tenant,
+        encode_namespace(item.namespace),
+        item.key,
+        item.id,
+        item.version,
+        item.value_ct,
+        item.attributes_ct,
+        json.dumps(item.policy_attributes),
+        json.dumps(item.index_fields),
+        to_epoch_us(item.created_at),
+        to_epoch_us(item.updated_at),
+        to_epoch_us(item.expires_at) if item.expires_at else None,
+        item.deleted,
+    )
+
+
+def _item(row: Sequence[Any]) -> StoredItem:
+    return StoredItem(
+        tenant=row[0],
+        namespace=decode_namespace(row[1]),
+        key=row[2],
+        id=row[3],
+        version=row[4],
+        value_ct=bytes(row[5]) if row[5] is not None else None,
+        attributes_ct=bytes(row[6]) if row[6] is not None else None,
+        policy_attributes=json.loads(row[7]),
+        index_fields=json.loads(row[8]),
+        created_at=from_epoch_us(row[9]),
+        updated_at=from_epoch_us(row[10]),
+        expires_at=from_epoch_us(row[11]) if row[11] is not None else None,
+        deleted=row[12],
+    )

@@ -1,0 +1,171 @@
+"""A small router over API Gateway HTTP API (payload 2.0) events.
+
+Powertools' `APIGatewayHttpResolver` keeps the current event on a class attribute, so two
+requests resolved at once in one process (the local server's threads) would see each
+other's events. This router keeps all request state in the `Request` it passes down, so the
+Lambda and the local server share one transport that is safe under concurrency.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from memsvc.core.errors import InvalidArgument, MemsvcError, NotFound, RateLimited
+from memsvc.core.models import Caller
+
+__all__ = ["Request", "Response", "Router", "Route"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: list[tuple[str, str]]
+    headers: dict[str, str]
+    body: str | None
+    event: dict[str, Any]
+    path_params: dict[str, str] = field(default_factory=dict)
+    request_id: str = ""
+
+    def params(self, name: str) -> list[str]:
+        """Every value of a repeated query parameter, read from `rawQueryString` (API
+        Gateway joins repeated values with commas, which a segment may itself contain)."""
+        return [v for k, v in self.query if k == name]
+
+    def param(self, name: str) -> str | None:
+        values = self.params(name)
+        if len(values) > 1:
+            raise InvalidArgument(f"query parameter {name!r} given more than once", details={"field": name})
+        return values[0] if values else None
+
+    def int_param(self, name: str, default: int | None) -> int | None:
+        raw = self.param(name)
+        if raw is None:
+            return default
+        try:
+            return int(raw)
+        except ValueError:
+            raise InvalidArgument(f"query parameter {name!r} must be an integer", details={"field": name}) from None
+
+    def json(self) -> Any:
+        if not self.body:
+            raise InvalidArgument("a JSON request body is required", details={"field": "body"})
+        try:
+            return json.loads(self.body)
+        except json.JSONDecodeError as exc:
+            raise InvalidArgument(f"request body is not valid JSON: {exc.msg}", details={"field": "body"}) from None
+
+
+@dataclass
+class Response:
+    status: int
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def to_event(self) -> dict[str, Any]:
+        headers = {"content-type": "application/json", **self.headers}
+        body = "" if self.body is None else json.dumps(self.body, separators=(",", ":"), ensure_ascii=False)
+        if self.body is None:
+            headers.pop("content-type")
+        return {"statusCode": self.status, "headers": headers, "body": body, "isBase64Encoded": False}
+
+
+Handler = Callable[[Request, Caller | None], Response]
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    public: bool = False
+    summary: str = ""
+    body_model: type | None = None
+    response_model: type | None = None
+    status: int = 200
+    query_params: tuple[str, ...] = ()
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path) + "$")
+
+
+class Router:
+    def __init__(self, identify: Callable[[dict[str, Any]], Caller]) -> None:
+        self.routes: list[Route] = []
+        self._identify = identify
+
+    def add(self, route: Route) -> None:
+        self.routes.append(route)
+
+    def handle(self, event: dict[str, Any]) -> dict[str, Any]:
+        """Resolve one API Gateway v2 event to its response event. Never raises."""
+        ctx = event.get("requestContext") or {}
+        request_id = ctx.get("requestId") or str(uuid.uuid4())
+        try:
+            response = self._dispatch(event, request_id)
+        except MemsvcError as exc:
+            response = _error_response(exc)
+        except Exception:
+            log.exception("unhandled error", extra={"request_id": request_id})
+            response = Response(
+                500,
+                {"error": {"code": "INTERNAL", "message": "internal error", "retryable": False,
+                           "details": {"request_id": request_id}}},
+            )
+        response.headers.setdefault("x-request-id", request_id)
+        return response.to_event()
+
+    def _dispatch(self, event: dict[str, Any], request_id: str) -> Response:
+        ctx = event.get("requestContext") or {}
+        method = (ctx.get("http") or {}).get("method", "GET").upper()
+        path = event.get("rawPath") or "/"
+        body = event.get("body")
+        if body is not None and event.get("isBase64Encoded"):
+            import base64
+
+            body = base64.b64decode(body).decode("utf-8", errors="replace")
+        allowed: list[str] = []
+        for route in self.routes:
+            match = route.pattern.match(path)
+            if not match:
+                continue
+            if route.method != method:
+                allowed.append(route.method)
+                continue
+            request = Request(
+                method=method,
+                path=path,
+                query=parse_qsl(event.get("rawQueryString") or "", keep_blank_values=True),
+                headers={k.lower(): v for k, v in (event.get("headers") or {}).items()},
+                body=body,
+                event=event,
+                path_params=match.groupdict(),
+                request_id=request_id,
+            )
+            caller = None if route.public else self._identify(event)
+            return route.handler(request, caller)
+        if allowed:
+            return Response(
+                405,
+                {"error": {"code": "INVALID_ARGUMENT", "message": f"method {method} not allowed here",
+                           "retryable": False, "details": {"allowed": sorted(set(allowed))}}},
+                {"allow": ", ".join(sorted(set(allowed)))},
+            )
+        raise NotFound(f"no route for {path}")
+
+
+def _error_response(exc: MemsvcError) -> Response:
+    headers = {}
+    if isinstance(exc, RateLimited):
+        headers["retry-after"] = str(exc.retry_after_seconds)
+    return Response(exc.status, exc.to_body(), headers)

@@ -1,0 +1,113 @@
+"""Wire a set of adapters into a running service. Nothing here runs at import."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memsvc.api.router import Router
+from memsvc.api.routes import build_router
+from memsvc.ports import Clock, Embedder, SystemClock
+from memsvc.service.indexer import FeedConsumer
+from memsvc.service.memories import MemoryService
+from memsvc.service.sealing import Sealer
+from memsvc.service.sweeper import Sweeper
+from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
+
+__all__ = ["LocalApp", "build_local"]
+
+
+@dataclass
+class LocalApp:
+    service: MemoryService
+    router: Router
+    store: Any
+    vectors: Any
+    embedder: Embedder
+    workers: Any
+    issuer: Any
+    data_dir: Path
+
+    def close(self) -> None:
+        self.workers.stop()
+        self.vectors.close()
+
+
+def build_local(
+    data_dir: Path,
+    *,
+    embedder: Embedder | None = None,
+    clock: Clock | None = None,
+    start_workers: bool = True,
+    index_interval: float = 0.5,
+    sweep_interval: float = 1.0,
+) -> LocalApp:
+    """The embedded default: SQLite, the in-process vector index, MiniLM, a key file."""
+    from memsvc.adapters.local.issuer import LocalIssuer
+    from memsvc.adapters.local.keys import FileKeyProvider
+    from memsvc.adapters.local.sqlite_store import SqliteItemStore
+    from memsvc.adapters.local.vector_index import LocalVectorIndex
+    from memsvc.adapters.local.workers import BackgroundWorkers
+
+    if embedder is None:
+        from memsvc.adapters.local.embedder import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
+    clock = clock or SystemClock()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer",))
+    vectors = LocalVectorIndex(data_dir / "vectors.db", dimension=embedder.dimension, model_id=embedder.model_id)
+    sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
+    settings = SettingsRegistry(store)
+    policies = PolicyRegistry(store)
+    index_feed = FeedConsumer(store, "indexer", lambda changes: service.indexer.apply(changes))
+    workers_box: list[BackgroundWorkers] = []
+    service = MemoryService(
+        store=store,
+        vectors=vectors,
+        embedder=embedder,
+        sealer=sealer,
+        policies=policies,
+        settings=settings,
+        clock=clock,
+        index_feed=index_feed,
+        on_write=lambda: workers_box[0].wake() if workers_box else None,
+    )
+    workers = BackgroundWorkers(
+        index_feed, Sweeper(store, settings, clock), store,
+        index_interval=index_interval, sweep_interval=sweep_interval,
+    )
+    workers_box.append(workers)
+    router = build_router(
+        service,
+        health=lambda: health_report(store=store, vectors=vectors, embedder=embedder),
+        run_index_cycle=workers.run_index_cycle,
+    )
+    if start_workers:
+        workers.start()
+    return LocalApp(service, router, store, vectors, embedder, workers, LocalIssuer(data_dir / "keys"), data_dir)
+
+
+def health_report(*, store: Any, vectors: Any, embedder: Embedder) -> dict[str, Any]:
+    components: dict[str, dict[str, Any]] = {}
+    for name, probe in (
+        ("store", store.ping),
+        ("vector_index", vectors.ping),
+        ("embedder", lambda: embedder.embed(["health check"])),
+    ):
+        started = time.perf_counter()
+        try:
+            probe()
+            components[name] = {"status": "healthy"}
+        except Exception as exc:  # the report names the failing component, never its secrets
+            components[name] = {"status": "unhealthy", "error": type(exc).__name__}
+        components[name]["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    if components["store"]["status"] != "healthy":
+        status = "unhealthy"
+    elif any(c["status"] != "healthy" for c in components.values()):
+        status = "degraded"
+    else:
+        status = "healthy"
+    return {"status": status, "components": components}

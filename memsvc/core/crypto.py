@@ -1,0 +1,43 @@
+"""AES-256-GCM sealing of memory values, bound to the item they belong to.
+
+The associated data names tenant, namespace, key, version and the part ("value" or
+"attributes"), so a ciphertext copied onto another item, another version or the other part
+fails to open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+__all__ = ["seal", "open_sealed", "associated_data", "SealError", "FORMAT_V1"]
+
+FORMAT_V1 = b"\x01"
+_NONCE_BYTES = 12
+
+
+class SealError(Exception):
+    """A ciphertext did not open: wrong key, wrong item, or tampered."""
+
+
+def associated_data(tenant: str, namespace: Sequence[str], key: str, version: int, part: str) -> bytes:
+    return json.dumps([tenant, list(namespace), key, version, part], separators=(",", ":")).encode()
+
+
+def seal(data_key: bytes, plaintext: bytes, aad: bytes) -> bytes:
+    nonce = os.urandom(_NONCE_BYTES)
+    return FORMAT_V1 + nonce + AESGCM(data_key).encrypt(nonce, plaintext, aad)
+
+
+def open_sealed(data_key: bytes, blob: bytes, aad: bytes) -> bytes:
+    if not blob or blob[:1] != FORMAT_V1 or len(blob) < 1 + _NONCE_BYTES + 16:
+        raise SealError("unknown ciphertext format")
+    nonce, body = blob[1 : 1 + _NONCE_BYTES], blob[1 + _NONCE_BYTES :]
+    try:
+        return AESGCM(data_key).decrypt(nonce, body, aad)
+    except InvalidTag as exc:
+        raise SealError("ciphertext does not belong to this item or was altered") from exc

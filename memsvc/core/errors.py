@@ -1,0 +1,91 @@
+"""The error taxonomy: every failure a caller can see, with its HTTP status and retry rule.
+
+The API maps these to `{"error": {"code", "message", "retryable", "details"}}` in one place.
+Messages are written for the caller: never a stack trace, never another tenant's data.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "MemsvcError",
+    "InvalidArgument",
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "Conflict",
+    "ContentTooLong",
+    "RateLimited",
+    "EmbeddingFailed",
+    "ProviderError",
+    "InternalError",
+]
+
+
+class MemsvcError(Exception):
+    code = "INTERNAL"
+    status = 500
+    retryable = False
+
+    def __init__(self, message: str, *, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details = details or {}
+
+    def to_body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "code": self.code,
+                "message": self.message,
+                "retryable": self.retryable,
+                "details": self.details,
+            }
+        }
+
+
+class InvalidArgument(MemsvcError):
+    code, status = "INVALID_ARGUMENT", 400
+
+
+class Unauthorized(MemsvcError):
+    code, status = "UNAUTHORIZED", 401
+
+
+class Forbidden(MemsvcError):
+    code, status = "FORBIDDEN", 403
+
+
+class NotFound(MemsvcError):
+    code, status = "NOT_FOUND", 404
+
+
+class Conflict(MemsvcError):
+    code, status, retryable = "CONFLICT", 409, True
+
+
+class ContentTooLong(MemsvcError):
+    code, status = "CONTENT_TOO_LONG", 413
+
+    def __init__(self, message: str, *, max_bytes: int, details: dict[str, Any] | None = None):
+        super().__init__(message, details={"max_bytes": max_bytes, **(details or {})})
+
+
+class RateLimited(MemsvcError):
+    code, status, retryable = "RATE_LIMITED", 429, True
+
+    def __init__(self, message: str, *, retry_after_seconds: int = 1, details: dict[str, Any] | None = None):
+        super().__init__(message, details={"retry_after_seconds": retry_after_seconds, **(details or {})})
+        self.retry_after_seconds = retry_after_seconds
+
+
+class EmbeddingFailed(MemsvcError):
+    code, status, retryable = "EMBEDDING_FAILED", 503, True
+
+
+class ProviderError(MemsvcError):
+    code, status, retryable = "PROVIDER_ERROR", 502, True
+
+
+class InternalError(MemsvcError):
+    code, status = "INTERNAL", 500

@@ -1,0 +1,246 @@
+"""The search filter language of API.md: a flat object of dot-path conditions, ANDed.
+
+`{"meta.lang": "en", "year": {"gte": 2024, "lt": 2026}, "tag": {"$in": ["a", "b"]}}`
+
+Comparisons never fall back to text order: numbers compare as numbers, strings that are both
+ISO 8601 timestamps compare as instants, and anything else makes a range condition false.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import operator
+import re
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+
+from memsvc.core.errors import InvalidArgument
+
+__all__ = [
+    "MAX_CONDITIONS",
+    "OPERATORS",
+    "Condition",
+    "Filter",
+    "parse_filter",
+    "condition_matches",
+    "get_path",
+]
+
+MAX_CONDITIONS = 50
+OPERATORS = frozenset({"eq", "ne", "in", "nin", "gt", "gte", "lt", "lte"})
+_RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
+
+# ISO 8601 extended format / RFC 3339: a date, optionally a time (seconds and fraction optional),
+# optionally an offset. Stricter than datetime.fromisoformat, which also takes "20240501".
+_TIMESTAMP = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})"
+    r"(?:[Tt ](\d{2}):(\d{2})(?::(\d{2})(?:[.,](\d{1,9}))?)?"
+    r"(?:[Zz]|([+-])(\d{2}):?(\d{2}))?)?",
+    re.ASCII,
+)
+
+
+@dataclass(frozen=True)
+class Condition:
+    path: str
+    op: str
+    operand: Any
+
+
+@dataclass(frozen=True)
+class Filter:
+    conditions: tuple[Condition, ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "conditions", tuple(self.conditions))
+
+    @property
+    def is_empty(self) -> bool:
+        """True when the filter has no conditions (it matches everything)."""
+        return not self.conditions
+
+    def matches(self, lookup: Callable[[str], tuple[bool, Any]]) -> bool:
+        """Whether every condition holds; `lookup(path)` returns `(found, value)`."""
+        for c in self.conditions:
+            found, value = lookup(c.path)
+            if not condition_matches(found, value, c.op, c.operand):
+                return False
+        return True
+
+    def split(self, keys: Collection[str]) -> tuple[Filter, Filter]:
+        """`(conditions whose path is in keys, the rest)`, e.g. to push some down to a store."""
+        inside = tuple(c for c in self.conditions if c.path in keys)
+        rest = tuple(c for c in self.conditions if c.path not in keys)
+        return Filter(inside), Filter(rest)
+
+    def merge(self, other: Filter) -> Filter:
+        """Both filters ANDed; a condition present in both is kept once."""
+        seen: set[tuple[str, str, str]] = set()
+        merged = []
+        for c in self.conditions + other.conditions:
+            # json.dumps keeps True, 1 and 1.0 apart, which == on the operands would not.
+            identity = (c.path, c.op, json.dumps(c.operand, sort_keys=True, default=repr))
+            if identity not in seen:
+                seen.add(identity)
+                merged.append(c)
+        return Filter(tuple(merged))
+
+    def to_json(self) -> dict[str, Any]:
+        """The filter in the API's JSON form; `parse_filter(f.to_json()) == f` for parsed filters.
+
+        Conditions are grouped by path. Raises ValueError when a path carries the same operator
+        more than twice (possible only after `merge`): the flat form has just `op` and `$op`.
+        """
+        grouped: dict[str, dict[str, Any]] = {}
+        for c in self.conditions:
+            ops = grouped.setdefault(c.path, {})
+            name = c.op if c.op not in ops else "$" + c.op
+            if name in ops:
+                raise ValueError(f"filter on {c.path!r} has more than two {c.op!r} conditions")
+            ops[name] = list(c.operand) if c.op in ("in", "nin") else c.operand
+        return {
+            path: ops["eq"] if ops.keys() == {"eq"} and not isinstance(ops["eq"], dict) else ops
+            for path, ops in grouped.items()
+        }
+
+
+def parse_filter(obj: Any) -> Filter:
+    """Parse the API's filter object. Raises `InvalidArgument` (details field `filter`)."""
+    if not isinstance(obj, dict):
+        raise _invalid("filter must be a JSON object")
+    conditions: list[Condition] = []
+    for path, spec in obj.items():
+        if not isinstance(path, str) or not path or "" in path.split("."):
+            raise _invalid(f"filter key {path!r} must be a non-empty dot path", key=path)
+        conditions.extend(Condition(path, op, operand) for op, operand in _parse_spec(path, spec))
+        if len(conditions) > MAX_CONDITIONS:
+            raise _invalid(f"filter has more than {MAX_CONDITIONS} conditions", max_conditions=MAX_CONDITIONS)
+    return Filter(tuple(conditions))
+
+
+def condition_matches(value_found: bool, value: Any, op: str, operand: Any) -> bool:
+    """Evaluate one condition on a field value (`value_found` False when the field is missing)."""
+    op = op.removeprefix("$")
+    if op == "eq":
+        return value_found and _equal(value, operand)
+    if op == "ne":
+        return not value_found or not _equal(value, operand)
+    if op == "in":
+        return value_found and any(_equal(value, x) for x in operand)
+    if op == "nin":
+        return not value_found or not any(_equal(value, x) for x in operand)
+    if op in _RANGE:
+        pair = _comparable(value, operand) if value_found else None
+        return pair is not None and _RANGE[op](*pair)
+    raise ValueError(f"unknown filter operator {op!r}")
+
+
+def get_path(obj: Any, path: str) -> tuple[bool, Any]:
+    """Resolve a dot path (`"meta.lang"`, `"items.0.name"`) to `(found, value)`."""
+    for part in path.split("."):
+        if isinstance(obj, dict) and part in obj:
+            obj = obj[part]
+        elif isinstance(obj, list) and part.isascii() and part.isdigit() and int(part) < len(obj):
+            obj = obj[int(part)]
+        else:
+            return False, None
+    return True, obj
+
+
+def _parse_spec(path: str, spec: Any) -> list[tuple[str, Any]]:
+    if not isinstance(spec, dict) or not any(_looks_like_operator(k) for k in spec):
+        return [("eq", spec)]
+    parsed = []
+    for name, operand in spec.items():
+        op = name.removeprefix("$") if isinstance(name, str) else name
+        if op not in OPERATORS:
+            if isinstance(name, str) and name.startswith("$"):
+                raise _invalid(f"filter on {path!r}: unknown operator {name!r}", key=path, op=name)
+            raise _invalid(
+                f"filter on {path!r}: {name!r} is not an operator; an operator object holds only operators",
+                key=path,
+                op=name,
+            )
+        if op in ("in", "nin"):
+            if not isinstance(operand, (list, tuple)):
+                raise _invalid(f"filter on {path!r}: {name!r} takes a list", key=path, op=name)
+            operand = tuple(operand)
+        elif op in _RANGE and not _is_range_operand(operand):
+            raise _invalid(
+                f"filter on {path!r}: {name!r} takes a number or an ISO 8601 timestamp",
+                key=path,
+                op=name,
+            )
+        parsed.append((op, operand))
+    return parsed
+
+
+def _looks_like_operator(key: Any) -> bool:
+    return isinstance(key, str) and (key.startswith("$") or key in OPERATORS)
+
+
+def _is_range_operand(x: Any) -> bool:
+    if _is_number(x):
+        return isinstance(x, int) or math.isfinite(x)
+    return isinstance(x, str) and _instant(x) is not None
+
+
+def _is_number(x: Any) -> bool:
+    # Decimal because DynamoDB hands numbers back as Decimal; bool is an int but never a number here.
+    return isinstance(x, (int, float, Decimal)) and not isinstance(x, bool)
+
+
+@lru_cache(maxsize=4096)
+def _instant(s: str) -> datetime | None:
+    m = _TIMESTAMP.fullmatch(s)
+    if m is None:
+        return None
+    year, month, day, hour, minute, second, fraction, sign, off_hours, off_minutes = m.groups()
+    try:
+        tz = timezone.utc  # naive means UTC
+        if sign:
+            if int(off_minutes) > 59:
+                return None
+            offset = timedelta(hours=int(off_hours), minutes=int(off_minutes))
+            tz = timezone(-offset if sign == "-" else offset)
+        microsecond = int((fraction or "0")[:6].ljust(6, "0"))
+        clock = (int(hour or 0), int(minute or 0), int(second or 0), microsecond)
+        return datetime(int(year), int(month), int(day), *clock, tzinfo=tz)
+    except ValueError:
+        return None
+
+
+def _comparable(a: Any, b: Any) -> tuple[Any, Any] | None:
+    if _is_number(a) and _is_number(b):
+        return a, b
+    if isinstance(a, str) and isinstance(b, str):
+        ta, tb = _instant(a), _instant(b)
+        if ta is not None and tb is not None:
+            return ta, tb
+    return None
+
+
+def _equal(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return isinstance(a, bool) and isinstance(b, bool) and a == b
+    if _is_number(a) and _is_number(b):
+        return a == b
+    if isinstance(a, str) and isinstance(b, str):
+        if a == b:
+            return True
+        instant = _instant(a)
+        return instant is not None and instant == _instant(b)
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(map(_equal, a, b))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
+    return a is None and b is None
+
+
+def _invalid(message: str, **details: Any) -> InvalidArgument:
+    return InvalidArgument(message, details={"field": "filter", **details})

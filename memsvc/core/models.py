@@ -1,0 +1,193 @@
+"""Domain records shared by the service and every adapter. Pure data, no I/O."""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timezone
+from typing import Any, Literal
+
+__all__ = [
+    "Caller",
+    "StoredItem",
+    "Change",
+    "ChangeKind",
+    "Memory",
+    "VectorHit",
+    "IndexFields",
+    "utc",
+    "to_rfc3339",
+    "from_epoch_us",
+    "to_epoch_us",
+]
+
+ChangeKind = Literal["add", "update", "delete", "expired"]
+# None: every string leaf; False: not indexed; a list: these paths.
+IndexFields = list[str] | None | Literal[False]
+
+
+def utc(dt: datetime) -> datetime:
+    return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt.astimezone(timezone.utc)
+
+
+def to_rfc3339(dt: datetime | None) -> str | None:
+    if dt is None:
+        return None
+    return utc(dt).isoformat(timespec="microseconds").replace("+00:00", "Z")
+
+
+def to_epoch_us(dt: datetime) -> int:
+    dt = utc(dt)
+    return int(dt.timestamp()) * 1_000_000 + dt.microsecond
+
+
+def from_epoch_us(us: int) -> datetime:
+    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).replace(microsecond=us % 1_000_000)
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking, as the authorizer established it."""
+
+    tenant_id: str
+    user_id: str
+    roles: tuple[str, ...] = ()
+    client_id: str = ""
+    principal_type: Literal["user", "iam"] = "user"
+    jwt_claims: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.roles or "service" in self.roles
+
+    def policy_context(self) -> dict[str, Any]:
+        return {
+            "tenant_id": self.tenant_id,
+            "user_id": self.user_id,
+            "client_id": self.client_id,
+            "roles": list(self.roles),
+            "principal_type": self.principal_type,
+            "jwt_claims": self.jwt_claims,
+        }
+
+
+@dataclass(frozen=True)
+class StoredItem:
+    """One key's current row as the item store holds it: sealed value, plaintext metadata.
+
+    A tombstone (`deleted` set) keeps the key's version counter alive after a delete or an
+    expiry, so a replayed older change can never resurrect vectors or events.
+    """
+
+    tenant: str
+    namespace: tuple[str, ...]
+    key: str
+    id: str
+    version: int
+    value_ct: bytes | None
+    attributes_ct: bytes | None
+    policy_attributes: dict[str, Any]
+    index_fields: IndexFields
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+    deleted: Literal["delete", "expired"] | None = None
+
+    def is_live(self, now: datetime) -> bool:
+        return self.deleted is None and (self.expires_at is None or self.expires_at > now)
+
+    def tombstone(self, *, kind: Literal["delete", "expired"], at: datetime, new_id: str) -> "StoredItem":
+        return replace(
+            self,
+            id=new_id,
+            version=self.version + 1,
+            value_ct=None,
+            attributes_ct=None,
+            updated_at=at,
+            deleted=kind,
+        )
+
+    def to_record(self) -> dict[str, Any]:
+        """A JSON-safe form for change feeds and events (ciphertexts stay sealed)."""
+        return {
+            "tenant": self.tenant,
+            "namespace": list(self.namespace),
+            "key": self.key,
+            "id": self.id,
+            "version": self.version,
+            "value_ct": _b64(self.value_ct),
+            "attributes_ct": _b64(self.attributes_ct),
+            "policy_attributes": self.policy_attributes,
+            "index_fields": self.index_fields,
+            "created_at": to_epoch_us(self.created_at),
+            "updated_at": to_epoch_us(self.updated_at),
+            "expires_at": to_epoch_us(self.expires_at) if self.expires_at else None,
+            "deleted": self.deleted,
+        }
+
+    @classmethod
+    def from_record(cls, r: dict[str, Any]) -> "StoredItem":
+        return cls(
+            tenant=r["tenant"],
+            namespace=tuple(r["namespace"]),
+            key=r["key"],
+            id=r["id"],
+            version=int(r["version"]),
+            value_ct=_unb64(r["value_ct"]),
+            attributes_ct=_unb64(r["attributes_ct"]),
+            policy_attributes=r["policy_attributes"] or {},
+            index_fields=r["index_fields"],
+            created_at=from_epoch_us(r["created_at"]),
+            updated_at=from_epoch_us(r["updated_at"]),
+            expires_at=from_epoch_us(r["expires_at"]) if r["expires_at"] is not None else None,
+            deleted=r["deleted"],
+        )
+
+
+@dataclass(frozen=True)
+class Change:
+    """One entry of the change feed: what happened to a key, with the row before and after."""
+
+    seq: int
+    kind: ChangeKind
+    new: StoredItem
+    old: StoredItem | None
+    occurred_at: datetime
+
+    @property
+    def tenant(self) -> str:
+        return self.new.tenant
+
+
+@dataclass(frozen=True)
+class Memory:
+    """A decrypted memory as callers see it."""
+
+    id: str
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    attributes: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+    version: int
+    score: float | None = None
+
+
+@dataclass(frozen=True)
+class VectorHit:
+    namespace: tuple[str, ...]
+    key: str
+    memory_id: str
+    version: int
+    field: str
+    score: float
+
+
+def _b64(b: bytes | None) -> str | None:
+    return None if b is None else base64.b64encode(b).decode("ascii")
+
+
+def _unb64(s: str | None) -> bytes | None:
+    return None if s is None else base64.b64decode(s)

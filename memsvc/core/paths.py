@@ -1,0 +1,119 @@
+"""Which text of a memory's value gets embedded: the `index_fields` paths.
+
+Path grammar: dot-separated names, each optionally followed by selectors `[N]`, `[-N]` (from the
+end) or `[*]` (every element): `"text"`, `"meta.title"`, `"items[*].name"`, `"log[-1]"`.
+Extracted texts are labelled with concrete paths in the same syntax: `"items[1].name"`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from itertools import chain
+from typing import Any, Literal
+
+from memsvc.core.errors import InvalidArgument
+
+__all__ = ["MAX_INDEX_FIELDS", "extract_texts", "validate_index_fields"]
+
+MAX_INDEX_FIELDS = 64
+
+_SEGMENT = re.compile(r"([^.\[\]]+)((?:\[(?:\*|-?[0-9]+)\])*)")
+_SELECTOR = re.compile(r"\[(\*|-?[0-9]+)\]")
+
+Token = str | int | None  # a dict key, a list index, or None for [*]
+Location = tuple[str | int, ...]  # a concrete leaf: dict keys and non-negative list indexes
+
+
+def extract_texts(value: dict[str, Any], index_fields: list[str] | None | Literal[False]) -> list[tuple[str, str]]:
+    """The `(field_path, text)` pairs to embed, one per concrete leaf, in a stable order.
+
+    `index_fields=None` takes every non-blank string leaf of `value` in document order. Explicit
+    fields are taken in the order given; a number or bool they reach is included as its JSON
+    text, a dict or list they reach contributes its string leaves. A leaf is reported once even
+    when several fields reach it; `False` yields nothing.
+    """
+    if index_fields is False:
+        return []
+    if index_fields is None:
+        found = _leaves(value, (), scalars=False)
+    else:
+        found = chain.from_iterable(_resolve(value, _tokenize(field), ()) for field in index_fields)
+    seen: set[Location] = set()
+    texts = []
+    for location, text in found:
+        if location not in seen:
+            seen.add(location)
+            texts.append((_render(location), text))
+    return texts
+
+
+def validate_index_fields(obj: Any) -> list[str] | None | Literal[False]:
+    """Check `index_fields`: None (the default), False (no indexing) or 1..64 valid paths.
+
+    Raises `InvalidArgument` (details field `index_fields`) otherwise.
+    """
+    if obj is None or obj is False:
+        return obj
+    if not isinstance(obj, (list, tuple)) or not 1 <= len(obj) <= MAX_INDEX_FIELDS:
+        raise InvalidArgument(
+            f"index_fields must be false or a list of 1..{MAX_INDEX_FIELDS} paths",
+            details={"field": "index_fields", "max_fields": MAX_INDEX_FIELDS},
+        )
+    for path in obj:
+        _tokenize(path)
+    return list(obj)
+
+
+def _tokenize(path: Any) -> list[Token]:
+    segments = [_SEGMENT.fullmatch(s) for s in path.split(".")] if isinstance(path, str) else [None]
+    if any(m is None for m in segments):
+        raise InvalidArgument(
+            f"index field {path!r} is not a valid path (e.g. 'text', 'meta.title', 'items[*].name')",
+            details={"field": "index_fields", "path": path},
+        )
+    tokens: list[Token] = []
+    for m in segments:
+        tokens.append(m[1])
+        tokens.extend(None if s == "*" else int(s) for s in _SELECTOR.findall(m[2]))
+    return tokens
+
+
+def _resolve(obj: Any, tokens: list[Token], location: Location) -> Iterator[tuple[Location, str]]:
+    if not tokens:
+        yield from _leaves(obj, location, scalars=True)
+        return
+    head, rest = tokens[0], tokens[1:]
+    if isinstance(head, str):
+        if isinstance(obj, dict) and head in obj:
+            yield from _resolve(obj[head], rest, location + (head,))
+    elif isinstance(obj, list):
+        indexes = range(len(obj)) if head is None else [head + len(obj) if head < 0 else head]
+        for i in indexes:
+            if 0 <= i < len(obj):
+                yield from _resolve(obj[i], rest, location + (i,))
+
+
+def _leaves(obj: Any, location: Location, *, scalars: bool) -> Iterator[tuple[Location, str]]:
+    if isinstance(obj, str):
+        if obj.strip():
+            yield location, obj
+    elif isinstance(obj, dict):
+        for key, child in obj.items():
+            yield from _leaves(child, location + (key,), scalars=False)
+    elif isinstance(obj, list):
+        for i, child in enumerate(obj):
+            yield from _leaves(child, location + (i,), scalars=False)
+    elif scalars and isinstance(obj, (bool, int, float)):
+        yield location, json.dumps(obj)
+
+
+def _render(location: Location) -> str:
+    rendered = ""
+    for step in location:
+        if isinstance(step, int):
+            rendered += f"[{step}]"
+        else:
+            rendered += f".{step}" if rendered else step
+    return rendered

@@ -1,0 +1,319 @@
+"""The policy engine: Rego bundles compiled and evaluated in-process with regorus.
+
+Three entrypoints, as in API.md "Policies (Rego)": `data.memories.authz.allow`,
+`data.memories.attributes.attributes` and `data.memories.search.result`.
+
+regorus objects are "unsendable": an `Engine` used, or even dropped, on a thread other than the
+one that created it raises a Rust panic. So every thread compiles its own engine from the bundle
+sources (well under a millisecond) and keeps it in a module-level thread-local cache keyed by the
+sources' digest; engines never leave the thread that built them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from typing import Any, Mapping, Sequence
+
+import regorus
+
+from memsvc.core.errors import InvalidArgument
+
+__all__ = [
+    "DEFAULT_BUNDLE",
+    "default_bundle",
+    "PolicyBundle",
+    "CompiledPolicies",
+    "compile_bundle",
+]
+
+MAX_FILES = 64
+MAX_FILE_BYTES = 256 * 1024
+
+_DEFAULT_FILES = ("authz.rego", "attributes.rego", "search.rego")
+_REQUIRED_PACKAGES = ("memories.authz", "memories.attributes", "memories.search")
+_AUTHZ = "data.memories.authz.allow"
+_ATTRIBUTES = "data.memories.attributes.attributes"
+_SEARCH = "data.memories.search.result"
+_UNDEFINED = '"<undefined>"'  # what eval_rule_as_json returns for an undefined rule
+_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\.rego")
+_ERROR_FILE = re.compile(r"-->\s*(\S+?):\d+:\d+")
+_ENGINES_PER_THREAD = 4
+
+# Sample contexts for the smoke evaluation in compile_bundle: a plain user and a trusted service.
+_SAMPLE_CONTEXTS = (
+    {
+        "tenant_id": "default",
+        "user_id": "alice",
+        "client_id": "smoke-test",
+        "roles": ["user"],
+        "principal_type": "user",
+        "jwt_claims": {"sub": "alice", "roles": ["user"]},
+    },
+    {
+        "tenant_id": "default",
+        "user_id": "arn:aws:iam::123456789012:role/backend",
+        "client_id": None,
+        "roles": ["service"],
+        "principal_type": "iam",
+        "jwt_claims": {},
+    },
+)
+
+
+@cache
+def _default_sources() -> tuple[tuple[str, str], ...]:
+    # Anchored on the regular package memsvc.core: Python 3.11's importlib.resources cannot read
+    # a namespace package (memsvc, memsvc.policies) under a setuptools editable install.
+    folder = resources.files("memsvc.core").parent / "policies"
+    return tuple((name, (folder / name).read_text(encoding="utf-8")) for name in _DEFAULT_FILES)
+
+
+def default_bundle() -> dict[str, str]:
+    """The built-in policy sources, file name -> Rego (a fresh copy on every call)."""
+    return dict(_default_sources())
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEFAULT_BUNDLE":  # loaded on first use, never at import
+        return default_bundle()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+@dataclass(frozen=True)
+class PolicyBundle:
+    """A policy bundle: its version ("builtin" or a sha256 prefix) and sources by file name."""
+
+    version: str
+    policies: dict[str, str] = field(hash=False)
+
+
+class CompiledPolicies:
+    """A validated bundle, safe to evaluate from any number of threads at once."""
+
+    def __init__(self, bundle: PolicyBundle, digest: str) -> None:
+        self._bundle = bundle
+        self._digest = digest
+
+    @property
+    def bundle(self) -> PolicyBundle:
+        """The bundle these policies were compiled from."""
+        return self._bundle
+
+    def allow(self, operation: str, namespace: Sequence[str], key: str | None, context: dict) -> bool:
+        """Whether the authz policy allows this; undefined, non-true or any error is a deny."""
+        try:
+            decision = self._eval(_AUTHZ, _authz_input(operation, namespace, key, context))
+        except BaseException as exc:
+            if not _is_engine_error(exc):
+                raise
+            return False
+        return decision is True
+
+    def extract_attributes(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Any,
+        attributes: Mapping[str, Any] | None,
+        context: dict,
+    ) -> dict[str, Any]:
+        """The attributes to store with a write; `{}` when the policy is undefined."""
+        inp = {
+            "namespace": list(namespace),
+            "key": key,
+            "value": value,
+            "attributes": dict(attributes or {}),
+            "context": context,
+        }
+        result = self._eval_or_raise(_ATTRIBUTES, inp, "attribute extraction")
+        if result is None:
+            return {}
+        if not isinstance(result, dict) or not all(_is_attribute_value(v) for v in result.values()):
+            raise InvalidArgument(
+                "attribute extraction policy returned "
+                f"{_describe(result)}; expected an object of scalars or lists of scalars"
+            )
+        return result
+
+    def inject_search(
+        self,
+        operation: str,
+        namespace_prefix: Sequence[str],
+        filter_obj: Mapping[str, Any] | None,
+        context: dict,
+    ) -> tuple[list[str], dict[str, Any]]:
+        """The effective (namespace_prefix, attribute_filter) for a search, list or events call.
+
+        An undefined result or field keeps the requested prefix and adds no filter; authz still
+        decides on the prefix afterwards.
+        """
+        requested = list(namespace_prefix)
+        inp = {
+            "operation": operation,
+            "namespace_prefix": requested,
+            "filter": dict(filter_obj or {}),
+            "context": context,
+        }
+        result = self._eval_or_raise(_SEARCH, inp, "search filter injection")
+        if result is None:
+            return requested, {}
+        if not isinstance(result, dict):
+            raise InvalidArgument(f"search filter injection policy returned {_describe(result)}; expected an object")
+        prefix = result.get("namespace_prefix", requested)
+        attribute_filter = result.get("attribute_filter", {})
+        if not isinstance(prefix, list) or not all(isinstance(s, str) for s in prefix):
+            raise InvalidArgument(
+                f"search filter injection policy returned namespace_prefix {_describe(prefix)}; "
+                "expected a list of strings"
+            )
+        if not isinstance(attribute_filter, dict):
+            raise InvalidArgument(
+                f"search filter injection policy returned attribute_filter {_describe(attribute_filter)}; "
+                "expected an object"
+            )
+        return prefix, attribute_filter
+
+    def _eval(self, rule: str, inp: dict[str, Any]) -> Any:
+        """The rule's JSON value for this input, None when undefined; raises what regorus raises."""
+        input_json = json.dumps(inp)
+        engine = _thread_engine(self._digest, self._bundle.policies)
+        try:
+            engine.set_input_json(input_json)
+            output = engine.eval_rule_as_json(rule)
+        except BaseException:
+            _forget_thread_engine(self._digest)  # never reuse an engine that failed mid-evaluation
+            del engine  # the traceback must not keep it alive (see _build_engine)
+            raise
+        return None if output == _UNDEFINED else json.loads(output)
+
+    def _eval_or_raise(self, rule: str, inp: dict[str, Any], what: str) -> Any:
+        try:
+            return self._eval(rule, inp)
+        except BaseException as exc:
+            if not _is_engine_error(exc):
+                raise
+            raise _invalid(exc, f"{what} policy failed: ") from None
+
+    def _smoke_test(self) -> None:
+        for context in _SAMPLE_CONTEXTS:
+            namespace = ["user", "alice", "memories"]
+            decision = self._eval_or_raise(_AUTHZ, _authz_input("write", namespace, "k", context), "authz")
+            if decision is not None and not isinstance(decision, bool):
+                raise InvalidArgument(f"authz policy returned allow = {_describe(decision)}; expected a boolean")
+            self.extract_attributes(namespace, "k", {"text": "hello"}, {"topic": "smoke"}, context)
+            self.inject_search("search", ["user"], {"topic": "smoke"}, context)
+
+
+def compile_bundle(policies: dict[str, str], version: str | None = None) -> CompiledPolicies:
+    """Validate and compile a bundle (file name -> Rego source); InvalidArgument on any problem.
+
+    Without `version`, the built-in sources are "builtin" and anything else is named by the
+    first 16 hex digits of the sha256 of its sources.
+    """
+    _check_sources(policies)
+    sources = dict(policies)
+    digest = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
+    if version is None:
+        version = "builtin" if sources == default_bundle() else digest[:16]
+
+    packages = set(_build_engine(sources).get_packages())
+    missing = [p for p in _REQUIRED_PACKAGES if f"data.{p}" not in packages]
+    if missing:
+        raise InvalidArgument(
+            f"policy bundle is missing package {', '.join(missing)}",
+            details={"missing_packages": missing},
+        )
+
+    compiled = CompiledPolicies(PolicyBundle(version=version, policies=sources), digest)
+    compiled._smoke_test()
+    return compiled
+
+
+def _check_sources(policies: Any) -> None:
+    if not isinstance(policies, Mapping) or not policies:
+        raise InvalidArgument("a policy bundle must be a non-empty object of file name -> Rego source")
+    if len(policies) > MAX_FILES:
+        raise InvalidArgument(f"a policy bundle holds at most {MAX_FILES} files, got {len(policies)}")
+    for name, source in policies.items():
+        if not isinstance(name, str) or not _FILE_NAME.fullmatch(name):
+            raise InvalidArgument(
+                f"invalid policy file name {name!r}: expected letters, digits, '.', '_' or '-' ending in .rego",
+                details={"file": str(name)},
+            )
+        if not isinstance(source, str):
+            raise InvalidArgument(f"policy {name} must be a string of Rego source", details={"file": name})
+        if len(source.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+            raise InvalidArgument(
+                f"policy {name} is larger than {MAX_FILE_BYTES} bytes", details={"file": name}
+            )
+
+
+def _build_engine(sources: Mapping[str, str]) -> regorus.Engine:
+    engine = regorus.Engine()
+    for name, source in sources.items():
+        try:
+            engine.add_policy(name, source)
+        except BaseException as exc:
+            if not _is_engine_error(exc):
+                raise
+            error = _invalid(exc, "", file=name)
+            break
+    else:
+        return engine
+    # Raise only once the engine is gone: a traceback keeps this frame alive, and the garbage
+    # collector may free it on another thread, where dropping an engine panics.
+    del engine
+    raise error
+
+
+_local = threading.local()  # module-level, so each thread's engines are dropped by that thread
+
+
+def _thread_engine(digest: str, sources: Mapping[str, str]) -> regorus.Engine:
+    engines: dict[str, regorus.Engine] | None = getattr(_local, "engines", None)
+    if engines is None:
+        engines = _local.engines = {}
+    engine = engines.pop(digest, None)
+    if engine is None:
+        engine = _build_engine(sources)
+        while len(engines) >= _ENGINES_PER_THREAD:
+            del engines[next(iter(engines))]  # least recently used
+    engines[digest] = engine
+    return engine
+
+
+def _forget_thread_engine(digest: str) -> None:
+    getattr(_local, "engines", {}).pop(digest, None)
+
+
+def _authz_input(operation: str, namespace: Sequence[str], key: str | None, context: dict) -> dict[str, Any]:
+    return {"operation": operation, "namespace": list(namespace), "key": key, "context": context}
+
+
+def _is_engine_error(exc: BaseException) -> bool:
+    # A Rust panic surfaces as pyo3_runtime.PanicException, which derives from BaseException.
+    return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
+
+
+def _invalid(exc: BaseException, prefix: str, file: str | None = None) -> InvalidArgument:
+    message = str(exc).split("Stack backtrace:")[0].strip() or type(exc).__name__
+    if file is None:
+        found = _ERROR_FILE.search(message)
+        file = found.group(1) if found else None
+    return InvalidArgument(prefix + message, details={"file": file} if file else None)
+
+
+def _is_attribute_value(value: Any) -> bool:
+    scalar = (str, int, float, bool)
+    return isinstance(value, scalar) or (isinstance(value, list) and all(isinstance(v, scalar) for v in value))
+
+
+def _describe(value: Any) -> str:
+    text = json.dumps(value)
+    return text if len(text) <= 80 else text[:77] + "..."

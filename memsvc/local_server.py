@@ -1,0 +1,146 @@
+"""`memsvc serve`: HTTP in front of the same router the Lambda runs.
+
+Each request becomes the API Gateway HTTP API (payload 2.0) event the real service would
+deliver, after the bearer token has been verified as the JWT authorizer would verify it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+from urllib.parse import parse_qsl
+
+from memsvc.adapters.local.issuer import InvalidToken, LocalIssuer
+from memsvc.api.router import Router
+
+__all__ = ["LocalServer", "build_event", "stringify_claims", "MAX_BODY_BYTES"]
+
+MAX_BODY_BYTES = 1024 * 1024
+
+
+class LocalServer:
+    """An ASGI application."""
+
+    def __init__(self, router: Router, issuer: LocalIssuer, *, threads: int = 16) -> None:
+        self._router = router
+        self._issuer = issuer
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="memsvc-api")
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    self._pool.shutdown(wait=True)
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        headers: dict[str, str] = {}
+        for k, v in scope["headers"]:
+            name = k.decode("latin-1").lower()
+            headers[name] = f"{headers[name]},{v.decode('latin-1')}" if name in headers else v.decode("latin-1")
+        body = bytearray()
+        while True:
+            message = await receive()
+            body += message.get("body", b"")
+            if len(body) > MAX_BODY_BYTES:
+                return await _send(send, _error(413, "CONTENT_TOO_LONG", "request body too large",
+                                                 {"max_bytes": MAX_BODY_BYTES}))
+            if not message.get("more_body"):
+                break
+        authorizer: dict[str, Any] | None = None
+        auth = headers.get("authorization", "")
+        if auth:
+            scheme, _, token = auth.partition(" ")
+            if scheme.lower() != "bearer" or not token:
+                return await _send(send, _error(401, "UNAUTHORIZED", "expected 'Authorization: Bearer <token>'"))
+            try:
+                claims = self._issuer.verify(token.strip())
+            except InvalidToken as exc:
+                return await _send(send, _error(401, "UNAUTHORIZED", f"invalid token: {exc}"))
+            authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
+        event = build_event(
+            method=scope["method"],
+            path=scope["path"],
+            raw_query=scope.get("query_string", b"").decode("latin-1"),
+            headers=headers,
+            body=body.decode("utf-8", errors="replace") if body else None,
+            source_ip=(scope.get("client") or ("127.0.0.1", 0))[0],
+            authorizer=authorizer,
+        )
+        loop = asyncio.get_running_loop()
+        response = await loop.run_in_executor(self._pool, self._router.handle, event)
+        await _send(send, response)
+
+
+def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, str], body: str | None,
+                source_ip: str, authorizer: dict[str, Any] | None) -> dict[str, Any]:
+    query: dict[str, str] = {}
+    for k, v in parse_qsl(raw_query, keep_blank_values=True):
+        query[k] = f"{query[k]},{v}" if k in query else v  # what API Gateway does with repeats
+    now = time.time()
+    ctx: dict[str, Any] = {
+        "accountId": "local",
+        "apiId": "local",
+        "domainName": headers.get("host", "localhost"),
+        "http": {"method": method.upper(), "path": path, "protocol": "HTTP/1.1",
+                 "sourceIp": source_ip, "userAgent": headers.get("user-agent", "")},
+        "requestId": str(uuid.uuid4()),
+        "routeKey": "$default",
+        "stage": "$default",
+        "time": time.strftime("%d/%b/%Y:%H:%M:%S +0000", time.gmtime(now)),
+        "timeEpoch": int(now * 1000),
+    }
+    if authorizer is not None:
+        ctx["authorizer"] = authorizer
+    event: dict[str, Any] = {
+        "version": "2.0",
+        "routeKey": "$default",
+        "rawPath": path,
+        "rawQueryString": raw_query,
+        "headers": headers,
+        "requestContext": ctx,
+        "isBase64Encoded": False,
+    }
+    if query:
+        event["queryStringParameters"] = query
+    if body is not None:
+        event["body"] = body
+    return event
+
+
+def stringify_claims(claims: dict[str, Any]) -> dict[str, str]:
+    """Claims as the HTTP API JWT authorizer hands them over: strings, arrays as "[a b]"."""
+    out: dict[str, str] = {}
+    for k, v in claims.items():
+        if isinstance(v, str):
+            out[k] = v
+        elif isinstance(v, list):
+            out[k] = "[" + " ".join(str(x) for x in v) + "]"
+        elif isinstance(v, bool):
+            out[k] = "true" if v else "false"
+        elif isinstance(v, (int, float)):
+            out[k] = str(v)
+        else:
+            out[k] = json.dumps(v, separators=(",", ":"))
+    return out
+
+
+def _error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    body = {"error": {"code": code, "message": message, "retryable": False, "details": details or {}}}
+    return {"statusCode": status, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}
+
+
+async def _send(send, response: dict[str, Any]) -> None:
+    body = (response.get("body") or "").encode()
+    headers = [(k.encode("latin-1"), str(v).encode("latin-1")) for k, v in (response.get("headers") or {}).items()]
+    headers.append((b"content-length", str(len(body)).encode()))
+    await send({"type": "http.response.start", "status": response["statusCode"], "headers": headers})
+    await send({"type": "http.response.body", "body": body})

@@ -1,0 +1,136 @@
+"""The ports: what the service needs from the outside world, as Protocols.
+
+Every port has a local adapter (`memsvc.adapters.local`) and an AWS one; both pass the
+contract suite in `tests/contract`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timezone
+from typing import Any, Protocol
+
+from memsvc.core.filters import Filter
+from memsvc.core.models import Change, ChangeKind, StoredItem, VectorHit
+
+__all__ = ["ItemStore", "ChangeFeed", "VectorIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
+
+
+class ItemStore(Protocol):
+    """The source of truth. Every call is bound to one tenant (the sweeper's excepted)."""
+
+    def get(self, tenant: str, namespace: tuple[str, ...], key: str) -> StoredItem | None:
+        """The key's current row, tombstones and expired rows included (the service hides them)."""
+
+    def get_many(
+        self, tenant: str, refs: Sequence[tuple[tuple[str, ...], str]]
+    ) -> dict[tuple[tuple[str, ...], str], StoredItem]: ...
+
+    def get_by_id(self, tenant: str, memory_id: str) -> StoredItem | None: ...
+
+    def write(self, item: StoredItem, *, kind: ChangeKind, old: StoredItem | None) -> None:
+        """Write `item` if the key's stored version is still `old.version` (absent when `old` is
+        None), and record the change in the same transaction. Raises `Conflict` otherwise."""
+
+    def scan_live(
+        self, tenant: str, prefix: tuple[str, ...], now: datetime, *, page_size: int = 200
+    ) -> Iterator[StoredItem]:
+        """Live, unexpired items under the prefix, newest `updated_at` first, fetched lazily."""
+
+    def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[tuple[str, ...]]:
+        """Distinct namespaces under the prefix holding at least one live, unexpired item."""
+
+    def expired(self, now: datetime, limit: int) -> list[StoredItem]:
+        """Live rows whose TTL has passed, across tenants (for the sweeper)."""
+
+    def purge_tombstones(self, tenant: str | None, before: datetime) -> int: ...
+
+    def tenants_with_tombstones(self) -> list[str]: ...
+
+    def get_wrapped_key(self, tenant: str) -> bytes | None: ...
+
+    def put_wrapped_key_if_absent(self, tenant: str, wrapped: bytes) -> bytes:
+        """Store the tenant's wrapped data key unless one exists; return the one that won."""
+
+    def get_config(self, tenant: str, name: str) -> dict[str, Any] | None: ...
+
+    def put_config(self, tenant: str, name: str, doc: dict[str, Any]) -> None: ...
+
+    def ping(self) -> None: ...
+
+
+class ChangeFeed(Protocol):
+    """Changes in commit order, consumed at least once by named consumers."""
+
+    def read(self, consumer: str, limit: int) -> list[Change]: ...
+
+    def ack(self, consumer: str, upto_seq: int) -> None: ...
+
+    def pending(self, consumer: str, tenant: str) -> int: ...
+
+    def park(self, consumer: str, change: Change, error: str) -> None:
+        """Set a poison change aside (a dead-letter record) so the consumer can move on."""
+
+
+class VectorIndex(Protocol):
+    """Derived, idempotent, version-aware: an older version never overwrites a newer one."""
+
+    max_top_k: int
+
+    def replace(
+        self,
+        tenant: str,
+        namespace: tuple[str, ...],
+        key: str,
+        *,
+        memory_id: str,
+        version: int,
+        policy_attributes: dict[str, Any],
+        vectors: Sequence[tuple[str, Sequence[float]]],
+    ) -> bool:
+        """Make `vectors` the key's only vectors unless a version >= `version` is recorded."""
+
+    def remove(self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int) -> None:
+        """Drop the key's vectors and record `version` so older writes are ignored later."""
+
+    def indexed_version(self, tenant: str, namespace: tuple[str, ...], key: str) -> int | None: ...
+
+    def query(
+        self,
+        tenant: str,
+        prefix: tuple[str, ...],
+        pushdown: Filter,
+        vector: Sequence[float],
+        top_k: int,
+    ) -> list[VectorHit]:
+        """Best `top_k` vectors (not memories) by cosine similarity, best first."""
+
+    def memory_ids(self, tenant: str) -> set[str]: ...
+
+    def ping(self) -> None: ...
+
+
+class Embedder(Protocol):
+    model_id: str
+    dimension: int
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """One unit-length vector per text, in order."""
+
+
+class KeyProvider(Protocol):
+    """Wraps and unwraps per-tenant data keys with a key-encryption key it never reveals."""
+
+    def generate_data_key(self, tenant: str) -> tuple[bytes, bytes]:
+        """A fresh 256-bit data key: (plaintext, wrapped)."""
+
+    def decrypt_data_key(self, tenant: str, wrapped: bytes) -> bytes: ...
+
+
+class Clock(Protocol):
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    def now(self) -> datetime:
+        return datetime.now(timezone.utc)

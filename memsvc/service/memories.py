@@ -1,0 +1,419 @@
+"""The memory use cases: put, get, delete, search, list namespaces, and the admin operations.
+
+Each takes plain values and the caller's identity; none sees a request. Order of checks on
+every operation: validate (400) -> authorize (403) -> act (404 ...), so bad input never
+reveals whether something exists and never changes anything.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from memsvc.core.errors import (
+    Conflict,
+    ContentTooLong,
+    EmbeddingFailed,
+    Forbidden,
+    InvalidArgument,
+    MemsvcError,
+    NotFound,
+)
+from memsvc.core.filters import Filter, get_path, parse_filter
+from memsvc.core.models import Caller, IndexFields, Memory, StoredItem
+from memsvc.core.namespaces import match_namespace_pattern, validate_key, validate_namespace
+from memsvc.core.paths import extract_texts, validate_index_fields
+from memsvc.core.policy import CompiledPolicies
+from memsvc.ports import Clock, Embedder, ItemStore, VectorIndex
+from memsvc.service.indexer import MAX_INDEXED_FIELDS, FeedConsumer, Indexer
+from memsvc.service.sealing import Sealer
+from memsvc.service.tenant_config import MAX_VALUE_BYTES, PolicyRegistry, SettingsRegistry, TenantSettings
+
+__all__ = ["MemoryService", "PutMemory", "SearchQuery", "MAX_TTL_SECONDS", "MAX_OFFSET"]
+
+log = logging.getLogger(__name__)
+
+MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
+MAX_OFFSET = 10_000
+_WRITE_ATTEMPTS = 8
+
+
+@dataclass(frozen=True)
+class PutMemory:
+    namespace: Any
+    key: Any
+    value: Any
+    attributes: Any = None
+    ttl_seconds: Any = None
+    index_fields: Any = None
+    sync_index: bool = False
+
+
+@dataclass(frozen=True)
+class SearchQuery:
+    namespace_prefix: Any
+    query: str | None = None
+    filter: Any = None
+    limit: int = 10
+    offset: int = 0
+
+
+class MemoryService:
+    def __init__(
+        self,
+        *,
+        store: ItemStore,
+        vectors: VectorIndex,
+        embedder: Embedder,
+        sealer: Sealer,
+        policies: PolicyRegistry,
+        settings: SettingsRegistry,
+        clock: Clock,
+        index_feed: FeedConsumer | None = None,
+        on_write: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._store = store
+        self._vectors = vectors
+        self._embedder = embedder
+        self._sealer = sealer
+        self._policies = policies
+        self._settings = settings
+        self._clock = clock
+        self._index_feed = index_feed
+        self._on_write = on_write
+        self.indexer = Indexer(vectors, embedder, sealer)
+
+    # -- writes ------------------------------------------------------------------------------
+
+    def put(self, caller: Caller, req: PutMemory) -> Memory:
+        settings = self._settings.get(caller.tenant_id)
+        ns = validate_namespace(req.namespace, max_depth=settings.max_depth)
+        key = validate_key(req.key)
+        if not isinstance(req.value, dict):
+            raise InvalidArgument("value must be a JSON object", details={"field": "value"})
+        if req.attributes is not None and not isinstance(req.attributes, dict):
+            raise InvalidArgument("attributes must be a JSON object or null", details={"field": "attributes"})
+        ttl = _validate_ttl(req.ttl_seconds)
+        index_fields: IndexFields = validate_index_fields(req.index_fields)
+        size = len(_compact(req.value)) + (len(_compact(req.attributes)) if req.attributes is not None else 0)
+        if size > MAX_VALUE_BYTES:
+            raise ContentTooLong(
+                f"value and attributes take {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}",
+                max_bytes=MAX_VALUE_BYTES,
+            )
+        if index_fields is not False:
+            n_fields = len(extract_texts(req.value, index_fields))
+            if n_fields > MAX_INDEXED_FIELDS:
+                raise InvalidArgument(
+                    f"value has {n_fields} text fields to index; at most {MAX_INDEXED_FIELDS} are allowed. "
+                    "Name the fields worth searching in index_fields, or pass index_fields=false",
+                    details={"field": "index_fields", "max_fields": MAX_INDEXED_FIELDS},
+                )
+        policies = self._policies.get(caller.tenant_id)
+        self._authorize(policies, caller, "write", ns, key)
+        policy_attributes = policies.extract_attributes(ns, key, req.value, req.attributes, caller.policy_context())
+
+        for _ in range(_WRITE_ATTEMPTS):
+            old = self._store.get(caller.tenant_id, ns, key)
+            now = self._clock.now()
+            live_old = old if old is not None and old.is_live(now) else None
+            version = old.version + 1 if old else 1
+            item = StoredItem(
+                tenant=caller.tenant_id,
+                namespace=ns,
+                key=key,
+                id=str(uuid.uuid4()),
+                version=version,
+                value_ct=self._sealer.seal_json(caller.tenant_id, ns, key, version, "value", req.value),
+                attributes_ct=(
+                    None
+                    if req.attributes is None
+                    else self._sealer.seal_json(caller.tenant_id, ns, key, version, "attributes", req.attributes)
+                ),
+                policy_attributes=policy_attributes,
+                index_fields=index_fields,
+                created_at=live_old.created_at if live_old else now,
+                updated_at=now,
+                expires_at=now + timedelta(seconds=ttl) if ttl else None,
+            )
+            try:
+                self._store.write(item, kind="update" if live_old else "add", old=old)
+                break
+            except Conflict:
+                continue  # another writer won the race; upsert on top of its version
+        else:
+            raise Conflict("too many concurrent writes to this key; retry", details={"key": key})
+        self._on_write()
+        if req.sync_index:
+            self.indexer.index_items([item])
+        return self._memory(item, value={}, attributes=req.attributes)
+
+    def delete(self, caller: Caller, namespace: Any, key: Any) -> None:
+        settings = self._settings.get(caller.tenant_id)
+        ns = validate_namespace(namespace, max_depth=settings.max_depth)
+        key = validate_key(key)
+        self._authorize(self._policies.get(caller.tenant_id), caller, "delete", ns, key)
+        self._delete_current(caller.tenant_id, ns, key, expected_id=None)
+
+    def _delete_current(self, tenant: str, ns: tuple[str, ...], key: str, *, expected_id: str | None) -> bool:
+        for _ in range(_WRITE_ATTEMPTS):
+            old = self._store.get(tenant, ns, key)
+            if old is None or old.deleted is not None or (expected_id and old.id != expected_id):
+                return False
+            tombstone = old.tombstone(kind="delete", at=self._clock.now(), new_id=str(uuid.uuid4()))
+            try:
+                self._store.write(tombstone, kind="delete", old=old)
+                self._on_write()
+                return True
+            except Conflict:
+                continue
+        raise Conflict("too many concurrent writes to this key; retry", details={"key": key})
+
+    # -- reads -------------------------------------------------------------------------------
+
+    def get(self, caller: Caller, namespace: Any, key: Any) -> Memory:
+        settings = self._settings.get(caller.tenant_id)
+        ns = validate_namespace(namespace, max_depth=settings.max_depth)
+        key = validate_key(key)
+        self._authorize(self._policies.get(caller.tenant_id), caller, "read", ns, key)
+        item = self._store.get(caller.tenant_id, ns, key)
+        if item is None or not item.is_live(self._clock.now()):
+            raise NotFound("no memory with this namespace and key", details={"namespace": list(ns), "key": key})
+        return self._open(item)
+
+    def search(self, caller: Caller, q: SearchQuery) -> list[Memory]:
+        settings = self._settings.get(caller.tenant_id)
+        prefix = validate_namespace(q.namespace_prefix, max_depth=settings.max_depth, allow_empty=True)
+        user_filter = parse_filter(q.filter if q.filter is not None else {})
+        if q.query is not None and (not isinstance(q.query, str) or not q.query.strip()):
+            raise InvalidArgument("query must be a non-empty string when given", details={"field": "query"})
+        if not 1 <= q.limit <= 100:
+            raise InvalidArgument("limit must be between 1 and 100", details={"field": "limit"})
+        if not 0 <= q.offset <= MAX_OFFSET:
+            raise InvalidArgument(f"offset must be between 0 and {MAX_OFFSET}", details={"field": "offset"})
+        scope, scope_filter = self._scope(caller, "search", prefix, user_filter.to_json())
+        if q.query is None:
+            return self._filter_search(caller.tenant_id, scope, scope_filter, user_filter, q.limit, q.offset)
+        return self._semantic_search(caller.tenant_id, scope, scope_filter, user_filter, q)
+
+    def _filter_search(self, tenant, scope, scope_filter, user_filter, limit, offset) -> list[Memory]:
+        out: list[Memory] = []
+        skipped = 0
+        for item in self._store.scan_live(tenant, scope, self._clock.now()):
+            if not scope_filter.matches(_lookup(item.policy_attributes)):
+                continue
+            memory = self._open(item)
+            if not _matches(user_filter, item, memory):
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
+            out.append(memory)
+            if len(out) >= limit:
+                break
+        return out
+
+    def _semantic_search(self, tenant, scope, scope_filter, user_filter, q: SearchQuery) -> list[Memory]:
+        try:
+            vector = self._embedder.embed([q.query])[0]
+        except MemsvcError:
+            raise
+        except Exception as exc:
+            raise EmbeddingFailed("the embedding model failed to embed the query") from exc
+        wanted = q.offset + q.limit
+        top_k = min(self._vectors.max_top_k, max(50, wanted * 4))
+        while True:
+            hits = self._vectors.query(tenant, scope, scope_filter, vector, top_k)
+            best: dict[tuple[tuple[str, ...], str], Any] = {}
+            for hit in hits:  # best first, so a memory's first hit is its max-pooled score
+                best.setdefault((hit.namespace, hit.key), hit)
+            items = self._store.get_many(tenant, list(best))
+            now = self._clock.now()
+            ranked: list[Memory] = []
+            for ref, hit in best.items():
+                item = items.get(ref)
+                if item is None or item.id != hit.memory_id or not item.is_live(now):
+                    continue  # stale vector of an older version, or deleted/expired since
+                memory = self._open(item, score=hit.score)
+                if _matches(user_filter, item, memory):
+                    ranked.append(memory)
+            if len(ranked) >= wanted or len(hits) < top_k or top_k >= self._vectors.max_top_k:
+                break
+            top_k = min(self._vectors.max_top_k, top_k * 4)
+        ranked.sort(key=lambda m: (-(m.score or 0.0), -m.updated_at.timestamp()))
+        return ranked[q.offset : wanted]
+
+    def list_namespaces(
+        self,
+        caller: Caller,
+        *,
+        prefix: Any = None,
+        suffix: Any = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        settings = self._settings.get(caller.tenant_id)
+        prefix = _validate_pattern(prefix or [], "prefix", settings)
+        suffix = _validate_pattern(suffix or [], "suffix", settings)
+        if max_depth is not None and not 1 <= max_depth <= settings.max_depth:
+            raise InvalidArgument(
+                f"max_depth must be between 1 and {settings.max_depth}", details={"field": "max_depth"}
+            )
+        if not 1 <= limit <= 1000:
+            raise InvalidArgument("limit must be between 1 and 1000", details={"field": "limit"})
+        if not 0 <= offset <= MAX_OFFSET:
+            raise InvalidArgument(f"offset must be between 0 and {MAX_OFFSET}", details={"field": "offset"})
+        literal = []
+        for segment in prefix:
+            if segment == "*":
+                break
+            literal.append(segment)
+        scope, _ = self._scope(caller, "list", tuple(literal), {})
+        policies = self._policies.get(caller.tenant_id)
+        context = caller.policy_context()
+        found: set[tuple[str, ...]] = set()
+        for ns in self._store.list_namespaces(caller.tenant_id, scope, self._clock.now()):
+            if not match_namespace_pattern(ns, prefix, suffix):
+                continue
+            if not policies.allow("list", list(ns), None, context):
+                continue
+            found.add(ns[:max_depth] if max_depth else ns)
+        return sorted(found)[offset : offset + limit]
+
+    # -- admin -------------------------------------------------------------------------------
+
+    def get_policies(self, caller: Caller) -> dict[str, Any]:
+        policies = self._admin(caller)
+        return {"version": policies.bundle.version, "policies": policies.bundle.policies}
+
+    def put_policies(self, caller: Caller, body: Any) -> dict[str, Any]:
+        self._admin(caller)
+        if not isinstance(body, dict) or not isinstance(body.get("policies"), dict):
+            raise InvalidArgument(
+                'body must be {"policies": {"<name>.rego": "<source>", ...}}', details={"field": "policies"}
+            )
+        compiled = self._policies.replace(caller.tenant_id, body["policies"])
+        return {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
+
+    def force_delete(self, caller: Caller, memory_id: Any) -> None:
+        self._admin(caller)
+        if not isinstance(memory_id, str) or not memory_id:
+            raise InvalidArgument("id is required", details={"field": "id"})
+        item = self._store.get_by_id(caller.tenant_id, memory_id)
+        if item is None or not item.is_live(self._clock.now()):
+            raise NotFound("no live memory with this id", details={"id": memory_id})
+        if not self._delete_current(caller.tenant_id, item.namespace, item.key, expected_id=item.id):
+            raise NotFound("no live memory with this id", details={"id": memory_id})
+
+    def index_status(self, caller: Caller) -> dict[str, Any]:
+        self._admin(caller)
+        return {
+            "pending": self._index_feed.pending(caller.tenant_id) if self._index_feed else 0,
+            "embedding_model": self._embedder.model_id,
+            "dimension": self._embedder.dimension,
+        }
+
+    def index_trigger(self, caller: Caller, run_cycle: Callable[[], Any]) -> dict[str, Any]:
+        self._admin(caller)
+        result = run_cycle()
+        return {"processed": result.processed.get(caller.tenant_id, 0), "failed": result.failed}
+
+    def get_settings(self, caller: Caller) -> TenantSettings:
+        self._admin(caller)
+        return self._settings.get(caller.tenant_id)
+
+    def put_settings(self, caller: Caller, patch: Any) -> TenantSettings:
+        self._admin(caller)
+        return self._settings.update(caller.tenant_id, patch)
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _admin(self, caller: Caller) -> CompiledPolicies:
+        policies = self._policies.get(caller.tenant_id)
+        self._authorize(policies, caller, "admin", (), None)
+        return policies
+
+    @staticmethod
+    def _authorize(policies: CompiledPolicies, caller: Caller, op: str, ns, key) -> None:
+        if not policies.allow(op, list(ns), key, caller.policy_context()):
+            raise Forbidden(f"not allowed to {op} here")
+
+    def _scope(self, caller: Caller, op: str, prefix: tuple[str, ...], filter_json: dict) -> tuple[tuple[str, ...], Filter]:
+        """Apply the filter-injection policy, then authorize the narrowed scope."""
+        policies = self._policies.get(caller.tenant_id)
+        scope, attribute_filter = policies.inject_search(op, list(prefix), filter_json, caller.policy_context())
+        scope = tuple(scope)
+        self._authorize(policies, caller, op, scope, None)
+        return scope, parse_filter(attribute_filter or {})
+
+    def _open(self, item: StoredItem, *, score: float | None = None) -> Memory:
+        s = self._sealer
+        value = s.open_json(item.tenant, item.namespace, item.key, item.version, "value", item.value_ct)
+        attributes = (
+            None
+            if item.attributes_ct is None
+            else s.open_json(item.tenant, item.namespace, item.key, item.version, "attributes", item.attributes_ct)
+        )
+        return self._memory(item, value=value, attributes=attributes, score=score)
+
+    @staticmethod
+    def _memory(item: StoredItem, *, value, attributes, score=None) -> Memory:
+        return Memory(
+            id=item.id,
+            namespace=item.namespace,
+            key=item.key,
+            value=value,
+            attributes=attributes,
+            created_at=item.created_at,
+            updated_at=item.updated_at,
+            expires_at=item.expires_at,
+            version=item.version,
+            score=score,
+        )
+
+
+def _matches(user_filter: Filter, item: StoredItem, memory: Memory) -> bool:
+    """A filter key names a policy attribute when the item has one by that name, else a dot
+    path into the value."""
+    if user_filter.is_empty:
+        return True
+
+    def lookup(path: str) -> tuple[bool, Any]:
+        if path in item.policy_attributes:
+            return True, item.policy_attributes[path]
+        return get_path(memory.value, path)
+
+    return user_filter.matches(lookup)
+
+
+def _lookup(attrs: dict[str, Any]):
+    return lambda path: get_path(attrs, path)
+
+
+def _validate_ttl(ttl: Any) -> int | None:
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int) or not 0 < ttl <= MAX_TTL_SECONDS:
+        raise InvalidArgument(
+            f"ttl_seconds must be an integer between 1 and {MAX_TTL_SECONDS}, or null",
+            details={"field": "ttl_seconds"},
+        )
+    return ttl
+
+
+def _validate_pattern(segments: Any, field: str, settings: TenantSettings) -> tuple[str, ...]:
+    if not isinstance(segments, (list, tuple)) or not all(isinstance(s, str) and s for s in segments):
+        raise InvalidArgument(f"{field} must be a list of non-empty strings", details={"field": field})
+    if len(segments) > settings.max_depth:
+        raise InvalidArgument(f"{field} is deeper than max_depth {settings.max_depth}", details={"field": field})
+    return tuple(segments)
+
+
+def _compact(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()

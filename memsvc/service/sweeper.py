@@ -1,0 +1,42 @@
+"""TTL cleanup: turn expired items into `expired` tombstones, purge old tombstones."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+
+from memsvc.core.errors import Conflict
+from memsvc.ports import Clock, ItemStore
+from memsvc.service.tenant_config import SettingsRegistry
+
+__all__ = ["Sweeper", "SweepResult"]
+
+
+@dataclass
+class SweepResult:
+    expired: int = 0
+    purged: int = 0
+
+
+class Sweeper:
+    def __init__(self, store: ItemStore, settings: SettingsRegistry, clock: Clock, *, batch_size: int = 500) -> None:
+        self._store = store
+        self._settings = settings
+        self._clock = clock
+        self._batch_size = batch_size
+
+    def sweep(self) -> SweepResult:
+        result = SweepResult()
+        now = self._clock.now()
+        for item in self._store.expired(now, self._batch_size):
+            tombstone = item.tombstone(kind="expired", at=item.expires_at or now, new_id=str(uuid.uuid4()))
+            try:
+                self._store.write(tombstone, kind="expired", old=item)
+                result.expired += 1
+            except Conflict:
+                pass  # rewritten since we looked: the new write decides its own fate
+        for tenant in self._store.tenants_with_tombstones():
+            days = self._settings.get(tenant).tombstone_retention_days
+            result.purged += self._store.purge_tombstones(tenant, now - timedelta(days=days))
+        return result

@@ -1,0 +1,119 @@
+"""Per-tenant configuration: the policy bundle and the admin settings.
+
+Both live in the item store, so every instance sees an admin's change; each instance caches
+them for `cache_seconds`, which bounds how long an old policy can still be in force.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
+from memsvc.ports import ItemStore
+
+__all__ = ["TenantSettings", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES"]
+
+# A memory's value and attributes, as compact UTF-8 JSON, together. DynamoDB items stop at
+# 400 KB; this leaves room for the envelope and the plaintext metadata.
+MAX_VALUE_BYTES = 256 * 1024
+
+
+class TenantSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    max_depth: int = Field(10, ge=1, le=32, description="Most segments a namespace may have.")
+    tombstone_retention_days: int = Field(
+        90, ge=1, le=3650, description="How long delete/expiry tombstones (and events) are kept."
+    )
+
+
+class _TtlCache:
+    def __init__(self, seconds: float) -> None:
+        self._seconds = seconds
+        self._entries: dict[str, tuple[Any, float]] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tenant: str) -> Any | None:
+        with self._lock:
+            hit = self._entries.get(tenant)
+            return hit[0] if hit and hit[1] > time.monotonic() else None
+
+    def put(self, tenant: str, value: Any) -> None:
+        with self._lock:
+            self._entries[tenant] = (value, time.monotonic() + self._seconds)
+
+
+class SettingsRegistry:
+    def __init__(self, store: ItemStore, *, cache_seconds: float = 2.0) -> None:
+        self._store = store
+        self._cache = _TtlCache(cache_seconds)
+
+    def get(self, tenant: str) -> TenantSettings:
+        cached = self._cache.get(tenant)
+        if cached is None:
+            cached = TenantSettings.model_validate(self._store.get_config(tenant, "settings") or {})
+            self._cache.put(tenant, cached)
+        return cached
+
+    def update(self, tenant: str, patch: dict[str, Any]) -> TenantSettings:
+        if not isinstance(patch, dict):
+            raise InvalidArgument("settings must be a JSON object", details={"field": "body"})
+        try:
+            merged = TenantSettings.model_validate({**self.get(tenant).model_dump(), **patch})
+        except ValidationError as exc:
+            raise InvalidArgument(
+                "invalid settings", details={"errors": _pydantic_errors(exc)}
+            ) from None
+        self._store.put_config(tenant, "settings", merged.model_dump())
+        self._cache.put(tenant, merged)
+        return merged
+
+
+class PolicyRegistry:
+    def __init__(self, store: ItemStore, *, cache_seconds: float = 2.0) -> None:
+        self._store = store
+        self._cache = _TtlCache(cache_seconds)
+        self._default: CompiledPolicies | None = None
+        self._compiled_by_version: dict[str, CompiledPolicies] = {}
+        self._lock = threading.Lock()
+
+    def get(self, tenant: str) -> CompiledPolicies:
+        cached = self._cache.get(tenant)
+        if cached is not None:
+            return cached
+        doc = self._store.get_config(tenant, "policies")
+        compiled = self._default_policies() if doc is None else self._compile(doc["policies"], doc["version"])
+        self._cache.put(tenant, compiled)
+        return compiled
+
+    def replace(self, tenant: str, policies: Any) -> CompiledPolicies:
+        compiled = compile_bundle(policies)  # raises InvalidArgument with the compiler's message
+        self._store.put_config(
+            tenant, "policies", {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
+        )
+        self._cache.put(tenant, compiled)
+        return compiled
+
+    def _default_policies(self) -> CompiledPolicies:
+        with self._lock:
+            if self._default is None:
+                self._default = compile_bundle(default_bundle(), version="builtin")
+            return self._default
+
+    def _compile(self, policies: dict[str, str], version: str) -> CompiledPolicies:
+        with self._lock:
+            compiled = self._compiled_by_version.get(version)
+        if compiled is None:
+            compiled = compile_bundle(policies, version=version)
+            with self._lock:
+                self._compiled_by_version[version] = compiled
+        return compiled
+
+
+def _pydantic_errors(exc: ValidationError) -> list[dict[str, Any]]:
+    return [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]
