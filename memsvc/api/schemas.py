@@ -94,6 +94,7 @@ class IndexStatusOut(BaseModel):
     pending: int
     embedding_model: str
     dimension: int
+    stats: dict[str, float]
 
 
 class IndexTriggerOut(BaseModel):

@@ -30,6 +30,8 @@ __all__ = [
     "PolicyBundle",
     "CompiledPolicies",
     "compile_bundle",
+    "MAX_FILES",
+    "MAX_FILE_BYTES",
 ]
 
 MAX_FILES = 64
@@ -98,6 +100,7 @@ class CompiledPolicies:
 
     def __init__(self, bundle: PolicyBundle, digest: str) -> None:
         self._bundle = bundle
+        self._sources = dict(bundle.policies)  # what engines are built from, whatever callers do to bundle
         self._digest = digest
 
     @property
@@ -164,7 +167,9 @@ class CompiledPolicies:
         if result is None:
             return requested, {}
         if not isinstance(result, dict):
-            raise InvalidArgument(f"search filter injection policy returned {_describe(result)}; expected an object")
+            raise InvalidArgument(
+                f"search filter injection policy returned {_describe(result)}; expected an object"
+            )
         prefix = result.get("namespace_prefix", requested)
         attribute_filter = result.get("attribute_filter", {})
         if not isinstance(prefix, list) or not all(isinstance(s, str) for s in prefix):
@@ -180,9 +185,9 @@ class CompiledPolicies:
         return prefix, attribute_filter
 
     def _eval(self, rule: str, inp: dict[str, Any]) -> Any:
-        """The rule's JSON value for this input, None when undefined; raises what regorus raises."""
+        # The rule's JSON value for this input, None when undefined; raises what regorus raises.
         input_json = json.dumps(inp)
-        engine = _thread_engine(self._digest, self._bundle.policies)
+        engine = _thread_engine(self._digest, self._sources)
         try:
             engine.set_input_json(input_json)
             output = engine.eval_rule_as_json(rule)

@@ -4,6 +4,8 @@ one after a newer, never puts a stale vector back; a delete always wins over the
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -26,6 +28,8 @@ class Indexer:
         self._vectors = vectors
         self._embedder = embedder
         self._sealer = sealer
+        self._stats_lock = threading.Lock()
+        self._stats: dict[str, Counter] = {}
 
     def texts_of(self, item: StoredItem) -> list[tuple[str, str]]:
         if item.index_fields is False or item.value_ct is None:
@@ -38,12 +42,14 @@ class Indexer:
         todo = [i for i in items if (self._vectors.indexed_version(i.tenant, i.namespace, i.key) or 0) < i.version]
         fields = [self.texts_of(i) for i in todo]
         texts = [text for item_fields in fields for _, text in item_fields]
+        started = time.perf_counter()
         try:
             vectors = self._embedder.embed(texts) if texts else []
         except MemsvcError:
             raise
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed; the write is kept and will be indexed later") from exc
+        embedded = time.perf_counter()
         at = 0
         for item, item_fields in zip(todo, fields):
             named = [(path, vectors[at + n]) for n, (path, _) in enumerate(item_fields)]
@@ -57,6 +63,21 @@ class Indexer:
                 policy_attributes=item.policy_attributes,
                 vectors=named,
             )
+        written = time.perf_counter()
+        with self._stats_lock:  # time is shared by the items of one call in proportion to their texts
+            for item, item_fields in zip(todo, fields):
+                share = len(item_fields) / len(texts) if texts else 1 / len(todo)
+                c = self._stats.setdefault(item.tenant, Counter())
+                c["embedded_texts"] += len(item_fields)
+                c["embed_seconds"] += (embedded - started) * share
+                c["indexed_items"] += 1
+                c["write_seconds"] += (written - embedded) / len(todo)
+
+    def stats(self, tenant: str) -> dict[str, float]:
+        """This process's indexing totals for one tenant (embedding time apart from index writes)."""
+        with self._stats_lock:
+            c = self._stats.get(tenant, Counter())
+            return {k: round(c[k], 6) for k in ("embedded_texts", "embed_seconds", "indexed_items", "write_seconds")}
 
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Apply a batch of changes; returns the seqs that failed (to be retried)."""

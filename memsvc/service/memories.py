@@ -317,6 +317,7 @@ class MemoryService:
             "pending": self._index_feed.pending(caller.tenant_id) if self._index_feed else 0,
             "embedding_model": self._embedder.model_id,
             "dimension": self._embedder.dimension,
+            "stats": self.indexer.stats(caller.tenant_id),
         }
 
     def index_trigger(self, caller: Caller, run_cycle: Callable[[], Any]) -> dict[str, Any]:

@@ -324,7 +324,9 @@ allow if {
 
 def test_extra_files_and_helper_packages_are_allowed():
     helper = 'package memories.lib\n\nowner_segment := "user"\n'
-    authz = default_bundle()["authz.rego"].replace('input.namespace[0] == "user"', "input.namespace[0] == data.memories.lib.owner_segment")
+    authz = default_bundle()["authz.rego"].replace(
+        'input.namespace[0] == "user"', "input.namespace[0] == data.memories.lib.owner_segment"
+    )
     pol = compile_bundle({**default_bundle(), "authz.rego": authz, "lib.rego": helper})
     assert pol.allow("read", ["user", "alice"], None, ctx("alice")) is True
 
