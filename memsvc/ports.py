@@ -32,6 +32,11 @@ class ItemStore(Protocol):
         """Write `item` if the key's stored version is still `old.version` (absent when `old` is
         None), and record the change in the same transaction. Raises `Conflict` otherwise."""
 
+    def refresh_expiry(
+        self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, expires_at: datetime
+    ) -> bool:
+        """Move a live item's expiry if it is still at `version`; no new version, no change record."""
+
     def scan_live(
         self, tenant: str, prefix: tuple[str, ...], now: datetime, *, page_size: int = 200
     ) -> Iterator[StoredItem]:

@@ -18,6 +18,7 @@ _PARAMS = {
     "max_depth": ("integer", "Truncate returned namespaces to this depth"),
     "limit": ("integer", "Page size"),
     "offset": ("integer", "Items to skip"),
+    "refresh_ttl": ("boolean", "Restart the item's TTL from now (LangGraph refresh_on_read)"),
 }
 
 _ERRORS = {"400": "Invalid argument", "401": "Missing or invalid identity", "403": "Not allowed",

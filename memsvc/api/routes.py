@@ -9,6 +9,7 @@ from memsvc.api import schemas as s
 from memsvc.api.identity import caller_from_event
 from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Request, Response, Route, Router
+from memsvc.core.errors import InvalidArgument
 from memsvc.core.models import Caller
 from memsvc.service.memories import MemoryService, PutMemory, SearchQuery
 
@@ -29,7 +30,8 @@ def build_router(
         return Response(200, s.memory_out(memory, value=False))
 
     def get_memory(req: Request, caller: Caller) -> Response:
-        return Response(200, s.memory_out(service.get(caller, req.params("ns"), _key(req))))
+        refresh = _flag(req, "refresh_ttl")
+        return Response(200, s.memory_out(service.get(caller, req.params("ns"), _key(req), refresh_ttl=refresh)))
 
     def delete_memory(req: Request, caller: Caller) -> Response:
         service.delete(caller, req.params("ns"), _key(req))
@@ -85,7 +87,7 @@ def build_router(
         Route("PUT", "/v1/memories", put_memory, summary="Upsert a memory",
               body_model=s.PutMemoryBody, response_model=s.PutMemoryOut),
         Route("GET", "/v1/memories", get_memory, summary="Get a memory",
-              response_model=s.MemoryOut, query_params=ns_key),
+              response_model=s.MemoryOut, query_params=(*ns_key, "refresh_ttl")),
         Route("DELETE", "/v1/memories", delete_memory, summary="Delete a memory (idempotent)",
               status=204, query_params=ns_key),
         Route("POST", "/v1/memories/search", search, summary="Filter and semantic search",
@@ -114,3 +116,12 @@ def build_router(
 
 def _key(req: Request) -> Any:
     return req.param("key")
+
+
+def _flag(req: Request, name: str) -> bool:
+    raw = req.param(name)
+    if raw is None or raw.lower() in ("false", "0"):
+        return False
+    if raw.lower() in ("true", "1", ""):
+        return True
+    raise InvalidArgument(f"query parameter {name!r} must be true or false", details={"field": name})

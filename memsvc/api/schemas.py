@@ -52,6 +52,7 @@ class SearchBody(_Body):
     filter: dict[str, Any] | None = None
     limit: int = Field(10, ge=1, le=100)
     offset: int = Field(0, ge=0)
+    refresh_ttl: bool = Field(False, description="restart the TTL of every returned item (LangGraph refresh_on_read)")
 
 
 class PoliciesBody(_Body):

@@ -92,6 +92,7 @@ class StoredItem:
     updated_at: datetime
     expires_at: datetime | None = None
     deleted: Literal["delete", "expired"] | None = None
+    ttl_seconds: int | None = None  # kept so a read can refresh the expiry (LangGraph's refresh_ttl)
 
     def is_live(self, now: datetime) -> bool:
         return self.deleted is None and (self.expires_at is None or self.expires_at > now)
@@ -123,6 +124,7 @@ class StoredItem:
             "updated_at": to_epoch_us(self.updated_at),
             "expires_at": to_epoch_us(self.expires_at) if self.expires_at else None,
             "deleted": self.deleted,
+            "ttl_seconds": self.ttl_seconds,
         }
 
     @classmethod
@@ -141,6 +143,7 @@ class StoredItem:
             updated_at=from_epoch_us(r["updated_at"]),
             expires_at=from_epoch_us(r["expires_at"]) if r["expires_at"] is not None else None,
             deleted=r["deleted"],
+            ttl_seconds=r.get("ttl_seconds"),
         )
 
 
@@ -173,6 +176,7 @@ class Memory:
     expires_at: datetime | None
     version: int
     score: float | None = None
+    ttl_seconds: int | None = None
 
 
 @dataclass(frozen=True)

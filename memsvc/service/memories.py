@@ -7,6 +7,7 @@ reveals whether something exists and never changes anything.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import uuid
@@ -61,6 +62,7 @@ class SearchQuery:
     filter: Any = None
     limit: int = 10
     offset: int = 0
+    refresh_ttl: bool = False
 
 
 class MemoryService:
@@ -140,6 +142,7 @@ class MemoryService:
                 created_at=live_old.created_at if live_old else now,
                 updated_at=now,
                 expires_at=now + timedelta(seconds=ttl) if ttl else None,
+                ttl_seconds=ttl,
             )
             try:
                 self._store.write(item, kind="update" if live_old else "add", old=old)
@@ -176,7 +179,7 @@ class MemoryService:
 
     # -- reads -------------------------------------------------------------------------------
 
-    def get(self, caller: Caller, namespace: Any, key: Any) -> Memory:
+    def get(self, caller: Caller, namespace: Any, key: Any, *, refresh_ttl: bool = False) -> Memory:
         settings = self._settings.get(caller.tenant_id)
         ns = validate_namespace(namespace, max_depth=settings.max_depth)
         key = validate_key(key)
@@ -184,7 +187,21 @@ class MemoryService:
         item = self._store.get(caller.tenant_id, ns, key)
         if item is None or not item.is_live(self._clock.now()):
             raise NotFound("no memory with this namespace and key", details={"namespace": list(ns), "key": key})
-        return self._open(item)
+        memory = self._open(item)
+        return self._refresh(caller.tenant_id, [memory])[0] if refresh_ttl else memory
+
+    def _refresh(self, tenant: str, memories: list[Memory]) -> list[Memory]:
+        """Restart each memory's TTL from now (LangGraph's refresh_on_read). No new version: the
+        value is unchanged, so nothing is re-indexed; a write racing the refresh wins."""
+        now = self._clock.now()
+        out = []
+        for m in memories:
+            if m.ttl_seconds and m.expires_at is not None:
+                expires_at = now + timedelta(seconds=m.ttl_seconds)
+                if self._store.refresh_expiry(tenant, m.namespace, m.key, version=m.version, expires_at=expires_at):
+                    m = dataclasses.replace(m, expires_at=expires_at)
+            out.append(m)
+        return out
 
     def search(self, caller: Caller, q: SearchQuery) -> list[Memory]:
         settings = self._settings.get(caller.tenant_id)
@@ -198,8 +215,10 @@ class MemoryService:
             raise InvalidArgument(f"offset must be between 0 and {MAX_OFFSET}", details={"field": "offset"})
         scope, scope_filter = self._scope(caller, "search", prefix, user_filter.to_json())
         if q.query is None:
-            return self._filter_search(caller.tenant_id, scope, scope_filter, user_filter, q.limit, q.offset)
-        return self._semantic_search(caller.tenant_id, scope, scope_filter, user_filter, q)
+            found = self._filter_search(caller.tenant_id, scope, scope_filter, user_filter, q.limit, q.offset)
+        else:
+            found = self._semantic_search(caller.tenant_id, scope, scope_filter, user_filter, q)
+        return self._refresh(caller.tenant_id, found) if q.refresh_ttl else found
 
     def _filter_search(self, tenant, scope, scope_filter, user_filter, limit, offset) -> list[Memory]:
         out: list[Memory] = []
@@ -376,6 +395,7 @@ class MemoryService:
             expires_at=item.expires_at,
             version=item.version,
             score=score,
+            ttl_seconds=item.ttl_seconds,
         )
 
 

@@ -316,3 +316,26 @@ def test_imports_point_inward():
         if ("os.environ" in source or "getenv" in source) and str(rel) != "settings.py":
             problems.append(f"{rel} reads the environment")
     assert problems == []
+
+
+class TestRefreshTtl:
+    def test_get_and_search_refresh_the_ttl_without_a_new_version(self, local_app, clock):
+        put(local_app, ttl_seconds=100, sync_index=True)
+        clock.advance(60)
+        got = local_app.service.get(alice(), NS, "k", refresh_ttl=True)
+        assert got.version == 1 and got.expires_at == clock.now() + __import__("datetime").timedelta(seconds=100)
+        clock.advance(60)  # past the original expiry, within the refreshed one
+        assert local_app.service.get(alice(), NS, "k").version == 1
+        found = search(local_app, query="hello", refresh_ttl=True)
+        assert found[0].expires_at == clock.now() + __import__("datetime").timedelta(seconds=100)
+        clock.advance(99)
+        assert local_app.service.get(alice(), NS, "k").value == {"text": "hello"}
+        assert local_app.store.pending("indexer", "acme") == 1  # refresh wrote no change record
+
+    def test_plain_reads_do_not_refresh(self, local_app, clock):
+        put(local_app, ttl_seconds=100)
+        clock.advance(60)
+        local_app.service.get(alice(), NS, "k")
+        clock.advance(41)
+        with pytest.raises(NotFound):
+            local_app.service.get(alice(), NS, "k")

@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS items (
     updated_at INTEGER NOT NULL,
     expires_at INTEGER,
     deleted TEXT,
+    ttl_seconds INTEGER,
     PRIMARY KEY (tenant, ns, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_id ON items (tenant, id);
@@ -66,7 +67,7 @@ CREATE TABLE IF NOT EXISTS config (
 
 _COLUMNS = (
     "tenant, ns, key, id, version, value_ct, attributes_ct, policy_attributes, index_fields, "
-    "created_at, updated_at, expires_at, deleted"
+    "created_at, updated_at, expires_at, deleted, ttl_seconds"
 )
 
 
@@ -152,7 +153,7 @@ class SqliteItemStore:
                     "the memory changed while this write was in flight",
                     details={"expected_version": expected, "current_version": current},
                 )
-            conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 13)})", _row(item))
+            conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 14)})", _row(item))
             conn.execute(
                 "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
                 (
@@ -163,6 +164,15 @@ class SqliteItemStore:
                     json.dumps(old.to_record()) if old else None,
                 ),
             )
+
+    def refresh_expiry(self, tenant, namespace, key, *, version, expires_at):
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE items SET expires_at = ? WHERE tenant = ? AND ns = ? AND key = ? AND version = ? "
+                "AND deleted IS NULL AND expires_at IS NOT NULL",
+                (to_epoch_us(expires_at), tenant, encode_namespace(namespace), key, version),
+            )
+            return cur.rowcount == 1
 
     def scan_live(self, tenant, prefix, now, *, page_size=200):
         where, params = _live_under(tenant, prefix, now)
@@ -329,6 +339,7 @@ def _row(item: StoredItem) -> tuple[Any, ...]:
         to_epoch_us(item.updated_at),
         to_epoch_us(item.expires_at) if item.expires_at else None,
         item.deleted,
+        item.ttl_seconds,
     )
 
 
@@ -347,4 +358,5 @@ def _item(row: Sequence[Any]) -> StoredItem:
         updated_at=from_epoch_us(row[10]),
         expires_at=from_epoch_us(row[11]) if row[11] is not None else None,
         deleted=row[12],
+        ttl_seconds=row[13],
     )
