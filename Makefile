@@ -18,7 +18,7 @@ bench: $(STAMP)  ## throughput and latency over HTTP with 10k and 100k items (ta
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,langgraph,test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,langgraph,test]'
 	touch $(STAMP)
 
 clean:

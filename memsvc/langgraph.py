@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import os
 import random
 import re
 import threading
@@ -47,22 +46,10 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
+    validate_op_namespace,
 )
 
-try:
-    from langgraph.store.base import validate_op_namespace
-except ImportError:  # langgraph-checkpoint before validate_op_namespace existed
-    from langgraph.store.base import _validate_namespace_labels
-
-    def validate_op_namespace(op: Op) -> None:
-        if isinstance(op, (GetOp, PutOp)):
-            _validate_namespace_labels(op.namespace)
-        elif isinstance(op, SearchOp):
-            _validate_namespace_labels(op.namespace_prefix)
-        elif isinstance(op, ListNamespacesOp):
-            for condition in op.match_conditions or ():
-                _validate_namespace_labels(condition.path)
-
+from memsvc.settings import ClientSettings
 
 __all__ = [
     "MemsvcStore",
@@ -84,21 +71,6 @@ _sleep = time.sleep  # indirection so tests can observe back-off without waiting
 
 
 # -- configuration ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """What `MemsvcStore()` reads from the environment. (Belongs in memsvc/settings.py.)"""
-
-    url: str | None
-    token: str | None
-
-    @classmethod
-    def from_env(cls) -> ClientSettings:
-        return cls(
-            url=os.environ.get("MEMORY_SERVICE_URL") or None,
-            token=os.environ.get("MEMORY_SERVICE_TOKEN") or None,
-        )
 
 
 # -- errors -----------------------------------------------------------------------------------

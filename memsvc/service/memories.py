@@ -280,10 +280,8 @@ class MemoryService:
         settings = self._settings.get(caller.tenant_id)
         prefix = _validate_pattern(prefix or [], "prefix", settings)
         suffix = _validate_pattern(suffix or [], "suffix", settings)
-        if max_depth is not None and not 1 <= max_depth <= settings.max_depth:
-            raise InvalidArgument(
-                f"max_depth must be between 1 and {settings.max_depth}", details={"field": "max_depth"}
-            )
+        if max_depth is not None and max_depth < 1:
+            raise InvalidArgument("max_depth must be at least 1", details={"field": "max_depth"})
         if not 1 <= limit <= 1000:
             raise InvalidArgument("limit must be between 1 and 1000", details={"field": "limit"})
         if not 0 <= offset <= MAX_OFFSET:

@@ -34,8 +34,9 @@ class Sealer:
 
     def open_json(self, tenant: str, namespace, key: str, version: int, part: str, blob: bytes) -> Any:
         aad = associated_data(tenant, namespace, key, version, part)
+        data_key = self._data_key(tenant)  # a key-provider outage is its own (retryable) error
         try:
-            return json.loads(open_sealed(self._data_key(tenant), blob, aad))
+            return json.loads(open_sealed(data_key, blob, aad))
         except Exception as exc:  # a sealed part that won't open is corruption, not bad input
             raise InternalError("a stored memory could not be decrypted") from exc
 

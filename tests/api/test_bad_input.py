@@ -287,6 +287,35 @@ def test_malformed_or_non_object_bodies_are_400(method, path, body, admin, uncha
     unchanged()
 
 
+@pytest.mark.xfail(reason="BUG: a deeply nested JSON body (well under 1 MiB) makes json.loads raise "
+                          "RecursionError, which surfaces as 500 INTERNAL instead of 400 INVALID_ARGUMENT", strict=True)
+@pytest.mark.parametrize("method,path", [
+    ("PUT", "/v1/memories"),
+    ("POST", "/v1/memories/search"),
+    ("PUT", "/admin/v1/memories/policies"),
+    ("PUT", "/admin/v1/memories/settings"),
+])
+def test_deeply_nested_bodies_are_400(method, path, admin, unchanged):
+    body = b"[" * 100_000 + b"]" * 100_000
+    r = admin.request(method, path, content=body, headers={"content-type": "application/json"})
+    assert_error(r, 400, "INVALID_ARGUMENT")
+    unchanged()
+
+
+@pytest.mark.xfail(reason="BUG: a value or filter nested ~1000+ levels deep is 500 INTERNAL, not 400", strict=True)
+@pytest.mark.parametrize("where", ["value", "filter"])
+def test_deeply_nested_value_or_filter_is_400(where, baseline, me, home, unchanged):
+    deep = '{"a":' * 2000 + '"x"' + "}" * 2000
+    if where == "value":
+        body = '{"namespace":%s,"key":"k","value":%s}' % (json.dumps(baseline.ns), deep)
+        r = me.put("/v1/memories", content=body.encode(), headers={"content-type": "application/json"})
+    else:
+        body = '{"namespace_prefix":%s,"filter":{"a":%s}}' % (json.dumps(home), deep)
+        r = me.post("/v1/memories/search", content=body.encode(), headers={"content-type": "application/json"})
+    assert_error(r, 400, "INVALID_ARGUMENT")
+    unchanged()
+
+
 def _put_body(b: Baseline, **over: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"namespace": b.ns, "key": b.key, "value": {"v": "changed"}}
     for k, v in over.items():
@@ -454,7 +483,6 @@ def test_search_limits_at_the_edges_are_accepted(me, home, baseline):
 BAD_LISTS: dict[str, list[tuple[str, str]]] = {
     "max-depth-zero": [("max_depth", "0")],
     "max-depth-negative": [("max_depth", "-1")],
-    "max-depth-above-setting": [("max_depth", "11")],
     "max-depth-text": [("max_depth", "abc")],
     "limit-zero": [("limit", "0")],
     "limit-text": [("limit", "ten")],

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.api.helpers import client_for, delete, get, put, put_ok, search
+from tests.api.helpers import client_for, delete, get, put, put_ok, search, search_ok, sync_index
 
 pytestmark = pytest.mark.slow
 
@@ -174,3 +174,29 @@ def test_concurrent_puts_and_deletes_of_one_key(live_server, uid, tenant):
             assert _consistent(r.json()["value"])
         final = put_ok(c, ns, key, {"final": True})
     assert final["version"] > max(put_versions)
+
+
+TOPICS = ["volcanoes erupting lava", "penguins on the ice", "a violin concerto", "stock market crash",
+          "baking sourdough bread", "the rings of Saturn", "a football final", "medieval castles"]
+
+
+def test_concurrent_indexed_updates_leave_only_the_newest_version_in_the_index(live_server, uid, tenant):
+    ns, key = ["user", uid, "idx"], "k"
+
+    def writer(w: int) -> list[int]:
+        with client_for(live_server, uid, tenant=tenant) as c:
+            return [put(c, ns, key, {"text": f"{TOPICS[w]} ({j})"}, sync_index=j % 2 == 0).status_code
+                    for j in range(4)]
+
+    statuses = [s for chunk in _run(len(TOPICS), writer) for s in chunk]
+    assert statuses == [200] * (4 * len(TOPICS))
+    with client_for(live_server, uid, tenant=tenant) as me, \
+            client_for(live_server, "root", tenant=tenant, roles=["admin"]) as admin:
+        sync_index(admin)
+        final = get(me, ns, key).json()
+        assert final["version"] == 4 * len(TOPICS)
+        for topic in TOPICS:
+            hits = search_ok(me, ["user", uid], query=topic, limit=10)
+            assert [(h["id"], h["value"]) for h in hits] == [(final["id"], final["value"])], topic
+        best = search_ok(me, ["user", uid], query=final["value"]["text"])[0]
+        assert best["id"] == final["id"] and best["score"] > 0.8

@@ -247,6 +247,19 @@ def test_sync_index_makes_a_write_immediately_searchable(me, home):
     assert "paris" not in filtered and filtered
 
 
+@pytest.mark.xfail(reason="BUG: semantic ties are not broken by updated_at desc: identical texts get scores that "
+                          "differ in the last float32 bits (BLAS row position), so an older copy can outrank a newer one",
+                   strict=True)
+def test_semantic_ties_are_broken_by_newest_updated_at(make_client, uid):
+    for n in range(2, 10):
+        client = make_client(uid, tenant=unique_tenant())
+        for i in range(n):
+            put_ok(client, ["user", uid, "dup"], f"k{i}", {"text": "identical words here"}, sync_index=True)
+            time.sleep(0.002)
+        items = search_ok(client, ["user", uid], query="identical words")
+        assert keys_of(items) == [f"k{i}" for i in reversed(range(n))], (n, [(i["key"], i["score"]) for i in items])
+
+
 def test_an_update_replaces_the_old_text_in_the_index(me, home):
     ns = home + ["facts"]
     put_ok(me, ns, "control", {"text": "Quarterly revenue grew by ten percent"}, sync_index=True)
@@ -337,6 +350,7 @@ def test_list_namespaces_prefix_suffix_wildcards_depth_and_paging(me, home):
         [home + ["a"], home + ["a", "x"], home + ["a", "y"], home + ["b", "x"], home + ["b", "y"], home + ["c"]]
     )
     assert namespaces_ok(me, prefix=home, max_depth=2) == [home]
+    assert namespaces_ok(me, prefix=home, max_depth=5) == sorted(spaces)  # deeper than any: no truncation
     assert namespaces_ok(me, prefix=home, limit=2) == sorted(spaces)[:2]
     assert namespaces_ok(me, prefix=home, limit=2, offset=2) == sorted(spaces)[2:4]
     assert namespaces_ok(me, prefix=home, offset=6) == []
@@ -421,6 +435,8 @@ def test_tenants_are_walls_even_for_admins(make_client, uid):
     a1, a2 = (make_client("root", tenant=t, roles=["admin"]) for t in (t1, t2))
     w1 = put_ok(u1, ns, "k", {"tenant": 1, "text": "alpha tenant secret"}, sync_index=True)
     assert_error(get(u2, ns, "k"), 404, "NOT_FOUND")
+    # X-Tenant-Id is for IAM callers only: it never moves a JWT caller to another tenant
+    assert_error(u2.get("/v1/memories", params=ns_query(ns, "k"), headers={"X-Tenant-Id": t1}), 404, "NOT_FOUND")
     assert search_ok(u2, []) == []
     assert search_ok(u2, [], query="alpha tenant secret") == []
     assert namespaces_ok(u2) == []
@@ -507,6 +523,14 @@ def test_admin_force_delete_by_id(admin, me, home):
     assert_error(admin.delete(f"/admin/v1/memories/{current['id']}"), 404, "NOT_FOUND")
     assert get(me, ns, "other").json()["value"] == {"v": 3}
     assert keys_of(search_ok(me, home)) == ["other"]
+    assert namespaces_ok(me, prefix=home) == [ns]
+    # the vectors go too
+    indexed = put_ok(me, home + ["facts"], "f", {"text": "The Nile is a long river in Africa"}, sync_index=True)
+    assert admin.delete(f"/admin/v1/memories/{indexed['id']}").status_code == 204
+    sync_index(admin)
+    hits = search_ok(admin, [], query="The Nile is a long river in Africa", limit=100)
+    assert indexed["id"] not in [h["id"] for h in hits]
+    assert "f" not in keys_of(hits)
 
 
 def test_admin_index_status_and_trigger(admin, me, home):
