@@ -72,7 +72,6 @@ def build_local(
         policies=policies,
         settings=settings,
         clock=clock,
-        index_feed=index_feed,
         on_write=lambda: workers_box[0].wake() if workers_box else None,
     )
     workers = BackgroundWorkers(
@@ -83,7 +82,6 @@ def build_local(
     router = build_router(
         service,
         health=lambda: health_report(store=store, vectors=vectors, embedder=embedder),
-        run_index_cycle=workers.run_index_cycle,
     )
     if start_workers:
         workers.start()

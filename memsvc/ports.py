@@ -32,6 +32,17 @@ class ItemStore(Protocol):
         """Write `item` if the key's stored version is still `old.version` (absent when `old` is
         None), and record the change in the same transaction. Raises `Conflict` otherwise."""
 
+    def mark_indexed(
+        self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, fields: Sequence[str]
+    ) -> bool:
+        """Record that `version`'s vectors for `fields` are written, if the key is still at
+        `version`; no new version, no change record. False when the item moved on."""
+
+    def pending_index(self, tenant: str, now: datetime) -> int:
+        """Live items whose current version is to be indexed and is not yet."""
+
+    def unindexed(self, tenant: str, now: datetime, limit: int) -> list[StoredItem]: ...
+
     def refresh_expiry(
         self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, expires_at: datetime
     ) -> bool:
@@ -78,11 +89,12 @@ class ChangeFeed(Protocol):
 
 
 class VectorIndex(Protocol):
-    """Derived, idempotent, version-aware: an older version never overwrites a newer one."""
+    """Derived from the item store, keyed by (memory id, field). A memory id is new for every
+    write, so versions never share a vector; the service decides which ids are current."""
 
     max_top_k: int
 
-    def replace(
+    def put(
         self,
         tenant: str,
         namespace: tuple[str, ...],
@@ -92,13 +104,11 @@ class VectorIndex(Protocol):
         version: int,
         policy_attributes: dict[str, Any],
         vectors: Sequence[tuple[str, Sequence[float]]],
-    ) -> bool:
-        """Make `vectors` the key's only vectors unless a version >= `version` is recorded."""
+    ) -> None:
+        """Write one memory version's vectors, one per (field, vector). Idempotent."""
 
-    def remove(self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int) -> None:
-        """Drop the key's vectors and record `version` so older writes are ignored later."""
-
-    def indexed_version(self, tenant: str, namespace: tuple[str, ...], key: str) -> int | None: ...
+    def delete(self, tenant: str, *, memory_id: str, fields: Sequence[str]) -> None:
+        """Remove that memory version's vectors for these fields (absent ones are fine)."""
 
     def query(
         self,
@@ -109,8 +119,6 @@ class VectorIndex(Protocol):
         top_k: int,
     ) -> list[VectorHit]:
         """Best `top_k` vectors (not memories) by cosine similarity, best first."""
-
-    def memory_ids(self, tenant: str) -> set[str]: ...
 
     def ping(self) -> None: ...
 

@@ -43,7 +43,7 @@ def openapi_document(routes) -> dict[str, Any]:
              "description": _PARAMS[name][1], **({"explode": True} if _PARAMS[name][0] == "array" else {})}
             for name in r.query_params
         ]
-        if "{id}" in r.path:
+        if "{id" in r.path:
             params.append({"name": "id", "in": "path", "required": True, "schema": {"type": "string"}})
         if params:
             op["parameters"] = params
@@ -60,7 +60,7 @@ def openapi_document(routes) -> dict[str, Any]:
                     "schema": {"$ref": "#/components/schemas/ErrorOut"}}}}
             op["security"] = [{"bearerAuth": []}, {"sigv4": []}]
         op["responses"] = responses
-        paths.setdefault(r.path, {})[r.method.lower()] = op
+        paths.setdefault(r.path.replace(":uuid", ""), {})[r.method.lower()] = op
     return {
         "openapi": "3.1.0",
         "info": {"title": "memsvc", "version": "1", "description": "A memory service for LLM agents."},
@@ -77,4 +77,4 @@ def openapi_document(routes) -> dict[str, Any]:
 
 
 def _slug(path: str) -> str:
-    return path.strip("/").replace("/", "_").replace("{", "").replace("}", "").replace(".", "_") or "root"
+    return path.replace(":uuid", "").strip("/").replace("/", "_").replace("{", "").replace("}", "").replace(".", "_") or "root"

@@ -14,6 +14,7 @@ import re
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -63,6 +64,8 @@ class Request:
             return json.loads(self.body)
         except json.JSONDecodeError as exc:
             raise InvalidArgument(f"request body is not valid JSON: {exc.msg}", details={"field": "body"}) from None
+        except RecursionError:
+            raise InvalidArgument("request body is nested too deeply", details={"field": "body"}) from None
 
 
 @dataclass
@@ -94,9 +97,14 @@ class Route:
     status: int = 200
     query_params: tuple[str, ...] = ()
 
-    @property
+    @cached_property
     def pattern(self) -> re.Pattern[str]:
-        return re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", self.path) + "$")
+        """`{name}` matches one path segment, `{name:uuid}` only a UUID (so `/memories/settings`
+        is never taken for a memory id)."""
+        uuid_re = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+        regex = re.sub(r"\{(\w+):uuid\}", lambda m: f"(?P<{m.group(1)}>{uuid_re})", self.path)
+        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", regex)
+        return re.compile("^" + regex + "$")
 
 
 class Router:

@@ -20,7 +20,6 @@ def build_router(
     service: MemoryService,
     *,
     health: Callable[[], dict[str, Any]],
-    run_index_cycle: Callable[[], Any],
 ) -> Router:
     router = Router(caller_from_event)
 
@@ -57,7 +56,8 @@ def build_router(
         return Response(200, service.get_policies(caller))
 
     def put_policies(req: Request, caller: Caller) -> Response:
-        return Response(200, service.put_policies(caller, req.json()))
+        body = s.parse_body(s.PoliciesBody, req.json())
+        return Response(200, service.put_policies(caller, body.model_dump()))
 
     def force_delete(req: Request, caller: Caller) -> Response:
         service.force_delete(caller, req.path_params["id"])
@@ -67,7 +67,7 @@ def build_router(
         return Response(200, service.index_status(caller))
 
     def index_trigger(req: Request, caller: Caller) -> Response:
-        return Response(200, service.index_trigger(caller, run_index_cycle))
+        return Response(200, service.index_trigger(caller))
 
     def get_settings(req: Request, caller: Caller) -> Response:
         return Response(200, service.get_settings(caller).model_dump())
@@ -105,7 +105,7 @@ def build_router(
               response_model=s.IndexTriggerOut),
         Route("GET", "/admin/v1/memories/settings", get_settings, summary="The tenant's settings"),
         Route("PUT", "/admin/v1/memories/settings", put_settings, summary="Change the tenant's settings"),
-        Route("DELETE", "/admin/v1/memories/{id}", force_delete, summary="Force-delete a memory by id", status=204),
+        Route("DELETE", "/admin/v1/memories/{id:uuid}", force_delete, summary="Force-delete a memory by id", status=204),
         Route("GET", "/health", get_health, public=True, summary="Health of each component",
               response_model=s.HealthOut),
         Route("GET", "/openapi.json", get_openapi, public=True, summary="This document"),

@@ -100,7 +100,7 @@ class IndexStatusOut(BaseModel):
 
 class IndexTriggerOut(BaseModel):
     processed: int
-    failed: int
+    pending: int
 
 
 class HealthOut(BaseModel):

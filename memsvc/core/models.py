@@ -93,6 +93,8 @@ class StoredItem:
     expires_at: datetime | None = None
     deleted: Literal["delete", "expired"] | None = None
     ttl_seconds: int | None = None  # kept so a read can refresh the expiry (LangGraph's refresh_ttl)
+    # The fields whose vectors are written for this version; None until the indexer marks it.
+    indexed_fields: tuple[str, ...] | None = None
 
     def is_live(self, now: datetime) -> bool:
         return self.deleted is None and (self.expires_at is None or self.expires_at > now)
@@ -106,6 +108,7 @@ class StoredItem:
             attributes_ct=None,
             updated_at=at,
             deleted=kind,
+            indexed_fields=None,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -125,6 +128,7 @@ class StoredItem:
             "expires_at": to_epoch_us(self.expires_at) if self.expires_at else None,
             "deleted": self.deleted,
             "ttl_seconds": self.ttl_seconds,
+            "indexed_fields": list(self.indexed_fields) if self.indexed_fields is not None else None,
         }
 
     @classmethod
@@ -144,6 +148,7 @@ class StoredItem:
             expires_at=from_epoch_us(r["expires_at"]) if r["expires_at"] is not None else None,
             deleted=r["deleted"],
             ttl_seconds=r.get("ttl_seconds"),
+            indexed_fields=tuple(r["indexed_fields"]) if r.get("indexed_fields") is not None else None,
         )
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from memsvc.core.errors import EmbeddingFailed, MemsvcError
 from memsvc.core.models import Change, StoredItem
 from memsvc.core.paths import extract_texts
-from memsvc.ports import ChangeFeed, Embedder, VectorIndex
+from memsvc.ports import ChangeFeed, Embedder, ItemStore, VectorIndex
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Indexer", "FeedConsumer", "CycleResult", "MAX_INDEXED_FIELDS"]
@@ -24,7 +24,17 @@ MAX_INDEXED_FIELDS = 64
 
 
 class Indexer:
-    def __init__(self, vectors: VectorIndex, embedder: Embedder, sealer: Sealer) -> None:
+    """Keeps the vector index in step with the item store.
+
+    Vectors are keyed by (memory id, field) and a memory id is new for every write, so an old
+    version can never overwrite a newer one's vectors. What remains is bookkeeping: the item
+    row records which fields of its version are indexed (`mark_indexed`, conditioned on the
+    version), each change deletes the vectors its previous row had, and a write that lost the
+    race to a newer version deletes what it just wrote.
+    """
+
+    def __init__(self, store: ItemStore, vectors: VectorIndex, embedder: Embedder, sealer: Sealer) -> None:
+        self._store = store
         self._vectors = vectors
         self._embedder = embedder
         self._sealer = sealer
@@ -37,9 +47,10 @@ class Indexer:
         value = self._sealer.open_json(item.tenant, item.namespace, item.key, item.version, "value", item.value_ct)
         return extract_texts(value, item.index_fields)[:MAX_INDEXED_FIELDS]
 
-    def index_items(self, items: Sequence[StoredItem]) -> None:
-        """Embed the items' fields in one embedder call and make them the items' vectors."""
-        todo = [i for i in items if (self._vectors.indexed_version(i.tenant, i.namespace, i.key) or 0) < i.version]
+    def index_items(self, items: Sequence[StoredItem]) -> int:
+        """Embed the items' fields in one embedder call, write their vectors, mark them indexed.
+        Returns how many items got vectors written."""
+        todo = [i for i in items if i.deleted is None and i.indexed_fields is None]
         fields = [self.texts_of(i) for i in todo]
         texts = [text for item_fields in fields for _, text in item_fields]
         started = time.perf_counter()
@@ -54,7 +65,22 @@ class Indexer:
         for item, item_fields in zip(todo, fields):
             named = [(path, vectors[at + n]) for n, (path, _) in enumerate(item_fields)]
             at += len(item_fields)
-            self._vectors.replace(
+            self._write(item, named)
+        written = time.perf_counter()
+        with self._stats_lock:  # an embedder call's time is shared by its items by their text count
+            for item, item_fields in zip(todo, fields):
+                share = len(item_fields) / len(texts) if texts else 1 / len(todo)
+                c = self._stats.setdefault(item.tenant, Counter())
+                c["embedded_texts"] += len(item_fields)
+                c["embed_seconds"] += (embedded - started) * share
+                c["indexed_items"] += 1
+                c["write_seconds"] += (written - embedded) / len(todo)
+        return len(todo)
+
+    def _write(self, item: StoredItem, named: list[tuple[str, Sequence[float]]]) -> None:
+        names = [path for path, _ in named]
+        if named:
+            self._vectors.put(
                 item.tenant,
                 item.namespace,
                 item.key,
@@ -63,15 +89,11 @@ class Indexer:
                 policy_attributes=item.policy_attributes,
                 vectors=named,
             )
-        written = time.perf_counter()
-        with self._stats_lock:  # time is shared by the items of one call in proportion to their texts
-            for item, item_fields in zip(todo, fields):
-                share = len(item_fields) / len(texts) if texts else 1 / len(todo)
-                c = self._stats.setdefault(item.tenant, Counter())
-                c["embedded_texts"] += len(item_fields)
-                c["embed_seconds"] += (embedded - started) * share
-                c["indexed_items"] += 1
-                c["write_seconds"] += (written - embedded) / len(todo)
+        if not self._store.mark_indexed(item.tenant, item.namespace, item.key, version=item.version, fields=names):
+            # The item moved on while we embedded. Its next change saw no mark, so it will not
+            # delete these vectors: we do.
+            if names:
+                self._vectors.delete(item.tenant, memory_id=item.id, fields=names)
 
     def stats(self, tenant: str) -> dict[str, float]:
         """This process's indexing totals for one tenant (embedding time apart from index writes)."""
@@ -80,38 +102,37 @@ class Indexer:
             return {k: round(c[k], 6) for k in ("embedded_texts", "embed_seconds", "indexed_items", "write_seconds")}
 
     def apply(self, changes: Sequence[Change]) -> set[int]:
-        """Apply a batch of changes; returns the seqs that failed (to be retried)."""
-        latest: dict[tuple[str, tuple[str, ...], str], Change] = {}
-        for change in changes:  # within a batch only each key's newest change matters
-            k = (change.tenant, change.new.namespace, change.new.key)
-            if k not in latest or latest[k].new.version < change.new.version:
-                latest[k] = change
+        """Apply a batch of changes (at least once, in any order); returns the seqs that failed."""
         failed: set[int] = set()
-        upserts: list[Change] = []
-        for change in latest.values():
-            if change.kind in ("delete", "expired"):
+        for change in changes:  # every change retires the vectors its previous row had
+            old = change.old
+            if old is not None and old.indexed_fields:
                 try:
-                    self._vectors.remove(
-                        change.tenant, change.new.namespace, change.new.key, version=change.new.version
-                    )
+                    self._vectors.delete(old.tenant, memory_id=old.id, fields=old.indexed_fields)
                 except Exception:
                     log.exception("vector removal failed", extra={"seq": change.seq})
                     failed.add(change.seq)
-            else:
-                upserts.append(change)
-        if upserts:
+        latest: dict[tuple[str, tuple[str, ...], str], Change] = {}
+        for change in changes:  # only each key's newest write can still be current
+            if change.kind in ("add", "update"):
+                k = (change.tenant, change.new.namespace, change.new.key)
+                if k not in latest or latest[k].new.version < change.new.version:
+                    latest[k] = change
+        current = {}
+        for (tenant, ns, key), change in latest.items():
+            item = self._store.get(tenant, ns, key)
+            if item is not None and item.id == change.new.id and item.indexed_fields is None:
+                current[change.seq] = item
+        if current:
             try:
-                self.index_items([c.new for c in upserts])
+                self.index_items(list(current.values()))
             except Exception:
                 log.exception("indexing a batch failed; retrying item by item")
-                for change in upserts:
+                for seq, item in current.items():
                     try:
-                        self.index_items([change.new])
+                        self.index_items([item])
                     except Exception:
-                        failed.add(change.seq)
-        if failed:  # a failed key fails every change of that key in the batch, so order holds
-            bad_keys = {(c.tenant, c.new.namespace, c.new.key) for c in changes if c.seq in failed}
-            failed |= {c.seq for c in changes if (c.tenant, c.new.namespace, c.new.key) in bad_keys}
+                        failed.add(seq)
         return failed
 
 

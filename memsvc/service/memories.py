@@ -31,7 +31,7 @@ from memsvc.core.namespaces import match_namespace_pattern, validate_key, valida
 from memsvc.core.paths import extract_texts, validate_index_fields
 from memsvc.core.policy import CompiledPolicies
 from memsvc.ports import Clock, Embedder, ItemStore, VectorIndex
-from memsvc.service.indexer import MAX_INDEXED_FIELDS, FeedConsumer, Indexer
+from memsvc.service.indexer import MAX_INDEXED_FIELDS, Indexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES, PolicyRegistry, SettingsRegistry, TenantSettings
 
@@ -40,6 +40,7 @@ __all__ = ["MemoryService", "PutMemory", "SearchQuery", "MAX_TTL_SECONDS", "MAX_
 log = logging.getLogger(__name__)
 
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
+MAX_NESTING = 32  # levels of objects/arrays in a value, attributes or filter
 MAX_OFFSET = 10_000
 _WRITE_ATTEMPTS = 8
 
@@ -76,7 +77,6 @@ class MemoryService:
         policies: PolicyRegistry,
         settings: SettingsRegistry,
         clock: Clock,
-        index_feed: FeedConsumer | None = None,
         on_write: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
@@ -86,9 +86,8 @@ class MemoryService:
         self._policies = policies
         self._settings = settings
         self._clock = clock
-        self._index_feed = index_feed
         self._on_write = on_write
-        self.indexer = Indexer(vectors, embedder, sealer)
+        self.indexer = Indexer(store, vectors, embedder, sealer)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -100,6 +99,8 @@ class MemoryService:
             raise InvalidArgument("value must be a JSON object", details={"field": "value"})
         if req.attributes is not None and not isinstance(req.attributes, dict):
             raise InvalidArgument("attributes must be a JSON object or null", details={"field": "attributes"})
+        _check_nesting(req.value, "value")
+        _check_nesting(req.attributes, "attributes")
         ttl = _validate_ttl(req.ttl_seconds)
         index_fields: IndexFields = validate_index_fields(req.index_fields)
         size = len(_compact(req.value)) + (len(_compact(req.attributes)) if req.attributes is not None else 0)
@@ -206,6 +207,7 @@ class MemoryService:
     def search(self, caller: Caller, q: SearchQuery) -> list[Memory]:
         settings = self._settings.get(caller.tenant_id)
         prefix = validate_namespace(q.namespace_prefix, max_depth=settings.max_depth, allow_empty=True)
+        _check_nesting(q.filter, "filter")
         user_filter = parse_filter(q.filter if q.filter is not None else {})
         if q.query is not None and (not isinstance(q.query, str) or not q.query.strip()):
             raise InvalidArgument("query must be a non-empty string when given", details={"field": "query"})
@@ -264,7 +266,8 @@ class MemoryService:
             if len(ranked) >= wanted or len(hits) < top_k or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
-        ranked.sort(key=lambda m: (-(m.score or 0.0), -m.updated_at.timestamp()))
+        # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order).
+        ranked.sort(key=lambda m: (-round(m.score or 0.0, 6), -m.updated_at.timestamp()))
         return ranked[q.offset : wanted]
 
     def list_namespaces(
@@ -331,16 +334,23 @@ class MemoryService:
     def index_status(self, caller: Caller) -> dict[str, Any]:
         self._admin(caller)
         return {
-            "pending": self._index_feed.pending(caller.tenant_id) if self._index_feed else 0,
+            "pending": self._store.pending_index(caller.tenant_id, self._clock.now()),
             "embedding_model": self._embedder.model_id,
             "dimension": self._embedder.dimension,
             "stats": self.indexer.stats(caller.tenant_id),
         }
 
-    def index_trigger(self, caller: Caller, run_cycle: Callable[[], Any]) -> dict[str, Any]:
+    def index_trigger(self, caller: Caller, *, batch_size: int = 256, max_items: int = 5000) -> dict[str, Any]:
+        """Index the tenant's pending items now, in batches, until none are left or `max_items`."""
         self._admin(caller)
-        result = run_cycle()
-        return {"processed": result.processed.get(caller.tenant_id, 0), "failed": result.failed}
+        processed = 0
+        while processed < max_items:
+            items = self._store.unindexed(caller.tenant_id, self._clock.now(), min(batch_size, max_items - processed))
+            if not items:
+                break
+            self.indexer.index_items(items)
+            processed += len(items)
+        return {"processed": processed, "pending": self._store.pending_index(caller.tenant_id, self._clock.now())}
 
     def get_settings(self, caller: Caller) -> TenantSettings:
         self._admin(caller)
@@ -398,21 +408,36 @@ class MemoryService:
 
 
 def _matches(user_filter: Filter, item: StoredItem, memory: Memory) -> bool:
-    """A filter key names a policy attribute when the item has one by that name, else a dot
-    path into the value."""
+    """A filter key is a dot path into the value; when the value has no such path, it names a
+    policy attribute (what the attribute extraction policy made filterable)."""
     if user_filter.is_empty:
         return True
 
     def lookup(path: str) -> tuple[bool, Any]:
-        if path in item.policy_attributes:
-            return True, item.policy_attributes[path]
-        return get_path(memory.value, path)
+        found, value = get_path(memory.value, path)
+        if found:
+            return found, value
+        return get_path(item.policy_attributes, path)
 
     return user_filter.matches(lookup)
 
 
 def _lookup(attrs: dict[str, Any]):
     return lambda path: get_path(attrs, path)
+
+
+def _check_nesting(obj: Any, field: str) -> None:
+    stack = [(obj, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, (dict, list)):
+            if depth > MAX_NESTING:
+                raise InvalidArgument(
+                    f"{field} is nested more than {MAX_NESTING} levels deep",
+                    details={"field": field, "max_nesting": MAX_NESTING},
+                )
+            children = node.values() if isinstance(node, dict) else node
+            stack.extend((child, depth + 1) for child in children)
 
 
 def _validate_ttl(ttl: Any) -> int | None:

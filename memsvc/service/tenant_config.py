@@ -24,7 +24,7 @@ MAX_VALUE_BYTES = 256 * 1024
 
 
 class TenantSettings(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     max_depth: int = Field(10, ge=1, le=32, description="Most segments a namespace may have.")
     tombstone_retention_days: int = Field(

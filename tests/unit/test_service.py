@@ -112,8 +112,8 @@ class TestExpiry:
     def test_sweeper_tombstones_and_vectors_go(self, local_app, clock):
         from memsvc.service.sweeper import Sweeper
 
-        put(local_app, value={"text": "ephemeral cats"}, ttl_seconds=10, sync_index=True)
-        assert local_app.vectors.indexed_version("acme", tuple(NS), "k") == 1
+        written = put(local_app, value={"text": "ephemeral cats"}, ttl_seconds=10, sync_index=True)
+        assert local_app.vectors.memory_ids("acme") == {written.id}
         clock.advance(11)
         result = Sweeper(local_app.store, local_app.service._settings, clock).sweep()
         assert result.expired == 1
@@ -121,7 +121,6 @@ class TestExpiry:
         assert [c.kind for c in changes] == ["add", "expired"]
         drain(local_app)
         assert local_app.vectors.memory_ids("acme") == set()
-        assert local_app.vectors.indexed_version("acme", tuple(NS), "k") == 2
 
     def test_refreshed_item_is_not_expired_by_a_stale_sweep(self, local_app, clock):
         from memsvc.service.sweeper import Sweeper
@@ -184,7 +183,7 @@ class TestIndexing:
         indexer = local_app.service.indexer
         assert indexer.apply([v2]) == set()
         assert indexer.apply([v1]) == set()  # replayed out of order
-        assert local_app.vectors.indexed_version("acme", tuple(NS), "k") == 2
+        assert local_app.vectors.memory_ids("acme") == {v2.new.id}
         found = search(local_app, query="cats")
         assert [(m.key, m.version, m.value) for m in found] == [("k", 2, {"text": "new dogs"})]
         assert found[0].score == pytest.approx(0.0, abs=1e-6)  # ranked by the new text, not the old
@@ -234,7 +233,7 @@ class TestIndexing:
         local_app.embedder.fail_next = 0
         drain(local_app)
         assert local_app.store.pending("indexer", "acme") == 0
-        assert local_app.vectors.indexed_version("acme", tuple(NS), "fine") == 1
+        assert local_app.store.get("acme", tuple(NS), "fine").indexed_fields == ("text",)
 
     def test_transient_failure_loses_nothing(self, local_app):
         put(local_app, value={"text": "retry me"})
@@ -254,13 +253,68 @@ class TestIndexing:
         assert [m.key for m in search(local_app, query="kept")] == ["k"]
 
 
+class TestIndexBookkeeping:
+    def test_update_retires_the_old_versions_vectors(self, local_app):
+        first = put(local_app, value={"text": "alpha"}, sync_index=True)
+        second = put(local_app, value={"text": "beta"}, sync_index=True)
+        assert local_app.vectors.memory_ids("acme") == {first.id, second.id}
+        drain(local_app)
+        assert local_app.vectors.memory_ids("acme") == {second.id}
+
+    def test_intermediate_versions_in_one_batch_are_all_retired(self, local_app):
+        put(local_app, value={"text": "one"}, sync_index=True)
+        put(local_app, value={"text": "two"}, sync_index=True)
+        last = put(local_app, value={"text": "three"})
+        drain(local_app)
+        assert local_app.vectors.memory_ids("acme") == {last.id}
+
+    def test_a_write_that_loses_the_race_cleans_up(self, local_app):
+        stale = put(local_app, value={"text": "stale"})
+        item = local_app.store.get("acme", tuple(NS), "k")
+        newer = put(local_app, value={"text": "newer"})
+        local_app.service.indexer.index_items([item])  # embedded v1 while v2 landed
+        assert stale.id not in local_app.vectors.memory_ids("acme")
+        drain(local_app)
+        assert local_app.vectors.memory_ids("acme") == {newer.id}
+
+    def test_pending_and_trigger(self, local_app):
+        put(local_app, key="a")
+        put(local_app, key="b", index_fields=False)
+        put(local_app, key="c", ttl_seconds=5)
+        assert local_app.service.index_status(admin())["pending"] == 3 - 1
+        result = local_app.service.index_trigger(admin())
+        assert result == {"processed": 2, "pending": 0}
+        assert local_app.service.index_trigger(admin("globex")) == {"processed": 0, "pending": 0}
+
+    def test_replayed_changes_write_nothing_twice(self, local_app):
+        put(local_app, value={"text": "once"})
+        changes = local_app.store.read("indexer", 10)
+        indexer = local_app.service.indexer
+        indexer.apply(changes)
+        calls = len(local_app.embedder.calls)
+        indexer.apply(changes)
+        assert len(local_app.embedder.calls) == calls
+
+
 class TestSearchAndScope:
-    def test_filter_prefers_policy_attributes_then_value_paths(self, local_app):
-        put(local_app, key="a", value={"meta": {"n": 10}, "namespace": "ignored"})
+    def test_filter_reads_the_value_first_then_policy_attributes(self, local_app):
+        put(local_app, key="a", value={"meta": {"n": 10}, "namespace": "mine"})
         put(local_app, key="b", value={"meta": {"n": 9}})
         assert [m.key for m in search(local_app, filter={"meta.n": {"gt": 9}})] == ["a"]
-        # "namespace" is a policy attribute ("user"), so the value's own field doesn't decide
-        assert {m.key for m in search(local_app, filter={"namespace": "user"})} == {"a", "b"}
+        # a value field wins; where the value has none, the policy attribute ("user") answers
+        assert [m.key for m in search(local_app, filter={"namespace": "mine"})] == ["a"]
+        assert [m.key for m in search(local_app, filter={"namespace": "user"})] == ["b"]
+
+    def test_deep_nesting_is_a_clear_400(self, local_app):
+        deep = {}
+        node = deep
+        for _ in range(40):
+            node["a"] = {}
+            node = node["a"]
+        with pytest.raises(InvalidArgument, match="nested more than 32"):
+            put(local_app, value=deep)
+        with pytest.raises(InvalidArgument, match="nested more than 32"):
+            search(local_app, filter={"x": deep})
 
     def test_non_admin_is_narrowed_and_walled(self, local_app):
         put(local_app, key="mine")

@@ -38,12 +38,15 @@ CREATE TABLE IF NOT EXISTS items (
     expires_at INTEGER,
     deleted TEXT,
     ttl_seconds INTEGER,
+    indexed_fields TEXT,
     PRIMARY KEY (tenant, ns, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_id ON items (tenant, id);
 CREATE INDEX IF NOT EXISTS items_recent ON items (tenant, updated_at DESC, ns, key) WHERE deleted IS NULL;
 CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE deleted IS NULL AND expires_at IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_tombstones ON items (tenant, updated_at) WHERE deleted IS NOT NULL;
+CREATE INDEX IF NOT EXISTS items_unindexed ON items (tenant, updated_at)
+    WHERE deleted IS NULL AND indexed_fields IS NULL AND index_fields != 'false';
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     tenant TEXT NOT NULL,
@@ -67,7 +70,7 @@ CREATE TABLE IF NOT EXISTS config (
 
 _COLUMNS = (
     "tenant, ns, key, id, version, value_ct, attributes_ct, policy_attributes, index_fields, "
-    "created_at, updated_at, expires_at, deleted, ttl_seconds"
+    "created_at, updated_at, expires_at, deleted, ttl_seconds, indexed_fields"
 )
 
 
@@ -144,16 +147,19 @@ class SqliteItemStore:
         ns = encode_namespace(item.namespace)
         with self._tx() as conn:
             row = conn.execute(
-                "SELECT version FROM items WHERE tenant = ? AND ns = ? AND key = ?", (item.tenant, ns, item.key)
+                f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ns = ? AND key = ?", (item.tenant, ns, item.key)
             ).fetchone()
-            current = row[0] if row else None
+            # The change records the row as it really was (like a stream's OldImage): an index
+            # mark made after the writer read it still reaches the consumers.
+            before = _item(row) if row else None
+            current = before.version if before else None
             expected = old.version if old else None
             if current != expected:
                 raise Conflict(
                     "the memory changed while this write was in flight",
                     details={"expected_version": expected, "current_version": current},
                 )
-            conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 14)})", _row(item))
+            conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 15)})", _row(item))
             conn.execute(
                 "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
                 (
@@ -161,9 +167,33 @@ class SqliteItemStore:
                     kind,
                     to_epoch_us(item.updated_at),
                     json.dumps(item.to_record()),
-                    json.dumps(old.to_record()) if old else None,
+                    json.dumps(before.to_record()) if before else None,
                 ),
             )
+
+    def mark_indexed(self, tenant, namespace, key, *, version, fields):
+        with self._tx() as conn:
+            cur = conn.execute(
+                "UPDATE items SET indexed_fields = ? WHERE tenant = ? AND ns = ? AND key = ? AND version = ? "
+                "AND deleted IS NULL",
+                (json.dumps(list(fields)), tenant, encode_namespace(namespace), key, version),
+            )
+            return cur.rowcount == 1
+
+    def pending_index(self, tenant, now):
+        return self._conn().execute(
+            "SELECT count(*) FROM items WHERE tenant = ? AND deleted IS NULL AND indexed_fields IS NULL "
+            "AND index_fields != 'false' AND (expires_at IS NULL OR expires_at > ?)",
+            (tenant, to_epoch_us(now)),
+        ).fetchone()[0]
+
+    def unindexed(self, tenant, now, limit):
+        rows = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND deleted IS NULL AND indexed_fields IS NULL "
+            "AND index_fields != 'false' AND (expires_at IS NULL OR expires_at > ?) ORDER BY updated_at LIMIT ?",
+            (tenant, to_epoch_us(now), limit),
+        ).fetchall()
+        return [_item(r) for r in rows]
 
     def refresh_expiry(self, tenant, namespace, key, *, version, expires_at):
         with self._tx() as conn:
@@ -340,6 +370,7 @@ def _row(item: StoredItem) -> tuple[Any, ...]:
         to_epoch_us(item.expires_at) if item.expires_at else None,
         item.deleted,
         item.ttl_seconds,
+        json.dumps(list(item.indexed_fields)) if item.indexed_fields is not None else None,
     )
 
 
@@ -359,4 +390,5 @@ def _item(row: Sequence[Any]) -> StoredItem:
         expires_at=from_epoch_us(row[11]) if row[11] is not None else None,
         deleted=row[12],
         ttl_seconds=row[13],
+        indexed_fields=tuple(json.loads(row[14])) if row[14] is not None else None,
     )

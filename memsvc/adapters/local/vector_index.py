@@ -27,40 +27,40 @@ __all__ = ["LocalVectorIndex"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS vector_keys (
-    tenant TEXT NOT NULL, ns TEXT NOT NULL, key TEXT NOT NULL,
-    version INTEGER NOT NULL, memory_id TEXT, policy_attributes TEXT,
-    PRIMARY KEY (tenant, ns, key)
-) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS vectors (
-    tenant TEXT NOT NULL, ns TEXT NOT NULL, key TEXT NOT NULL, field TEXT NOT NULL, vec BLOB NOT NULL,
-    PRIMARY KEY (tenant, ns, key, field)
+    tenant TEXT NOT NULL, memory_id TEXT NOT NULL, field TEXT NOT NULL,
+    ns TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, policy_attributes TEXT NOT NULL,
+    vec BLOB NOT NULL,
+    PRIMARY KEY (tenant, memory_id, field)
 ) WITHOUT ROWID;
 """
 
 
 @dataclass
-class _KeyEntry:
+class _Memory:
+    """What a vector row needs to become a hit: shared by the rows of one memory version."""
+
+    ns: str
+    key: str
     version: int
-    memory_id: str | None
     policy_attributes: dict[str, Any]
-    slots: list[int] = field(default_factory=list)
+    slots: dict[str, int] = field(default_factory=dict)  # field -> row
 
 
 class _TenantVectors:
-    """Rows of one tenant: a growable matrix plus, per row, its namespace id and owner key."""
+    """Rows of one tenant: a growable matrix plus, per row, its namespace id and owner."""
 
     def __init__(self, dim: int) -> None:
         self.matrix = np.zeros((256, dim), dtype=np.float32)
         self.live = np.zeros(256, dtype=bool)
         self.ns_ids = np.zeros(256, dtype=np.int32)
-        self.owner: list[tuple[str, str, str] | None] = [None] * 256  # (ns, key, field)
+        self.owner: list[tuple[str, str] | None] = [None] * 256  # (memory_id, field)
         self.free: list[int] = []
         self.size = 0
         self.ns_index: dict[str, int] = {}
-        self.keys: dict[tuple[str, str], _KeyEntry] = {}
+        self.memories: dict[str, _Memory] = {}
 
-    def add(self, ns: str, key: str, field_name: str, vec: np.ndarray) -> int:
+    def add(self, memory_id: str, field_name: str, ns: str, vec: np.ndarray) -> int:
         if self.free:
             slot = self.free.pop()
         else:
@@ -71,14 +71,13 @@ class _TenantVectors:
         self.matrix[slot] = vec
         self.live[slot] = True
         self.ns_ids[slot] = self.ns_index.setdefault(ns, len(self.ns_index))
-        self.owner[slot] = (ns, key, field_name)
+        self.owner[slot] = (memory_id, field_name)
         return slot
 
-    def drop(self, slots: list[int]) -> None:
-        for slot in slots:
-            self.live[slot] = False
-            self.owner[slot] = None
-            self.free.append(slot)
+    def drop(self, slot: int) -> None:
+        self.live[slot] = False
+        self.owner[slot] = None
+        self.free.append(slot)
 
     def _grow(self) -> None:
         n = len(self.live) * 2
@@ -118,17 +117,12 @@ class LocalVectorIndex:
             )
 
     def _load(self) -> None:
-        for tenant, ns, key, version, memory_id, attrs in self._db.execute(
-            "SELECT tenant, ns, key, version, memory_id, policy_attributes FROM vector_keys"
-        ):
-            self._tenant(tenant).keys[(ns, key)] = _KeyEntry(version, memory_id, json.loads(attrs or "{}"))
-        for tenant, ns, key, field_name, blob in self._db.execute(
-            "SELECT tenant, ns, key, field, vec FROM vectors ORDER BY tenant, ns, key, field"
+        for tenant, memory_id, field_name, ns, key, version, attrs, blob in self._db.execute(
+            "SELECT tenant, memory_id, field, ns, key, version, policy_attributes, vec FROM vectors"
         ):
             t = self._tenant(tenant)
-            entry = t.keys.get((ns, key))
-            if entry is not None:
-                entry.slots.append(t.add(ns, key, field_name, np.frombuffer(blob, dtype=np.float32)))
+            memory = t.memories.setdefault(memory_id, _Memory(ns, key, version, json.loads(attrs)))
+            memory.slots[field_name] = t.add(memory_id, field_name, ns, np.frombuffer(blob, dtype=np.float32))
 
     def _tenant(self, tenant: str) -> _TenantVectors:
         t = self._tenants.get(tenant)
@@ -139,55 +133,43 @@ class LocalVectorIndex:
     def ping(self) -> None:
         self._db.execute("SELECT 1").fetchone()
 
-    def indexed_version(self, tenant, namespace, key):
-        with self._lock:
-            t = self._tenants.get(tenant)
-            entry = t.keys.get((encode_namespace(namespace), key)) if t else None
-            return entry.version if entry else None
-
-    def replace(self, tenant, namespace, key, *, memory_id, version, policy_attributes, vectors):
+    def put(self, tenant, namespace, key, *, memory_id, version, policy_attributes, vectors):
         ns = encode_namespace(namespace)
         arrays = [(name, _unit(v, self._dim)) for name, v in vectors]
+        if not arrays:
+            return
         with self._lock:
-            t = self._tenant(tenant)
-            entry = t.keys.get((ns, key))
-            if entry is not None and entry.version >= version:
-                return False
             with _tx(self._db):
-                self._db.execute("DELETE FROM vectors WHERE tenant = ? AND ns = ? AND key = ?", (tenant, ns, key))
                 self._db.executemany(
-                    "INSERT INTO vectors (tenant, ns, key, field, vec) VALUES (?, ?, ?, ?, ?)",
-                    [(tenant, ns, key, name, arr.tobytes()) for name, arr in arrays],
+                    "INSERT OR REPLACE INTO vectors (tenant, memory_id, field, ns, key, version, policy_attributes, vec) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(tenant, memory_id, name, ns, key, version, json.dumps(policy_attributes), arr.tobytes())
+                     for name, arr in arrays],
                 )
-                self._db.execute(
-                    "INSERT OR REPLACE INTO vector_keys (tenant, ns, key, version, memory_id, policy_attributes) "
-                    "VALUES (?, ?, ?, ?, ?, ?)",
-                    (tenant, ns, key, version, memory_id, json.dumps(policy_attributes)),
-                )
-            if entry is not None:
-                t.drop(entry.slots)
-            t.keys[(ns, key)] = _KeyEntry(
-                version, memory_id, dict(policy_attributes), [t.add(ns, key, name, arr) for name, arr in arrays]
-            )
-            return True
-
-    def remove(self, tenant, namespace, key, *, version):
-        ns = encode_namespace(namespace)
-        with self._lock:
             t = self._tenant(tenant)
-            entry = t.keys.get((ns, key))
-            if entry is not None and entry.version >= version:
-                return
+            memory = t.memories.setdefault(memory_id, _Memory(ns, key, version, dict(policy_attributes)))
+            for name, arr in arrays:
+                if name in memory.slots:
+                    t.drop(memory.slots[name])
+                memory.slots[name] = t.add(memory_id, name, ns, arr)
+
+    def delete(self, tenant, *, memory_id, fields):
+        with self._lock:
             with _tx(self._db):
-                self._db.execute("DELETE FROM vectors WHERE tenant = ? AND ns = ? AND key = ?", (tenant, ns, key))
-                self._db.execute(
-                    "INSERT OR REPLACE INTO vector_keys (tenant, ns, key, version, memory_id, policy_attributes) "
-                    "VALUES (?, ?, ?, ?, NULL, NULL)",
-                    (tenant, ns, key, version),
+                self._db.executemany(
+                    "DELETE FROM vectors WHERE tenant = ? AND memory_id = ? AND field = ?",
+                    [(tenant, memory_id, name) for name in fields],
                 )
-            if entry is not None:
-                t.drop(entry.slots)
-            t.keys[(ns, key)] = _KeyEntry(version, None, {})
+            t = self._tenants.get(tenant)
+            memory = t.memories.get(memory_id) if t else None
+            if memory is None:
+                return
+            for name in fields:
+                slot = memory.slots.pop(name, None)
+                if slot is not None:
+                    t.drop(slot)
+            if not memory.slots:
+                del t.memories[memory_id]
 
     def query(self, tenant, prefix, pushdown, vector, top_k):
         q = _unit(vector, self._dim)
@@ -205,21 +187,21 @@ class LocalVectorIndex:
             order = np.argsort(-scores, kind="stable")
             hits: list[VectorHit] = []
             for i in order:
-                ns, key, field_name = t.owner[rows[i]]
-                entry = t.keys[(ns, key)]
-                if not pushdown.is_empty and not pushdown.matches(_lookup(entry.policy_attributes)):
+                memory_id, field_name = t.owner[rows[i]]
+                memory = t.memories[memory_id]
+                if not pushdown.is_empty and not pushdown.matches(_lookup(memory.policy_attributes)):
                     continue
-                hits.append(
-                    VectorHit(decode_namespace(ns), key, entry.memory_id, entry.version, field_name, float(scores[i]))
-                )
+                hits.append(VectorHit(decode_namespace(memory.ns), memory.key, memory_id, memory.version,
+                                      field_name, float(scores[i])))
                 if len(hits) >= top_k:
                     break
             return hits
 
     def memory_ids(self, tenant: str) -> set[str]:
+        """Memory ids with vectors (for tests and diagnostics)."""
         with self._lock:
             t = self._tenants.get(tenant)
-            return {e.memory_id for e in t.keys.values() if e.memory_id and e.slots} if t else set()
+            return set(t.memories) if t else set()
 
     def close(self) -> None:
         self._db.close()
