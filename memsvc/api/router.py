@@ -103,7 +103,7 @@ class Route:
         is never taken for a memory id)."""
         uuid_re = "[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
         regex = re.sub(r"\{(\w+):uuid\}", lambda m: f"(?P<{m.group(1)}>{uuid_re})", self.path)
-        regex = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", regex)
+        regex = re.sub(r"\{([A-Za-z_]\w*)\}", r"(?P<\1>[^/]+)", regex)
         return re.compile("^" + regex + "$")
 
 

@@ -247,9 +247,6 @@ def test_sync_index_makes_a_write_immediately_searchable(me, home):
     assert "paris" not in filtered and filtered
 
 
-@pytest.mark.xfail(reason="BUG: semantic ties are not broken by updated_at desc: identical texts get scores that "
-                          "differ in the last float32 bits (BLAS row position), so an older copy can outrank a newer one",
-                   strict=True)
 def test_semantic_ties_are_broken_by_newest_updated_at(make_client, uid):
     for n in range(2, 10):
         client = make_client(uid, tenant=unique_tenant())
@@ -387,8 +384,6 @@ def test_expired_items_are_invisible_everywhere(me, home, admin):
     assert get(me, ns_exp, "soon").json()["value"] == {"text": "back"}
 
 
-@pytest.mark.xfail(reason="BUG: a filter key that is also a policy attribute name (default: 'namespace', 'sub') "
-                          "is answered from the policy attributes, never from the value's field", strict=True)
 def test_filter_on_value_fields_named_like_policy_attributes(me, home):
     ns = home + ["people"]
     put_ok(me, ns, "match", {"sub": "math", "namespace": "school"})

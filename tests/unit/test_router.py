@@ -1,0 +1,62 @@
+"""The router over API Gateway v2 events, in-process (no HTTP)."""
+
+from __future__ import annotations
+
+import json
+
+from memsvc.local_server import build_event, stringify_claims
+
+
+def call(app, method, path, query="", body=None, claims=None):
+    authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}} if claims else None
+    event = build_event(method=method, path=path, raw_query=query, headers={}, source_ip="127.0.0.1",
+                        body=json.dumps(body) if body is not None else None, authorizer=authorizer)
+    response = app.router.handle(event)
+    payload = json.loads(response["body"]) if response["body"] else None
+    return response["statusCode"], payload, response["headers"]
+
+
+ALICE = {"sub": "alice", "tenant_id": "acme"}
+ADMIN = {"sub": "root", "tenant_id": "acme", "roles": ["admin"]}
+
+
+def test_every_route_resolves(local_app):
+    ns = "ns=user&ns=alice&ns=n"
+    assert call(local_app, "PUT", "/v1/memories", body={"namespace": ["user", "alice", "n"], "key": "k",
+                                                        "value": {"text": "hi"}}, claims=ALICE)[0] == 200
+    assert call(local_app, "GET", "/v1/memories", f"{ns}&key=k", claims=ALICE)[0] == 200
+    assert call(local_app, "POST", "/v1/memories/search", body={"namespace_prefix": []}, claims=ALICE)[0] == 200
+    assert call(local_app, "GET", "/v1/memories/namespaces", claims=ALICE)[1] == {"namespaces": [["user", "alice", "n"]]}
+    memory_id = call(local_app, "GET", "/v1/memories", f"{ns}&key=k", claims=ALICE)[1]["id"]
+    for method, path in (("GET", "/admin/v1/memories/policies"), ("GET", "/admin/v1/memories/index/status"),
+                         ("POST", "/admin/v1/memories/index/trigger"), ("GET", "/admin/v1/memories/settings")):
+        assert call(local_app, method, path, claims=ADMIN)[0] == 200, path
+    assert call(local_app, "DELETE", f"/admin/v1/memories/{memory_id}", claims=ADMIN)[0] == 204
+    assert call(local_app, "DELETE", "/v1/memories", f"{ns}&key=k", claims=ALICE)[0] == 204
+    assert call(local_app, "GET", "/health")[1]["status"] == "healthy"
+    assert "/admin/v1/memories/{id}" in call(local_app, "GET", "/openapi.json")[1]["paths"]
+
+
+def test_a_reserved_word_is_not_a_memory_id(local_app):
+    status, body, headers = call(local_app, "DELETE", "/admin/v1/memories/settings", claims=ADMIN)
+    assert status == 405 and headers["allow"] == "GET, PUT"
+
+
+def test_repeated_params_come_from_the_raw_query_string(local_app):
+    ns = ["user", "alice", "a,b"]
+    call(local_app, "PUT", "/v1/memories", body={"namespace": ns, "key": "k", "value": {}}, claims=ALICE)
+    status, body, _ = call(local_app, "GET", "/v1/memories", "ns=user&ns=alice&ns=a%2Cb&key=k", claims=ALICE)
+    assert status == 200 and body["namespace"] == ns
+
+
+def test_unknown_route_and_missing_identity(local_app):
+    assert call(local_app, "GET", "/nope")[0] == 404
+    status, body, _ = call(local_app, "GET", "/v1/memories", "ns=a&key=k")
+    assert status == 401 and body["error"]["code"] == "UNAUTHORIZED"
+
+
+def test_an_unexpected_error_is_a_500_without_details(local_app, monkeypatch):
+    monkeypatch.setattr(local_app.service, "get", lambda *a, **k: 1 / 0)
+    status, body, headers = call(local_app, "GET", "/v1/memories", "ns=user&ns=alice&key=k", claims=ALICE)
+    assert status == 500 and body["error"]["code"] == "INTERNAL"
+    assert "ZeroDivision" not in json.dumps(body) and body["error"]["details"]["request_id"] == headers["x-request-id"]
