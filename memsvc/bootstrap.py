@@ -16,7 +16,7 @@ from memsvc.service.sealing import Sealer
 from memsvc.service.sweeper import Sweeper
 from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 
-__all__ = ["LocalApp", "build_local"]
+__all__ = ["LocalApp", "build_local", "AwsApp", "build_aws"]
 
 
 @dataclass
@@ -109,3 +109,48 @@ def health_report(*, store: Any, vectors: Any, embedder: Embedder) -> dict[str, 
     else:
         status = "healthy"
     return {"status": status, "components": components}
+
+
+@dataclass
+class AwsApp:
+    service: MemoryService
+    router: Router
+    store: Any
+    vectors: Any
+    embedder: Embedder
+    clients: dict[str, Any]
+
+
+def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder: Embedder | None = None,
+              clock: Clock | None = None) -> AwsApp:
+    """DynamoDB, S3 Vectors, Titan and KMS. `clients` (boto3 clients by service name) lets tests
+    pass clients with fakes installed; a Lambda builds its own once per cold start."""
+    from memsvc.adapters.aws.clients import make_clients
+    from memsvc.adapters.aws.dynamo_store import DynamoItemStore
+    from memsvc.adapters.aws.kms_keys import KmsKeyProvider
+    from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
+    from memsvc.adapters.aws.titan import TitanEmbedder
+
+    clients = clients or make_clients(settings.region, embedding_concurrency=settings.embedding_concurrency)
+    clock = clock or SystemClock()
+    settings_registry_box: list[SettingsRegistry] = []
+    store = DynamoItemStore(
+        clients["dynamodb"], settings.table_name,
+        tombstone_days=lambda tenant: settings_registry_box[0].get(tenant).tombstone_retention_days,
+    )
+    tenant_settings = SettingsRegistry(store)
+    settings_registry_box.append(tenant_settings)
+    vectors = S3VectorsIndex(clients["s3vectors"], bucket=settings.vector_bucket, index=settings.vector_index,
+                             dimension=settings.embedding_dimension)
+    if embedder is None:
+        embedder = TitanEmbedder(clients["bedrock-runtime"], model_id=settings.embedding_model_id,
+                                 dimension=settings.embedding_dimension,
+                                 max_concurrency=settings.embedding_concurrency)
+    sealer = Sealer(store, KmsKeyProvider(clients["kms"], settings.kms_key_id),
+                    cache_seconds=settings.data_key_cache_seconds)
+    service = MemoryService(
+        store=store, vectors=vectors, embedder=embedder, sealer=sealer,
+        policies=PolicyRegistry(store), settings=tenant_settings, clock=clock,
+    )
+    router = build_router(service, health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
+    return AwsApp(service, router, store, vectors, embedder, clients)

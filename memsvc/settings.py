@@ -37,3 +37,33 @@ class ClientSettings:
             url=os.environ.get("MEMORY_SERVICE_URL") or None,
             token=os.environ.get("MEMORY_SERVICE_TOKEN") or None,
         )
+
+
+@dataclass(frozen=True)
+class AwsSettings:
+    """What a Lambda function is configured with (every variable is set by the CDK stack)."""
+
+    region: str
+    table_name: str
+    vector_bucket: str
+    vector_index: str
+    kms_key_id: str
+    embedding_model_id: str = "amazon.titan-embed-text-v2:0"
+    embedding_dimension: int = 1024
+    embedding_concurrency: int = 8
+    data_key_cache_seconds: float = 300.0
+
+    @classmethod
+    def from_env(cls) -> "AwsSettings":
+        env = os.environ
+        return cls(
+            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            table_name=env["MEMSVC_TABLE_NAME"],
+            vector_bucket=env["MEMSVC_VECTOR_BUCKET"],
+            vector_index=env["MEMSVC_VECTOR_INDEX"],
+            kms_key_id=env["MEMSVC_KMS_KEY_ID"],
+            embedding_model_id=env.get("MEMSVC_EMBEDDING_MODEL_ID", "amazon.titan-embed-text-v2:0"),
+            embedding_dimension=int(env.get("MEMSVC_EMBEDDING_DIMENSION", "1024")),
+            embedding_concurrency=int(env.get("MEMSVC_EMBEDDING_CONCURRENCY", "8")),
+            data_key_cache_seconds=float(env.get("MEMSVC_DATA_KEY_CACHE_SECONDS", "300")),
+        )

@@ -101,6 +101,14 @@ class Indexer:
             c = self._stats.get(tenant, Counter())
             return {k: round(c[k], 6) for k in ("embedded_texts", "embed_seconds", "indexed_items", "write_seconds")}
 
+    def stats_total(self) -> dict[str, float]:
+        """Totals over every tenant (for this process's own metrics, never shown to a caller)."""
+        with self._stats_lock:
+            total: Counter = Counter()
+            for c in self._stats.values():
+                total.update(c)
+            return {k: total[k] for k in ("embedded_texts", "embed_seconds", "indexed_items", "write_seconds")}
+
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Apply a batch of changes (at least once, in any order); returns the seqs that failed."""
         failed: set[int] = set()

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import random
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -42,7 +44,13 @@ log = logging.getLogger(__name__)
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 MAX_NESTING = 32  # levels of objects/arrays in a value, attributes or filter
 MAX_OFFSET = 10_000
-_WRITE_ATTEMPTS = 8
+_WRITE_ATTEMPTS = 16
+
+
+def _backoff(attempt: int) -> None:
+    """Full jitter between optimistic-write attempts, so racing writers spread out."""
+    if attempt:
+        time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
 
 
 @dataclass(frozen=True)
@@ -121,7 +129,8 @@ class MemoryService:
         self._authorize(policies, caller, "write", ns, key)
         policy_attributes = policies.extract_attributes(ns, key, req.value, req.attributes, caller.policy_context())
 
-        for _ in range(_WRITE_ATTEMPTS):
+        for attempt in range(_WRITE_ATTEMPTS):
+            _backoff(attempt)
             old = self._store.get(caller.tenant_id, ns, key)
             now = self._clock.now()
             live_old = old if old is not None and old.is_live(now) else None
@@ -165,7 +174,8 @@ class MemoryService:
         self._delete_current(caller.tenant_id, ns, key, expected_id=None)
 
     def _delete_current(self, tenant: str, ns: tuple[str, ...], key: str, *, expected_id: str | None) -> bool:
-        for _ in range(_WRITE_ATTEMPTS):
+        for attempt in range(_WRITE_ATTEMPTS):
+            _backoff(attempt)
             old = self._store.get(tenant, ns, key)
             if old is None or old.deleted is not None or (expected_id and old.id != expected_id):
                 return False

@@ -1,0 +1,21 @@
+"""Adapters built once per cold start, from the environment (see README: "Lambda environment")."""
+
+from __future__ import annotations
+
+from memsvc.bootstrap import AwsApp, build_aws
+from memsvc.settings import AwsSettings
+
+_app: AwsApp | None = None
+
+
+def aws_app() -> AwsApp:
+    global _app
+    if _app is None:
+        _app = build_aws(AwsSettings.from_env())
+    return _app
+
+
+def set_app(app: AwsApp | None) -> None:
+    """Tests install an app built on moto and fakes; None resets to a fresh cold start."""
+    global _app
+    _app = app

@@ -1,0 +1,455 @@
+"""The AWS item store: one DynamoDB table (see docs/aws-design.md for every key and access path).
+
+Writes are conditional on the version the writer read, so concurrent writers never lose an
+update. The change feed is the table's stream (NEW_AND_OLD_IMAGES); `change_from_stream_record`
+turns a stream record into the same `Change` the local feed produces.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import heapq
+import json
+import math
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from memsvc.core.errors import Conflict, ProviderError, RateLimited
+from memsvc.core.models import Change, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under, prefix_range
+
+__all__ = [
+    "DynamoItemStore",
+    "table_definition",
+    "change_from_stream_record",
+    "TTL_ATTRIBUTE",
+    "GSI_RECENT",
+    "GSI_ID",
+    "GSI_PENDING",
+    "PENDING_SHARDS",
+]
+
+TTL_ATTRIBUTE = "ttl"
+GSI_RECENT = "by_recent"
+GSI_ID = "by_id"
+GSI_PENDING = "pending"
+PENDING_SHARDS = 8
+_DEFAULT_TOMBSTONE_DAYS = 90
+_ser = TypeSerializer()
+# Attribute names go through placeholders: `ttl` and `key` are DynamoDB reserved words.
+_NAMES = {"#idx": "idx", "#chg": "chg", "#ppk": "ppk", "#exp": "exp", "#ttl": TTL_ATTRIBUTE}
+_de = TypeDeserializer()
+
+
+def table_definition(table_name: str) -> dict[str, Any]:
+    """`CreateTable` arguments: the schema the CDK stack declares and the tests create on moto."""
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [
+            {"AttributeName": name, "AttributeType": "S"}
+            for name in ("pk", "sk", "gpk", "gsk", "ipk", "ppk")
+        ],
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        "GlobalSecondaryIndexes": [
+            {
+                "IndexName": GSI_RECENT,
+                "KeySchema": [{"AttributeName": "gpk", "KeyType": "HASH"}, {"AttributeName": "gsk", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "ALL"},
+            },
+            {
+                "IndexName": GSI_ID,
+                "KeySchema": [{"AttributeName": "ipk", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            },
+            {
+                "IndexName": GSI_PENDING,
+                "KeySchema": [{"AttributeName": "ppk", "KeyType": "HASH"}, {"AttributeName": "pk", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["exp"]},
+            },
+        ],
+        "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+    }
+
+
+class DynamoItemStore:
+    """`ItemStore` on DynamoDB. Every key starts with the tenant, so no request can reach another."""
+
+    def __init__(self, client: Any, table_name: str, *, tombstone_days=lambda tenant: _DEFAULT_TOMBSTONE_DAYS) -> None:
+        self._db = client
+        self._table = table_name
+        self._tombstone_days = tombstone_days
+
+    # -- items -------------------------------------------------------------------------------
+
+    def get(self, tenant, namespace, key):
+        row = self._call("GetItem", Key=_key(tenant, encode_namespace(namespace), key), ConsistentRead=True)
+        return _item(row["Item"]) if "Item" in row else None
+
+    def get_many(self, tenant, refs):
+        wanted = list(dict.fromkeys((encode_namespace(ns), key) for ns, key in refs))
+        out: dict[tuple[tuple[str, ...], str], StoredItem] = {}
+        for start in range(0, len(wanted), 100):
+            request = {self._table: {"Keys": [_key(tenant, ns, k) for ns, k in wanted[start : start + 100]],
+                                     "ConsistentRead": True}}
+            for attempt in range(8):
+                response = self._call("BatchGetItem", RequestItems=request)
+                for row in response.get("Responses", {}).get(self._table, []):
+                    item = _item(row)
+                    if item.tenant == tenant:
+                        out[(item.namespace, item.key)] = item
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            else:
+                raise RateLimited("the table is throttling reads; retry", retry_after_seconds=1)
+        return out
+
+    def get_by_id(self, tenant, memory_id):
+        rows = self._call(
+            "Query", IndexName=GSI_ID, KeyConditionExpression="ipk = :i",
+            ExpressionAttributeValues={":i": {"S": f"T#{tenant}#I#{memory_id}"}},
+        ).get("Items", [])
+        if not rows:
+            return None
+        row = self._call("GetItem", Key={"pk": rows[0]["pk"], "sk": rows[0]["sk"]}, ConsistentRead=True)
+        item = _item(row["Item"]) if "Item" in row else None
+        return item if item is not None and item.id == memory_id and item.tenant == tenant else None
+
+    def write(self, item, *, kind, old):
+        ns = encode_namespace(item.namespace)
+        row = self._row(item, kind=kind)
+        if old is None:
+            extra: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        else:
+            extra = {"ConditionExpression": "#version = :v", "ExpressionAttributeNames": {"#version": "version"},
+                     "ExpressionAttributeValues": {":v": {"N": str(old.version)}}}
+        try:
+            self._db.put_item(TableName=self._table, Item=row, **extra)
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                raise Conflict(
+                    "the memory changed while this write was in flight",
+                    details={"expected_version": old.version if old else None},
+                ) from None
+            raise _mapped(exc, "PutItem") from None
+        except BotoCoreError as exc:
+            raise ProviderError("the item store is unavailable", details={"operation": "PutItem"}) from exc
+        if kind == "add":  # a new lifetime of this key: make sure its namespace is registered
+            self._register(item.tenant, ns)
+
+    def mark_indexed(self, tenant, namespace, key, *, version, fields):
+        return self._update_if_current(
+            tenant, namespace, key, version,
+            "SET #idx = :f, #chg = :c REMOVE #ppk",
+            {":f": {"S": json.dumps(list(fields))}, ":c": {"S": "index"}},
+        )
+
+    def refresh_expiry(self, tenant, namespace, key, *, version, expires_at):
+        exp = to_epoch_us(expires_at)
+        return self._update_if_current(
+            tenant, namespace, key, version,
+            "SET #exp = :e, #ttl = :t, #chg = :c",
+            {":e": {"N": str(exp)}, ":t": {"N": str(math.ceil(exp / 1_000_000))}, ":c": {"S": "refresh"}},
+            extra_condition=" AND attribute_exists(#exp)",
+        )
+
+    def _update_if_current(self, tenant, namespace, key, version, update, values, extra_condition=""):
+        try:
+            self._db.update_item(
+                TableName=self._table, Key=_key(tenant, encode_namespace(namespace), key),
+                UpdateExpression=update,
+                ConditionExpression="#version = :v AND attribute_not_exists(#del)" + extra_condition,
+                ExpressionAttributeNames={n: _NAMES[n] for n in _NAMES if n in update + extra_condition}
+                | {"#version": "version", "#del": "del"},
+                ExpressionAttributeValues={":v": {"N": str(version)}, **values},
+            )
+            return True
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
+                return False
+            raise _mapped(exc, "UpdateItem") from None
+
+    def scan_live(self, tenant, prefix, now, *, page_size=100):
+        streams = [self._recent(tenant, ns, now, page_size) for ns in self._namespaces_under(tenant, prefix)]
+        for _, item in heapq.merge(*streams, key=lambda pair: pair[0]):
+            yield item
+
+    def _recent(self, tenant: str, ns: str, now: datetime, page_size: int) -> Iterator[tuple[tuple, StoredItem]]:
+        """One namespace's live items, newest first, a page at a time."""
+        start: dict[str, Any] | None = None
+        while True:
+            kwargs: dict[str, Any] = {
+                "IndexName": GSI_RECENT, "KeyConditionExpression": "gpk = :g", "ScanIndexForward": False,
+                "FilterExpression": "attribute_not_exists(#exp) OR #exp > :now",
+                "ExpressionAttributeNames": {"#exp": "exp"},
+                "ExpressionAttributeValues": {":g": {"S": f"T#{tenant}#N#{ns}"}, ":now": {"N": str(to_epoch_us(now))}},
+                "Limit": page_size,
+            }
+            if start:
+                kwargs["ExclusiveStartKey"] = start
+            page = self._call("Query", **kwargs)
+            for row in page.get("Items", []):
+                item = _item(row)
+                yield (-to_epoch_us(item.updated_at), ns, item.key), item
+            start = page.get("LastEvaluatedKey")
+            if not start:
+                return
+
+    def list_namespaces(self, tenant, prefix, now):
+        out = []
+        for ns in self._namespaces_under(tenant, prefix):
+            if next(self._recent(tenant, ns, now, 10), None) is not None:
+                out.append(decode_namespace(ns))
+        return out
+
+    def _namespaces_under(self, tenant: str, prefix: tuple[str, ...]) -> list[str]:
+        encoded = [encode_namespace((s,)) for s in prefix]
+        if len(prefix) >= 2:
+            roots = [SEP.join(encoded[:2])]
+        else:
+            roots = [
+                r for r in self._query_sort_keys(f"T#{tenant}#R", encoded[0] if encoded else None)
+                if not prefix or r.split(SEP)[0] == encoded[0]
+            ]
+        found = []
+        for root in roots:
+            bounds = prefix_range(prefix) if len(prefix) >= 2 else None
+            for ns in self._query_sort_keys(f"T#{tenant}#R#{root}", bounds[0] if bounds else None):
+                if not prefix or is_under(ns, prefix):
+                    found.append(ns)
+        return found
+
+    def _query_sort_keys(self, pk: str, begins: str | None) -> Iterator[str]:
+        kwargs: dict[str, Any] = {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": pk}},
+                                  "ProjectionExpression": "sk"}
+        if begins:
+            kwargs["KeyConditionExpression"] += " AND begins_with(sk, :b)"
+            kwargs["ExpressionAttributeValues"][":b"] = {"S": begins}
+        while True:
+            page = self._call("Query", **kwargs)
+            for row in page.get("Items", []):
+                yield row["sk"]["S"]
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _register(self, tenant: str, ns: str) -> None:
+        parts = ns.split(SEP)
+        root = SEP.join(parts[:2])
+        for pk, sk in ((f"T#{tenant}#R#{root}", ns), (f"T#{tenant}#R", root)):
+            self._call("PutItem", Item={"pk": {"S": pk}, "sk": {"S": sk}, "rt": {"S": "namespace"}})
+
+    def pending_index(self, tenant, now):
+        total = 0
+        for shard in range(PENDING_SHARDS):
+            kwargs: dict[str, Any] = {
+                "IndexName": GSI_PENDING, "KeyConditionExpression": "ppk = :p", "Select": "COUNT",
+                "FilterExpression": "attribute_not_exists(#exp) OR #exp > :now",
+                "ExpressionAttributeNames": {"#exp": "exp"},
+                "ExpressionAttributeValues": {":p": {"S": f"T#{tenant}#P#{shard}"}, ":now": {"N": str(to_epoch_us(now))}},
+            }
+            while True:
+                page = self._call("Query", **kwargs)
+                total += page.get("Count", 0)
+                if "LastEvaluatedKey" not in page:
+                    break
+                kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return total
+
+    def unindexed(self, tenant, now, limit):
+        refs: list[tuple[tuple[str, ...], str]] = []
+        for shard in range(PENDING_SHARDS):
+            page = self._call(
+                "Query", IndexName=GSI_PENDING, KeyConditionExpression="ppk = :p", Limit=limit,
+                ExpressionAttributeValues={":p": {"S": f"T#{tenant}#P#{shard}"}},
+            )
+            for row in page.get("Items", []):
+                ns = row["pk"]["S"].split("#N#", 1)[1]
+                refs.append((decode_namespace(ns), row["sk"]["S"][2:]))
+            if len(refs) >= limit:
+                break
+        items = self.get_many(tenant, refs[:limit])
+        return [i for i in items.values() if i.is_live(now) and i.indexed_fields is None and i.index_fields is not False]
+
+    # -- expiry is DynamoDB TTL's job on AWS ----------------------------------------------------
+
+    def expired(self, now, limit):
+        return []
+
+    def purge_tombstones(self, tenant, before):
+        return 0
+
+    def tenants_with_tombstones(self):
+        return []
+
+    # -- key material and per-tenant configuration ----------------------------------------------
+
+    def get_wrapped_key(self, tenant):
+        row = self._call("GetItem", Key={"pk": {"S": f"T#{tenant}#KEY"}, "sk": {"S": "DEK"}}, ConsistentRead=True)
+        return _bytes(row["Item"]["wrapped"]["B"]) if "Item" in row else None
+
+    def put_wrapped_key_if_absent(self, tenant, wrapped):
+        try:
+            self._db.put_item(
+                TableName=self._table,
+                Item={"pk": {"S": f"T#{tenant}#KEY"}, "sk": {"S": "DEK"}, "rt": {"S": "key"}, "wrapped": {"B": wrapped}},
+                ConditionExpression="attribute_not_exists(pk)",
+            )
+            return wrapped
+        except ClientError as exc:
+            if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                raise _mapped(exc, "PutItem") from None
+        existing = self.get_wrapped_key(tenant)
+        assert existing is not None
+        return existing
+
+    def get_config(self, tenant, name):
+        row = self._call("GetItem", Key={"pk": {"S": f"T#{tenant}#CFG"}, "sk": {"S": name}}, ConsistentRead=True)
+        return json.loads(row["Item"]["doc"]["S"]) if "Item" in row else None
+
+    def put_config(self, tenant, name, doc):
+        self._call("PutItem", Item={"pk": {"S": f"T#{tenant}#CFG"}, "sk": {"S": name}, "rt": {"S": "config"},
+                                    "doc": {"S": json.dumps(doc)}})
+
+    def ping(self):
+        self._call("GetItem", Key={"pk": {"S": "ping"}, "sk": {"S": "ping"}})
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        method = getattr(self._db, _snake(operation))
+        if operation != "BatchGetItem":
+            kwargs["TableName"] = self._table
+        try:
+            return method(**kwargs)
+        except ClientError as exc:
+            raise _mapped(exc, operation) from None
+        except BotoCoreError as exc:
+            raise ProviderError("the item store is unavailable", details={"operation": operation}) from exc
+
+    def _row(self, item: StoredItem, *, kind: str) -> dict[str, Any]:
+        ns = encode_namespace(item.namespace)
+        plain = {
+            "rt": "item", "tenant": item.tenant, "ns": ns, "key": item.key, "id": item.id,
+            "version": item.version, "pa": json.dumps(item.policy_attributes),
+            "ixf": json.dumps(item.index_fields), "cat": to_epoch_us(item.created_at),
+            "uat": to_epoch_us(item.updated_at), "knd": kind, "chg": "write",
+            "ipk": f"T#{item.tenant}#I#{item.id}",
+        }
+        row: dict[str, Any] = {**_key(item.tenant, ns, item.key), **{k: _ser.serialize(v) for k, v in plain.items()}}
+        if item.value_ct is not None:
+            row["vct"] = {"B": item.value_ct}
+        if item.attributes_ct is not None:
+            row["act"] = {"B": item.attributes_ct}
+        if item.ttl_seconds is not None:
+            row["tts"] = {"N": str(item.ttl_seconds)}
+        if item.indexed_fields is not None:
+            row["idx"] = {"S": json.dumps(list(item.indexed_fields))}
+        if item.deleted is not None:
+            row["del"] = {"S": item.deleted}
+            retention = timedelta(days=self._tombstone_days(item.tenant))
+            row[TTL_ATTRIBUTE] = {"N": str(int((item.updated_at + retention).timestamp()))}
+        else:
+            row["gpk"] = {"S": f"T#{item.tenant}#N#{ns}"}
+            row["gsk"] = {"S": f"{to_epoch_us(item.updated_at):020d}#{item.key}"}
+            if item.expires_at is not None:
+                exp = to_epoch_us(item.expires_at)
+                row["exp"] = {"N": str(exp)}
+                row[TTL_ATTRIBUTE] = {"N": str(math.ceil(exp / 1_000_000))}
+            if item.index_fields is not False and item.indexed_fields is None:
+                shard = int(hashlib.sha256(f"{ns}{SEP}{item.key}".encode()).hexdigest(), 16) % PENDING_SHARDS
+                row["ppk"] = {"S": f"T#{item.tenant}#P#{shard}"}
+        return row
+
+
+def change_from_stream_record(record: dict[str, Any]) -> Change | None:
+    """A DynamoDB stream record (as Lambda or GetRecords delivers it) as a `Change`, or None
+    for records that are no change to a memory: other record types, index marks and TTL
+    refreshes (same version), and TTL purges of tombstones (retention, not expiry)."""
+    data = record.get("dynamodb") or {}
+    new_image, old_image = data.get("NewImage"), data.get("OldImage")
+    if (new_image or old_image or {}).get("rt", {}).get("S") != "item":
+        return None
+    seq = int(data["SequenceNumber"])
+    new = _item(new_image) if new_image else None
+    old = _item(old_image) if old_image else None
+    event = record.get("eventName")
+    if event in ("INSERT", "MODIFY") and new is not None:
+        if old is not None and old.version == new.version:
+            return None
+        kind = new.deleted or new_image.get("knd", {}).get("S") or ("update" if old and old.deleted is None else "add")
+        return Change(seq=seq, kind=kind, new=new, old=old, occurred_at=new.updated_at)
+    if event == "REMOVE" and old is not None:
+        if old.deleted is not None:
+            return None  # a tombstone's retention ran out
+        identity = record.get("userIdentity") or {}
+        by_ttl = identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com"
+        at = old.expires_at if by_ttl and old.expires_at else old.updated_at
+        kind = "expired" if by_ttl else "delete"
+        tombstone = old.tombstone(kind=kind, at=at, new_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}:{old.id}")))
+        return Change(seq=seq, kind=kind, new=tombstone, old=old, occurred_at=at)
+    return None
+
+
+def _key(tenant: str, ns: str, key: str) -> dict[str, Any]:
+    return {"pk": {"S": f"T#{tenant}#N#{ns}"}, "sk": {"S": f"K#{key}"}}
+
+
+def _item(row: dict[str, Any]) -> StoredItem:
+    r = {k: _de.deserialize(_binary_as_bytes(v)) for k, v in row.items()}
+    return StoredItem(
+        tenant=r["tenant"],
+        namespace=decode_namespace(r["ns"]),
+        key=r["key"],
+        id=r["id"],
+        version=int(r["version"]),
+        value_ct=_bytes(r.get("vct")),
+        attributes_ct=_bytes(r.get("act")),
+        policy_attributes=json.loads(r["pa"]),
+        index_fields=json.loads(r["ixf"]),
+        created_at=from_epoch_us(int(r["cat"])),
+        updated_at=from_epoch_us(int(r["uat"])),
+        expires_at=from_epoch_us(int(r["exp"])) if "exp" in r else None,
+        deleted=r.get("del"),
+        ttl_seconds=int(r["tts"]) if "tts" in r else None,
+        indexed_fields=tuple(json.loads(r["idx"])) if "idx" in r else None,
+    )
+
+
+def _binary_as_bytes(value: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value.get("B"), str):  # a Lambda event's JSON carries binary as base64
+        return {"B": base64.b64decode(value["B"])}
+    return value
+
+
+def _bytes(value: Any) -> bytes | None:
+    """Binary attributes arrive as bytes from boto3 and as base64 text in Lambda events."""
+    if value is None:
+        return None
+    if isinstance(value, Binary):
+        return bytes(value.value)
+    if isinstance(value, str):
+        return base64.b64decode(value)
+    return bytes(value)
+
+
+def _mapped(exc: ClientError, operation: str) -> Exception:
+    code = exc.response.get("Error", {}).get("Code", "")
+    if code in ("ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"):
+        return RateLimited("the item store is throttling; retry", retry_after_seconds=1,
+                           details={"operation": operation})
+    return ProviderError("the item store failed", details={"operation": operation, "code": code})
+
+
+def _snake(operation: str) -> str:
+    return "".join("_" + c.lower() if c.isupper() else c for c in operation).lstrip("_")
+

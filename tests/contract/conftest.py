@@ -1,0 +1,85 @@
+"""One contract suite, two backends: every test here runs on `local` (SQLite, numpy index, key
+file) and on `aws` (DynamoDB + Streams, S3 Vectors, KMS on moto, with the fakes of tests/fakes).
+The embedder is the same deterministic fake on both, so the backend is what is under test."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from memsvc.adapters.aws.dynamo_store import change_from_stream_record
+from tests.fakes.aws_stack import BUCKET, INDEX, aws_stack, epoch
+from tests.fakes.embedder import HashEmbedder
+
+
+@dataclass
+class Backend:
+    name: str
+    service: Any
+    store: Any
+    vectors: Any
+    embedder: HashEmbedder
+    clock: Any
+    data_dir: Any = None
+    local: Any = None  # LocalApp
+    aws: Any = None  # AwsStack
+
+    def drain(self) -> None:
+        """Deliver every pending change to the indexer (the feed worker / the stream Lambda)."""
+        if self.local is not None:
+            self.local.workers.run_index_cycle()
+        else:
+            self.aws.drain()
+
+    def sweep(self) -> None:
+        """Expire what is due (the sweeper / DynamoDB TTL)."""
+        if self.local is not None:
+            from memsvc.service.sweeper import Sweeper
+
+            Sweeper(self.store, self.service._settings, self.clock).sweep()
+        else:
+            self.aws.expire(epoch(self.clock.now()))
+
+    def changes(self) -> list:
+        """The changes not yet delivered, without consuming them."""
+        if self.local is not None:
+            return self.store.read("indexer", 10_000)
+        self.aws._pending.extend(self.aws.read_stream())
+        return [c for c in (change_from_stream_record(r) for r in self.aws._pending) if c is not None]
+
+    def memory_ids(self, tenant: str) -> set[str]:
+        """Memory ids that have vectors in the index."""
+        if self.local is not None:
+            return self.vectors.memory_ids(tenant)
+        client, ids, token = self.aws.clients["s3vectors"], set(), None
+        while True:
+            page = client.list_vectors(vectorBucketName=BUCKET, indexName=INDEX, returnMetadata=True,
+                                       **({"nextToken": token} if token else {}))
+            ids |= {v["metadata"]["memory_id"] for v in page["vectors"] if v["metadata"]["tenant"] == tenant}
+            token = page.get("nextToken")
+            if not token:
+                return ids
+
+
+@pytest.fixture(params=["local", "aws"])
+def backend(request, tmp_path, clock):
+    embedder = HashEmbedder()
+    if request.param == "local":
+        from memsvc.bootstrap import build_local
+
+        app = build_local(tmp_path / "data", embedder=embedder, clock=clock, start_workers=False)
+        yield Backend("local", app.service, app.store, app.vectors, embedder, clock, data_dir=app.data_dir, local=app)
+        app.close()
+    else:
+        with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=clock) as stack:
+            app = stack.app
+            yield Backend("aws", app.service, app.store, app.vectors, embedder, clock, aws=stack)
+
+
+@pytest.fixture
+def local_only(backend):
+    if backend.name != "local":
+        pytest.skip("exercises the local change-feed consumer (on AWS: Lambda's event source mapping)")
+    return backend
