@@ -186,7 +186,7 @@ def _run_parallel(name: str, base_url: str, token: str, total: int, concurrency:
             elapsed = time.perf_counter() - started
             if progress == "always" or (progress == "slow" and elapsed > 5.0):
                 rate = n / elapsed if elapsed > 0 else 0.0
-                _say(f"  {name}: {n}/{total} ({100 * n // total}%) in {elapsed:.1f}s, {rate:.0f}/s")
+                _say(f"  {name}: {n}/{total} ({100 * n // total}%) in {elapsed:.1f}s, {rate:.{0 if rate >= 10 else 2}f}/s")
 
     def worker() -> None:
         headers = {"Authorization": f"Bearer {token}"}

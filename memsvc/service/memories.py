@@ -238,13 +238,15 @@ class MemoryService:
         for item in self._store.scan_live(tenant, scope, self._clock.now()):
             if not scope_filter.matches(_lookup(item.policy_attributes)):
                 continue
-            memory = self._open(item)
-            if not _matches(user_filter, item, memory):
-                continue
+            if not user_filter.is_empty:  # open only the value to test it; the rest only for a match
+                value = self._sealer.open_json(item.tenant, item.namespace, item.key, item.version, "value",
+                                               item.value_ct)
+                if not _matches(user_filter, item, value):
+                    continue
             if skipped < offset:
                 skipped += 1
                 continue
-            out.append(memory)
+            out.append(self._open(item))
             if len(out) >= limit:
                 break
         return out
@@ -271,7 +273,7 @@ class MemoryService:
                 if item is None or item.id != hit.memory_id or not item.is_live(now):
                     continue  # stale vector of an older version, or deleted/expired since
                 memory = self._open(item, score=hit.score)
-                if _matches(user_filter, item, memory):
+                if _matches(user_filter, item, memory.value):
                     ranked.append(memory)
             if len(ranked) >= wanted or len(hits) < top_k or top_k >= self._vectors.max_top_k:
                 break
@@ -417,16 +419,16 @@ class MemoryService:
         )
 
 
-def _matches(user_filter: Filter, item: StoredItem, memory: Memory) -> bool:
+def _matches(user_filter: Filter, item: StoredItem, value: dict[str, Any]) -> bool:
     """A filter key is a dot path into the value; when the value has no such path, it names a
     policy attribute (what the attribute extraction policy made filterable)."""
     if user_filter.is_empty:
         return True
 
     def lookup(path: str) -> tuple[bool, Any]:
-        found, value = get_path(memory.value, path)
+        found, got = get_path(value, path)
         if found:
-            return found, value
+            return found, got
         return get_path(item.policy_attributes, path)
 
     return user_filter.matches(lookup)

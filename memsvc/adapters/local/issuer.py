@@ -3,7 +3,6 @@ JWT authorizer verifies (signature, expiry, issuer, audience)."""
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 from pathlib import Path
@@ -12,6 +11,8 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+
+from memsvc.adapters.local.secret_files import write_private
 
 __all__ = ["LocalIssuer", "ISSUER", "AUDIENCE", "InvalidToken"]
 
@@ -61,12 +62,7 @@ def _load_or_create(path: Path) -> rsa.RSAPrivateKey:
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption())
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    try:
-        os.write(fd, pem)
-    finally:
-        os.close(fd)
+    write_private(path, pem)
     (path.parent / "jwt-public.pem").write_bytes(
         key.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
     )

@@ -7,6 +7,8 @@ from pathlib import Path
 
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from memsvc.adapters.local.secret_files import write_private
+
 __all__ = ["FileKeyProvider"]
 
 
@@ -38,12 +40,7 @@ def _load_or_create(path: Path) -> bytes:
         key = path.read_bytes()
     except FileNotFoundError:
         key = AESGCM.generate_key(bit_length=256)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            os.write(fd, key)
-        finally:
-            os.close(fd)
+        write_private(path, key)
         return key
     if len(key) != 32:
         raise RuntimeError(f"{path} is not a 256-bit key")
