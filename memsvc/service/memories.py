@@ -238,11 +238,15 @@ class MemoryService:
         for item in self._store.scan_live(tenant, scope, self._clock.now()):
             if not scope_filter.matches(_lookup(item.policy_attributes)):
                 continue
-            if not user_filter.is_empty:  # open only the value to test it; the rest only for a match
-                value = self._sealer.open_json(item.tenant, item.namespace, item.key, item.version, "value",
-                                               item.value_ct)
-                if not _matches(user_filter, item, value):
-                    continue
+            if not user_filter.is_empty:
+                on_attributes, on_value = user_filter.split(item.policy_attributes.keys())
+                if not on_attributes.matches(_lookup(item.policy_attributes)):
+                    continue  # decided on plaintext policy attributes, nothing decrypted
+                if not on_value.is_empty:
+                    value = self._sealer.open_json(item.tenant, item.namespace, item.key, item.version, "value",
+                                                   item.value_ct)
+                    if not on_value.matches(_lookup(value)):
+                        continue
             if skipped < offset:
                 skipped += 1
                 continue
@@ -420,16 +424,15 @@ class MemoryService:
 
 
 def _matches(user_filter: Filter, item: StoredItem, value: dict[str, Any]) -> bool:
-    """A filter key is a dot path into the value; when the value has no such path, it names a
-    policy attribute (what the attribute extraction policy made filterable)."""
+    """A filter key names a policy attribute when the item has one by that name (API.md: those
+    are pushed down to the stores, decided without decryption); otherwise a dot path into the value."""
     if user_filter.is_empty:
         return True
 
     def lookup(path: str) -> tuple[bool, Any]:
-        found, got = get_path(value, path)
-        if found:
-            return found, got
-        return get_path(item.policy_attributes, path)
+        if path in item.policy_attributes:
+            return True, item.policy_attributes[path]
+        return get_path(value, path)
 
     return user_filter.matches(lookup)
 

@@ -308,13 +308,18 @@ class TestIndexBookkeeping:
 
 
 class TestSearchAndScope:
-    def test_filter_reads_the_value_first_then_policy_attributes(self, backend):
+    def test_policy_attributes_decide_their_keys_without_decryption(self, backend):
         put(backend, key="a", value={"meta": {"n": 10}, "namespace": "mine"})
         put(backend, key="b", value={"meta": {"n": 9}})
         assert [m.key for m in search(backend, filter={"meta.n": {"gt": 9}})] == ["a"]
-        # a value field wins; where the value has none, the policy attribute ("user") answers
-        assert [m.key for m in search(backend, filter={"namespace": "mine"})] == ["a"]
-        assert [m.key for m in search(backend, filter={"namespace": "user"})] == ["b"]
+        # "namespace" is a policy attribute ("user"): it decides, the value's own field doesn't
+        assert {m.key for m in search(backend, filter={"namespace": "user"})} == {"a", "b"}
+        assert search(backend, filter={"namespace": "mine"}) == []
+        opened = []
+        real_open = backend.service._sealer.open_json
+        backend.service._sealer.open_json = lambda *a, **k: opened.append(a[4]) or real_open(*a, **k)
+        assert search(backend, filter={"sub": "nobody"}) == []
+        assert opened == []  # rejected on plaintext attributes: nothing was decrypted
 
     def test_deep_nesting_is_a_clear_400(self, backend):
         deep = {}

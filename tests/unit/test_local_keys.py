@@ -43,6 +43,6 @@ def test_tokens_are_checked_like_the_api_gateway_authorizer(tmp_path):
     other = LocalIssuer(tmp_path / "other")
     with pytest.raises(InvalidToken):
         issuer.verify(other.mint(sub="alice"))
-    forged = jwt.encode({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "exp": 9999999999}, "secret", algorithm="HS256")
+    forged = jwt.encode({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "exp": 9999999999}, "an-hmac-secret-that-is-32-bytes!", algorithm="HS256")
     with pytest.raises(InvalidToken):
         issuer.verify(forged)

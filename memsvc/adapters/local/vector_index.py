@@ -183,19 +183,34 @@ class LocalVectorIndex:
                 rows = rows[np.isin(t.ns_ids[rows], allowed)]
             if rows.size == 0:
                 return []
-            scores = t.matrix[rows] @ q
-            order = np.argsort(-scores, kind="stable")
-            hits: list[VectorHit] = []
-            for i in order:
-                memory_id, field_name = t.owner[rows[i]]
-                memory = t.memories[memory_id]
-                if not pushdown.is_empty and not pushdown.matches(_lookup(memory.policy_attributes)):
-                    continue
-                hits.append(VectorHit(decode_namespace(memory.ns), memory.key, memory_id, memory.version,
-                                      field_name, float(scores[i])))
-                if len(hits) >= top_k:
-                    break
-            return hits
+            # Score against a view of the matrix (no copy), then pick the rows in scope.
+            scores = (t.matrix[: t.size] @ q)[rows]
+            # Sort only the best candidates; widen when the pushdown filter rejects too many.
+            k = min(rows.size, max(4 * top_k, 256))
+            while True:
+                if k < rows.size:
+                    best = np.argpartition(-scores, k - 1)[:k]
+                    order = best[np.argsort(-scores[best], kind="stable")]
+                else:
+                    order = np.argsort(-scores, kind="stable")
+                hits = self._hits(t, rows, scores, order, pushdown, top_k)
+                if len(hits) >= top_k or k >= rows.size:
+                    return hits
+                k = min(rows.size, k * 4)
+
+    @staticmethod
+    def _hits(t: _TenantVectors, rows, scores, order, pushdown: Filter, top_k: int) -> list[VectorHit]:
+        hits: list[VectorHit] = []
+        for i in order:
+            memory_id, field_name = t.owner[rows[i]]
+            memory = t.memories[memory_id]
+            if not pushdown.is_empty and not pushdown.matches(_lookup(memory.policy_attributes)):
+                continue
+            hits.append(VectorHit(decode_namespace(memory.ns), memory.key, memory_id, memory.version,
+                                  field_name, float(scores[i])))
+            if len(hits) >= top_k:
+                break
+        return hits
 
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids with vectors (for tests and diagnostics)."""
