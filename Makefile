@@ -4,7 +4,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test bench clean
+.PHONY: run test bench synth clean
 
 run: $(STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
 	$(BIN)/memsvc serve
@@ -12,13 +12,20 @@ run: $(STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in
 test: $(STAMP)  ## every test (what .ci/run calls)
 	$(BIN)/python -m pytest -q
 
-bench: $(STAMP)  ## throughput and latency over HTTP with 10k and 100k items (takes ~20 min)
+synth: $(STAMP) node_modules/.bin/cdk  ## CloudFormation for every environment in cdk.out/ (builds the layer; no AWS account needed), then cfn-lint
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx --no-install cdk synth --quiet
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/python -m infra.lint cdk.out/*.template.json
+
+node_modules/.bin/cdk: package.json package-lock.json  ## the aws-cdk CLI, pinned in package-lock.json
+	npm ci --no-audit --no-fund
+
+bench: $(STAMP)  ## throughput and latency over HTTP with 10k and 100k items (over an hour on 2 cores)
 	$(BIN)/memsvc bench --items 10000 100000
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,langgraph,test]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,langgraph,test,infra]'
 	touch $(STAMP)
 
 clean:

@@ -227,7 +227,15 @@ def _run_parallel(name: str, base_url: str, token: str, total: int, concurrency:
     for t in threads:
         t.join()
     wall = time.perf_counter() - started
-    return PhaseResult(name, total, oks[0], wall, latencies, failures, by_task=by_task)
+    return PhaseResult(name, total, oks[0], wall, latencies, failures, by_task=by_task,
+                       notes={"loadavg_1m_at_end": _loadavg()})
+
+
+def _loadavg() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
 
 
 def _say(msg: str) -> None:
@@ -511,6 +519,7 @@ def _drain(base_url: str, admin_token: str, n: int, put_started: float, put_wall
         "write_seconds": round(write_s, 2),
         "write_items_per_s": round(indexed / write_s, 1) if write_s else None,
         "status_errors": dict(errors),
+        "loadavg_1m_at_end": _loadavg(),
         "put_wall_s": round(put_wall, 2),
     }
     _say(f"  indexing: done {out['drain_after_puts_s']}s after the last put "
@@ -539,7 +548,8 @@ def _fmt(x: Any, nd: int = 1) -> str:
 def _print_phase(p: PhaseResult) -> None:
     s = p.summary()
     _say(f"  {p.name}: {s['ok']}/{s['requests']} ok in {s['wall_s']}s = {_fmt(s['throughput_per_s'])}/s; "
-         f"p50 {_fmt(s['p50_ms'])} ms, p95 {_fmt(s['p95_ms'])} ms, p99 {_fmt(s['p99_ms'])} ms")
+         f"p50 {_fmt(s['p50_ms'])} ms, p95 {_fmt(s['p95_ms'])} ms, p99 {_fmt(s['p99_ms'])} ms "
+         f"(load avg {_fmt(s.get('loadavg_1m_at_end'), 2)})")
     if p.failures:
         _say(f"  {p.name}: {s['errors']} FAILED: {dict(p.failures)}")
 
@@ -626,6 +636,22 @@ def _measure_query_embedding(samples: int) -> dict[str, Any] | None:
 # -- entry point -------------------------------------------------------------------------------
 
 
+def _code_version() -> dict[str, Any]:
+    """The git commit of the code being measured, and whether the working tree differs (read-only git)."""
+    repo = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, timeout=10)
+        status = subprocess.run(["git", "-C", str(repo), "status", "--porcelain", "--untracked-files=no", "--",
+                                 "memsvc"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None}
+    if head.returncode != 0:
+        return {"commit": None}
+    changed = [line[3:] for line in status.stdout.splitlines() if line.strip()]
+    return {"commit": head.stdout.strip(), "modified_under_memsvc": changed}
+
+
 def run_bench(args: Any) -> int:
     sizes = [int(n) for n in (getattr(args, "items", None) or [10_000, 100_000])]
     if any(n < 1 for n in sizes):
@@ -648,6 +674,15 @@ def run_bench(args: Any) -> int:
     _say(f"memsvc bench: sizes {sizes}, concurrency {args.concurrency}, {args.queries} queries per phase, "
          f"port {args.port}, results under {root}")
     _say(f"machine: {machine['cpus']} CPUs, {machine['platform']}, Python {machine['python']}")
+    code = _code_version()
+    _say(f"code: commit {code.get('commit')}" + (f", modified: {', '.join(code['modified_under_memsvc'])}"
+                                                 if code.get("modified_under_memsvc") else ""))
+    _say("note: each size's server imports the code as it is when that server starts")
+    load = _loadavg()
+    machine["loadavg_1m_at_start"] = load
+    if load is not None and load > 0.5 * (os.cpu_count() or 1):
+        _say(f"WARNING: 1-minute load average is {load} on {os.cpu_count()} CPUs before the bench starts; "
+             "other work on this machine will distort the numbers (each phase records its load average)")
     query_embed = _measure_query_embedding(min(200, max(20, int(args.queries))))
 
     results = []
@@ -665,6 +700,7 @@ def run_bench(args: Any) -> int:
         "command": "memsvc " + " ".join(sys.argv[1:]) if sys.argv and "bench" in sys.argv else "memsvc bench",
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": machine,
+        "code": code,
         "settings": {"items": sizes, "concurrency": args.concurrency, "queries": args.queries, "port": args.port,
                      "tenant": TENANT, "topics": TOPICS, "n_range_width": N_RANGE_WIDTH},
         "query_embedding_in_process": query_embed,

@@ -123,18 +123,16 @@ class SqliteItemStore:
         return _item(row) if row else None
 
     def get_many(self, tenant, refs):
-        out: dict[tuple[tuple[str, ...], str], StoredItem] = {}
+        # Primary-key point lookups: an OR-chain of (ns, key) pairs makes SQLite scan the tenant.
         conn = self._conn()
-        wanted = list(dict.fromkeys((encode_namespace(ns), key) for ns, key in refs))
-        for start in range(0, len(wanted), 200):
-            chunk = wanted[start : start + 200]
-            clause = " OR ".join(["(ns = ? AND key = ?)"] * len(chunk))
-            params: list[Any] = [tenant]
-            for ns, key in chunk:
-                params += [ns, key]
-            for row in conn.execute(f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ({clause})", params):
-                item = _item(row)
-                out[(item.namespace, item.key)] = item
+        out: dict[tuple[tuple[str, ...], str], StoredItem] = {}
+        for ns, key in dict.fromkeys((tuple(ns), key) for ns, key in refs):
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ns = ? AND key = ?",
+                (tenant, encode_namespace(ns), key),
+            ).fetchone()
+            if row:
+                out[(ns, key)] = _item(row)
         return out
 
     def get_by_id(self, tenant: str, memory_id: str) -> StoredItem | None:
