@@ -13,7 +13,7 @@ test: $(STAMP)  ## every test (what .ci/run calls)
 	$(BIN)/python -m pytest -q
 
 synth: $(STAMP) node_modules/.bin/cdk  ## CloudFormation for every environment in cdk.out/ (builds the layer; no AWS account needed), then cfn-lint
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx --no-install cdk synth --quiet
+	CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx --no-install cdk synth --quiet
 	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 $(BIN)/python -m infra.lint cdk.out/*.template.json
 
 node_modules/.bin/cdk: package.json package-lock.json  ## the aws-cdk CLI, pinned in package-lock.json

@@ -1,0 +1,183 @@
+"""Per-environment configuration: the only place where `dev` and `prod` differ.
+
+`MemsvcStack` takes one `EnvConfig` and nothing else; every construct gets its settings from
+it through keyword arguments. Add an environment by adding an entry to `ENVIRONMENTS`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from aws_cdk import RemovalPolicy
+from aws_cdk.aws_logs import RetentionDays
+
+__all__ = [
+    "LAMBDA_PYTHON",
+    "LAMBDA_PLATFORMS",
+    "TITAN_EMBED_TEXT_V2",
+    "TITAN_DIMENSIONS",
+    "Throttle",
+    "StreamConsumerSettings",
+    "AlarmThresholds",
+    "ExternalJwtIssuer",
+    "EnvConfig",
+    "ENVIRONMENTS",
+    "config_for",
+]
+
+# The Lambda runtime and the layer's wheels move together: `layers/build.py` installs cp312
+# wheels for these platforms. x86_64 because celine-regorus (the Rego engine) ships its Linux
+# wheel only as x86_64 manylinux_2_34, which the Amazon Linux 2023 runtimes (glibc 2.34) load.
+LAMBDA_PYTHON = "3.12"
+LAMBDA_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_34_x86_64")
+
+TITAN_EMBED_TEXT_V2 = "amazon.titan-embed-text-v2:0"
+TITAN_DIMENSIONS = (256, 512, 1024)  # what Titan Text Embeddings V2 can return
+
+
+@dataclass(frozen=True)
+class Throttle:
+    rate_per_second: int
+    burst: int
+
+
+@dataclass(frozen=True)
+class StreamConsumerSettings:
+    """How a DynamoDB-stream consumer (the indexer, later the timeline) reads the stream."""
+
+    batch_size: int = 100  # one Bedrock call per text, 8 at a time: ~100 records fit in seconds
+    batching_window_seconds: int = 2  # PutVectors bills >= 128 KB a call: let batches fill
+    retry_attempts: int = 5  # then the batch's position goes to the on-failure queue
+    max_record_age_hours: int = 6  # the stream keeps 24 h; leave time to replay from the DLQ
+    parallelization_factor: int = 1  # concurrent batches per shard (order per key is kept)
+
+
+@dataclass(frozen=True)
+class AlarmThresholds:
+    api_5xx_per_5min: int
+    api_p99_latency_ms: int
+    lambda_errors_per_5min: int
+    lambda_throttles_per_5min: int
+    stream_iterator_age_seconds: int
+    dlq_visible_messages: int = 1  # any parked batch needs a human
+
+
+@dataclass(frozen=True)
+class ExternalJwtIssuer:
+    """Use an existing OIDC issuer (RS256, discovery + JWKS) instead of the stack's user pool."""
+
+    issuer: str  # e.g. https://login.example.com/ (must match the token's `iss` exactly)
+    audience: tuple[str, ...]  # accepted `aud` (or `client_id`) values
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    name: str
+    # Stateful resources (table, vector bucket and index, keys, user pool, logs) survive a
+    # stack deletion, and the table and user pool refuse deletion, when True.
+    retain_data: bool
+    log_retention: RetentionDays
+    access_log_retention: RetentionDays
+    alarms: AlarmThresholds
+    api_throttle: Throttle
+    # Where it deploys. The region is required (DynamoDB's customer-managed-key settings and the
+    # Bedrock model ARN are regional); it must offer S3 Vectors and Titan Text Embeddings V2.
+    # account None: the account of the CLI's credentials at deploy time.
+    region: str = "us-east-1"
+    account: str | None = None
+    # The embedding model and the S3 Vectors index dimension (fixed at index creation: a new
+    # dimension means a new index and a re-index, so the index name is fixed to make that a
+    # deliberate migration rather than a silent replacement).
+    embedding_model_id: str = TITAN_EMBED_TEXT_V2
+    vector_dimension: int = 1024
+    embedding_concurrency: int = 8  # parallel InvokeModel calls per function instance
+    data_key_cache_seconds: int = 300  # plaintext tenant data key kept in memory
+    # Unauthenticated GET /health embeds a probe text: keep it cheap to abuse.
+    health_throttle: Throttle = Throttle(rate_per_second=5, burst=10)
+    api_memory_mb: int = 1024
+    api_timeout_seconds: int = 25  # under HTTP API's 30 s integration limit
+    api_reserved_concurrency: int | None = None  # None: share the account pool
+    indexer_memory_mb: int = 1024
+    indexer_timeout_seconds: int = 300
+    indexer_stream: StreamConsumerSettings = StreamConsumerSettings()
+    event_archive_retention_days: int = 30
+    dlq_retention_days: int = 14
+    log_level: str = "INFO"
+    # JWT: None creates a Cognito user pool and app client in the stack.
+    jwt_issuer: ExternalJwtIssuer | None = None
+    # Cognito threat protection (Plus feature plan): "FULL_FUNCTION" blocks risky sign-ins,
+    # "AUDIT_ONLY" only records them.
+    cognito_threat_protection: str = "FULL_FUNCTION"
+    # Browser origins allowed to call the JWT API. Empty: no CORS (server-to-server only).
+    cors_allowed_origins: tuple[str, ...] = ()
+    # Where alarm notifications go (an email subscription is added when set).
+    alarm_email: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.vector_dimension not in TITAN_DIMENSIONS:
+            raise ValueError(f"vector_dimension must be one of {TITAN_DIMENSIONS} (Titan V2)")
+        if self.cognito_threat_protection not in ("FULL_FUNCTION", "AUDIT_ONLY"):
+            raise ValueError("cognito_threat_protection must be FULL_FUNCTION or AUDIT_ONLY")
+        if not self.name.isalnum() or not self.name.islower():
+            raise ValueError("an environment name is lowercase letters and digits")
+
+    @property
+    def prefix(self) -> str:
+        """Physical-name prefix: `memsvc-dev-items`, `/aws/lambda/memsvc-prod-api`, ..."""
+        return f"memsvc-{self.name}"
+
+    @property
+    def stack_name(self) -> str:
+        return self.prefix
+
+    @property
+    def removal_policy(self) -> RemovalPolicy:
+        return RemovalPolicy.RETAIN if self.retain_data else RemovalPolicy.DESTROY
+
+
+ENVIRONMENTS: dict[str, EnvConfig] = {
+    "dev": EnvConfig(
+        name="dev",
+        retain_data=False,
+        log_retention=RetentionDays.TWO_WEEKS,
+        access_log_retention=RetentionDays.TWO_WEEKS,
+        api_throttle=Throttle(rate_per_second=50, burst=100),
+        alarms=AlarmThresholds(
+            api_5xx_per_5min=10,
+            api_p99_latency_ms=5000,
+            lambda_errors_per_5min=10,
+            lambda_throttles_per_5min=10,
+            stream_iterator_age_seconds=900,
+        ),
+        event_archive_retention_days=7,
+        log_level="DEBUG",
+        cognito_threat_protection="AUDIT_ONLY",
+        tags={"memsvc:environment": "dev"},
+    ),
+    "prod": EnvConfig(
+        name="prod",
+        retain_data=True,
+        log_retention=RetentionDays.ONE_YEAR,
+        access_log_retention=RetentionDays.ONE_YEAR,
+        api_throttle=Throttle(rate_per_second=500, burst=1000),
+        alarms=AlarmThresholds(
+            api_5xx_per_5min=5,
+            api_p99_latency_ms=2000,
+            lambda_errors_per_5min=5,
+            lambda_throttles_per_5min=1,
+            stream_iterator_age_seconds=300,
+        ),
+        api_reserved_concurrency=100,
+        indexer_stream=StreamConsumerSettings(parallelization_factor=2),
+        event_archive_retention_days=365,
+        tags={"memsvc:environment": "prod"},
+    ),
+}
+
+
+def config_for(name: str) -> EnvConfig:
+    try:
+        return ENVIRONMENTS[name]
+    except KeyError:
+        raise ValueError(f"unknown environment {name!r}; known: {', '.join(ENVIRONMENTS)}") from None

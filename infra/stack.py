@@ -1,0 +1,159 @@
+"""One stack per environment. It only composes constructs and wires their resources together;
+everything that differs between environments comes from its `EnvConfig`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from aws_cdk import CfnOutput, Duration, Environment, Stack, Tags
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from constructs import Construct
+
+from infra.config import EnvConfig
+from infra.constructs import (
+    ApiFunction,
+    EncryptionKeys,
+    IndexerFunction,
+    ItemTable,
+    LambdaPackage,
+    LifecycleEvents,
+    Operations,
+    ServiceHttpApi,
+    UserDirectory,
+    VectorStore,
+)
+from infra.constructs.functions import ServiceSettings, StreamSettings
+from infra.routes import service_routes
+from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
+
+__all__ = ["MemsvcStack", "PROJECT_ROOT"]
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+VECTOR_INDEX_NAME = "memories"
+
+
+class MemsvcStack(Stack):
+    def __init__(self, scope: Construct, id: str, *, config: EnvConfig) -> None:
+        env = Environment(account=config.account, region=config.region)
+        super().__init__(
+            scope, id,
+            stack_name=config.stack_name,
+            env=env,
+            description=f"memsvc ({config.name}): memory service for LLM agents",
+            termination_protection=config.retain_data,
+        )
+        self.config = config
+        prefix = config.prefix
+        removal = config.removal_policy
+
+        keys = EncryptionKeys(self, "Keys", alias_prefix=prefix, removal_policy=removal)
+        table = ItemTable(self, "Items", table_name=f"{prefix}-items", encryption_key=keys.storage_key,
+                          removal_policy=removal, deletion_protection=config.retain_data)
+        vectors = VectorStore(
+            self, "Vectors",
+            bucket_name=f"{prefix}-vectors-{self.account}",
+            index_name=VECTOR_INDEX_NAME,
+            dimension=config.vector_dimension,
+            non_filterable_keys=NON_FILTERABLE_METADATA_KEYS,
+            encryption_key=keys.storage_key,
+            removal_policy=removal,
+        )
+        events = LifecycleEvents(self, "Events", bus_name=f"{prefix}-events",
+                                 archive_retention_days=config.event_archive_retention_days,
+                                 encryption_key=keys.storage_key, removal_policy=removal)
+
+        package = LambdaPackage(self, "Package", project_root=PROJECT_ROOT, layer_name=f"{prefix}-dependencies")
+        settings = ServiceSettings(
+            embedding_model_id=config.embedding_model_id,
+            embedding_dimension=config.vector_dimension,
+            embedding_concurrency=config.embedding_concurrency,
+            data_key_cache_seconds=config.data_key_cache_seconds,
+            log_level=config.log_level,
+            log_retention=config.log_retention,
+            removal_policy=removal,
+        )
+        data = dict(package=package, table=table, vectors=vectors, envelope_key=keys.envelope_key,
+                    storage_key=keys.storage_key, settings=settings)
+        api_fn = ApiFunction(
+            self, "Api", function_name=f"{prefix}-api",
+            memory_mb=config.api_memory_mb, timeout=Duration.seconds(config.api_timeout_seconds),
+            reserved_concurrency=config.api_reserved_concurrency, **data)
+        stream = config.indexer_stream
+        indexer = IndexerFunction(
+            self, "Indexer", function_name=f"{prefix}-indexer",
+            memory_mb=config.indexer_memory_mb, timeout=Duration.seconds(config.indexer_timeout_seconds),
+            stream=StreamSettings(
+                batch_size=stream.batch_size,
+                batching_window=Duration.seconds(stream.batching_window_seconds),
+                retry_attempts=stream.retry_attempts,
+                max_record_age=Duration.hours(stream.max_record_age_hours),
+                parallelization_factor=stream.parallelization_factor,
+                dlq_retention=Duration.days(config.dlq_retention_days),
+            ),
+            **data)
+        # The timeline function (issue: timeline) slots in here as a second stream consumer of
+        # `table`, publishing to `events.bus`.
+
+        users = None
+        if config.jwt_issuer is None:
+            users = UserDirectory(self, "Users", pool_name=f"{prefix}-users",
+                                  threat_protection=config.cognito_threat_protection,
+                                  removal_policy=removal, deletion_protection=config.retain_data)
+            issuer, audience = users.issuer, users.audience
+        else:
+            issuer, audience = config.jwt_issuer.issuer, list(config.jwt_issuer.audience)
+
+        routes = service_routes()
+        common = dict(handler=api_fn.function, routes=routes, throttle=config.api_throttle,
+                      public_route_throttle=config.health_throttle,
+                      access_log_retention=config.access_log_retention, removal_policy=removal)
+        jwt_api = ServiceHttpApi(
+            self, "JwtApi", api_name=f"{prefix}-jwt",
+            description="memsvc for users and agents with a bearer token (JWT)",
+            authorizer=authorizers.HttpJwtAuthorizer("Jwt", issuer, jwt_audience=audience),
+            cors_allowed_origins=config.cors_allowed_origins, **common)
+        iam_api = ServiceHttpApi(
+            self, "IamApi", api_name=f"{prefix}-iam",
+            description="memsvc for AWS principals (SigV4); the tenant comes from X-Tenant-Id",
+            authorizer=authorizers.HttpIamAuthorizer(),
+            invoke_policy_name=f"{prefix}-invoke", **common)
+
+        ops = Operations(
+            self, "Operations", name=prefix, thresholds=config.alarms,
+            apis={"jwt-api": jwt_api.api, "iam-api": iam_api.api},
+            functions={"api": api_fn.function, "indexer": indexer.function},
+            stream_consumers={"indexer": indexer.function},
+            dead_letter_queues={"indexer": indexer.dead_letter_queue},
+            alarm_email=config.alarm_email, removal_policy=removal,
+        )
+
+        self.table, self.vectors, self.events, self.keys = table, vectors, events, keys
+        self.api_function, self.indexer, self.users = api_fn, indexer, users
+        self.jwt_api, self.iam_api, self.operations = jwt_api, iam_api, ops
+
+        assert iam_api.invoke_policy is not None
+        outputs = {
+            "JwtApiUrl": (jwt_api.url, "Base URL for bearer tokens (Authorization: Bearer <JWT>)"),
+            "IamApiUrl": (iam_api.url, "Base URL for SigV4-signed calls (service execute-api)"),
+            "IamInvokePolicyArn": (iam_api.invoke_policy.managed_policy_arn,
+                                   "Attach to a role to let it call the IAM API"),
+            "JwtIssuer": (issuer, "Issuer the JWT authorizer trusts"),
+            "JwtAudience": (",".join(audience) if config.jwt_issuer else audience[0],
+                            "Audience (aud or client_id) the JWT authorizer accepts"),
+            "TableName": (table.table_name, "DynamoDB item table"),
+            "VectorBucketName": (vectors.bucket_name, "S3 Vectors bucket"),
+            "VectorIndexName": (vectors.index_name, "S3 Vectors index"),
+            "EventBusName": (events.bus.event_bus_name, "EventBridge bus for lifecycle events"),
+            "AlarmTopicArn": (ops.topic.topic_arn, "SNS topic every alarm notifies"),
+            "DashboardName": (ops.dashboard.dashboard_name, "CloudWatch dashboard"),
+        }
+        if users is not None:
+            outputs["UserPoolId"] = (users.user_pool.user_pool_id, "Cognito user pool (the default JWT issuer)")
+            outputs["UserPoolClientId"] = (users.client.user_pool_client_id, "Cognito app client (JWT audience)")
+        for key, (value, description) in outputs.items():
+            CfnOutput(self, key, value=value, description=description)
+
+        Tags.of(self).add("memsvc:stack", prefix)
+        for tag, value in config.tags.items():
+            Tags.of(self).add(tag, value)
+

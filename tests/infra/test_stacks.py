@@ -1,0 +1,218 @@
+"""Both assembled environments: what each must contain, every route's authorizer, IAM hygiene,
+and that dev and prod differ only where `infra/config.py` says they do."""
+
+from __future__ import annotations
+
+import inspect
+import json
+
+import pytest
+from aws_cdk.aws_logs import RetentionDays
+
+from infra.config import ENVIRONMENTS, EnvConfig, config_for
+from infra.nag import flatten_cfn_reference
+from infra.routes import service_routes
+from infra.stack import MemsvcStack
+from tests.infra.helpers import as_list, only, resources_of, statements
+
+ENVS = sorted(ENVIRONMENTS)
+RETENTION_DAYS = {RetentionDays.TWO_WEEKS: 14, RetentionDays.ONE_MONTH: 30, RetentionDays.THREE_MONTHS: 90,
+                  RetentionDays.ONE_YEAR: 365}
+
+# Actions that have no resource-level permissions: "*" is the only resource they accept.
+RESOURCELESS_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}
+
+
+def test_both_environments_exist_and_only_config_selects_them():
+    assert set(ENVIRONMENTS) == {"dev", "prod"}
+    params = inspect.signature(MemsvcStack.__init__).parameters
+    assert [p for p in params if params[p].kind is inspect.Parameter.KEYWORD_ONLY] == ["config"]
+    assert params["config"].annotation in (EnvConfig, "EnvConfig")
+    with pytest.raises(ValueError, match="unknown environment"):
+        config_for("staging")
+    with pytest.raises(ValueError):
+        EnvConfig(**{**ENVIRONMENTS["dev"].__dict__, "vector_dimension": 768})
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_each_environment_has_the_whole_service(assembly, env):
+    t = assembly.templates[env]
+    counts: dict[str, int] = {}
+    for resource in t["Resources"].values():
+        counts[resource["Type"]] = counts.get(resource["Type"], 0) + 1
+    expected = {
+        "AWS::DynamoDB::GlobalTable": 1, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
+        "AWS::Events::EventBus": 1, "AWS::Events::Archive": 1, "AWS::KMS::Key": 3,
+        "AWS::Lambda::Function": 2, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 1,
+        "AWS::SQS::Queue": 1, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
+        "AWS::ApiGatewayV2::Authorizer": 1, "AWS::Cognito::UserPool": 1, "AWS::Cognito::UserPoolClient": 1,
+        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 2,
+        "AWS::IAM::ManagedPolicy": 1,
+    }
+    for type_, n in expected.items():
+        assert counts.get(type_) == n, f"{env}: {type_} x{counts.get(type_)}, expected {n}"
+    assert counts["AWS::ApiGatewayV2::Route"] == 2 * len(service_routes())
+    assert counts["AWS::CloudWatch::Alarm"] == 10  # 2 APIs x (5xx, p99) + 2 functions x (errors, throttles) + age + DLQ
+    # No Lambda function the stack did not write itself (no custom-resource helpers).
+    assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
+        f"memsvc-{env}-api", f"memsvc-{env}-indexer"}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_every_route_of_both_apis_has_its_authorizer(assembly, env):
+    t = assembly.templates[env]
+    apis = {p["Properties"]["Name"]: logical for logical, p in resources_of(t, "AWS::ApiGatewayV2::Api").items()}
+    assert set(apis) == {f"memsvc-{env}-jwt", f"memsvc-{env}-iam"}
+    (jwt_authorizer,) = resources_of(t, "AWS::ApiGatewayV2::Authorizer").items()
+    assert jwt_authorizer[1]["Properties"]["ApiId"] == {"Ref": apis[f"memsvc-{env}-jwt"]}
+    want = {r.route_key for r in service_routes()}
+    for api_name, logical in apis.items():
+        routes = {r["Properties"]["RouteKey"]: r["Properties"] for r in resources_of(t, "AWS::ApiGatewayV2::Route").values()
+                  if r["Properties"]["ApiId"] == {"Ref": logical}}
+        assert set(routes) == want, api_name
+        for key, route in routes.items():
+            if key == "GET /health":
+                assert route["AuthorizationType"] == "NONE"
+            elif api_name.endswith("-jwt"):
+                assert route["AuthorizationType"] == "JWT" and route["AuthorizerId"] == {"Ref": jwt_authorizer[0]}, key
+            else:
+                assert route["AuthorizationType"] == "AWS_IAM" and "AuthorizerId" not in route, key
+    issuer = jwt_authorizer[1]["Properties"]["JwtConfiguration"]
+    pool = next(iter(resources_of(t, "AWS::Cognito::UserPool")))
+    client = next(iter(resources_of(t, "AWS::Cognito::UserPoolClient")))
+    assert issuer == {"Issuer": {"Fn::GetAtt": [pool, "ProviderURL"]}, "Audience": [{"Ref": client}]}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_iam_statements_name_their_resources(assembly, env):
+    t = assembly.templates[env]
+    found = 0
+    for logical, resource in t["Resources"].items():
+        if resource["Type"] not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            continue
+        for st in resource["Properties"]["PolicyDocument"]["Statement"]:
+            found += 1
+            assert st["Effect"] == "Allow", logical
+            actions = as_list(st["Action"])
+            resources = as_list(st["Resource"])
+            for action in actions:
+                assert "*" not in action, f"{logical}: wildcard action {action}"
+            if "*" in resources:
+                assert resources == ["*"] and set(actions) <= RESOURCELESS_ACTIONS, f"{logical}: {actions} on *"
+            for r in resources:
+                flat = flatten_cfn_reference(r)
+                if r != "*" and "*" in flat:
+                    # Only a path parameter of the IAM API's invoke policy: DELETE /admin/v1/memories/{id}.
+                    assert logical.startswith("IamApiInvokePolicy"), f"{logical}: {flat}"
+                    assert flat.endswith("/$default/DELETE/admin/v1/memories/*"), flat
+    assert found >= 15
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_nothing_publishes_to_the_bus_yet(assembly, env):
+    actions = {a for st in statements(assembly.templates[env]) for a in as_list(st["Action"])}
+    assert not {a for a in actions if a.startswith("events:")}
+
+
+def test_prod_retains_and_protects_dev_cleans_up(assembly):
+    for env, retain in (("dev", False), ("prod", True)):
+        t = assembly.templates[env]
+        policy = "Retain" if retain else "Delete"
+        for type_ in ("AWS::DynamoDB::GlobalTable", "AWS::S3Vectors::VectorBucket", "AWS::S3Vectors::Index",
+                      "AWS::KMS::Key", "AWS::Cognito::UserPool", "AWS::Logs::LogGroup", "AWS::Events::Archive"):
+            for logical, resource in resources_of(t, type_).items():
+                assert resource.get("DeletionPolicy") == policy, f"{env} {logical}"
+        table = only(t, "AWS::DynamoDB::GlobalTable")
+        assert table["Replicas"][0]["DeletionProtectionEnabled"] is retain
+        assert only(t, "AWS::Cognito::UserPool")["DeletionProtection"] == ("ACTIVE" if retain else "INACTIVE")
+    assert assembly.stacks["prod"].termination_protection is True
+    assert assembly.stacks["dev"].termination_protection is False
+
+
+def test_environments_differ_as_configured(assembly):
+    for env in ENVS:
+        config = ENVIRONMENTS[env]
+        t = assembly.templates[env]
+        assert only(t, "AWS::S3Vectors::Index")["Dimension"] == config.vector_dimension
+        groups = [g["Properties"]["RetentionInDays"] for g in resources_of(t, "AWS::Logs::LogGroup").values()]
+        assert set(groups) == {RETENTION_DAYS[config.log_retention], RETENTION_DAYS[config.access_log_retention]}
+        api = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
+               if f["Properties"]["FunctionName"].endswith("-api")][0]
+        assert api.get("ReservedConcurrentExecutions") == config.api_reserved_concurrency
+        assert api["Environment"]["Variables"]["LOG_LEVEL"] == config.log_level
+        mapping = only(t, "AWS::Lambda::EventSourceMapping")
+        assert mapping["ParallelizationFactor"] == config.indexer_stream.parallelization_factor
+        for stage in resources_of(t, "AWS::ApiGatewayV2::Stage").values():
+            assert stage["Properties"]["DefaultRouteSettings"] == {
+                "ThrottlingRateLimit": config.api_throttle.rate_per_second,
+                "ThrottlingBurstLimit": config.api_throttle.burst}
+        alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources_of(t, "AWS::CloudWatch::Alarm").values()}
+        assert alarms[f"memsvc-{env}-jwt-api-5xx"]["Threshold"] == config.alarms.api_5xx_per_5min
+        assert only(t, "AWS::Events::Archive")["RetentionDays"] == config.event_archive_retention_days
+    dev, prod = ENVIRONMENTS["dev"], ENVIRONMENTS["prod"]
+    assert prod.alarms.api_5xx_per_5min <= dev.alarms.api_5xx_per_5min
+    assert prod.alarms.stream_iterator_age_seconds <= dev.alarms.stream_iterator_age_seconds
+
+
+def test_environments_have_the_same_shape(assembly):
+    """Same resources under the same logical ids (Lambda permissions aside: CDK puts the stack
+    name in theirs)."""
+    def shape(env: str) -> dict[str, str]:
+        return {k: r["Type"] for k, r in assembly.templates[env]["Resources"].items()
+                if r["Type"] != "AWS::Lambda::Permission"}
+
+    assert shape("dev") == shape("prod")
+    assert len(resources_of(assembly.templates["dev"], "AWS::Lambda::Permission")) == len(
+        resources_of(assembly.templates["prod"], "AWS::Lambda::Permission")) == 2
+    assert sorted(assembly.templates["dev"]["Outputs"]) == sorted(assembly.templates["prod"]["Outputs"])
+
+
+def test_nothing_but_the_config_selects_what_is_deployed():
+    """No construct or stack reads the environment, CDK context or the CLI's account: the only
+    input is `EnvConfig` (and `-c env=` choosing which one, in infra/app.py)."""
+    from infra.stack import PROJECT_ROOT
+
+    offenders = []
+    for path in sorted((PROJECT_ROOT / "infra").rglob("*.py")):
+        source = path.read_text()
+        for needle in ("os.environ", "getenv", "try_get_context", "CDK_DEFAULT_"):
+            if needle in source and not (path.name == "app.py" and needle == "try_get_context"):
+                offenders.append(f"{path.relative_to(PROJECT_ROOT)}: {needle}")
+    assert offenders == []
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_outputs(assembly, env):
+    outputs = assembly.templates[env]["Outputs"]
+    assert {"JwtApiUrl", "IamApiUrl", "IamInvokePolicyArn", "JwtIssuer", "JwtAudience", "UserPoolId",
+            "UserPoolClientId", "TableName", "VectorBucketName", "VectorIndexName", "EventBusName",
+            "AlarmTopicArn", "DashboardName"} <= set(outputs)
+    assert outputs["TableName"]["Value"] == {"Ref": next(iter(resources_of(assembly.templates[env],
+                                                                          "AWS::DynamoDB::GlobalTable")))}
+
+
+def test_an_external_issuer_replaces_the_user_pool(tmp_path):
+    from infra.config import ExternalJwtIssuer
+    from tests.infra.helpers import new_app
+
+    config = EnvConfig(**{**ENVIRONMENTS["dev"].__dict__, "name": "ext",
+                          "jwt_issuer": ExternalJwtIssuer("https://login.example.com/", ("memsvc",))})
+    app = new_app(tmp_path)
+    MemsvcStack(app, "Ext", config=config)
+    t = json.loads(json.dumps(app.synth().get_stack_by_name("memsvc-ext").template))
+    assert not resources_of(t, "AWS::Cognito::UserPool")
+    assert only(t, "AWS::ApiGatewayV2::Authorizer")["JwtConfiguration"] == {
+        "Issuer": "https://login.example.com/", "Audience": ["memsvc"]}
+    assert t["Outputs"]["JwtIssuer"]["Value"] == "https://login.example.com/"
+    assert "UserPoolId" not in t["Outputs"]
+
+
+def test_env_context_selects_one_environment():
+    import aws_cdk as cdk
+
+    from infra.app import selected_environments
+
+    assert selected_environments(cdk.App(context={"env": "prod"})) == ["prod"]
+    assert selected_environments(cdk.App()) == ENVS
+    with pytest.raises(ValueError, match="unknown environment"):
+        selected_environments(cdk.App(context={"env": "qa"}))
