@@ -266,16 +266,16 @@ class MemoryService:
         top_k = min(self._vectors.max_top_k, max(50, wanted * 4))
         while True:
             hits = self._vectors.query(tenant, scope, scope_filter, vector, top_k)
-            best: dict[tuple[tuple[str, ...], str], Any] = {}
-            for hit in hits:  # best first, so a memory's first hit is its max-pooled score
-                best.setdefault((hit.namespace, hit.key), hit)
-            items = self._store.get_many(tenant, list(best))
+            best: dict[str, Any] = {}
+            for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
+                best.setdefault(hit.memory_id, hit)
+            items = self._store.get_many(tenant, list({(h.namespace, h.key) for h in best.values()}))
             now = self._clock.now()
             ranked: list[Memory] = []
-            for ref, hit in best.items():
-                item = items.get(ref)
-                if item is None or item.id != hit.memory_id or not item.is_live(now):
-                    continue  # stale vector of an older version, or deleted/expired since
+            for memory_id, hit in best.items():
+                item = items.get((hit.namespace, hit.key))
+                if item is None or item.id != memory_id or not item.is_live(now):
+                    continue  # a version that is not current (its vectors await cleanup), or gone
                 memory = self._open(item, score=hit.score)
                 if _matches(user_filter, item, memory.value):
                     ranked.append(memory)

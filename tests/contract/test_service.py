@@ -216,6 +216,14 @@ class TestIndexing:
         drain(backend)
         assert [m.value for m in search(backend, query="gamma")] == [{"text": "gamma delta"}]
 
+    def test_an_old_versions_better_vector_never_hides_the_current_one(self, backend):
+        put(backend, value={"text": "quantum physics"}, sync_index=True)
+        current = put(backend, value={"text": "quantum cooking"}, sync_index=True)
+        # before the indexer retires v1's vectors, v1 matches the query better than v2 does
+        found = search(backend, query="quantum physics")
+        assert [(m.id, m.value) for m in found] == [(current.id, {"text": "quantum cooking"})]
+        assert found[0].score < 0.99
+
     def test_index_fields_pick_what_is_searchable(self, backend):
         put(backend, key="a", value={"title": "zebra", "body": "giraffe"}, index_fields=["title"])
         put(backend, key="b", value={"title": "zebra giraffe"}, index_fields=False)

@@ -54,7 +54,7 @@ class KmsKeyProvider:
                 KeyId=self._key_id, KeySpec="AES_256", EncryptionContext=_context(tenant)
             )
         except (ClientError, BotoCoreError) as exc:
-            raise _error("GenerateDataKey", exc) from exc
+            raise _error("GenerateDataKey", exc) from None
         return _checked(response["Plaintext"]), response["CiphertextBlob"]
 
     def decrypt_data_key(self, tenant: str, wrapped: bytes) -> bytes:
@@ -63,7 +63,7 @@ class KmsKeyProvider:
                 CiphertextBlob=wrapped, KeyId=self._key_id, EncryptionContext=_context(tenant)
             )
         except (ClientError, BotoCoreError) as exc:
-            raise _error("Decrypt", exc) from exc
+            raise _error("Decrypt", exc) from None
         return _checked(response["Plaintext"])
 
 

@@ -212,12 +212,12 @@ class S3VectorsIndex:
             code = exc.response.get("Error", {}).get("Code", "Unknown")
             details = {"operation": operation, "aws_error_code": code}
             if code in _THROTTLING_CODES:
-                raise RateLimited(f"S3 Vectors throttled {operation}", details=details) from exc
+                raise RateLimited(f"S3 Vectors throttled {operation}", details=details) from None
             # The AWS message is left out: it can quote vector keys and metadata.
-            raise ProviderError(f"S3 Vectors {operation} failed ({code})", details=details) from exc
+            raise ProviderError(f"S3 Vectors {operation} failed ({code})", details=details) from None
         except BotoCoreError as exc:
             details = {"operation": operation, "aws_error_code": type(exc).__name__}
-            raise ProviderError(f"S3 Vectors {operation} failed ({type(exc).__name__})", details=details) from exc
+            raise ProviderError(f"S3 Vectors {operation} failed ({type(exc).__name__})", details=details) from None
 
 
 def _ancestor_id(encoded: str) -> str:

@@ -310,7 +310,7 @@ class TitanEmbedder:
                     continue
                 self._count(failures=1)
                 log.warning("titan embedding failed: %s (%s) after %d attempt(s)", kind, code, failures)
-                raise self._error(kind, code, failures) from exc
+                raise self._error(kind, code, failures) from None
 
     def _invoke(self, text: str) -> list[float]:
         response = self._client.invoke_model(
