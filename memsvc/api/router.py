@@ -115,12 +115,15 @@ class Router:
     def add(self, route: Route) -> None:
         self.routes.append(route)
 
-    def handle(self, event: dict[str, Any]) -> dict[str, Any]:
-        """Resolve one API Gateway v2 event to its response event. Never raises."""
+    def handle(self, event: dict[str, Any], *, on_route: Callable[[Route], None] | None = None) -> dict[str, Any]:
+        """Resolve one API Gateway v2 event to its response event. Never raises.
+
+        `on_route` is told which route matched (before it runs), so a caller can label metrics
+        and logs with the route template (`route.method`, `route.path`), never the raw path."""
         ctx = event.get("requestContext") or {}
         request_id = ctx.get("requestId") or str(uuid.uuid4())
         try:
-            response = self._dispatch(event, request_id)
+            response = self._dispatch(event, request_id, on_route)
         except MemsvcError as exc:
             response = _error_response(exc)
         except Exception:
@@ -133,7 +136,8 @@ class Router:
         response.headers.setdefault("x-request-id", request_id)
         return response.to_event()
 
-    def _dispatch(self, event: dict[str, Any], request_id: str) -> Response:
+    def _dispatch(self, event: dict[str, Any], request_id: str,
+                  on_route: Callable[[Route], None] | None = None) -> Response:
         ctx = event.get("requestContext") or {}
         method = (ctx.get("http") or {}).get("method", "GET").upper()
         path = event.get("rawPath") or "/"
@@ -160,6 +164,8 @@ class Router:
                 path_params=match.groupdict(),
                 request_id=request_id,
             )
+            if on_route is not None:
+                on_route(route)
             caller = None if route.public else self._identify(event)
             return route.handler(request, caller)
         if allowed:

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from memsvc.core.errors import EmbeddingFailed, MemsvcError
+from memsvc.core.errors import EmbeddingFailed, MemsvcError, RateLimited
 from memsvc.core.models import Change, StoredItem
 from memsvc.core.paths import extract_texts
 from memsvc.ports import ChangeFeed, Embedder, ItemStore, VectorIndex
@@ -134,11 +134,19 @@ class Indexer:
         if current:
             try:
                 self.index_items(list(current.values()))
+            except RateLimited:
+                # Throttled (the model or the index): retrying each item now would only deepen
+                # the throttling. Every change is retried later, with the feed's backoff.
+                log.warning("indexing a batch was throttled; its changes will be retried")
+                failed.update(current)
             except Exception:
                 log.exception("indexing a batch failed; retrying item by item")
                 for seq, item in current.items():
                     try:
-                        self.index_items([item])
+                        # Read again: the failed batch may have indexed this item already.
+                        fresh = self._store.get(item.tenant, item.namespace, item.key)
+                        if fresh is not None and fresh.id == item.id:
+                            self.index_items([fresh])
                     except Exception:
                         failed.add(seq)
         return failed

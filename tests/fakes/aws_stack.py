@@ -5,7 +5,9 @@ fakes for what moto lacks (QueryVectors, Titan bodies, TTL expiry, stream `userI
 them in the shape Lambda delivers (binary values base64, as in the JSON event) and calls the
 real `functions.indexer.handler`, retrying from the first reported failure as the event
 source mapping does. `AwsStack.expire()` is DynamoDB TTL: it deletes expired rows and marks
-their REMOVE records with the service principal, which moto's stream does not do. Writes to
+their REMOVE records with the service principal, which moto's stream does not do.
+`AwsStack.fail()` makes one operation of one client answer with an AWS error (a botocore
+`before-call` hook, optionally only for requests it selects), for the failure tests. Writes to
 moto's DynamoDB are serialised (`_AtomicWrites`), as DynamoDB's conditional writes are atomic.
 """
 
@@ -17,9 +19,10 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import boto3
+from botocore.awsrequest import AWSResponse
 from moto import mock_aws
 
 from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, table_definition
@@ -109,6 +112,12 @@ class AwsStack:
             self._pending = self._pending[len(batch):]
         return calls
 
+    def fail(self, service: str, operation: str, *, code: str, status: int = 500,
+             when: Callable[[dict[str, Any]], bool] | None = None) -> InjectedFailure:
+        """Answer `operation` calls of `service`'s client with an AWS error (while installed, for
+        the calls whose JSON request body `when` accepts). See `InjectedFailure`."""
+        return InjectedFailure(self.clients[service], operation, code=code, status=status, when=when)
+
     def expire(self, now_epoch_seconds: float) -> int:
         """What DynamoDB TTL does (moto never does it): delete rows whose ttl has passed."""
         db = self.clients["dynamodb"]
@@ -121,6 +130,37 @@ class AwsStack:
                     self._ttl_deleted.add((row["pk"]["S"], row["sk"]["S"]))
                     deleted += 1
         return deleted
+
+
+class InjectedFailure:
+    """A botocore `before-call` hook that answers matching calls with an AWS error instead of
+    sending them: the adapter under test gets the modelled `ClientError`, as from the service.
+    `count` is how many calls it failed; `remove()` uninstalls it."""
+
+    def __init__(self, client: Any, operation: str, *, code: str, status: int,
+                 when: Callable[[dict[str, Any]], bool] | None) -> None:
+        self._events = client.meta.events
+        self._event = f"before-call.{client.meta.service_model.service_id.hyphenize()}.{operation}"
+        self._uid = f"injected-failure-{id(self)}"
+        self.code, self.status, self.when, self.count = code, status, when, 0
+        self._events.register(self._event, self._answer, unique_id=self._uid)
+
+    def _answer(self, params: dict[str, Any], **_: Any):
+        raw = params.get("body") or b"{}"
+        try:
+            body = json.loads(raw.decode() if isinstance(raw, bytes) else raw)
+        except ValueError:
+            body = {}
+        if self.when is not None and not self.when(body):
+            return None
+        self.count += 1
+        message = f"injected {self.code}"
+        parsed = {"Error": {"Code": self.code, "Message": message}, "message": message,
+                  "ResponseMetadata": {"HTTPStatusCode": self.status, "HTTPHeaders": {}, "RetryAttempts": 0}}
+        return AWSResponse(params.get("url", "https://injected.invalid/"), self.status, {}, None), parsed
+
+    def remove(self) -> None:
+        self._events.unregister(self._event, unique_id=self._uid)
 
 
 class _AtomicWrites:
