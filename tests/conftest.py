@@ -1,9 +1,12 @@
-"""Shared fixtures: an in-process service on a fake embedder, and a live `memsvc serve`."""
+"""Shared fixtures: an in-process service on a fake embedder, and a live server on each backend
+(`memsvc serve` for `local`, `tests.fakes.aws_server` on moto for `aws`)."""
 
 from __future__ import annotations
 
+import functools
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -59,11 +62,15 @@ def admin(tenant: str = "acme") -> Caller:
 # -- a live server -----------------------------------------------------------------------------
 
 
+BACKENDS = ("local", "aws")
+
+
 @dataclass
 class LiveServer:
     url: str
     data_dir: Path
     process: subprocess.Popen
+    backend: str = "local"  # "local": `memsvc serve`; "aws": tests/fakes/aws_server.py (moto)
 
     def token(self, sub: str, *, tenant: str | None = None, roles: list[str] | None = None, ttl: int = 3600) -> str:
         from memsvc.adapters.local.issuer import LocalIssuer
@@ -72,7 +79,15 @@ class LiveServer:
 
     def client(self, sub: str | None = None, **kw) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.token(sub, **kw)}"} if sub else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=30.0)
+        return httpx.Client(base_url=self.url, headers=headers, timeout=30.0, verify=shared_ssl_context())
+
+
+@functools.cache
+def shared_ssl_context() -> ssl.SSLContext:
+    """One TLS context for every test client: httpx builds a new one (loading the CA bundle,
+    ~40 ms) for each client otherwise, and the API tests make a few clients per test. The live
+    servers speak plain HTTP, so it is never used for a handshake there."""
+    return ssl.create_default_context()
 
 
 def _free_port() -> int:
@@ -81,26 +96,39 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def start_server(data_dir: Path) -> LiveServer:
+def _server_command(backend: str, data_dir: Path, port: int) -> list[str]:
+    if backend == "local":
+        return [sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir), "--port", str(port),
+                "--log-level", "warning"]
+    if backend == "aws":
+        return [sys.executable, "-m", "tests.fakes.aws_server", "--data-dir", str(data_dir), "--port", str(port),
+                "--log-level", "warning"]
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+def start_server(data_dir: Path, backend: str = "local") -> LiveServer:
+    """Start the HTTP API on `backend` with its tokens keyed in `data_dir/keys`; wait until healthy."""
     port = _free_port()
-    log = open(data_dir.parent / f"serve-{port}.log", "wb")
+    log_path = data_dir.parent / f"serve-{backend}-{port}.log"
+    log = open(log_path, "wb")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir), "--port", str(port),
-         "--log-level", "warning"],
+        _server_command(backend, data_dir, port),
         stdout=log, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        cwd=Path(__file__).resolve().parent.parent,  # `tests.fakes` must be importable
     )
+    log.close()
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"memsvc serve exited: {(data_dir.parent / f'serve-{port}.log').read_text()}")
+            raise RuntimeError(f"the {backend} server exited: {log_path.read_text()}")
         try:
             if httpx.get(url + "/health", timeout=2).status_code == 200:
-                return LiveServer(url, data_dir, proc)
+                return LiveServer(url, data_dir, proc, backend)
         except httpx.HTTPError:
             time.sleep(0.2)
     proc.kill()
-    raise RuntimeError("memsvc serve did not become healthy in 60 s")
+    raise RuntimeError(f"the {backend} server did not become healthy in 60 s: {log_path.read_text()}")
 
 
 def stop_server(server: LiveServer) -> None:
@@ -111,11 +139,13 @@ def stop_server(server: LiveServer) -> None:
         server.process.kill()
 
 
-@pytest.fixture(scope="session")
-def live_server(tmp_path_factory) -> LiveServer:
-    """One `memsvc serve` subprocess with the real model, shared by the API and BDD tests.
+@pytest.fixture(scope="session", params=BACKENDS, ids=BACKENDS)
+def live_server(request, tmp_path_factory) -> LiveServer:
+    """The HTTP API with the real model, shared by the API, BDD and LangGraph tests, once per
+    backend: `local` is `memsvc serve`; `aws` is the same router on DynamoDB + Streams, S3 Vectors
+    and KMS (moto), with the real indexer Lambda fed from the stream (tests/fakes/aws_server.py).
     Tests isolate themselves by user and tenant names, never by wiping data."""
-    server = start_server(tmp_path_factory.mktemp("live") / "data")
+    server = start_server(tmp_path_factory.mktemp(f"live-{request.param}") / "data", request.param)
     yield server
     stop_server(server)
 

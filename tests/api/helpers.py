@@ -38,8 +38,10 @@ def token_for(server, sub: str, *, tenant: str | None = None, roles: list[str] |
 
 def client_for(server, sub: str | None, **kw: Any) -> httpx.Client:
     """Same client as `server.client(...)`: a bearer token for `sub`, or no Authorization header."""
+    from tests.conftest import shared_ssl_context
+
     headers = {"Authorization": f"Bearer {token_for(server, sub, **kw)}"} if sub else {}
-    return httpx.Client(base_url=server.url, headers=headers, timeout=30.0)
+    return httpx.Client(base_url=server.url, headers=headers, timeout=30.0, verify=shared_ssl_context())
 
 
 @functools.cache

@@ -19,6 +19,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
 from tests.api.helpers import assert_error, get, namespaces, put, put_ok, search, token_for
+from tests.conftest import shared_ssl_context
 
 pytestmark = pytest.mark.slow
 
@@ -198,7 +199,8 @@ BAD_TOKENS = ["empty-bearer", "basic-scheme", "raw-token-no-scheme", "garbage", 
 def test_invalid_tokens_are_401_and_change_nothing(kind, route, live_server, baseline, uid, tenant, unchanged):
     method, path, kw = _routes(baseline)[route]
     auth = _bad_authorization(kind, live_server, uid, tenant)
-    with httpx.Client(base_url=live_server.url, headers={"Authorization": auth}, timeout=30) as client:
+    with httpx.Client(base_url=live_server.url, headers={"Authorization": auth}, timeout=30,
+                      verify=shared_ssl_context()) as client:
         assert_error(client.request(method, path, **kw), 401, "UNAUTHORIZED")
     unchanged()
 
@@ -206,7 +208,8 @@ def test_invalid_tokens_are_401_and_change_nothing(kind, route, live_server, bas
 def test_a_valid_token_signed_like_the_bad_ones_is_accepted(live_server, uid, tenant, baseline):
     """Control for the cases above: the hand-made token with nothing wrong is accepted."""
     token = jwt.encode(_claims(uid, tenant), _server_key(live_server.data_dir), algorithm="RS256")
-    with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30) as c:
+    with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
+                      verify=shared_ssl_context()) as c:
         assert c.get("/admin/v1/memories/settings").json() == baseline.settings
 
 

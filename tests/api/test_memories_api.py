@@ -26,7 +26,6 @@ from tests.api.helpers import (
     signed_token,
     sync_index,
     unique_tenant,
-    xfail_stale_vector_bug,
 )
 
 pytestmark = pytest.mark.slow
@@ -307,8 +306,7 @@ def test_index_fields_false_is_never_found_by_query_but_found_by_filter(me, home
     assert get(me, ns, "hidden").json()["value"] == {"text": "Paris is the capital of France"}
 
 
-def test_changing_index_fields_on_update_adds_and_removes_vectors(me, home, request, live_server):
-    xfail_stale_vector_bug(request, live_server)
+def test_changing_index_fields_on_update_adds_and_removes_vectors(me, home):
     ns = home + ["facts"]
     value = {"text": "The capital of France is Paris"}
     first = put_ok(me, ns, "k", value, sync_index=True)

@@ -35,6 +35,7 @@ from tests.api.helpers import (
     sync_index,
     unique_tenant,
 )
+from tests.conftest import shared_ssl_context
 
 pytestmark = pytest.mark.slow
 
@@ -75,6 +76,12 @@ class World:
         return self.user("alice")
 
 
+@pytest.fixture(autouse=True)
+def _on_each_backend(live_server):
+    """pytest-bdd requests `world` only when a step runs, too late for `live_server`'s
+    parametrization: asking for it here runs every scenario once per backend."""
+
+
 @pytest.fixture
 def world(live_server):
     tenant = unique_tenant("bdd")
@@ -98,7 +105,7 @@ def _own(namespace: list[str], user: str) -> bool:
 
 @given("a memory service is running")
 def service_running(world):
-    r = httpx.get(world.server.url + "/health", timeout=30)
+    r = httpx.get(world.server.url + "/health", timeout=30, verify=shared_ssl_context())
     assert r.status_code == 200, r.text
     assert r.json()["status"] == "healthy"
 

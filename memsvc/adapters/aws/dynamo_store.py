@@ -42,6 +42,8 @@ GSI_ID = "by_id"
 GSI_PENDING = "pending"
 PENDING_SHARDS = 8
 _DEFAULT_TOMBSTONE_DAYS = 90
+_REGISTERED_CACHE_SIZE = 100_000
+MAX_SORT_KEY_BYTES = 1024  # DynamoDB's limit for a sort key, of the table or of an index
 _ser = TypeSerializer()
 # Attribute names go through placeholders: `ttl` and `key` are DynamoDB reserved words.
 _NAMES = {"#idx": "idx", "#chg": "chg", "#ppk": "ppk", "#exp": "exp", "#ttl": TTL_ATTRIBUTE}
@@ -86,6 +88,7 @@ class DynamoItemStore:
         self._db = client
         self._table = table_name
         self._tombstone_days = tombstone_days
+        self._registered: set[tuple[str, str]] = set()  # namespaces known to be in the registry
 
     # -- items -------------------------------------------------------------------------------
 
@@ -95,10 +98,12 @@ class DynamoItemStore:
 
     def get_many(self, tenant, refs):
         wanted = list(dict.fromkeys((encode_namespace(ns), key) for ns, key in refs))
+        return self._batch_get(tenant, [_key(tenant, ns, k) for ns, k in wanted])
+
+    def _batch_get(self, tenant: str, keys: list[dict[str, Any]]) -> dict[tuple[tuple[str, ...], str], StoredItem]:
         out: dict[tuple[tuple[str, ...], str], StoredItem] = {}
-        for start in range(0, len(wanted), 100):
-            request = {self._table: {"Keys": [_key(tenant, ns, k) for ns, k in wanted[start : start + 100]],
-                                     "ConsistentRead": True}}
+        for start in range(0, len(keys), 100):
+            request = {self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
             for attempt in range(8):
                 response = self._call("BatchGetItem", RequestItems=request)
                 for row in response.get("Responses", {}).get(self._table, []):
@@ -132,6 +137,8 @@ class DynamoItemStore:
         else:
             extra = {"ConditionExpression": "#version = :v", "ExpressionAttributeNames": {"#version": "version"},
                      "ExpressionAttributeValues": {":v": {"N": str(old.version)}}}
+        if kind == "add":  # a new lifetime of this key: its namespace is registered first, so a
+            self._register(item.tenant, ns)  # failure in between can't leave an unlisted item
         try:
             self._db.put_item(TableName=self._table, Item=row, **extra)
         except ClientError as exc:
@@ -143,8 +150,6 @@ class DynamoItemStore:
             raise _mapped(exc, "PutItem") from None
         except BotoCoreError as exc:
             raise ProviderError("the item store is unavailable", details={"operation": "PutItem"}) from exc
-        if kind == "add":  # a new lifetime of this key: make sure its namespace is registered
-            self._register(item.tenant, ns)
 
     def mark_indexed(self, tenant, namespace, key, *, version, fields):
         return self._update_if_current(
@@ -243,10 +248,26 @@ class DynamoItemStore:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def _register(self, tenant: str, ns: str) -> None:
-        parts = ns.split(SEP)
-        root = SEP.join(parts[:2])
-        for pk, sk in ((f"T#{tenant}#R#{root}", ns), (f"T#{tenant}#R", root)):
-            self._call("PutItem", Item={"pk": {"S": pk}, "sk": {"S": sk}, "rt": {"S": "namespace"}})
+        """Registry rows are written once per namespace (and the tenant-wide level-1 row once per
+        root), not once per new key: a read of the namespace's row first, remembered per process,
+        then put-if-absent, root first (so a namespace row always has its root row)."""
+        if (tenant, ns) in self._registered:
+            return
+        root = SEP.join(ns.split(SEP)[:2])
+        level2 = {"pk": {"S": f"T#{tenant}#R#{root}"}, "sk": {"S": ns}}
+        if "Item" not in self._call("GetItem", Key=level2, ProjectionExpression="pk"):
+            for key in ({"pk": {"S": f"T#{tenant}#R"}, "sk": {"S": root}}, level2):
+                try:
+                    self._db.put_item(TableName=self._table, Item={**key, "rt": {"S": "namespace"}},
+                                      ConditionExpression="attribute_not_exists(pk)")
+                except ClientError as exc:
+                    if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
+                        raise _mapped(exc, "PutItem") from None
+                except BotoCoreError as exc:
+                    raise ProviderError("the item store is unavailable", details={"operation": "PutItem"}) from exc
+        if len(self._registered) >= _REGISTERED_CACHE_SIZE:
+            self._registered.clear()
+        self._registered.add((tenant, ns))
 
     def pending_index(self, tenant, now):
         total = 0
@@ -266,18 +287,16 @@ class DynamoItemStore:
         return total
 
     def unindexed(self, tenant, now, limit):
-        refs: list[tuple[tuple[str, ...], str]] = []
+        keys: list[dict[str, Any]] = []  # the table keys themselves: a long key's sk is a digest
         for shard in range(PENDING_SHARDS):
             page = self._call(
                 "Query", IndexName=GSI_PENDING, KeyConditionExpression="ppk = :p", Limit=limit,
                 ExpressionAttributeValues={":p": {"S": f"T#{tenant}#P#{shard}"}},
             )
-            for row in page.get("Items", []):
-                ns = row["pk"]["S"].split("#N#", 1)[1]
-                refs.append((decode_namespace(ns), row["sk"]["S"][2:]))
-            if len(refs) >= limit:
+            keys.extend({"pk": row["pk"], "sk": row["sk"]} for row in page.get("Items", []))
+            if len(keys) >= limit:
                 break
-        items = self.get_many(tenant, refs[:limit])
+        items = self._batch_get(tenant, keys[:limit])
         return [i for i in items.values() if i.is_live(now) and i.indexed_fields is None and i.index_fields is not False]
 
     # -- expiry is DynamoDB TTL's job on AWS ----------------------------------------------------
@@ -360,7 +379,7 @@ class DynamoItemStore:
             row[TTL_ATTRIBUTE] = {"N": str(int((item.updated_at + retention).timestamp()))}
         else:
             row["gpk"] = {"S": f"T#{item.tenant}#N#{ns}"}
-            row["gsk"] = {"S": f"{to_epoch_us(item.updated_at):020d}#{item.key}"}
+            row["gsk"] = {"S": _fit(f"{to_epoch_us(item.updated_at):020d}#{item.key}", MAX_SORT_KEY_BYTES)}
             if item.expires_at is not None:
                 exp = to_epoch_us(item.expires_at)
                 row["exp"] = {"N": str(exp)}
@@ -401,7 +420,22 @@ def change_from_stream_record(record: dict[str, Any]) -> Change | None:
 
 
 def _key(tenant: str, ns: str, key: str) -> dict[str, Any]:
-    return {"pk": {"S": f"T#{tenant}#N#{ns}"}, "sk": {"S": f"K#{key}"}}
+    return {"pk": {"S": f"T#{tenant}#N#{ns}"}, "sk": {"S": _sort_key(key)}}
+
+
+def _sort_key(key: str) -> str:
+    """`K#<key>`; a key too long for that (keys may have 1024 bytes, as many as a DynamoDB sort
+    key) is `L#<sha256 of the key>` instead. The prefixes keep the two forms apart."""
+    raw = key.encode("utf-8")
+    if len(raw) <= MAX_SORT_KEY_BYTES - 2:
+        return f"K#{key}"
+    return "L#" + hashlib.sha256(raw).hexdigest()
+
+
+def _fit(s: str, max_bytes: int) -> str:
+    """`s` cut to at most `max_bytes` of UTF-8, at a character boundary."""
+    raw = s.encode("utf-8")
+    return s if len(raw) <= max_bytes else raw[:max_bytes].decode("utf-8", errors="ignore")
 
 
 def _item(row: dict[str, Any]) -> StoredItem:
