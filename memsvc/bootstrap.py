@@ -31,8 +31,11 @@ class LocalApp:
     data_dir: Path
 
     def close(self) -> None:
-        self.workers.stop()
-        self.vectors.close()
+        """Stop the workers and close the files; safe to call twice."""
+        if not getattr(self, "_closed", False):
+            self._closed = True
+            self.workers.stop()
+            self.vectors.close()
 
 
 def build_local(

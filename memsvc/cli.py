@@ -58,7 +58,7 @@ def _serve(args: argparse.Namespace) -> int:
     print(f"memsvc: data in {args.data_dir}, embedder {app.embedder.model_id}", file=sys.stderr)
     print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)", file=sys.stderr)
     try:
-        uvicorn.run(LocalServer(app.router, app.issuer), host=args.host, port=args.port,
+        uvicorn.run(LocalServer(app.router, app.issuer, on_shutdown=app.close), host=args.host, port=args.port,
                     log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on")
     finally:
         app.close()

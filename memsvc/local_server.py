@@ -10,6 +10,7 @@ import asyncio
 import json
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qsl
@@ -25,9 +26,11 @@ MAX_BODY_BYTES = 1024 * 1024
 class LocalServer:
     """An ASGI application."""
 
-    def __init__(self, router: Router, issuer: LocalIssuer, *, threads: int = 16) -> None:
+    def __init__(self, router: Router, issuer: LocalIssuer, *, threads: int = 16,
+                 on_shutdown: Callable[[], None] = lambda: None) -> None:
         self._router = router
         self._issuer = issuer
+        self._on_shutdown = on_shutdown
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="memsvc-api")
 
     async def __call__(self, scope, receive, send) -> None:
@@ -37,7 +40,9 @@ class LocalServer:
                 if message["type"] == "lifespan.startup":
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
+                    # uvicorn re-raises SIGTERM after this, so this is where the data is closed
                     self._pool.shutdown(wait=True)
+                    self._on_shutdown()
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         if scope["type"] != "http":

@@ -15,6 +15,7 @@ from urllib.parse import quote, unquote
 from memsvc.core.errors import InvalidArgument
 
 __all__ = [
+    "MAX_NAMESPACE_BYTES",
     "SEP",
     "MAX_KEY_BYTES",
     "encode_namespace",
@@ -30,6 +31,9 @@ __all__ = [
 SEP = "\x1e"
 _AFTER_SEP = "\x1f"
 MAX_KEY_BYTES = 1024
+# The stored form (percent-encoded, so non-ASCII costs 3 bytes a byte) must fit a DynamoDB sort key
+# (1024 bytes) on every backend, so a namespace that works locally works on AWS.
+MAX_NAMESPACE_BYTES = 1000
 
 
 def encode_namespace(ns: Sequence[str]) -> str:
@@ -72,6 +76,12 @@ def validate_namespace(ns: Any, *, max_depth: int, allow_empty: bool = False) ->
                 f"namespace segment {index} is not valid Unicode text",
                 details={"field": "namespace", "reason": "segment", "index": index},
             )
+    encoded = len(encode_namespace(ns).encode())
+    if encoded > MAX_NAMESPACE_BYTES:
+        raise InvalidArgument(
+            f"namespace takes {encoded} bytes in its stored form; the limit is {MAX_NAMESPACE_BYTES}",
+            details={"field": "namespace", "reason": "too_long", "max_bytes": MAX_NAMESPACE_BYTES},
+        )
     return tuple(ns)
 
 

@@ -189,3 +189,15 @@ def test_ancestors_shortest_first():
 )
 def test_match_namespace_pattern(ns, prefix, suffix, expected):
     assert match_namespace_pattern(ns, prefix, suffix) is expected
+
+
+def test_stored_form_has_a_byte_limit_that_fits_every_backend():
+    from memsvc.core.namespaces import MAX_NAMESPACE_BYTES
+
+    fits = ["user", "a" * (MAX_NAMESPACE_BYTES - len("user") - 1)]
+    assert validate_namespace(fits, max_depth=10) == tuple(fits)
+    with pytest.raises(InvalidArgument) as raised:
+        validate_namespace(fits[:1] + [fits[1] + "a"], max_depth=10)
+    assert raised.value.details["max_bytes"] == MAX_NAMESPACE_BYTES
+    with pytest.raises(InvalidArgument):  # percent-encoding triples non-ASCII: 400 é are 2400 bytes
+        validate_namespace(["user", "é" * 400], max_depth=10)
