@@ -2,11 +2,12 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+RUN_STAMP := $(VENV)/.run-stamp
 STAMP := $(VENV)/.installed-stamp
 
 .PHONY: run test bench synth clean
 
-run: $(STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
+run: $(RUN_STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
 	$(BIN)/memsvc serve
 
 test: $(STAMP)  ## every test (what .ci/run calls)
@@ -22,9 +23,14 @@ node_modules/.bin/cdk: package.json package-lock.json  ## the aws-cdk CLI, pinne
 bench: $(STAMP)  ## throughput and latency over HTTP with 10k and 100k items (over an hour on 2 cores)
 	$(BIN)/memsvc bench --items 10000 100000
 
-$(STAMP): pyproject.toml constraints.txt
+# `make run` needs only the embedded default; tests and synth need everything.
+$(RUN_STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local]'
+	touch $(RUN_STAMP)
+
+$(STAMP): $(RUN_STAMP)
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,langgraph,test,infra]'
 	touch $(STAMP)
 
