@@ -161,9 +161,11 @@ class MemoryService:
                 continue  # another writer won the race; upsert on top of its version
         else:
             raise Conflict("too many concurrent writes to this key; retry", details={"key": key})
-        self._on_write()
-        if req.sync_index:
-            self.indexer.index_items([item])
+        try:
+            if req.sync_index:
+                self.indexer.index_items([item])
+        finally:
+            self._on_write()  # after inline indexing, so the feed worker finds the version done
         return self._memory(item, value={}, attributes=req.attributes)
 
     def delete(self, caller: Caller, namespace: Any, key: Any) -> None:
