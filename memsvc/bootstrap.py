@@ -29,11 +29,12 @@ class LocalApp:
     workers: Any
     issuer: Any
     data_dir: Path
+    closed: bool = False
 
     def close(self) -> None:
         """Stop the workers and close the files; safe to call twice."""
-        if not getattr(self, "_closed", False):
-            self._closed = True
+        if not self.closed:
+            self.closed = True
             self.workers.stop()
             self.vectors.close()
 
@@ -66,7 +67,6 @@ def build_local(
     settings = SettingsRegistry(store)
     policies = PolicyRegistry(store)
     index_feed = FeedConsumer(store, "indexer", lambda changes: service.indexer.apply(changes))
-    workers_box: list[BackgroundWorkers] = []
     service = MemoryService(
         store=store,
         vectors=vectors,
@@ -75,13 +75,12 @@ def build_local(
         policies=policies,
         settings=settings,
         clock=clock,
-        on_write=lambda: workers_box[0].wake() if workers_box else None,
+        on_write=lambda: workers.wake(),  # bound late: the workers need the service first
     )
     workers = BackgroundWorkers(
         index_feed, Sweeper(store, settings, clock), store,
         index_interval=index_interval, sweep_interval=sweep_interval,
     )
-    workers_box.append(workers)
     router = build_router(
         service,
         health=lambda: health_report(store=store, vectors=vectors, embedder=embedder),
@@ -136,13 +135,11 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
 
     clients = clients or make_clients(settings.region, embedding_concurrency=settings.embedding_concurrency)
     clock = clock or SystemClock()
-    settings_registry_box: list[SettingsRegistry] = []
     store = DynamoItemStore(
         clients["dynamodb"], settings.table_name,
-        tombstone_days=lambda tenant: settings_registry_box[0].get(tenant).tombstone_retention_days,
+        tombstone_days=lambda tenant: tenant_settings.get(tenant).tombstone_retention_days,  # bound late
     )
     tenant_settings = SettingsRegistry(store)
-    settings_registry_box.append(tenant_settings)
     vectors = S3VectorsIndex(clients["s3vectors"], bucket=settings.vector_bucket, index=settings.vector_index,
                              dimension=settings.embedding_dimension)
     if embedder is None:

@@ -8,6 +8,7 @@ Lambda and the local server share one transport that is safe under concurrency.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import re
@@ -143,8 +144,6 @@ class Router:
         path = event.get("rawPath") or "/"
         body = event.get("body")
         if body is not None and event.get("isBase64Encoded"):
-            import base64
-
             body = base64.b64decode(body).decode("utf-8", errors="replace")
         allowed: list[str] = []
         for route in self.routes:
