@@ -14,6 +14,7 @@ from memsvc.service.indexer import FeedConsumer
 from memsvc.service.memories import MemoryService
 from memsvc.service.sealing import Sealer
 from memsvc.service.sweeper import Sweeper
+from memsvc.service.timeline import Timeline
 from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 
 __all__ = ["LocalApp", "build_local", "AwsApp", "build_aws"]
@@ -121,6 +122,7 @@ class AwsApp:
     vectors: Any
     embedder: Embedder
     clients: dict[str, Any]
+    timeline: Timeline
 
 
 def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder: Embedder | None = None,
@@ -129,6 +131,8 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
     pass clients with fakes installed; a Lambda builds its own once per cold start."""
     from memsvc.adapters.aws.clients import make_clients
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
+    from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
+    from memsvc.adapters.aws.eventbridge import EventBridgePublisher
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
     from memsvc.adapters.aws.titan import TitanEmbedder
@@ -148,9 +152,14 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
                                  max_concurrency=settings.embedding_concurrency)
     sealer = Sealer(store, KmsKeyProvider(clients["kms"], settings.kms_key_id),
                     cache_seconds=settings.data_key_cache_seconds)
+    event_log = DynamoEventLog(
+        clients["dynamodb"], settings.table_name,
+        retention_days=lambda tenant: tenant_settings.get(tenant).tombstone_retention_days,
+    )
+    publisher = EventBridgePublisher(clients["events"], settings.event_bus_name) if settings.event_bus_name else None
     service = MemoryService(
         store=store, vectors=vectors, embedder=embedder, sealer=sealer,
-        policies=PolicyRegistry(store), settings=tenant_settings, clock=clock,
+        policies=PolicyRegistry(store), settings=tenant_settings, clock=clock, events=event_log,
     )
     router = build_router(service, health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
-    return AwsApp(service, router, store, vectors, embedder, clients)
+    return AwsApp(service, router, store, vectors, embedder, clients, Timeline(event_log, publisher))

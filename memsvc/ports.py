@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from memsvc.core.filters import Filter
-from memsvc.core.models import Change, ChangeKind, StoredItem, VectorHit
+from memsvc.core.models import Change, ChangeKind, StoredItem, TimelineEvent, VectorHit
 
-__all__ = ["ItemStore", "ChangeFeed", "VectorIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
+__all__ = ["ItemStore", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
 
 
 class ItemStore(Protocol):
@@ -86,6 +86,47 @@ class ChangeFeed(Protocol):
 
     def park(self, consumer: str, change: Change, error: str) -> None:
         """Set a poison change aside (a dead-letter record) so the consumer can move on."""
+
+
+class EventLog(Protocol):
+    """The event timeline: per tenant, events in `occurred_at` order, recorded exactly once.
+
+    Written by one consumer of the change feed; read by `GET /v1/memories/events`.
+    """
+
+    def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
+        """Append `events` (in the order given, per tenant), each stamped with `occurred_at` =
+        max(its `changed_at`, the tenant's last stamp + 1 µs), atomically with that stamp. An
+        event whose id the log already holds is not recorded again. Returns every event as the
+        log holds it (stamped), in input order, replays included."""
+
+    def scan(
+        self,
+        tenant: str,
+        prefix: tuple[str, ...],
+        *,
+        kinds: frozenset[str],
+        start_after: tuple[datetime, str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        page_size: int = 100,
+    ) -> Iterator[TimelineEvent]:
+        """The tenant's events under `prefix` of these kinds, in (`occurred_at`, `id`) order,
+        strictly after `start_after` and `after` and strictly before `before`, fetched lazily.
+        Never yields an event stamped below one it has already yielded."""
+
+    def purge(self, tenant: str, before: datetime) -> int:
+        """Drop events stamped before `before` (retention); 0 where the database expires them."""
+
+    def tenants(self) -> list[str]:
+        """Tenants holding events (for the retention sweep); [] where the database expires them."""
+
+
+class EventPublisher(Protocol):
+    """Publishes recorded timeline events outside the service (EventBridge, a JSONL file)."""
+
+    def publish(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
+        """Publish each event once, retrying what fails; returns those that still failed."""
 
 
 class VectorIndex(Protocol):

@@ -52,6 +52,7 @@ class AwsSettings:
     embedding_dimension: int = 1024
     embedding_concurrency: int = 8
     data_key_cache_seconds: float = 300.0
+    event_bus_name: str = ""  # the timeline publishes here; empty: not published
 
     @classmethod
     def from_env(cls) -> "AwsSettings":
@@ -66,4 +67,5 @@ class AwsSettings:
             embedding_dimension=int(env.get("MEMSVC_EMBEDDING_DIMENSION", "1024")),
             embedding_concurrency=int(env.get("MEMSVC_EMBEDDING_CONCURRENCY", "8")),
             data_key_cache_seconds=float(env.get("MEMSVC_DATA_KEY_CACHE_SECONDS", "300")),
+            event_bus_name=env.get("MEMSVC_EVENT_BUS_NAME", ""),
         )

@@ -12,6 +12,7 @@ __all__ = [
     "StoredItem",
     "Change",
     "ChangeKind",
+    "TimelineEvent",
     "Memory",
     "VectorHit",
     "IndexFields",
@@ -165,6 +166,52 @@ class Change:
     @property
     def tenant(self) -> str:
         return self.new.tenant
+
+
+@dataclass(frozen=True)
+class TimelineEvent:
+    """One entry of the event timeline: what a change did to a key, value still sealed.
+
+    `id` is the id of the row the change wrote (for `delete`/`expired`, the tombstone's), so a
+    replayed change yields the same event id and the log can refuse it. `occurred_at` is the
+    timeline's stamp, set when the log records the event: the change's own time, moved forward
+    just enough (1 µs past the tenant's previous stamp) that stamps only ever grow. That is what
+    lets a cursor walk the timeline without missing an event recorded late.
+    """
+
+    tenant: str
+    id: str
+    kind: ChangeKind
+    namespace: tuple[str, ...]
+    key: str
+    memory_id: str  # the memory the event is about; for delete/expired, the one removed
+    version: int  # the key's version this change wrote
+    changed_at: datetime  # when the change happened (the write, the delete, the expiry)
+    expires_at: datetime | None
+    policy_attributes: dict[str, Any]
+    value_ct: bytes | None = None  # sealed for (tenant, namespace, key, version); add/update only
+    attributes_ct: bytes | None = None
+    occurred_at: datetime | None = None
+
+    @classmethod
+    def from_change(cls, change: "Change") -> "TimelineEvent":
+        new, old = change.new, change.old
+        removed = change.kind in ("delete", "expired")
+        about = old if removed and old is not None else new
+        return cls(
+            tenant=new.tenant,
+            id=new.id,
+            kind=change.kind,
+            namespace=new.namespace,
+            key=new.key,
+            memory_id=about.id,
+            version=new.version,
+            changed_at=change.occurred_at,
+            expires_at=about.expires_at,
+            policy_attributes=about.policy_attributes,
+            value_ct=None if removed else new.value_ct,
+            attributes_ct=None if removed else new.attributes_ct,
+        )
 
 
 @dataclass(frozen=True)

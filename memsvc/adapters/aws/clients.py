@@ -17,6 +17,7 @@ def make_clients(region: str, *, embedding_concurrency: int) -> dict[str, Any]:
         "dynamodb": session.client("dynamodb"),
         "s3vectors": session.client("s3vectors"),
         "kms": session.client("kms"),
+        "events": session.client("events"),
         "bedrock-runtime": session.client(
             "bedrock-runtime", config=titan_client_config(max_concurrency=embedding_concurrency)
         ),

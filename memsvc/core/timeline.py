@@ -1,0 +1,62 @@
+"""The event timeline's pure parts: kinds, stamps, and the published event's shape.
+
+The published form (EventBridge, the local JSONL file) names the change and never carries the
+value or the attributes: see README "Timeline events".
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from memsvc.core.models import TimelineEvent, to_epoch_us, to_rfc3339
+
+__all__ = ["SOURCE", "DETAIL_TYPES", "KINDS", "next_stamp", "event_detail", "put_events_entry"]
+
+SOURCE = "memsvc"
+DETAIL_TYPES = {
+    "add": "Memory Added",
+    "update": "Memory Updated",
+    "delete": "Memory Deleted",
+    "expired": "Memory Expired",
+}
+KINDS = frozenset(DETAIL_TYPES)
+
+
+def next_stamp(changed_at_us: int, last_stamp_us: int | None) -> int:
+    """The stamp of the tenant's next event: its own time, unless that would not be after the
+    last stamp (a change recorded late, or two in one microsecond)."""
+    return changed_at_us if last_stamp_us is None or changed_at_us > last_stamp_us else last_stamp_us + 1
+
+
+def event_detail(event: TimelineEvent) -> dict[str, Any]:
+    """The event as published: what changed, when, never the value or the attributes."""
+    assert event.occurred_at is not None, "only recorded events are published"
+    return {
+        "id": event.id,
+        "tenant": event.tenant,
+        "namespace": list(event.namespace),
+        "key": event.key,
+        "memory_id": event.memory_id,
+        "version": event.version,
+        "kind": event.kind,
+        "occurred_at": to_rfc3339(event.occurred_at),
+        "expires_at": to_rfc3339(event.expires_at),
+    }
+
+
+def put_events_entry(event: TimelineEvent, bus_name: str) -> dict[str, Any]:
+    """One `PutEvents` entry for the environment's bus."""
+    assert event.occurred_at is not None
+    return {
+        "Source": SOURCE,
+        "DetailType": DETAIL_TYPES[event.kind],
+        "Detail": json.dumps(event_detail(event), separators=(",", ":"), ensure_ascii=False),
+        "Time": event.occurred_at,
+        "EventBusName": bus_name,
+    }
+
+
+def stamp_us(event: TimelineEvent) -> int:
+    assert event.occurred_at is not None
+    return to_epoch_us(event.occurred_at)
