@@ -30,6 +30,7 @@ class LocalApp:
     workers: Any
     issuer: Any
     data_dir: Path
+    events: Any
     closed: bool = False
 
     def close(self) -> None:
@@ -48,9 +49,12 @@ def build_local(
     start_workers: bool = True,
     index_interval: float = 0.5,
     sweep_interval: float = 1.0,
+    events_file: Path | None = None,
 ) -> LocalApp:
     """The embedded default: SQLite, the in-process vector index, MiniLM, a key file."""
+    from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
+    from memsvc.adapters.local.jsonl_publisher import JsonlPublisher
     from memsvc.adapters.local.keys import FileKeyProvider
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
@@ -62,12 +66,15 @@ def build_local(
         embedder = MiniLMEmbedder()
     clock = clock or SystemClock()
     data_dir.mkdir(parents=True, exist_ok=True)
-    store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer",))
+    store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
+    event_log = SqliteEventLog(data_dir / "events.db")
+    timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     vectors = LocalVectorIndex(data_dir / "vectors.db", dimension=embedder.dimension, model_id=embedder.model_id)
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
     settings = SettingsRegistry(store)
     policies = PolicyRegistry(store)
     index_feed = FeedConsumer(store, "indexer", lambda changes: service.indexer.apply(changes))
+    timeline_feed = FeedConsumer(store, "timeline", timeline.apply, batch_size=256)
     service = MemoryService(
         store=store,
         vectors=vectors,
@@ -76,10 +83,11 @@ def build_local(
         policies=policies,
         settings=settings,
         clock=clock,
+        events=event_log,
         on_write=lambda: workers.wake(),  # bound late: the workers need the service first
     )
     workers = BackgroundWorkers(
-        index_feed, Sweeper(store, settings, clock), store,
+        (index_feed, timeline_feed), Sweeper(store, settings, clock, events=event_log), store,
         index_interval=index_interval, sweep_interval=sweep_interval,
     )
     router = build_router(
@@ -88,7 +96,8 @@ def build_local(
     )
     if start_workers:
         workers.start()
-    return LocalApp(service, router, store, vectors, embedder, workers, LocalIssuer(data_dir / "keys"), data_dir)
+    return LocalApp(service, router, store, vectors, embedder, workers, LocalIssuer(data_dir / "keys"), data_dir,
+                    event_log)
 
 
 def health_report(*, store: Any, vectors: Any, embedder: Embedder) -> dict[str, Any]:

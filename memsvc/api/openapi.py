@@ -19,6 +19,10 @@ _PARAMS = {
     "limit": ("integer", "Page size"),
     "offset": ("integer", "Items to skip"),
     "refresh_ttl": ("boolean", "Restart the item's TTL from now (LangGraph refresh_on_read)"),
+    "kinds": ("array", "Event kinds to include (add, update, delete, expired); repeat per kind; default all"),
+    "after": ("string", "Only events that occurred after this RFC 3339 time"),
+    "before": ("string", "Only events that occurred before this RFC 3339 time"),
+    "after_cursor": ("string", "The previous page's after_cursor (or a resume_cursor)"),
 }
 
 _ERRORS = {"400": "Invalid argument", "401": "Missing or invalid identity", "403": "Not allowed",

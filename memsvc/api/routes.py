@@ -11,7 +11,7 @@ from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Request, Response, Route, Router
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.models import Caller
-from memsvc.service.memories import MemoryService, PutMemory, SearchQuery
+from memsvc.service.memories import EventsQuery, MemoryService, PutMemory, SearchQuery
 
 __all__ = ["build_router"]
 
@@ -51,6 +51,18 @@ def build_router(
             offset=req.int_param("offset", 0),
         )
         return Response(200, {"namespaces": [list(ns) for ns in found]})
+
+    def events(req: Request, caller: Caller) -> Response:
+        page = service.events(caller, EventsQuery(
+            namespace_prefix=req.params("ns"),
+            kinds=req.params("kinds"),
+            after=req.param("after"),
+            before=req.param("before"),
+            after_cursor=req.param("after_cursor"),
+            limit=req.int_param("limit", 50),
+        ))
+        return Response(200, {"events": [s.event_out(v) for v in page.events], "after_cursor": page.after_cursor,
+                              "resume_cursor": page.resume_cursor})
 
     def get_policies(req: Request, caller: Caller) -> Response:
         return Response(200, service.get_policies(caller))
@@ -95,6 +107,9 @@ def build_router(
         Route("GET", "/v1/memories/namespaces", list_namespaces, summary="List namespaces",
               response_model=s.NamespacesOut,
               query_params=("prefix", "suffix", "max_depth", "limit", "offset")),
+        Route("GET", "/v1/memories/events", events, summary="The event timeline, oldest first",
+              response_model=s.EventsOut,
+              query_params=("ns", "kinds", "after", "before", "after_cursor", "limit")),
         Route("GET", "/admin/v1/memories/policies", get_policies, summary="The tenant's policy bundle",
               response_model=s.PoliciesOut),
         Route("PUT", "/admin/v1/memories/policies", put_policies, summary="Replace the tenant's policy bundle",

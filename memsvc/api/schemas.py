@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.models import Memory, to_rfc3339
+from memsvc.service.memories import EventView
 
 __all__ = [
     "PutMemoryBody",
@@ -82,6 +83,25 @@ class SearchOut(BaseModel):
     items: list[SearchItemOut]
 
 
+class EventOut(BaseModel):
+    id: str
+    namespace: list[str]
+    key: str
+    kind: Literal["add", "update", "delete", "expired"]
+    occurred_at: datetime
+    value: dict[str, Any] | None
+    attributes: dict[str, Any] | None
+    expires_at: datetime | None
+    memory_id: str
+    version: int
+
+
+class EventsOut(BaseModel):
+    events: list[EventOut]
+    after_cursor: str | None
+    resume_cursor: str | None
+
+
 class NamespacesOut(BaseModel):
     namespaces: list[list[str]]
 
@@ -128,6 +148,22 @@ def parse_body(model: type[_Body], raw: Any) -> Any:
         ]
         first = errors[0]
         raise InvalidArgument(f"{first['field']}: {first['message']}", details={"errors": errors}) from None
+
+
+def event_out(view: EventView) -> dict[str, Any]:
+    e = view.event
+    return {
+        "id": e.id,
+        "namespace": list(e.namespace),
+        "key": e.key,
+        "kind": e.kind,
+        "occurred_at": to_rfc3339(e.occurred_at),
+        "value": view.value,
+        "attributes": view.attributes,
+        "expires_at": to_rfc3339(e.expires_at),
+        "memory_id": e.memory_id,
+        "version": e.version,
+    }
 
 
 def memory_out(m: Memory, *, value: bool = True, score: bool = False) -> dict[str, Any]:

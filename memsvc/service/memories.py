@@ -7,6 +7,7 @@ reveals whether something exists and never changes anything.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import json
 import logging
@@ -15,7 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from memsvc.core.errors import (
@@ -23,27 +24,31 @@ from memsvc.core.errors import (
     ContentTooLong,
     EmbeddingFailed,
     Forbidden,
+    InternalError,
     InvalidArgument,
     MemsvcError,
     NotFound,
 )
 from memsvc.core.filters import Filter, get_path, parse_filter
-from memsvc.core.models import Caller, IndexFields, Memory, StoredItem
+from memsvc.core.models import Caller, IndexFields, Memory, StoredItem, TimelineEvent, from_epoch_us, to_epoch_us, utc
 from memsvc.core.namespaces import match_namespace_pattern, validate_key, validate_namespace
 from memsvc.core.paths import extract_texts, validate_index_fields
 from memsvc.core.policy import CompiledPolicies
-from memsvc.ports import Clock, Embedder, ItemStore, VectorIndex
+from memsvc.core.timeline import KINDS
+from memsvc.ports import Clock, Embedder, EventLog, ItemStore, VectorIndex
 from memsvc.service.indexer import MAX_INDEXED_FIELDS, Indexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES, PolicyRegistry, SettingsRegistry, TenantSettings
 
-__all__ = ["MemoryService", "PutMemory", "SearchQuery", "MAX_TTL_SECONDS", "MAX_OFFSET"]
+__all__ = ["MemoryService", "PutMemory", "SearchQuery", "EventsQuery", "EventView", "EventPage", "MAX_TTL_SECONDS",
+           "MAX_OFFSET"]
 
 log = logging.getLogger(__name__)
 
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 MAX_NESTING = 32  # levels of objects/arrays in a value, attributes or filter
 MAX_OFFSET = 10_000
+MAX_EVENTS_PAGE = 200
 _WRITE_ATTEMPTS = 16
 
 
@@ -74,6 +79,32 @@ class SearchQuery:
     refresh_ttl: bool = False
 
 
+@dataclass(frozen=True)
+class EventsQuery:
+    namespace_prefix: Any = ()
+    kinds: Any = ()
+    after: str | None = None
+    before: str | None = None
+    after_cursor: str | None = None
+    limit: int = 50
+
+
+@dataclass(frozen=True)
+class EventView:
+    """A timeline event as its caller sees it: value and attributes opened for add/update."""
+
+    event: TimelineEvent
+    value: dict[str, Any] | None
+    attributes: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[EventView]
+    after_cursor: str | None  # null when the walk is done
+    resume_cursor: str | None  # where to pick up later, to tail the timeline
+
+
 class MemoryService:
     def __init__(
         self,
@@ -85,6 +116,7 @@ class MemoryService:
         policies: PolicyRegistry,
         settings: SettingsRegistry,
         clock: Clock,
+        events: EventLog,
         on_write: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
@@ -94,6 +126,7 @@ class MemoryService:
         self._policies = policies
         self._settings = settings
         self._clock = clock
+        self._events = events
         self._on_write = on_write
         self.indexer = Indexer(store, vectors, embedder, sealer)
 
@@ -324,6 +357,65 @@ class MemoryService:
             found.add(ns[:max_depth] if max_depth else ns)
         return sorted(found)[offset : offset + limit]
 
+    def events(self, caller: Caller, q: EventsQuery) -> EventPage:
+        """The timeline under a prefix, scoped like search, one page at a time.
+
+        A page is read one event past `limit`, so `after_cursor` is null exactly when the walk
+        has reached the present. The cursor is sealed with the tenant's data key: opaque, and a
+        forged, altered or other tenant's cursor fails to open (a 400).
+        """
+        settings = self._settings.get(caller.tenant_id)
+        prefix = validate_namespace(q.namespace_prefix, max_depth=settings.max_depth, allow_empty=True)
+        kinds = _validate_kinds(q.kinds)
+        after, before = _timestamp(q.after, "after"), _timestamp(q.before, "before")
+        if isinstance(q.limit, bool) or not isinstance(q.limit, int) or not 1 <= q.limit <= MAX_EVENTS_PAGE:
+            raise InvalidArgument(f"limit must be between 1 and {MAX_EVENTS_PAGE}", details={"field": "limit"})
+        start_after = self._open_cursor(caller.tenant_id, q.after_cursor) if q.after_cursor is not None else None
+        scope, scope_filter = self._scope(caller, "events", prefix, {})
+        page: list[TimelineEvent] = []
+        more = False
+        for event in self._events.scan(caller.tenant_id, scope, kinds=kinds, start_after=start_after, after=after,
+                                       before=before, page_size=min(q.limit + 1, MAX_EVENTS_PAGE)):
+            if not scope_filter.matches(_lookup(event.policy_attributes)):
+                continue
+            if len(page) == q.limit:
+                more = True
+                break
+            page.append(event)
+        views = [self._open_event(e) for e in page]
+        last = self._cursor(caller.tenant_id, page[-1]) if page else q.after_cursor
+        return EventPage(views, after_cursor=last if more else None, resume_cursor=last)
+
+    def _open_event(self, e: TimelineEvent) -> EventView:
+        s = self._sealer
+        value = attributes = None
+        if e.value_ct is not None:
+            value = s.open_json(e.tenant, e.namespace, e.key, e.version, "value", e.value_ct)
+        if e.attributes_ct is not None:
+            attributes = s.open_json(e.tenant, e.namespace, e.key, e.version, "attributes", e.attributes_ct)
+        return EventView(e, value, attributes)
+
+    def _cursor(self, tenant: str, event: TimelineEvent) -> str:
+        assert event.occurred_at is not None
+        sealed = self._sealer.seal_json(tenant, (), "", 0, "events-cursor",
+                                        {"s": to_epoch_us(event.occurred_at), "i": event.id})
+        return base64.urlsafe_b64encode(sealed).decode().rstrip("=")
+
+    def _open_cursor(self, tenant: str, cursor: Any) -> tuple[Any, str]:
+        invalid = InvalidArgument("after_cursor is not a cursor this service gave this caller",
+                                  details={"field": "after_cursor"})
+        if not isinstance(cursor, str) or not cursor or len(cursor) > 1024:
+            raise invalid
+        try:
+            sealed = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        except ValueError:
+            raise invalid from None
+        try:
+            position = self._sealer.open_json(tenant, (), "", 0, "events-cursor", sealed)
+        except InternalError:  # wrong tenant's key, altered, or never ours
+            raise invalid from None
+        return from_epoch_us(int(position["s"])), str(position["i"])
+
     # -- admin -------------------------------------------------------------------------------
 
     def get_policies(self, caller: Caller) -> dict[str, Any]:
@@ -441,6 +533,29 @@ def _matches(user_filter: Filter, item: StoredItem, value: dict[str, Any]) -> bo
 
 def _lookup(attrs: dict[str, Any]):
     return lambda path: get_path(attrs, path)
+
+
+def _validate_kinds(kinds: Any) -> frozenset[str]:
+    if not isinstance(kinds, (list, tuple)) or not all(isinstance(k, str) for k in kinds):
+        raise InvalidArgument("kinds must be a list of event kinds", details={"field": "kinds"})
+    unknown = sorted(set(kinds) - KINDS)
+    if unknown:
+        raise InvalidArgument(f"unknown event kind {unknown[0]!r}; kinds are add, update, delete, expired",
+                              details={"field": "kinds", "allowed": sorted(KINDS)})
+    return frozenset(kinds) or KINDS
+
+
+def _timestamp(raw: Any, field: str) -> datetime | None:
+    """An RFC 3339 timestamp; one without an offset is taken as UTC."""
+    if raw is None:
+        return None
+    try:
+        if not isinstance(raw, str):
+            raise ValueError
+        return utc(datetime.fromisoformat(raw))
+    except ValueError:
+        raise InvalidArgument(f"{field} must be an RFC 3339 timestamp, e.g. 2026-01-01T00:00:00Z",
+                              details={"field": field}) from None
 
 
 def _check_nesting(obj: Any, field: str) -> None:

@@ -1,4 +1,5 @@
-"""TTL cleanup: turn expired items into `expired` tombstones, purge old tombstones."""
+"""TTL cleanup: turn expired items into `expired` tombstones; past the tenant's
+`tombstone_retention_days`, purge tombstones and timeline events."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from memsvc.core.errors import Conflict
-from memsvc.ports import Clock, ItemStore
+from memsvc.ports import Clock, EventLog, ItemStore
 from memsvc.service.tenant_config import SettingsRegistry
 
 __all__ = ["Sweeper", "SweepResult"]
@@ -17,11 +18,14 @@ __all__ = ["Sweeper", "SweepResult"]
 class SweepResult:
     expired: int = 0
     purged: int = 0
+    purged_events: int = 0
 
 
 class Sweeper:
-    def __init__(self, store: ItemStore, settings: SettingsRegistry, clock: Clock, *, batch_size: int = 500) -> None:
+    def __init__(self, store: ItemStore, settings: SettingsRegistry, clock: Clock, *, events: EventLog | None = None,
+                 batch_size: int = 500) -> None:
         self._store = store
+        self._events = events
         self._settings = settings
         self._clock = clock
         self._batch_size = batch_size
@@ -39,4 +43,8 @@ class Sweeper:
         for tenant in self._store.tenants_with_tombstones():
             days = self._settings.get(tenant).tombstone_retention_days
             result.purged += self._store.purge_tombstones(tenant, now - timedelta(days=days))
+        if self._events is not None:
+            for tenant in self._events.tenants():
+                days = self._settings.get(tenant).tombstone_retention_days
+                result.purged_events += self._events.purge(tenant, now - timedelta(days=days))
         return result

@@ -27,9 +27,11 @@ class Backend:
     aws: Any = None  # AwsStack
 
     def drain(self) -> None:
-        """Deliver every pending change to the indexer (the feed worker / the stream Lambda)."""
+        """Deliver every pending change to both consumers, the indexer and the timeline (the feed
+        workers / the stream Lambdas)."""
         if self.local is not None:
-            self.local.workers.run_index_cycle()
+            self.local.workers.run_cycle("indexer")
+            self.local.workers.run_cycle("timeline")
         else:
             self.aws.drain()
 
@@ -38,7 +40,7 @@ class Backend:
         if self.local is not None:
             from memsvc.service.sweeper import Sweeper
 
-            Sweeper(self.store, self.service._settings, self.clock).sweep()
+            Sweeper(self.store, self.service._settings, self.clock, events=self.local.events).sweep()
         else:
             self.aws.expire(epoch(self.clock.now()))
 

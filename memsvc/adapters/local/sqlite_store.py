@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from memsvc.core.errors import Conflict
 from memsvc.core.models import Change, ChangeKind, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.namespaces import decode_namespace, encode_namespace, prefix_range
 
 __all__ = ["SqliteItemStore"]
@@ -78,37 +77,11 @@ class SqliteItemStore:
     """`ItemStore` and `ChangeFeed` over one SQLite database file."""
 
     def __init__(self, path: Path, *, consumers: Sequence[str] = ("indexer",)) -> None:
-        self._path = str(path)
-        self._local = threading.local()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = self._conn()
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
+        self._db = SqliteFile(path, _SCHEMA)
+        self._conn = self._db.conn
+        self._tx = self._db.tx
         for name in consumers:
-            conn.execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
-
-    # -- connections -------------------------------------------------------------------------
-
-    def _conn(self) -> sqlite3.Connection:
-        conn = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0)
-            conn.execute("PRAGMA busy_timeout=30000")
-            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across crashes of the process
-            conn.execute("PRAGMA foreign_keys=OFF")
-            self._local.conn = conn
-        return conn
-
-    @contextmanager
-    def _tx(self) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
+            self._conn().execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
 
     def ping(self) -> None:
         self._conn().execute("SELECT 1").fetchone()

@@ -1,9 +1,11 @@
-"""Background threads of the local server: drain the change feed into the indexer, sweep TTLs."""
+"""Background threads of the local server: one per change-feed consumer (the indexer, the
+timeline), each draining the feed on its own, and one that sweeps TTLs."""
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 from memsvc.adapters.local.sqlite_store import SqliteItemStore
 from memsvc.service.indexer import CycleResult, FeedConsumer
@@ -17,54 +19,60 @@ log = logging.getLogger(__name__)
 class BackgroundWorkers:
     def __init__(
         self,
-        index_consumer: FeedConsumer,
+        consumers: Sequence[FeedConsumer],
         sweeper: Sweeper,
         store: SqliteItemStore,
         *,
         index_interval: float = 0.5,
         sweep_interval: float = 1.0,
     ) -> None:
-        self._index = index_consumer
+        self._consumers = {c.consumer: c for c in consumers}
         self._sweeper = sweeper
         self._store = store
-        self._index_interval = index_interval
+        self._interval = index_interval
         self._sweep_interval = sweep_interval
-        self._cycle_lock = threading.Lock()
-        self._wake = threading.Event()
+        self._cycle_locks = {name: threading.Lock() for name in self._consumers}
+        self._wakes = {name: threading.Event() for name in self._consumers}
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        for target, name in ((self._index_loop, "memsvc-indexer"), (self._sweep_loop, "memsvc-sweeper")):
-            t = threading.Thread(target=target, name=name, daemon=True)
+        targets = [(lambda n=name: self._feed_loop(n), f"memsvc-{name}") for name in self._consumers]
+        for target, thread_name in [*targets, (self._sweep_loop, "memsvc-sweeper")]:
+            t = threading.Thread(target=target, name=thread_name, daemon=True)
             t.start()
             self._threads.append(t)
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
+        self.wake()
         for t in self._threads:
             t.join(timeout=10)
 
     def wake(self) -> None:
-        self._wake.set()
+        for event in self._wakes.values():
+            event.set()
+
+    def run_cycle(self, consumer: str) -> CycleResult:
+        """Drain what is pending now for one consumer (the admin trigger and tests call it)."""
+        with self._cycle_locks[consumer]:
+            return self._consumers[consumer].drain()
 
     def run_index_cycle(self) -> CycleResult:
-        """Drain what is pending now (also what the admin trigger calls)."""
-        with self._cycle_lock:
-            return self._index.drain()
+        return self.run_cycle("indexer")
 
-    def _index_loop(self) -> None:
-        backoff = self._index_interval
+    def _feed_loop(self, name: str) -> None:
+        backoff = self._interval
+        wake = self._wakes[name]
         while not self._stop.is_set():
             try:
-                result = self.run_index_cycle()
-                backoff = self._index_interval if not result.failed else min(backoff * 2, 30.0)
+                result = self.run_cycle(name)
+                backoff = self._interval if not result.failed else min(backoff * 2, 30.0)
                 if result.total == 0 or result.failed:
-                    self._wake.wait(backoff)
-                    self._wake.clear()
+                    wake.wait(backoff)
+                    wake.clear()
             except Exception:
-                log.exception("indexer cycle failed")
+                log.exception("%s cycle failed", name)
                 backoff = min(backoff * 2, 30.0)
                 self._stop.wait(backoff)
 

@@ -1,0 +1,185 @@
+"""The local event timeline: its own SQLite file (`events.db`), so recording events never
+queues behind item writes.
+
+`record` stamps and inserts a batch in one write transaction, and stamps only grow, so a reader
+walking (`stamp`, `id`) order page by page can never be overtaken by an event inserted behind it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from memsvc.adapters.local.sqlite_db import SqliteFile
+from memsvc.core.models import TimelineEvent, from_epoch_us, to_epoch_us
+from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
+from memsvc.core.timeline import KINDS, next_stamp
+
+__all__ = ["SqliteEventLog"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS events (
+    tenant TEXT NOT NULL,
+    stamp INTEGER NOT NULL,
+    id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    root TEXT NOT NULL,
+    ns TEXT NOT NULL,
+    key TEXT NOT NULL,
+    memory_id TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    changed_at INTEGER NOT NULL,
+    expires_at INTEGER,
+    policy_attributes TEXT NOT NULL,
+    value_ct BLOB,
+    attributes_ct BLOB,
+    PRIMARY KEY (tenant, stamp, id)
+) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS events_by_id ON events (tenant, id);
+CREATE INDEX IF NOT EXISTS events_by_root ON events (tenant, root, stamp, id);
+CREATE TABLE IF NOT EXISTS clocks (tenant TEXT PRIMARY KEY, last INTEGER NOT NULL);
+"""
+
+_COLUMNS = (
+    "tenant, stamp, id, kind, root, ns, key, memory_id, version, changed_at, expires_at, "
+    "policy_attributes, value_ct, attributes_ct"
+)
+
+
+class SqliteEventLog:
+    """`EventLog` over one SQLite file."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = SqliteFile(path, _SCHEMA)
+
+    def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
+        out: list[TimelineEvent] = []
+        with self._db.tx() as conn:
+            clocks: dict[str, int | None] = {}
+            for event in events:
+                row = conn.execute(
+                    "SELECT stamp FROM events WHERE tenant = ? AND id = ?", (event.tenant, event.id)
+                ).fetchone()
+                if row is not None:  # a replayed change: the event is already on the timeline
+                    out.append(dataclasses.replace(event, occurred_at=from_epoch_us(row[0])))
+                    continue
+                if event.tenant not in clocks:
+                    last = conn.execute("SELECT last FROM clocks WHERE tenant = ?", (event.tenant,)).fetchone()
+                    clocks[event.tenant] = last[0] if last else None
+                stamp = next_stamp(to_epoch_us(event.changed_at), clocks[event.tenant])
+                clocks[event.tenant] = stamp
+                recorded = dataclasses.replace(event, occurred_at=from_epoch_us(stamp))
+                conn.execute(f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 14)})", _row(recorded))
+                out.append(recorded)
+            for tenant, last in clocks.items():
+                conn.execute(
+                    "INSERT INTO clocks (tenant, last) VALUES (?, ?) "
+                    "ON CONFLICT (tenant) DO UPDATE SET last = excluded.last",
+                    (tenant, last),
+                )
+        return out
+
+    def scan(
+        self,
+        tenant: str,
+        prefix: tuple[str, ...],
+        *,
+        kinds: frozenset[str],
+        start_after: tuple[datetime, str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        page_size: int = 100,
+    ) -> Iterator[TimelineEvent]:
+        where, params = "tenant = ?", [tenant]
+        if len(prefix) >= 2:  # one root's events, through their own index
+            where += " AND root = ?"
+            params.append(_root(prefix))
+        bounds = prefix_range(prefix)
+        if bounds is not None:
+            exact, lo, hi = bounds
+            where += " AND (ns = ? OR (ns >= ? AND ns < ?))"
+            params += [exact, lo, hi]
+        if kinds != KINDS:
+            where += f" AND kind IN ({', '.join('?' * len(kinds))})"
+            params += sorted(kinds)
+        if after is not None:
+            where += " AND stamp > ?"
+            params.append(to_epoch_us(after))
+        if before is not None:
+            where += " AND stamp < ?"
+            params.append(to_epoch_us(before))
+        position = (to_epoch_us(start_after[0]), start_after[1]) if start_after else None
+        conn = self._db.conn()
+        while True:
+            page_where, page_params = where, list(params)
+            if position is not None:
+                page_where += " AND (stamp, id) > (?, ?)"
+                page_params += list(position)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE {page_where} ORDER BY stamp, id LIMIT ?",
+                [*page_params, page_size],
+            ).fetchall()
+            for row in rows:
+                yield _event(row)
+            if len(rows) < page_size:
+                return
+            position = (rows[-1][1], rows[-1][2])
+
+    def purge(self, tenant: str, before: datetime) -> int:
+        with self._db.tx() as conn:
+            return conn.execute(
+                "DELETE FROM events WHERE tenant = ? AND stamp < ?", (tenant, to_epoch_us(before))
+            ).rowcount
+
+    def tenants(self) -> list[str]:
+        return [r[0] for r in self._db.conn().execute("SELECT tenant FROM clocks").fetchall()]
+
+    def ping(self) -> None:
+        self._db.conn().execute("SELECT 1").fetchone()
+
+
+def _root(namespace: Sequence[str]) -> str:
+    """The namespace's first two segments: a user's events (["user", <id>, ...]) share one."""
+    return SEP.join(encode_namespace(tuple(namespace)).split(SEP)[:2])
+
+
+def _row(e: TimelineEvent) -> tuple[Any, ...]:
+    assert e.occurred_at is not None
+    return (
+        e.tenant,
+        to_epoch_us(e.occurred_at),
+        e.id,
+        e.kind,
+        _root(e.namespace),
+        encode_namespace(e.namespace),
+        e.key,
+        e.memory_id,
+        e.version,
+        to_epoch_us(e.changed_at),
+        to_epoch_us(e.expires_at) if e.expires_at else None,
+        json.dumps(e.policy_attributes),
+        e.value_ct,
+        e.attributes_ct,
+    )
+
+
+def _event(row: Sequence[Any]) -> TimelineEvent:
+    return TimelineEvent(
+        tenant=row[0],
+        occurred_at=from_epoch_us(row[1]),
+        id=row[2],
+        kind=row[3],
+        namespace=decode_namespace(row[5]),
+        key=row[6],
+        memory_id=row[7],
+        version=row[8],
+        changed_at=from_epoch_us(row[9]),
+        expires_at=from_epoch_us(row[10]) if row[10] is not None else None,
+        policy_attributes=json.loads(row[11]),
+        value_ct=bytes(row[12]) if row[12] is not None else None,
+        attributes_ct=bytes(row[13]) if row[13] is not None else None,
+    )

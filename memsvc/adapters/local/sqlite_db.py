@@ -1,0 +1,43 @@
+"""One SQLite file in WAL mode: a connection per thread, `BEGIN IMMEDIATE` transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+__all__ = ["SqliteFile"]
+
+
+class SqliteFile:
+    def __init__(self, path: Path, schema: str) -> None:
+        self._path = str(path)
+        self._local = threading.local()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = self.conn()
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.executescript(schema)
+
+    def conn(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(self._path, isolation_level=None, timeout=30.0)
+            conn.execute("PRAGMA busy_timeout=30000")
+            conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across crashes of the process
+            conn.execute("PRAGMA foreign_keys=OFF")
+            self._local.conn = conn
+        return conn
+
+    @contextmanager
+    def tx(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction: writers queue for the file's one write lock, so each sees the last."""
+        conn = self.conn()
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
