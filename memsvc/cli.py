@@ -22,6 +22,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--port", type=int, default=env.port)
     serve.add_argument("--data-dir", type=Path, default=env.data_dir)
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.add_argument("--events-file", type=Path, default=env.events_file,
+                       help="also append every timeline event to this file, one JSON line each "
+                            "(EventBridge's envelope, no values)")
 
     token = sub.add_parser("token", help="print a bearer token the local server accepts")
     token.add_argument("--sub", required=True, help="the user id (JWT subject)")
@@ -54,7 +57,7 @@ def _serve(args: argparse.Namespace) -> int:
     from memsvc.local_server import LocalServer
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    app = build_local(args.data_dir)
+    app = build_local(args.data_dir, events_file=args.events_file)
     print(f"memsvc: data in {args.data_dir}, embedder {app.embedder.model_id}", file=sys.stderr)
     print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)", file=sys.stderr)
     try:

@@ -14,13 +14,16 @@ class LocalSettings:
     data_dir: Path
     host: str = "127.0.0.1"
     port: int = 8000
+    events_file: Path | None = None
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
+        events_file = os.environ.get("MEMSVC_EVENTS_FILE")
         return cls(
             data_dir=Path(os.environ.get("MEMSVC_DATA_DIR", "~/.memsvc")).expanduser(),
             host=os.environ.get("MEMSVC_HOST", "127.0.0.1"),
             port=int(os.environ.get("MEMSVC_PORT", "8000")),
+            events_file=Path(events_file).expanduser() if events_file else None,
         )
 
 

@@ -47,3 +47,12 @@ Feature: Namespaced Episodic Memory
     When alice puts namespace ["user","alice","mem"], key "k1", value {}
     And alice puts namespace ["user","alice","tasks"], key "k2", value {}
     Then listing namespaces with prefix ["user","alice"] returns [["user","alice","mem"],["user","alice","tasks"]]
+
+  Scenario: Event timeline
+    When alice puts namespace ["user","alice","log"], key "e1", value {"text":"first"}
+    And alice puts namespace ["user","alice","log"], key "e1", value {"text":"second"}
+    And alice deletes namespace ["user","alice","log"], key "e1"
+    And alice puts namespace ["user","alice","log"], key "e2", value {"x":1} with ttl_seconds 1
+    And 2 seconds pass
+    Then the event timeline for prefix ["user","alice"] has kinds ["add","update","delete","add","expired"]
+    And the timeline's add and update events carry their values, the others none

@@ -66,6 +66,7 @@ class World:
     written: dict[str, dict[str, Any]] = field(default_factory=dict)  # key -> PUT response + value
     lang_policy: bool = False
     deleted: dict[str, Any] | None = None
+    timeline: list[dict[str, Any]] = field(default_factory=list)
 
     def user(self, name: str) -> httpx.Client:
         assert name in self.users, f'user "{name}" is not authenticated in this scenario'
@@ -271,3 +272,34 @@ def no_vector_entry(world):
 @then(parsers.re(r'listing namespaces with prefix (?P<prefix>\[.*?\]) returns (?P<expected>\[\[.*\]\])'))
 def listing_namespaces(world, prefix, expected):
     assert namespaces_ok(world.default_user, prefix=_json(prefix)) == _json(expected)
+
+
+def _timeline(client: httpx.Client, prefix: list[str]) -> list[dict[str, Any]]:
+    seen, cursor = [], None
+    while True:
+        params = [("ns", s) for s in prefix] + [("limit", "2")] + ([("after_cursor", cursor)] if cursor else [])
+        r = client.get("/v1/memories/events", params=params)
+        assert r.status_code == 200, r.text
+        seen.extend(r.json()["events"])
+        cursor = r.json()["after_cursor"]
+        if cursor is None:
+            return seen
+
+
+@then(parsers.re(r'the event timeline for prefix (?P<prefix>\[.*?\]) has kinds (?P<kinds>\[.*\])'))
+def timeline_kinds(world, prefix, kinds):
+    expected = _json(kinds)
+    deadline = time.monotonic() + 30  # the consumers and the TTL cleanup run in the background
+    while True:
+        got = _timeline(world.default_user, _json(prefix))
+        if len(got) >= len(expected) or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert [e["kind"] for e in got] == expected
+    world.timeline = got
+
+
+@then("the timeline's add and update events carry their values, the others none")
+def timeline_values(world):
+    assert [e["value"] for e in world.timeline] == [{"text": "first"}, {"text": "second"}, None, {"x": 1}, None]
+    assert all(e["attributes"] is None for e in world.timeline)

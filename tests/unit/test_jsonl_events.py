@@ -1,0 +1,32 @@
+"""`memsvc serve --events-file`: every timeline event as one JSON line, EventBridge's envelope,
+never the value."""
+
+from __future__ import annotations
+
+import json
+
+from memsvc.bootstrap import build_local
+from memsvc.service.memories import PutMemory
+from tests.conftest import alice
+from tests.fakes.embedder import HashEmbedder
+
+
+def test_events_file_gets_one_line_per_event_without_values(tmp_path, clock):
+    path = tmp_path / "out" / "events.jsonl"
+    app = build_local(tmp_path / "data", embedder=HashEmbedder(), clock=clock, start_workers=False, events_file=path)
+    try:
+        ns = ["user", "alice", "n"]
+        written = app.service.put(alice(), PutMemory(namespace=ns, key="k", value={"text": "secret-value-xyz"},
+                                                     attributes={"a": "secret-attr-xyz"}))
+        app.service.delete(alice(), ns, "k")
+        app.workers.run_cycle("timeline")
+    finally:
+        app.close()
+    text = path.read_text()
+    assert "secret-value-xyz" not in text and "secret-attr-xyz" not in text
+    lines = [json.loads(line) for line in text.splitlines()]
+    assert [(e["source"], e["detail-type"]) for e in lines] == [("memsvc", "Memory Added"), ("memsvc", "Memory Deleted")]
+    added = lines[0]["detail"]
+    assert added == {"id": written.id, "tenant": "acme", "namespace": ns, "key": "k", "memory_id": written.id,
+                     "version": 1, "kind": "add", "occurred_at": lines[0]["time"], "expires_at": None}
+    assert lines[1]["detail"]["memory_id"] == written.id and lines[1]["detail"]["version"] == 2
