@@ -31,9 +31,11 @@ __all__ = [
 SEP = "\x1e"
 _AFTER_SEP = "\x1f"
 MAX_KEY_BYTES = 1024
-# The stored form (percent-encoded, so non-ASCII costs 3 bytes a byte) must fit a DynamoDB sort key
-# (1024 bytes) on every backend, so a namespace that works locally works on AWS.
-MAX_NAMESPACE_BYTES = 1000
+# The stored form (percent-encoded, so non-ASCII costs 3 bytes a byte) must fit, on every backend
+# (so a namespace that works locally works on AWS), in DynamoDB's 1024-byte index sort key even
+# inside the item's partition key: `T#<tenant of up to 128>#N#<namespace>` sorts the `pending`
+# index, and the timeline's `T#<tenant>#TL#R#<first two segments>` sits in the same column.
+MAX_NAMESPACE_BYTES = 880
 
 
 def encode_namespace(ns: Sequence[str]) -> str:

@@ -1,12 +1,337 @@
-"""PLACEHOLDER: being written (DynamoEventLog)."""
+"""The AWS event timeline: the `EventLog` port on the items' DynamoDB table (single-table design;
+see docs/aws-design.md, "Timeline", for every key, access path, cost and limit).
+
+Per tenant, a clock item holds the last stamp. Recording is one `TransactWriteItems` per chunk
+of events: the clock moves from the value read to the chunk's last stamp, and each event writes
+its id marker (put-if-absent, so an id is recorded once), its full copy in its two-segment root's
+partition and a copy without ciphertexts in the tenant-wide partition. A scan reads the clock
+first and yields only events stamped at or below it: every transaction that stamped those has
+committed, and every later one stamps above it, so a cursor walk never skips an event.
+"""
 
 from __future__ import annotations
 
+import json
+import random
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
+from datetime import datetime
 from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, _bytes, _mapped, _snake
+from memsvc.core.errors import Conflict, ProviderError, RateLimited
+from memsvc.core.models import TimelineEvent, from_epoch_us, to_epoch_us
+from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under
+from memsvc.core.timeline import KINDS, next_stamp
+
+__all__ = ["DynamoEventLog"]
+
+MAX_EVENTS_PER_TRANSACTION = 33  # 1 clock update + 3 writes per event <= 100 actions
+# TransactWriteItems takes at most 4 MB of items; the estimate below is close but not exact.
+TRANSACTION_BUDGET_BYTES = 3_000_000
+MAX_ATTEMPTS = 10  # per chunk, for a busy clock or throttling
+_THROTTLED = {"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
+_RETRYABLE = {"None", "ConditionalCheckFailed", "TransactionConflict", *_THROTTLED}
+_DAY_SECONDS = 86_400
 
 
 class DynamoEventLog:
+    """`EventLog` on DynamoDB. Every key starts with `T#<tenant>#TL`, so no request reaches another
+    tenant. Retention is DynamoDB TTL's job: `purge` and `tenants` have nothing to do."""
+
     def __init__(self, client: Any, table_name: str, *, retention_days=lambda tenant: 90) -> None:
         self._db = client
         self._table = table_name
         self._retention_days = retention_days
+
+    # -- record ------------------------------------------------------------------------------
+
+    def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
+        by_tenant: dict[str, dict[str, TimelineEvent]] = {}
+        for e in events:  # in order; a repeated id within the batch is the same event
+            by_tenant.setdefault(e.tenant, {}).setdefault(e.id, e)
+        stamps: dict[tuple[str, str], int] = {}
+        for tenant, unique in by_tenant.items():
+            for event_id, stamp in self._record_tenant(tenant, list(unique.values())).items():
+                stamps[(tenant, event_id)] = stamp
+        return [replace(e, occurred_at=from_epoch_us(stamps[(e.tenant, e.id)])) for e in events]
+
+    def _record_tenant(self, tenant: str, events: list[TimelineEvent]) -> dict[str, int]:
+        """Record one tenant's events in order; returns each id's stamp (the stored one for replays)."""
+        ttl_seconds = self._retention_days(tenant) * _DAY_SECONDS
+        done: dict[str, int] = {}
+        todo = events
+        last = self._clock(tenant)
+        failures = 0
+        while todo:
+            chunk, stamps, actions = self._transaction(tenant, todo, last, ttl_seconds)
+            reasons = self._transact(actions)
+            if reasons is None:
+                done.update({e.id: s for e, s in zip(chunk, stamps)})
+                last = stamps[-1]
+                todo = todo[len(chunk):]
+                failures = 0
+                continue
+            # Cancelled. A failed marker condition is an id already recorded (no reasons: check all).
+            found = self._stored_stamps(tenant, [e.id for i, e in enumerate(chunk)
+                                                 if not reasons or reasons[1 + 3 * i] == "ConditionalCheckFailed"])
+            done.update(found)
+            todo = [e for e in todo if e.id not in found]
+            if found and reasons and reasons[0] == "None" and set(reasons) <= {"None", "ConditionalCheckFailed"}:
+                continue  # only replays, the clock was fine: record the rest at once
+            failures += 1
+            if failures >= MAX_ATTEMPTS:
+                if _THROTTLED & set(reasons):
+                    raise RateLimited("the table is throttling timeline writes; retry", retry_after_seconds=1,
+                                      details={"operation": "TransactWriteItems"})
+                raise Conflict("the tenant's timeline is busy; retry", details={"tenant": tenant})
+            time.sleep(random.uniform(0, min(0.005 * 2**failures, 1.0)))
+            last = self._clock(tenant)  # another recorder may have moved it
+        return done
+
+    def _transact(self, actions: list[dict[str, Any]]) -> list[str] | None:
+        """None when the transaction committed; else its cancellation reason codes, one per action
+        ([] when DynamoDB gave none). Raises for failures that a retry would not fix."""
+        try:
+            self._db.transact_write_items(TransactItems=actions)
+            return None
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
+                raise _mapped(exc, "TransactWriteItems") from None
+            reasons = [r.get("Code") or "None" for r in exc.response.get("CancellationReasons") or []]
+        except BotoCoreError as exc:
+            raise ProviderError("the event log is unavailable", details={"operation": "TransactWriteItems"}) from exc
+        if len(reasons) != len(actions):
+            return []
+        if set(reasons) - _RETRYABLE:
+            raise ProviderError("the event log failed", details={
+                "operation": "TransactWriteItems", "code": sorted(set(reasons) - _RETRYABLE)[0]})
+        return reasons
+
+    def _transaction(
+        self, tenant: str, todo: list[TimelineEvent], last: int | None, ttl_seconds: int
+    ) -> tuple[list[TimelineEvent], list[int], list[dict[str, Any]]]:
+        """The longest prefix of `todo` that fits one transaction: (events, stamps, actions)."""
+        stamps: list[int] = []
+        actions: list[dict[str, Any]] = []
+        size = 0
+        for e in todo[:MAX_EVENTS_PER_TRANSACTION]:
+            stamp = next_stamp(to_epoch_us(e.changed_at), stamps[-1] if stamps else last)
+            items = _items(e, stamp, stamp // 1_000_000 + ttl_seconds)
+            item_bytes = sum(_size(item) for item in items)
+            if stamps and size + item_bytes > TRANSACTION_BUDGET_BYTES:
+                break
+            size += item_bytes
+            stamps.append(stamp)
+            marker, *copies = items
+            actions.append({"Put": {"TableName": self._table, "Item": marker,
+                                    "ConditionExpression": "attribute_not_exists(pk)"}})
+            actions.extend({"Put": {"TableName": self._table, "Item": item}} for item in copies)
+        clock: dict[str, Any] = {
+            "TableName": self._table, "Key": _clock_key(tenant),
+            "UpdateExpression": "SET #last = :new, #rt = :rt",
+            "ExpressionAttributeNames": {"#last": "last", "#rt": "rt"},
+            "ExpressionAttributeValues": {":new": {"N": str(stamps[-1])}, ":rt": {"S": "timeline-clock"}},
+        }
+        if last is None:
+            clock["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            clock["ConditionExpression"] = "#last = :expected"
+            clock["ExpressionAttributeValues"][":expected"] = {"N": str(last)}
+        return todo[: len(stamps)], stamps, [{"Update": clock}, *actions]
+
+    def _stored_stamps(self, tenant: str, event_ids: Sequence[str]) -> dict[str, int]:
+        """The stamps of the ids the log already holds (their markers)."""
+        rows = self._batch_get([_marker_key(tenant, i) for i in event_ids])
+        return {i: int(rows[key]["at"]["N"]) for i in event_ids
+                if (key := (_marker_key(tenant, i)["pk"]["S"], "ID")) in rows}
+
+    def _clock(self, tenant: str) -> int | None:
+        row = self._call("GetItem", Key=_clock_key(tenant), ConsistentRead=True)
+        return int(row["Item"]["last"]["N"]) if "Item" in row else None
+
+    # -- scan --------------------------------------------------------------------------------
+
+    def scan(
+        self,
+        tenant: str,
+        prefix: tuple[str, ...],
+        *,
+        kinds: frozenset[str],
+        start_after: tuple[datetime, str] | None = None,
+        after: datetime | None = None,
+        before: datetime | None = None,
+        page_size: int = 100,
+    ) -> Iterator[TimelineEvent]:
+        horizon = self._clock(tenant)  # read when iteration starts; see the module docstring
+        if horizon is None or not kinds:
+            return
+        lo_stamp = max(0, to_epoch_us(after) + 1) if after is not None else 0
+        hi_stamp = min(horizon, to_epoch_us(before) - 1) if before is not None else horizon
+        lo = f"{lo_stamp:020d}"
+        cursor = _sort_key(to_epoch_us(start_after[0]), start_after[1]) if start_after else None
+        if cursor is not None and cursor > lo:
+            lo = cursor  # inclusive in BETWEEN; the cursor's own event is skipped below
+        hi = f"{hi_stamp + 1:020d}"  # above every sort key stamped hi_stamp, below every later one
+        if hi_stamp < lo_stamp or lo > hi:
+            return
+
+        from_all = len(prefix) < 2
+        pk = _all_pk(tenant) if from_all else _root_pk(tenant, _root(encode_namespace(prefix)))
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {":p": {"S": pk}, ":lo": {"S": lo}, ":hi": {"S": hi}}
+        filters = []
+        if not KINDS <= kinds:
+            names["#knd"] = "knd"
+            values.update({f":k{i}": {"S": k} for i, k in enumerate(sorted(kinds))})
+            filters.append(f"#knd IN ({', '.join(f':k{i}' for i in range(len(kinds)))})")
+        if len(prefix) == 1 or len(prefix) > 2:  # a root partition holds exactly its 2-segment prefix
+            exact = encode_namespace(prefix)
+            names["#ns"] = "ns"
+            values.update({":nse": {"S": exact}, ":nsb": {"S": exact + SEP}})
+            filters.append("(#ns = :nse OR begins_with(#ns, :nsb))")  # "a" must not match "ab"
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :p AND sk BETWEEN :lo AND :hi",
+            "ExpressionAttributeValues": values, "ConsistentRead": True, "Limit": page_size,
+        }
+        if filters:
+            kwargs["FilterExpression"] = " AND ".join(filters)
+            kwargs["ExpressionAttributeNames"] = names
+        while True:
+            page = self._call("Query", **kwargs)
+            rows = [r for r in page.get("Items", [])
+                    if r["sk"]["S"] != cursor and is_under(r["ns"]["S"], prefix) and r["knd"]["S"] in kinds]
+            full = self._root_copies(tenant, rows) if from_all else {}
+            for row in rows:
+                if not from_all:
+                    yield _event(tenant, row, row)
+                elif "hv" not in row:
+                    yield _event(tenant, row, {})
+                elif (copy := full.get(row["sk"]["S"])) is not None:
+                    # (absent only when TTL has already removed the root copy: past retention)
+                    yield _event(tenant, row, copy)
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _root_copies(self, tenant: str, rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The full copies (with ciphertexts) of tenant-wide rows that have values, by sort key."""
+        keys = [{"pk": {"S": _root_pk(tenant, _root(r["ns"]["S"]))}, "sk": r["sk"]} for r in rows if "hv" in r]
+        return {sk: row for (_, sk), row in self._batch_get(keys).items()}
+
+    # -- retention is DynamoDB TTL's job on AWS ----------------------------------------------
+
+    def purge(self, tenant: str, before: datetime) -> int:
+        return 0
+
+    def tenants(self) -> list[str]:
+        return []
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _batch_get(self, keys: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+        out: dict[tuple[str, str], dict[str, Any]] = {}
+        for start in range(0, len(keys), 100):
+            request = {self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+            for attempt in range(8):
+                response = self._call("BatchGetItem", RequestItems=request)
+                for row in response.get("Responses", {}).get(self._table, []):
+                    out[(row["pk"]["S"], row["sk"]["S"])] = row
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            else:
+                raise RateLimited("the table is throttling reads; retry", retry_after_seconds=1)
+        return out
+
+    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        if operation != "BatchGetItem":
+            kwargs["TableName"] = self._table
+        try:
+            return getattr(self._db, _snake(operation))(**kwargs)
+        except ClientError as exc:
+            raise _mapped(exc, operation) from None
+        except BotoCoreError as exc:
+            raise ProviderError("the event log is unavailable", details={"operation": operation}) from exc
+
+
+def _clock_key(tenant: str) -> dict[str, Any]:
+    return {"pk": {"S": f"T#{tenant}#TL"}, "sk": {"S": "CLOCK"}}
+
+
+def _marker_key(tenant: str, event_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"T#{tenant}#TL#ID#{event_id}"}, "sk": {"S": "ID"}}
+
+
+def _all_pk(tenant: str) -> str:
+    return f"T#{tenant}#TL#ALL"
+
+
+def _root_pk(tenant: str, root: str) -> str:
+    # At most 1016 bytes (a 128-byte tenant, an 880-byte namespace): `pk` is also the `pending`
+    # index's sort key, which holds 1024 (see MAX_NAMESPACE_BYTES).
+    return f"T#{tenant}#TL#R#{root}"
+
+
+def _root(ns_encoded: str) -> str:
+    """The namespace's first two segments (its only one, for a one-segment namespace)."""
+    return SEP.join(ns_encoded.split(SEP)[:2])
+
+
+def _sort_key(stamp: int, event_id: str) -> str:
+    # Stamps are unique per tenant, so sort-key order is (occurred_at, id) order.
+    return f"{stamp:020d}#{event_id}"
+
+
+def _items(e: TimelineEvent, stamp: int, ttl: int) -> list[dict[str, Any]]:
+    """The marker, the root copy and the tenant-wide copy of an event stamped `stamp`."""
+    ns = encode_namespace(e.namespace)
+    root = _root(ns)
+    sk = {"S": _sort_key(stamp, e.id)}
+    ttl_value = {"N": str(ttl)}
+    marker = {**_marker_key(e.tenant, e.id), "rt": {"S": "timeline-id"}, "at": {"N": str(stamp)},
+              "root": {"S": root}, TTL_ATTRIBUTE: ttl_value}
+    plain: dict[str, Any] = {
+        "rt": {"S": "event"}, "id": {"S": e.id}, "knd": {"S": e.kind}, "ns": {"S": ns}, "key": {"S": e.key},
+        "mid": {"S": e.memory_id}, "ver": {"N": str(e.version)}, "cat": {"N": str(to_epoch_us(e.changed_at))},
+        "pa": {"S": json.dumps(e.policy_attributes)}, TTL_ATTRIBUTE: ttl_value,
+    }
+    if e.expires_at is not None:
+        plain["exp"] = {"N": str(to_epoch_us(e.expires_at))}
+    sealed = {name: {"B": ct} for name, ct in (("vct", e.value_ct), ("act", e.attributes_ct)) if ct is not None}
+    full = {"pk": {"S": _root_pk(e.tenant, root)}, "sk": sk, **plain, **sealed}
+    tenant_wide = {"pk": {"S": _all_pk(e.tenant)}, "sk": sk, **plain}
+    if sealed:
+        tenant_wide["hv"] = {"BOOL": True}  # the values are in the root copy
+    return [marker, full, tenant_wide]
+
+
+def _event(tenant: str, row: dict[str, Any], sealed: dict[str, Any]) -> TimelineEvent:
+    return TimelineEvent(
+        tenant=tenant,
+        id=row["id"]["S"],
+        kind=row["knd"]["S"],  # type: ignore[arg-type]
+        namespace=decode_namespace(row["ns"]["S"]),
+        key=row["key"]["S"],
+        memory_id=row["mid"]["S"],
+        version=int(row["ver"]["N"]),
+        changed_at=from_epoch_us(int(row["cat"]["N"])),
+        expires_at=from_epoch_us(int(row["exp"]["N"])) if "exp" in row else None,
+        policy_attributes=json.loads(row["pa"]["S"]),
+        value_ct=_bytes(sealed["vct"]["B"]) if "vct" in sealed else None,
+        attributes_ct=_bytes(sealed["act"]["B"]) if "act" in sealed else None,
+        occurred_at=from_epoch_us(int(row["sk"]["S"][:20])),
+    )
+
+
+def _size(item: dict[str, Any]) -> int:
+    """About what DynamoDB counts for an item: attribute names plus values (+ a little per attribute)."""
+    total = 0
+    for name, value in item.items():
+        (kind, raw), = value.items()
+        total += len(name) + 4 + (len(raw) if kind == "B" else len(str(raw).encode()))
+    return total
