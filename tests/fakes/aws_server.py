@@ -11,9 +11,11 @@ What runs:
   production code; their boto3 clients talk to moto's in-process DynamoDB (+ Streams), KMS and
   S3 Vectors, with the fakes of `aws_stack` for what moto lacks (QueryVectors: exact cosine and
   the real filter operators; stream `userIdentity` for TTL deletes).
-- The stream consumer is the real indexer Lambda: a thread calls `AwsStack.drain()` every
-  ~0.2 s, which reads the table's records from moto's DynamoDB Streams and hands them, shaped
-  as Lambda's event, to `functions.indexer.handler` (what the event source mapping does).
+- The stream consumers are the real Lambdas: a thread calls `AwsStack.drain()` every ~0.2 s,
+  which reads the table's records from moto's DynamoDB Streams and hands them, shaped as
+  Lambda's event, to `functions.indexer.handler` and to `functions.timeline.handler`, each with
+  its own position (what two event source mappings do). The timeline publishes to a moto
+  EventBridge bus.
 - DynamoDB TTL is a thread calling `AwsStack.expire(now)` every ~1 s (moto never expires
   anything). Its REMOVE records carry the TTL service identity, as on AWS. As on AWS, reads hide
   an expired item from the moment it expires, whenever TTL gets to delete it.
@@ -60,7 +62,7 @@ from pathlib import Path
 
 log = logging.getLogger("memsvc.aws_server")
 
-DRAIN_INTERVAL = 0.2  # the stream -> indexer Lambda
+DRAIN_INTERVAL = 0.2  # the stream -> the indexer and timeline Lambdas
 EXPIRE_INTERVAL = 1.0  # DynamoDB TTL
 
 
