@@ -18,6 +18,7 @@ __all__ = [
     "TITAN_DIMENSIONS",
     "Throttle",
     "StreamConsumerSettings",
+    "TIMELINE_STREAM",
     "AlarmThresholds",
     "ExternalJwtIssuer",
     "EnvConfig",
@@ -43,13 +44,20 @@ class Throttle:
 
 @dataclass(frozen=True)
 class StreamConsumerSettings:
-    """How a DynamoDB-stream consumer (the indexer, later the timeline) reads the stream."""
+    """How a DynamoDB-stream consumer (the indexer, the timeline) reads the stream. The
+    defaults are the indexer's."""
 
     batch_size: int = 100  # one Bedrock call per text, 8 at a time: ~100 records fit in seconds
     batching_window_seconds: int = 2  # PutVectors bills >= 128 KB a call: let batches fill
     retry_attempts: int = 5  # then the batch's position goes to the on-failure queue
     max_record_age_hours: int = 6  # the stream keeps 24 h; leave time to replay from the DLQ
     parallelization_factor: int = 1  # concurrent batches per shard (order per key is kept)
+
+
+# The timeline: cheap per record (a few DynamoDB writes, PutEvents of 10), and what subscribers
+# wait for, so batches are not held back to fill up. One batch per shard at a time: a tenant's
+# stamps are serialised by its clock item anyway, and concurrent batches would only contend.
+TIMELINE_STREAM = StreamConsumerSettings(batching_window_seconds=0)
 
 
 @dataclass(frozen=True)
@@ -100,6 +108,9 @@ class EnvConfig:
     indexer_memory_mb: int = 1024
     indexer_timeout_seconds: int = 300
     indexer_stream: StreamConsumerSettings = StreamConsumerSettings()
+    timeline_memory_mb: int = 512
+    timeline_timeout_seconds: int = 120  # PutEvents retries back off for ~1.5 s at most per request
+    timeline_stream: StreamConsumerSettings = TIMELINE_STREAM
     event_archive_retention_days: int = 30
     dlq_retention_days: int = 14
     log_level: str = "INFO"

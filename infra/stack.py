@@ -9,7 +9,7 @@ from aws_cdk import CfnOutput, Duration, Environment, Stack, Tags
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from constructs import Construct
 
-from infra.config import EnvConfig
+from infra.config import EnvConfig, StreamConsumerSettings
 from infra.constructs import (
     ApiFunction,
     EncryptionKeys,
@@ -19,6 +19,7 @@ from infra.constructs import (
     LifecycleEvents,
     Operations,
     ServiceHttpApi,
+    TimelineFunction,
     UserDirectory,
     VectorStore,
 )
@@ -78,21 +79,27 @@ class MemsvcStack(Stack):
             self, "Api", function_name=f"{prefix}-api",
             memory_mb=config.api_memory_mb, timeout=Duration.seconds(config.api_timeout_seconds),
             reserved_concurrency=config.api_reserved_concurrency, **data)
-        stream = config.indexer_stream
-        indexer = IndexerFunction(
-            self, "Indexer", function_name=f"{prefix}-indexer",
-            memory_mb=config.indexer_memory_mb, timeout=Duration.seconds(config.indexer_timeout_seconds),
-            stream=StreamSettings(
+        def stream_settings(stream: StreamConsumerSettings) -> StreamSettings:
+            return StreamSettings(
                 batch_size=stream.batch_size,
                 batching_window=Duration.seconds(stream.batching_window_seconds),
                 retry_attempts=stream.retry_attempts,
                 max_record_age=Duration.hours(stream.max_record_age_hours),
                 parallelization_factor=stream.parallelization_factor,
                 dlq_retention=Duration.days(config.dlq_retention_days),
-            ),
-            **data)
-        # The timeline function (issue: timeline) slots in here as a second stream consumer of
-        # `table`, publishing to `events.bus`.
+            )
+
+        indexer = IndexerFunction(
+            self, "Indexer", function_name=f"{prefix}-indexer",
+            memory_mb=config.indexer_memory_mb, timeout=Duration.seconds(config.indexer_timeout_seconds),
+            stream=stream_settings(config.indexer_stream), **data)
+        # The second consumer of the table's stream, with its own mapping: the event log, then
+        # the bus. Two is as many as a stream shard takes: DynamoDB Streams throttles when more
+        # than 2 processes read one shard, so a third consumer should subscribe to the bus.
+        timeline = TimelineFunction(
+            self, "Timeline", function_name=f"{prefix}-timeline",
+            memory_mb=config.timeline_memory_mb, timeout=Duration.seconds(config.timeline_timeout_seconds),
+            stream=stream_settings(config.timeline_stream), event_bus=events.bus, **data)
 
         users = None
         if config.jwt_issuer is None:
@@ -121,14 +128,14 @@ class MemsvcStack(Stack):
         ops = Operations(
             self, "Operations", name=prefix, thresholds=config.alarms,
             apis={"jwt-api": jwt_api.api, "iam-api": iam_api.api},
-            functions={"api": api_fn.function, "indexer": indexer.function},
-            stream_consumers={"indexer": indexer.function},
-            dead_letter_queues={"indexer": indexer.dead_letter_queue},
+            functions={"api": api_fn.function, "indexer": indexer.function, "timeline": timeline.function},
+            stream_consumers={"indexer": indexer.function, "timeline": timeline.function},
+            dead_letter_queues={"indexer": indexer.dead_letter_queue, "timeline": timeline.dead_letter_queue},
             alarm_email=config.alarm_email, removal_policy=removal,
         )
 
         self.table, self.vectors, self.events, self.keys = table, vectors, events, keys
-        self.api_function, self.indexer, self.users = api_fn, indexer, users
+        self.api_function, self.indexer, self.timeline, self.users = api_fn, indexer, timeline, users
         self.jwt_api, self.iam_api, self.operations = jwt_api, iam_api, ops
 
         assert iam_api.invoke_policy is not None

@@ -4,7 +4,7 @@ module (the stack passes what each needs)."""
 
 from infra.constructs.api import ServiceHttpApi
 from infra.constructs.events import LifecycleEvents
-from infra.constructs.functions import ApiFunction, IndexerFunction, LambdaPackage, ServiceFunction
+from infra.constructs.functions import ApiFunction, IndexerFunction, LambdaPackage, ServiceFunction, TimelineFunction
 from infra.constructs.keys import EncryptionKeys
 from infra.constructs.monitoring import Operations
 from infra.constructs.table import ItemTable
@@ -20,6 +20,7 @@ __all__ = [
     "ServiceFunction",
     "ApiFunction",
     "IndexerFunction",
+    "TimelineFunction",
     "UserDirectory",
     "ServiceHttpApi",
     "Operations",

@@ -13,8 +13,14 @@ __all__ = ["LifecycleEvents"]
 
 class LifecycleEvents(Construct):
     """A custom bus encrypted with `encryption_key`, and an archive of every event on it (for
-    replay) kept `archive_retention_days`. Nothing publishes yet: the timeline function, when it
-    lands, gets `events:PutEvents` on `bus` only."""
+    replay) kept `archive_retention_days`.
+
+    One publisher: the timeline function, whose role has `events:PutEvents` on `bus` and nothing
+    else here (the schema it publishes is docs/events.md). A publisher needs no grant on the key:
+    EventBridge encrypts with it under the key policy below, which lets the EventBridge service
+    use it only with this bus's ARN as encryption context (the bus and its archive). There is no
+    resource policy on the bus, so no other account can put events on it. Consumers add rules
+    (and their targets) to `bus`."""
 
     def __init__(
         self,
@@ -40,7 +46,8 @@ class LifecycleEvents(Construct):
         self.archive.apply_removal_policy(removal_policy)
         # `Archive(kms_key=...)` would add a key-policy statement naming the bus by `GetAtt`,
         # while the bus names the key: a dependency cycle. Same grant, with the bus ARN built
-        # from its name.
+        # from its name. It covers the bus's own encryption of the events put on it too: the bus
+        # uses the same encryption context.
         archive_resource = self.archive.node.default_child
         assert isinstance(archive_resource, events.CfnArchive)
         archive_resource.kms_key_identifier = encryption_key.key_arn

@@ -1,6 +1,6 @@
 """The Lambda functions: the shared package (code + dependency layer), the API function and the
-stream consumers (the indexer now, the timeline when it lands). Each function has its own role
-with exactly the calls its code makes, on exactly its resources."""
+two stream consumers of the item table, the indexer and the timeline. Each function has its own
+role with exactly the calls its code makes, on exactly its resources."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Any
 import aws_cdk as cdk
 import jsii
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_events as events
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
@@ -30,13 +31,16 @@ from memsvc.adapters.aws.kms_keys import ENCRYPTION_CONTEXT_KEY
 
 __all__ = [
     "CODE_ASSET_EXCLUDE",
+    "CHANGE_FILTER_PATTERNS",
     "INDEXER_FILTER_PATTERNS",
+    "TIMELINE_FILTER_PATTERNS",
     "ServiceSettings",
     "StreamSettings",
     "LambdaPackage",
     "ServiceFunction",
     "ApiFunction",
     "IndexerFunction",
+    "TimelineFunction",
     "service_environment",
     "powertools_service",
     "METRICS_NAMESPACE",
@@ -49,16 +53,18 @@ METRICS_NAMESPACE = "memsvc"  # the functions' Powertools EMF namespace
 # never in the layer either).
 CODE_ASSET_EXCLUDE = ["*", "!memsvc", "!functions", "**/__pycache__", "**/*.pyc"]
 
-# The indexer gets only records `change_from_stream_record` can turn into a change: item rows
-# (`rt` = item) inserted or removed, and item rows modified by a write. A MODIFY whose new image
-# says `chg` = index (the indexer's own mark) or refresh (a TTL refresh) never changes the
-# version, so it is dropped here before it costs an invocation (the handler checks again).
-INDEXER_FILTER_PATTERNS: tuple[dict[str, Any], ...] = (
+# Both stream consumers get only records `change_from_stream_record` can turn into a change: item
+# rows (`rt` = item) inserted or removed, and item rows modified by a write. A MODIFY whose new
+# image says `chg` = index (the indexer's own mark) or refresh (a TTL refresh) never changes the
+# version, so it is dropped here before it costs an invocation (the handlers check again). The
+# timeline's own rows (`rt` = event, timeline-id, timeline-clock) never reach either consumer.
+CHANGE_FILTER_PATTERNS: tuple[dict[str, Any], ...] = (
     {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"rt": {"S": ["item"]}}}},
     {"eventName": ["REMOVE"], "dynamodb": {"OldImage": {"rt": {"S": ["item"]}}}},
     {"eventName": ["MODIFY"],
      "dynamodb": {"NewImage": {"rt": {"S": ["item"]}, "chg": {"S": [{"anything-but": ["index", "refresh"]}]}}}},
 )
+INDEXER_FILTER_PATTERNS = TIMELINE_FILTER_PATTERNS = CHANGE_FILTER_PATTERNS
 
 
 @dataclass(frozen=True)
@@ -137,8 +143,10 @@ def powertools_service(service: str) -> str:
 
 
 def service_environment(*, service: str, table: ItemTable, vectors: VectorStore, envelope_key: kms.IKey,
-                        settings: ServiceSettings) -> dict[str, str]:
-    """Every variable `AwsSettings.from_env` reads, and the Powertools settings."""
+                        settings: ServiceSettings, event_bus: events.IEventBus | None = None) -> dict[str, str]:
+    """Every variable `AwsSettings.from_env` reads, and the Powertools settings. The bus is only
+    for the function that publishes (without `MEMSVC_EVENT_BUS_NAME`, nothing is published)."""
+    bus = {"MEMSVC_EVENT_BUS_NAME": event_bus.event_bus_name} if event_bus is not None else {}
     return {
         "MEMSVC_TABLE_NAME": table.table_name,
         "MEMSVC_VECTOR_BUCKET": vectors.bucket_name,
@@ -152,6 +160,7 @@ def service_environment(*, service: str, table: ItemTable, vectors: VectorStore,
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "LOG_LEVEL": settings.log_level,
         "POWERTOOLS_LOGGER_LOG_EVENT": "false",  # events carry namespaces and keys: never logged
+        **bus,
     }
 
 
@@ -205,7 +214,7 @@ class ServiceFunction(Construct):
                     "Only actions without resource-level permissions use Resource '*' (Service Authorization "
                     "Reference): X-Ray PutTraceSegments/PutTelemetryRecords for active tracing, and for stream "
                     "consumers dynamodb:ListStreams, which Lambda checks when it creates the mapping. Every other "
-                    "statement names its table, index, stream, key, queue, model or log group.")
+                    "statement names its table, index, stream, key, queue, event bus, model or log group.")
         acknowledge(self.function, "AwsSolutions-L1",
                     f"python{LAMBDA_PYTHON} on purpose: a supported runtime that AWS patches (deprecation "
                     "scheduled for 2028), the closest to the Python the test suite runs on, and the target "
@@ -355,17 +364,8 @@ class IndexerFunction(Construct):
                 resources=[vectors.index_arn])
         s.allow(sid="Embeddings", actions=["bedrock:InvokeModel"],
                 resources=[_titan_arn(self, settings.embedding_model_id)])
-        self.dead_letter_queue = sqs.Queue(
-            self, "FailedBatches",
-            queue_name=f"{function_name}-failed",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,  # holds batch positions, not item data
-            enforce_ssl=True,
-            retention_period=stream.dlq_retention,
-            removal_policy=settings.removal_policy,
-        )
-        acknowledge(self.dead_letter_queue, "AwsSolutions-SQS3",
-                    "This queue is itself the dead-letter (on-failure) destination of the stream mapping; "
-                    "nothing consumes it automatically, so a DLQ behind it would never receive a message.")
+        self.dead_letter_queue = failed_batches_queue(self, function_name=function_name, stream=stream,
+                                                      removal_policy=settings.removal_policy)
         self.mapping = stream_consumer_mapping(
             self, service=s, table=table, stream=stream, dead_letter_queue=self.dead_letter_queue,
             filter_patterns=INDEXER_FILTER_PATTERNS)
@@ -374,10 +374,93 @@ class IndexerFunction(Construct):
         self.log_group = s.log_group
 
 
+class TimelineFunction(Construct):
+    """The timeline (`functions/timeline.py`): the table's stream -> the event log -> the bus.
+
+    Its own event-source mapping on the stream (the indexer's settings: partial batch failures,
+    bisection, bounded retries and record age, the failing position parked in its own encrypted
+    SQS queue, `dead_letter_queue`), with the same filter. Calls (from the code,
+    `DynamoEventLog.record` and `EventBridgePublisher`): DynamoDB GetItem (the tenant's clock,
+    its settings), BatchGetItem (the stamps of replayed ids) and TransactWriteItems of Put and
+    Update actions on the table, which IAM authorizes as PutItem and UpdateItem; stream reads;
+    EventBridge PutEvents on the bus. The storage key for the table's and stream's encryption
+    at rest; PutEvents needs no key grant (EventBridge itself uses the bus's key, under its key
+    policy, `LifecycleEvents`). No envelope-key access: the timeline copies value ciphertexts
+    into the log and never decrypts them. No vector index, no model.
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        function_name: str,
+        package: LambdaPackage,
+        table: ItemTable,
+        vectors: VectorStore,
+        envelope_key: kms.IKey,
+        storage_key: kms.IKey,
+        event_bus: events.IEventBus,
+        settings: ServiceSettings,
+        stream: StreamSettings,
+        memory_mb: int,
+        timeout: Duration,
+    ) -> None:
+        super().__init__(scope, id)
+        self.service = ServiceFunction(
+            self, "Service",
+            function_name=function_name,
+            handler="functions.timeline.handler",
+            description="memsvc timeline: DynamoDB stream -> event log -> EventBridge",
+            package=package,
+            # `AwsSettings.from_env` wants every variable (the app is built whole); the envelope
+            # key's ARN is a name here, its role gets no use of the key.
+            environment=service_environment(service="timeline", table=table, vectors=vectors,
+                                            envelope_key=envelope_key, settings=settings, event_bus=event_bus),
+            memory_mb=memory_mb,
+            timeout=timeout,
+            log_retention=settings.log_retention,
+            removal_policy=settings.removal_policy,
+        )
+        s = self.service
+        s.allow(sid="ItemTable", resources=[table.table_arn], actions=[
+            "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"])
+        s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],
+                resources=[storage_key.key_arn])
+        s.allow(sid="EventBus", actions=["events:PutEvents"], resources=[event_bus.event_bus_arn])
+        self.dead_letter_queue = failed_batches_queue(self, function_name=function_name, stream=stream,
+                                                      removal_policy=settings.removal_policy)
+        self.mapping = stream_consumer_mapping(
+            self, service=s, table=table, stream=stream, dead_letter_queue=self.dead_letter_queue,
+            filter_patterns=TIMELINE_FILTER_PATTERNS)
+        self.function = s.function
+        self.role = s.role
+        self.log_group = s.log_group
+
+
+def failed_batches_queue(scope: Construct, *, function_name: str, stream: StreamSettings,
+                         removal_policy: RemovalPolicy) -> sqs.Queue:
+    """A stream consumer's on-failure destination: the positions of batches that exhausted their
+    retries (shard, sequence numbers), never item data; encrypted, TLS only."""
+    queue = sqs.Queue(
+        scope, "FailedBatches",
+        queue_name=f"{function_name}-failed",
+        encryption=sqs.QueueEncryption.SQS_MANAGED,  # holds batch positions, not item data
+        enforce_ssl=True,
+        retention_period=stream.dlq_retention,
+        removal_policy=removal_policy,
+    )
+    acknowledge(queue, "AwsSolutions-SQS3",
+                "This queue is itself the dead-letter (on-failure) destination of the stream mapping; "
+                "nothing consumes it automatically, so a DLQ behind it would never receive a message.")
+    return queue
+
+
 def stream_consumer_mapping(scope: Construct, *, service: ServiceFunction, table: ItemTable, stream: StreamSettings,
                             dead_letter_queue: sqs.IQueue,
                             filter_patterns: Sequence[Mapping[str, Any]]) -> lambda_.EventSourceMapping:
-    """The table-stream mapping every consumer uses (the timeline will too), with the grants it needs."""
+    """The table-stream mapping every consumer uses (the indexer's and the timeline's, each its
+    own), with the grants it needs."""
     service.allow(sid="TableStream", resources=[table.stream_arn], actions=[
         "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator"])
     # Lambda checks ListStreams when it creates the mapping; the action has no resource type.

@@ -22,6 +22,15 @@ from infra.constructs.functions import METRICS_NAMESPACE, powertools_service
 __all__ = ["Operations"]
 
 _FIVE_MINUTES = Duration.minutes(5)
+# What to do when a stream consumer parked a batch (its DLQ message names the shard and the
+# sequence numbers; the stream keeps records 24 h).
+_PARKED_BATCH_REMEDY = {
+    "indexer": "fix the cause, then re-run indexing (POST /admin/v1/memories/index/trigger) for the tenants "
+               "concerned.",
+    "timeline": "fix the cause, then replay the parked range of the stream (the message names the shard and "
+                "sequence numbers) to the timeline function within 24 h: it records nothing twice and "
+                "publishes again.",
+}
 
 
 class Operations(Construct):
@@ -111,8 +120,8 @@ class Operations(Construct):
                 f"{fn_name}-dlq",
                 queue.metric_approximate_number_of_messages_visible(period=_FIVE_MINUTES, statistic="Maximum"),
                 thresholds.dlq_visible_messages,
-                f"{fn_name} parked a batch after its retries: fix the cause, then re-run indexing "
-                "(POST /admin/v1/memories/index/trigger) for the tenants concerned.")
+                f"{fn_name} parked a batch after its retries: "
+                + _PARKED_BATCH_REMEDY.get(fn_name, "fix the cause, then replay the parked range of the stream."))
 
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name)
         self.dashboard.add_widgets(cw.TextWidget(
@@ -149,6 +158,14 @@ class Operations(Construct):
             cw.GraphWidget(title="Indexing (service metrics)", width=8, left=[
                 _service_metric("indexer", name) for name in
                 ("Changes", "ChangesFailed", "EmbeddedTexts", "VectorsWritten", "EmbeddingThrottles")]),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Timeline (service metrics)", width=12, left=[
+                _service_metric("timeline", name) for name in
+                ("Events", "EventsFailed", "EventsPublished", "EventsRejected", "PutEventsErrors")]),
+            cw.GraphWidget(title="Timeline events by kind (service metrics)", width=12, left=[
+                _service_metric("timeline", name) for name in
+                ("AddEvents", "UpdateEvents", "DeleteEvents", "ExpiredEvents")]),
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(title="API answers (service metrics)", width=12, left=[

@@ -1,19 +1,37 @@
-"""The AWS backend, offline: moto for DynamoDB (+ Streams), KMS and S3 Vectors, plus the small
-fakes for what moto lacks (QueryVectors, Titan bodies, TTL expiry, stream `userIdentity`).
+"""The AWS backend, offline: moto for DynamoDB (+ Streams), KMS, S3 Vectors, EventBridge and
+SQS, plus the small fakes for what moto lacks (QueryVectors, Titan bodies, TTL expiry, stream
+`userIdentity`).
 
 `AwsStack.drain()` reads the table's real stream records from moto's DynamoDB Streams, puts
-them in the shape Lambda delivers (binary values base64, as in the JSON event) and calls the
-real `functions.indexer.handler`, retrying from the first reported failure as the event
-source mapping does. `AwsStack.expire()` is DynamoDB TTL: it deletes expired rows and marks
-their REMOVE records with the service principal, which moto's stream does not do.
+them in the shape Lambda delivers (binary values base64, as in the JSON event) and hands them
+to both stream consumers, as two independent event source mappings would: the real
+`functions.indexer.handler` and the real `functions.timeline.handler`. Each consumer has its own
+pending records and retries from its own first reported failure, as its mapping does (no
+filter is applied: the handlers skip what the mappings' filters would drop).
+
+The timeline publishes to a moto EventBridge bus (`EVENT_BUS`); a rule on it matching
+`{"source": ["memsvc"]}` sends every event to an SQS queue, and `AwsStack.published()` reads
+them back as the EventBridge envelopes a target receives. `AwsStack.expire()` is DynamoDB TTL:
+it deletes expired rows and marks their REMOVE records with the service principal, which moto's
+stream does not do.
 `AwsStack.fail()` makes one operation of one client answer with an AWS error (a botocore
 `before-call` hook, optionally only for requests it selects), for the failure tests. Writes to
 moto's DynamoDB are serialised (`_AtomicWrites`), as DynamoDB's conditional writes are atomic.
+
+moto's `TransactWriteItems` snapshots a whole table (a deep copy, once per action: up to 100 a
+call) to roll back a cancelled transaction, and rolls back by replacing the table object. The
+event log writes one transaction per batch of events, so on a table that grows through a test
+session that is seconds per call and gigabytes of copies. While a stack is up,
+`_item_rollback_transactions` keeps moto's transaction logic and answers but snapshots only the
+items the transaction touches (and the stream's length), and rolls back in place. Likewise
+moto's EventBridge compiles the same eight JSONPath expressions (with a fresh parser) for every
+event it hands a target; `_cached_jsonpath` keeps the compiled ones.
 """
 
 from __future__ import annotations
 
 import base64
+import copy
 import json
 import os
 import threading
@@ -37,6 +55,10 @@ REGION = "us-east-1"
 TABLE = "memsvc-test"
 BUCKET = "memsvc-test-vectors"
 INDEX = "memories"
+EVENT_BUS = "memsvc-test-events"
+EVENT_RULE = "memsvc-test-all-events"
+EVENT_QUEUE = "memsvc-test-events-tap"
+CONSUMERS = ("indexer", "timeline")  # the table stream's event source mappings
 
 
 class LambdaContext:
@@ -50,18 +72,61 @@ class LambdaContext:
         return 60_000
 
 
+class TimelineContext(LambdaContext):
+    function_name = "memsvc-timeline"
+    invoked_function_arn = f"arn:aws:lambda:{REGION}:123456789012:function:memsvc-timeline"
+    aws_request_id = "test-timeline-request"
+
+
+def _handlers() -> dict[str, tuple[Callable[..., dict[str, Any]], type[LambdaContext]]]:
+    from functions import indexer, timeline
+
+    return {"indexer": (indexer.handler, LambdaContext), "timeline": (timeline.handler, TimelineContext)}
+
+
 @dataclass
 class AwsStack:
     app: AwsApp
     clients: dict[str, Any]
     stream_arn: str
+    queue_url: str = ""
     _iterators: dict[str, str | None] = field(default_factory=dict)
     _ttl_deleted: set[tuple[str, str]] = field(default_factory=set)
-    _pending: list[dict[str, Any]] = field(default_factory=list)
-    invocations: list[dict[str, Any]] = field(default_factory=list)
+    # Per consumer: the records its mapping has yet to deliver, and its invocations so far.
+    pending: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CONSUMERS})
+    calls: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CONSUMERS})
+    _published: list[dict[str, Any]] = field(default_factory=list)
 
-    def read_stream(self) -> list[dict[str, Any]]:
-        """New records from every shard, in order, as Lambda would deliver them."""
+    @property
+    def _pending(self) -> list[dict[str, Any]]:
+        """The indexer's pending records (tests hand records to the indexer through it)."""
+        return self.pending["indexer"]
+
+    @_pending.setter
+    def _pending(self, records: list[dict[str, Any]]) -> None:
+        self.pending["indexer"] = records
+
+    @property
+    def invocations(self) -> list[dict[str, Any]]:
+        """The indexer's invocations: `{"records": n, "response": ...}` each."""
+        return self.calls["indexer"]
+
+    @property
+    def timeline_invocations(self) -> list[dict[str, Any]]:
+        return self.calls["timeline"]
+
+    @property
+    def publisher(self) -> Any:
+        """The timeline's `EventBridgePublisher` (tests pin its backoff through `_sleep`)."""
+        timeline = self.app.timeline
+        return getattr(timeline, "publisher", None) or timeline._publisher
+
+    def read_stream(self, *, queue_for: tuple[str, ...] = ("timeline",)) -> list[dict[str, Any]]:
+        """New records from every shard, in order, as Lambda would deliver them.
+
+        The caller takes them for the indexer (deliver them by hand, or through `_pending`);
+        they are also queued for the consumers in `queue_for`, by default the timeline, whose
+        own mapping would see every record too. `queue_for=()` takes them for nobody else."""
         streams = self.clients["dynamodbstreams"]
         shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
         out = []
@@ -79,6 +144,8 @@ class AwsStack:
                 if not page["Records"]:
                     break
             self._iterators[shard_id] = iterator
+        for consumer in queue_for:
+            self.pending[consumer].extend(out)
         return out
 
     def _as_lambda_record(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -90,27 +157,61 @@ class AwsStack:
             record["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
         return record
 
-    def drain(self, *, batch_size: int = 100, max_invocations: int = 50) -> int:
-        """Deliver every pending stream record to the real indexer handler; returns invocations.
-        A reported failure is redelivered from that record on (once per call of drain)."""
-        from functions import indexer
+    def drain(self, *, batch_size: int = 100, max_invocations: int = 50,
+              consumers: tuple[str, ...] = CONSUMERS) -> int:
+        """Deliver every pending stream record to each of `consumers` (default: the indexer and
+        the timeline), as their event source mappings would; returns the invocations made.
 
-        self._pending.extend(self.read_stream())
-        calls = 0
-        while self._pending and calls < max_invocations:
-            batch = self._pending[:batch_size]
-            event = {"Records": batch}
-            response = indexer.handler(event, LambdaContext())
-            calls += 1
-            self.invocations.append({"records": len(batch), "response": response})
-            failures = [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
-            if failures:
-                first = min(int(seq) for seq in failures)
-                done = [r for r in batch if int(r["dynamodb"]["SequenceNumber"]) < first]
-                self._pending = self._pending[len(done):]
-                break
-            self._pending = self._pending[len(batch):]
-        return calls
+        New records are queued for every consumer, drained or not (a consumer left out only
+        lags). Each consumer gets batches of its own pending records; when a handler reports
+        failures, that consumer stops at the first failed record, which its next drain delivers
+        again, as Lambda does after `ReportBatchItemFailures`."""
+        unknown = set(consumers) - set(CONSUMERS)
+        if unknown:
+            raise ValueError(f"unknown consumers {sorted(unknown)}; known: {CONSUMERS}")
+        self.read_stream(queue_for=CONSUMERS)
+        handlers = _handlers()
+        total = 0
+        for consumer in consumers:
+            handler, context = handlers[consumer]
+            calls = 0
+            while self.pending[consumer] and calls < max_invocations:
+                batch = self.pending[consumer][:batch_size]
+                response = handler({"Records": batch}, context())
+                calls += 1
+                self.calls[consumer].append({"records": len(batch), "response": response})
+                if consumer == "timeline":
+                    self._collect_published()
+                failures = [f["itemIdentifier"] for f in response.get("batchItemFailures", [])]
+                if failures:
+                    first = min(int(seq) for seq in failures)
+                    done = [r for r in batch if int(r["dynamodb"]["SequenceNumber"]) < first]
+                    self.pending[consumer] = self.pending[consumer][len(done):]
+                    break
+                self.pending[consumer] = self.pending[consumer][len(batch):]
+            total += calls
+        return total
+
+    def published(self) -> list[dict[str, Any]]:
+        """Every event published to the bus so far, in arrival order, as the EventBridge
+        envelope a rule's target receives (`source`, `detail-type`, `time`, `detail`, ...)."""
+        self._collect_published()
+        return list(self._published)
+
+    def _collect_published(self) -> None:
+        """Move what the rule delivered from the queue to `_published`. `drain` does it after each
+        timeline invocation: moto's SQS walks the whole queue for every message it sends or
+        receives, so the queue is kept short."""
+        sqs = self.clients["sqs"]
+        while True:
+            page = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+            messages = page.get("Messages") or []
+            if not messages:
+                return
+            for message in messages:
+                self._published.append(json.loads(message["Body"]))
+            sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=[
+                {"Id": str(n), "ReceiptHandle": m["ReceiptHandle"]} for n, m in enumerate(messages)])
 
     def fail(self, service: str, operation: str, *, code: str, status: int = 500,
              when: Callable[[dict[str, Any]], bool] | None = None) -> InjectedFailure:
@@ -185,6 +286,111 @@ class _AtomicWrites:
         return locked
 
 
+class _TableMarker:
+    """What moto's transaction takes for its copy of a table while `_item_rollback_transactions`
+    is installed: restoring it means "roll back the items this transaction touched"."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+
+
+class _CopyDuringTransactions:
+    """Stands in for the `copy` module inside `moto.dynamodb.models`: inside a transaction, the
+    deep copy of a whole table becomes a `_TableMarker`; everything else is the real `copy`."""
+
+    def __init__(self, table_type: type) -> None:
+        self._table_type = table_type
+        self.active = threading.local()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(copy, name)
+
+    def deepcopy(self, value: Any, memo: Any = None) -> Any:
+        if getattr(self.active, "on", False) and isinstance(value, self._table_type):
+            return _TableMarker(value)
+        return copy.deepcopy(value, memo)
+
+
+@contextmanager
+def _item_rollback_transactions() -> Iterator[None]:
+    """Install, for the duration, moto's `transact_write_items` with item-level snapshots (see the
+    module docstring). moto's code runs unchanged; when it rolls back (it puts its "copies" back
+    in `tables`), the touched items are restored from their own copies and the stream is cut back
+    to its length before the call, in place. What it answers and what it leaves are the same."""
+    from moto.dynamodb import models as ddb_models
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    backend_type = ddb_models.DynamoDBBackend
+    original = backend_type.transact_write_items
+    shim = _CopyDuringTransactions(Table)
+
+    def snapshot(backend: Any, transact_items: list[dict[str, Any]]) -> tuple[list, list]:
+        items, streams, seen = [], [], set()
+        for entry in transact_items:
+            try:
+                _, op = next(iter(entry.items()))
+                table = backend.tables[op["TableName"]]
+                attrs = op["Item"] if "Item" in op else op["Key"]
+                hash_value = DynamoType(attrs[table.hash_key_attr])
+                range_value = DynamoType(attrs[table.range_key_attr]) if table.range_key_attr else None
+            except (KeyError, TypeError, AttributeError, StopIteration):
+                continue  # moto refuses this action before writing it
+            items.append((table, hash_value, range_value, copy.deepcopy(table.get_item(hash_value, range_value))))
+            if table.stream_shard is not None and id(table) not in seen:
+                seen.add(id(table))
+                streams.append((table.stream_shard, len(table.stream_shard.items)))
+        return items, streams
+
+    def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> Any:
+        items, streams = snapshot(self, transact_items)
+        shim.active.on = True
+        try:
+            return original(self, transact_items)
+        finally:
+            shim.active.on = False
+            markers = {name: t for name, t in self.tables.items() if isinstance(t, _TableMarker)}
+            if markers:  # moto rolled back: put the tables back, then undo their writes
+                for name, marker in markers.items():
+                    self.tables[name] = marker.table
+                for table, hash_value, range_value, before in reversed(items):
+                    if range_value is None:
+                        table.items.pop(hash_value, None)
+                        if before is not None:
+                            table.items[hash_value] = before
+                    elif before is not None:
+                        table.items[hash_value][range_value] = before
+                    elif hash_value in table.items:  # (a defaultdict: do not make empty partitions)
+                        table.items[hash_value].pop(range_value, None)
+                for shard, length in streams:
+                    del shard.items[length:]
+
+    saved_copy = ddb_models.copy
+    ddb_models.copy = shim
+    backend_type.transact_write_items = transact_write_items
+    try:
+        yield
+    finally:
+        backend_type.transact_write_items = original
+        ddb_models.copy = saved_copy
+
+
+@contextmanager
+def _cached_jsonpath() -> Iterator[None]:
+    """moto's EventBridge parses its fixed input paths (`$.detail`, `$.source`, ...) anew for every
+    event and target, ~10 ms each time; compiled expressions are immutable, so keep them."""
+    import functools
+
+    import jsonpath_ng.ext
+
+    original = jsonpath_ng.ext.parse
+    jsonpath_ng.ext.parse = functools.lru_cache(maxsize=256)(original)
+    try:
+        yield
+    finally:
+        jsonpath_ng.ext.parse = original
+
+
 def _jsonable(value: Any) -> Any:
     if isinstance(value, (bytes, bytearray)):
         return base64.b64encode(bytes(value)).decode()
@@ -198,9 +404,9 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None) -
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
     try:
-        with mock_aws():
+        with mock_aws(), _item_rollback_transactions(), _cached_jsonpath():
             clients = {name: boto3.client(name, region_name=REGION)
-                       for name in ("dynamodb", "s3vectors", "kms", "bedrock-runtime")}
+                       for name in ("dynamodb", "s3vectors", "kms", "bedrock-runtime", "events", "sqs")}
             # botocore now routes stream calls to an account-based host moto 5.2 doesn't serve
             clients["dynamodbstreams"] = boto3.client(
                 "dynamodbstreams", region_name=REGION, endpoint_url=f"https://streams.dynamodb.{REGION}.amazonaws.com")
@@ -214,17 +420,18 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None) -
                 distanceMetric="cosine",
                 metadataConfiguration={"nonFilterableMetadataKeys": list(NON_FILTERABLE_METADATA_KEYS)},
             )
+            queue_url = _event_tap(clients["events"], clients["sqs"])
             clients["dynamodb"] = _AtomicWrites(clients["dynamodb"])
             install_query_vectors_fake(clients["s3vectors"])
             titan = install_titan_fake(clients["bedrock-runtime"],
                                        dimension=dimension if dimension in (256, 512, 1024) else 1024)
             settings = AwsSettings(region=REGION, table_name=TABLE, vector_bucket=BUCKET, vector_index=INDEX,
-                                   kms_key_id=key_id, embedding_dimension=dimension)
+                                   kms_key_id=key_id, embedding_dimension=dimension, event_bus_name=EVENT_BUS)
             app = build_aws(settings, clients=clients, embedder=embedder, clock=clock)
             from functions import runtime
 
             runtime.set_app(app)
-            stack = AwsStack(app=app, clients=clients, stream_arn=table["LatestStreamArn"])
+            stack = AwsStack(app=app, clients=clients, stream_arn=table["LatestStreamArn"], queue_url=queue_url)
             stack.titan = titan  # type: ignore[attr-defined]
             try:
                 yield stack
@@ -236,6 +443,16 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None) -
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+def _event_tap(events: Any, sqs: Any) -> str:
+    """The bus, and a rule sending every memsvc event on it to a queue the tests read; the URL."""
+    events.create_event_bus(Name=EVENT_BUS)
+    queue_url = sqs.create_queue(QueueName=EVENT_QUEUE)["QueueUrl"]
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    events.put_rule(Name=EVENT_RULE, EventBusName=EVENT_BUS, EventPattern=json.dumps({"source": ["memsvc"]}))
+    events.put_targets(Rule=EVENT_RULE, EventBusName=EVENT_BUS, Targets=[{"Id": "tap", "Arn": queue_arn}])
+    return queue_url
 
 
 def epoch(dt) -> float:

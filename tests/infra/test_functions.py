@@ -11,13 +11,20 @@ from typing import Any
 import aws_cdk as cdk
 import pytest
 from aws_cdk import Duration
+from aws_cdk import aws_events as events
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
 
 from infra.config import LAMBDA_PYTHON
-from infra.constructs import ApiFunction, IndexerFunction, ItemTable, LambdaPackage, VectorStore
-from infra.constructs.functions import INDEXER_FILTER_PATTERNS, ServiceSettings, StreamSettings
+from infra.constructs import ApiFunction, IndexerFunction, ItemTable, LambdaPackage, TimelineFunction, VectorStore
+from infra.constructs.functions import (
+    CHANGE_FILTER_PATTERNS,
+    INDEXER_FILTER_PATTERNS,
+    TIMELINE_FILTER_PATTERNS,
+    ServiceSettings,
+    StreamSettings,
+)
 from infra.stack import PROJECT_ROOT
 from memsvc.adapters.aws.dynamo_store import change_from_stream_record
 from tests.infra.helpers import REGION, as_list, new_app, resources_of
@@ -53,6 +60,12 @@ def _build(bare_stack) -> tuple[cdk.Stack, dict[str, Any]]:
                                           max_record_age=Duration.hours(6), parallelization_factor=1,
                                           dlq_retention=Duration.days(14)),
                     **common)
+    bus = events.EventBus(stack, "Bus", event_bus_name="bus", kms_key=storage)
+    TimelineFunction(stack, "Timeline", function_name="fn-timeline", memory_mb=512, timeout=Duration.seconds(120),
+                     stream=StreamSettings(batch_size=50, batching_window=Duration.seconds(0), retry_attempts=4,
+                                           max_record_age=Duration.hours(3), parallelization_factor=1,
+                                           dlq_retention=Duration.days(14)),
+                     event_bus=bus, **common)
     return stack, Template.from_stack(stack).to_json()
 
 
@@ -98,7 +111,9 @@ def _short(resource: Any) -> str:
         (r'"(EnvelopeKey|StorageKey)[0-9A-F]+", "Arn"', r"\1"),
         (r'"VectorsIndex[0-9A-F]+", "IndexArn"', "vector-index"),
         (r'"IndexerFailedBatches[0-9A-F]+", "Arn"', "dlq"),
-        (r'"(Api|Indexer)ServiceLogs[0-9A-F]+", "Arn"', "own-log-group"),
+        (r'"TimelineFailedBatches[0-9A-F]+", "Arn"', "timeline-dlq"),
+        (r'"Bus[0-9A-F]+", "Arn"', "bus"),
+        (r'"(Api|Indexer|Timeline)ServiceLogs[0-9A-F]+", "Arn"', "own-log-group"),
         (r"foundation-model/(amazon\.titan-embed-text-v2:0)", r"model/\1"),
     ):
         match = re.search(pattern, text)
@@ -107,8 +122,12 @@ def _short(resource: Any) -> str:
     return text.strip('"')
 
 
+FUNCTIONS = (("fn-api", "functions.api.handler", "Api"), ("fn-indexer", "functions.indexer.handler", "Indexer"),
+             ("fn-timeline", "functions.timeline.handler", "Timeline"))
+
+
 def test_function_runtime_packaging_and_tracing(built):
-    for name, handler in (("fn-api", "functions.api.handler"), ("fn-indexer", "functions.indexer.handler")):
+    for name, handler, construct in FUNCTIONS:
         fn = _function(built, name)
         assert fn["Runtime"] == f"python{LAMBDA_PYTHON}"
         assert LAMBDA_PYTHON >= "3.12"
@@ -117,7 +136,7 @@ def test_function_runtime_packaging_and_tracing(built):
         assert fn["TracingConfig"] == {"Mode": "Active"}
         assert len(fn["Layers"]) == 1
         assert fn["LoggingConfig"]["LogGroup"] == {"Ref": _logical(built, "AWS::Logs::LogGroup",
-                                                                   "ApiServiceLogs" if "api" in name else "IndexerServiceLogs")}
+                                                                   f"{construct}ServiceLogs")}
     layer = next(iter(resources_of(built, "AWS::Lambda::LayerVersion").values()))["Properties"]
     assert layer["CompatibleRuntimes"] == [f"python{LAMBDA_PYTHON}"]
     assert layer["CompatibleArchitectures"] == ["x86_64"]
@@ -127,10 +146,16 @@ def test_function_runtime_packaging_and_tracing(built):
 
 def test_every_setting_the_code_reads_is_set(built):
     wanted = aws_settings_variables()
-    assert {"MEMSVC_TABLE_NAME", "MEMSVC_VECTOR_BUCKET", "MEMSVC_VECTOR_INDEX", "MEMSVC_KMS_KEY_ID"} <= wanted
-    for name, service in (("fn-api", "memsvc-api"), ("fn-indexer", "memsvc-indexer")):
+    assert {"MEMSVC_TABLE_NAME", "MEMSVC_VECTOR_BUCKET", "MEMSVC_VECTOR_INDEX", "MEMSVC_KMS_KEY_ID",
+            "MEMSVC_EVENT_BUS_NAME"} <= wanted
+    # The bus is the publisher's alone: without it a function publishes nothing (AwsSettings' default).
+    publishes = {"fn-timeline"}
+    for name, service in (("fn-api", "memsvc-api"), ("fn-indexer", "memsvc-indexer"),
+                          ("fn-timeline", "memsvc-timeline")):
         env = _function(built, name)["Environment"]["Variables"]
-        assert wanted <= set(env), f"{name} misses {sorted(wanted - set(env))}"
+        needed = wanted if name in publishes else wanted - {"MEMSVC_EVENT_BUS_NAME"}
+        assert needed <= set(env), f"{name} misses {sorted(needed - set(env))}"
+        assert ("MEMSVC_EVENT_BUS_NAME" in env) == (name in publishes), name
         assert env["POWERTOOLS_SERVICE_NAME"] == service
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "memsvc"
         assert env["LOG_LEVEL"] == "INFO"
@@ -139,6 +164,8 @@ def test_every_setting_the_code_reads_is_set(built):
         assert env["MEMSVC_VECTOR_INDEX"] == "memories"
         assert "EnvelopeKey" in json.dumps(env["MEMSVC_KMS_KEY_ID"])  # the envelope key, not the storage key
         assert "ItemsTable" in json.dumps(env["MEMSVC_TABLE_NAME"])
+    assert _function(built, "fn-timeline")["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {
+        "Ref": _logical(built, "AWS::Events::EventBus", "Bus")}
 
 
 def test_api_role_is_exactly_what_the_api_calls(built):
@@ -171,6 +198,32 @@ def test_indexer_role_is_exactly_what_the_indexer_calls(built):
     }
 
 
+def test_timeline_role_is_exactly_what_the_timeline_calls(built):
+    """The event log's record path (GetItem, BatchGetItem, TransactWriteItems of Put and Update,
+    which IAM authorizes as PutItem and UpdateItem), PutEvents on its bus, its stream and DLQ,
+    the storage key for encryption at rest; no envelope key, no vectors, no model."""
+    assert _grants(built, "TimelineServiceRole") == {
+        ("logs:CreateLogStream", "own-log-group"), ("logs:PutLogEvents", "own-log-group"),
+        ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
+        *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "PutItem", "UpdateItem")},
+        ("dynamodb:DescribeStream", "stream"), ("dynamodb:GetRecords", "stream"),
+        ("dynamodb:GetShardIterator", "stream"), ("dynamodb:ListStreams", "*"),
+        ("kms:Decrypt", "StorageKey"), ("kms:DescribeKey", "StorageKey"), ("kms:GenerateDataKey", "StorageKey"),
+        ("events:PutEvents", "bus"),
+        ("sqs:SendMessage", "timeline-dlq"),
+    }
+
+
+def test_only_the_timeline_publishes_and_only_to_its_bus(built):
+    publishers = {role for role in ("ApiServiceRole", "IndexerServiceRole", "TimelineServiceRole")
+                  if any(a.startswith("events:") for a, _ in _grants(built, role))}
+    assert publishers == {"TimelineServiceRole"}
+    (statement,) = [st for p in resources_of(built, "AWS::IAM::Policy").values()
+                    for st in p["Properties"]["PolicyDocument"]["Statement"] if "events:PutEvents" in as_list(st["Action"])]
+    assert statement["Resource"] == {"Fn::GetAtt": [_logical(built, "AWS::Events::EventBus", "Bus"), "Arn"]}
+    assert "Condition" not in statement
+
+
 def test_envelope_key_only_with_the_tenant_as_encryption_context(built):
     for policy in resources_of(built, "AWS::IAM::Policy").values():
         for st in policy["Properties"]["PolicyDocument"]["Statement"]:
@@ -187,29 +240,52 @@ def test_bedrock_model_arn_is_regional_foundation_model(built):
     assert arns and all(a == "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0" for a in arns)
 
 
-def test_stream_mapping(built):
-    (mapping,) = [r["Properties"] for r in resources_of(built, "AWS::Lambda::EventSourceMapping").values()]
+def _mapping(template: dict[str, Any], construct: str) -> dict[str, Any]:
+    fn = _logical(template, "AWS::Lambda::Function", f"{construct}ServiceFunction")
+    (mapping,) = [r["Properties"] for r in resources_of(template, "AWS::Lambda::EventSourceMapping").values()
+                  if r["Properties"]["FunctionName"] == {"Ref": fn}]
+    return mapping
+
+
+@pytest.mark.parametrize("construct, batch, window, retries, age, patterns", [
+    ("Indexer", 100, 2, 5, 6 * 3600, INDEXER_FILTER_PATTERNS),
+    ("Timeline", 50, 0, 4, 3 * 3600, TIMELINE_FILTER_PATTERNS),
+])
+def test_stream_mapping(built, construct, batch, window, retries, age, patterns):
+    """Each consumer has its own mapping on the table's stream: partial batch failures, bisection,
+    bounded retries and record age, and its own queue as the on-failure destination."""
+    mapping = _mapping(built, construct)
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert mapping["BisectBatchOnFunctionError"] is True
-    assert mapping["MaximumRetryAttempts"] == 5
-    assert mapping["MaximumRecordAgeInSeconds"] == 6 * 3600
-    assert mapping["BatchSize"] == 100
-    assert mapping["MaximumBatchingWindowInSeconds"] == 2
+    assert mapping["MaximumRetryAttempts"] == retries
+    assert mapping["MaximumRecordAgeInSeconds"] == age
+    assert mapping["BatchSize"] == batch
+    assert mapping["MaximumBatchingWindowInSeconds"] == window
     assert mapping["StartingPosition"] == "TRIM_HORIZON"
     assert "StreamArn" in json.dumps(mapping["EventSourceArn"])
-    dlq = _logical(built, "AWS::SQS::Queue", "IndexerFailedBatches")
+    dlq = _logical(built, "AWS::SQS::Queue", f"{construct}FailedBatches")
     assert mapping["DestinationConfig"] == {"OnFailure": {"Destination": {"Fn::GetAtt": [dlq, "Arn"]}}}
-    patterns = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
-    assert patterns == list(INDEXER_FILTER_PATTERNS)
+    patterns_ = [json.loads(f["Pattern"]) for f in mapping["FilterCriteria"]["Filters"]]
+    assert patterns_ == list(patterns) == list(CHANGE_FILTER_PATTERNS)
 
 
-def test_dead_letter_queue_is_encrypted_and_tls_only(built):
-    (queue,) = resources_of(built, "AWS::SQS::Queue").values()
-    assert queue["Properties"]["SqsManagedSseEnabled"] is True
-    assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 86400
-    (policy,) = resources_of(built, "AWS::SQS::QueuePolicy").values()
-    (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
-    assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
+def test_each_consumer_sends_only_to_its_own_queue(built):
+    for construct, other in (("Indexer", "timeline-dlq"), ("Timeline", "dlq")):
+        sends = {r for a, r in _grants(built, f"{construct}ServiceRole") if a == "sqs:SendMessage"}
+        assert len(sends) == 1 and other not in sends
+
+
+def test_dead_letter_queues_are_encrypted_and_tls_only(built):
+    queues = resources_of(built, "AWS::SQS::Queue")
+    assert sorted(q["Properties"]["QueueName"] for q in queues.values()) == ["fn-indexer-failed", "fn-timeline-failed"]
+    for queue in queues.values():
+        assert queue["Properties"]["SqsManagedSseEnabled"] is True
+        assert queue["Properties"]["MessageRetentionPeriod"] == 14 * 86400
+    policies = resources_of(built, "AWS::SQS::QueuePolicy").values()
+    assert len(policies) == 2
+    for policy in policies:
+        (deny,) = policy["Properties"]["PolicyDocument"]["Statement"]
+        assert deny["Effect"] == "Deny" and deny["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
 
 
 # -- the filter, evaluated: it may drop only what change_from_stream_record ignores ------------
@@ -290,7 +366,7 @@ def test_code_asset_is_only_the_package_and_functions(assembly):
     root = code_dirs[0]
     assert sorted(p.name for p in root.iterdir()) == ["functions", "memsvc"]
     files = [p.relative_to(root) for p in root.rglob("*") if p.is_file()]
-    assert Path("functions/api.py") in files and Path("functions/indexer.py") in files
+    assert {Path("functions/api.py"), Path("functions/indexer.py"), Path("functions/timeline.py")} <= set(files)
     assert Path("memsvc/policies/authz.rego") in files  # package data the policy engine loads
     assert not [f for f in files if "__pycache__" in f.parts or f.suffix == ".pyc"]
     size = sum((root / f).stat().st_size for f in files)
@@ -322,3 +398,23 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
     granted = {action for action, _ in _grants(built, "ApiServiceRole")}
     wanted = {f"{service}:{op}" for service, ops in calls.items() for op in ops}
     assert wanted <= granted, sorted(wanted - granted)
+
+
+def test_the_timeline_role_covers_every_call_its_adapters_make(built):
+    """The event log's record path and the publisher, read from their code: if either starts
+    making a new call, this fails until the role grants it. (Query is the log's scan: the API's.)"""
+    source = (PROJECT_ROOT / "memsvc/adapters/aws/dynamo_timeline.py").read_text()
+    log_calls = _calls("memsvc/adapters/aws/dynamo_timeline.py", (r'_call\(\s*"(\w+)"', r"self\._db\.(\w+)\("))
+    assert log_calls == {"GetItem", "Query", "BatchGetItem", "TransactWriteItems"}
+    # IAM has no TransactWriteItems action: each action inside is authorized as its own operation.
+    inside = set(re.findall(r'\{"(Put|Update|Delete|ConditionCheck)": ', source))
+    assert inside == {"Put", "Update"}
+    as_iam = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
+    publisher = _calls("memsvc/adapters/aws/eventbridge.py", (r"self\._client\.(\w+)\(",))
+    assert publisher == {"PutEvents"}
+
+    timeline = {action for action, _ in _grants(built, "TimelineServiceRole")}
+    record_path = {"GetItem", "BatchGetItem"} | {as_iam[a] for a in inside}
+    assert {f"dynamodb:{op}" for op in record_path} | {"events:PutEvents"} <= timeline
+    api = {action for action, _ in _grants(built, "ApiServiceRole")}
+    assert {"dynamodb:Query", "dynamodb:GetItem", "dynamodb:BatchGetItem"} <= api  # the events route's scan

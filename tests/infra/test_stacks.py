@@ -43,19 +43,20 @@ def test_each_environment_has_the_whole_service(assembly, env):
     expected = {
         "AWS::DynamoDB::GlobalTable": 1, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
         "AWS::Events::EventBus": 1, "AWS::Events::Archive": 1, "AWS::KMS::Key": 3,
-        "AWS::Lambda::Function": 2, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 1,
-        "AWS::SQS::Queue": 1, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
+        "AWS::Lambda::Function": 3, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 2,
+        "AWS::SQS::Queue": 2, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
         "AWS::ApiGatewayV2::Authorizer": 1, "AWS::Cognito::UserPool": 1, "AWS::Cognito::UserPoolClient": 1,
-        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 2,
+        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 3,
         "AWS::IAM::ManagedPolicy": 1,
     }
     for type_, n in expected.items():
         assert counts.get(type_) == n, f"{env}: {type_} x{counts.get(type_)}, expected {n}"
     assert counts["AWS::ApiGatewayV2::Route"] == 2 * len(service_routes())
-    assert counts["AWS::CloudWatch::Alarm"] == 10  # 2 APIs x (5xx, p99) + 2 functions x (errors, throttles) + age + DLQ
+    # 2 APIs x (5xx, p99) + 3 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
+    assert counts["AWS::CloudWatch::Alarm"] == 14
     # No Lambda function the stack did not write itself (no custom-resource helpers).
     assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
-        f"memsvc-{env}-api", f"memsvc-{env}-indexer"}
+        f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline"}
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -109,9 +110,39 @@ def test_iam_statements_name_their_resources(assembly, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_nothing_publishes_to_the_bus_yet(assembly, env):
-    actions = {a for st in statements(assembly.templates[env]) for a in as_list(st["Action"])}
-    assert not {a for a in actions if a.startswith("events:")}
+def test_only_the_timeline_publishes_and_only_to_the_bus(assembly, env):
+    t = assembly.templates[env]
+    bus = next(iter(resources_of(t, "AWS::Events::EventBus")))
+    found = [(logical, st) for logical, r in resources_of(t, "AWS::IAM::Policy").items()
+             for st in r["Properties"]["PolicyDocument"]["Statement"]
+             if any(a.startswith("events:") for a in as_list(st["Action"]))]
+    assert len(found) == 1
+    logical, st = found[0]
+    assert logical.startswith("TimelineServiceRole")
+    assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
+    timeline = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
+                if f["Properties"]["FunctionName"] == f"memsvc-{env}-timeline"][0]
+    assert timeline["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}
+    # ...and the timeline never gets the envelope key (it copies ciphertext, never decrypts)
+    envelope = next(k for k, r in resources_of(t, "AWS::KMS::Key").items() if k.startswith("KeysEnvelopeKey"))
+    for st in statements(t, "TimelineServiceRole"):
+        assert envelope not in json.dumps(st["Resource"])
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_both_stream_consumers_have_their_own_mapping_queue_and_alarms(assembly, env):
+    t = assembly.templates[env]
+    functions = {r["Properties"]["FunctionName"]: k for k, r in resources_of(t, "AWS::Lambda::Function").items()}
+    mappings = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"]
+                for m in resources_of(t, "AWS::Lambda::EventSourceMapping").values()}
+    assert set(mappings) == {functions[f"memsvc-{env}-indexer"], functions[f"memsvc-{env}-timeline"]}
+    destinations = {json.dumps(m["DestinationConfig"]) for m in mappings.values()}
+    assert len(destinations) == 2
+    assert {m["EventSourceArn"]["Fn::GetAtt"][1] for m in mappings.values()} == {"StreamArn"}
+    alarms = {a["Properties"]["AlarmName"] for a in resources_of(t, "AWS::CloudWatch::Alarm").values()}
+    for consumer in ("indexer", "timeline"):
+        for alarm in ("errors", "throttles", "iterator-age", "dlq"):
+            assert f"memsvc-{env}-{consumer}-{alarm}" in alarms
 
 
 def test_prod_retains_and_protects_dev_cleans_up(assembly):
@@ -140,8 +171,14 @@ def test_environments_differ_as_configured(assembly):
                if f["Properties"]["FunctionName"].endswith("-api")][0]
         assert api.get("ReservedConcurrentExecutions") == config.api_reserved_concurrency
         assert api["Environment"]["Variables"]["LOG_LEVEL"] == config.log_level
-        mapping = only(t, "AWS::Lambda::EventSourceMapping")
-        assert mapping["ParallelizationFactor"] == config.indexer_stream.parallelization_factor
+        fns = {f["Properties"]["FunctionName"]: k for k, f in resources_of(t, "AWS::Lambda::Function").items()}
+        mappings = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"]
+                    for m in resources_of(t, "AWS::Lambda::EventSourceMapping").values()}
+        for consumer, stream in (("indexer", config.indexer_stream), ("timeline", config.timeline_stream)):
+            mapping = mappings[fns[f"memsvc-{env}-{consumer}"]]
+            assert mapping["ParallelizationFactor"] == stream.parallelization_factor
+            assert mapping["BatchSize"] == stream.batch_size
+            assert mapping["MaximumBatchingWindowInSeconds"] == stream.batching_window_seconds
         for stage in resources_of(t, "AWS::ApiGatewayV2::Stage").values():
             assert stage["Properties"]["DefaultRouteSettings"] == {
                 "ThrottlingRateLimit": config.api_throttle.rate_per_second,
