@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import quote
 
 from memsvc.core.models import TimelineEvent, to_epoch_us, to_rfc3339
 
-__all__ = ["SOURCE", "DETAIL_TYPES", "KINDS", "next_stamp", "event_detail", "put_events_entry"]
+__all__ = ["SOURCE", "DETAIL_TYPES", "KINDS", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
 
 SOURCE = "memsvc"
 DETAIL_TYPES = {
@@ -36,6 +37,7 @@ def event_detail(event: TimelineEvent) -> dict[str, Any]:
         "id": event.id,
         "tenant": event.tenant,
         "namespace": list(event.namespace),
+        "namespace_path": namespace_path(event.namespace),
         "key": event.key,
         "memory_id": event.memory_id,
         "version": event.version,
@@ -43,6 +45,13 @@ def event_detail(event: TimelineEvent) -> dict[str, Any]:
         "occurred_at": to_rfc3339(event.occurred_at),
         "expires_at": to_rfc3339(event.expires_at),
     }
+
+
+def namespace_path(namespace) -> str:
+    """Each segment percent-encoded and followed by "/": `user/alice/notes/`. EventBridge matches
+    arrays element by element, so a rule can only follow a subtree by a string prefix; the
+    trailing "/" makes `user/alice/` match ["user", "alice", ...] and never ["user", "alicea"]."""
+    return "".join(quote(segment, safe="") + "/" for segment in namespace)
 
 
 def put_events_entry(event: TimelineEvent, bus_name: str) -> dict[str, Any]:

@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 class Timeline:
     def __init__(self, log_: EventLog, publisher: EventPublisher | None = None) -> None:
         self.log = log_
-        self._publisher = publisher
+        self.publisher = publisher
 
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Record (then publish) the changes' events; returns the seqs that must be retried."""
@@ -35,10 +35,10 @@ class Timeline:
         except Exception:
             log.exception("recording timeline events failed; the batch will be retried")
             return {c.seq for c in changes}
-        if self._publisher is None:
+        if self.publisher is None:
             return set()
         try:
-            unpublished = {e.id for e in self._publisher.publish(recorded)}
+            unpublished = {e.id for e in self.publisher.publish(recorded)}
         except Exception:
             log.exception("publishing timeline events failed; the batch will be retried")
             return {c.seq for c in changes}

@@ -29,7 +29,7 @@ from tests.fakes.embedder import HashEmbedder
 
 BUS = "memsvc-test-bus"
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
-DETAIL_FIELDS = {"id", "tenant", "namespace", "key", "memory_id", "version", "kind", "occurred_at", "expires_at"}
+DETAIL_FIELDS = {"id", "tenant", "namespace", "namespace_path", "key", "memory_id", "version", "kind", "occurred_at", "expires_at"}
 SECRET = "quokkazanzibar7731"
 
 
@@ -84,7 +84,8 @@ def test_an_entry_names_the_change_and_never_carries_the_value_or_attributes():
         assert entry["Time"] == e.occurred_at
         detail = json.loads(entry["Detail"])
         assert set(detail) == DETAIL_FIELDS
-        assert detail == {"id": "id-0001", "tenant": "acme", "namespace": ["user", "alice", "notes"], "key": "k1",
+        assert detail == {"id": "id-0001", "tenant": "acme", "namespace": ["user", "alice", "notes"],
+                          "namespace_path": "user/alice/notes/", "key": "k1",
                           "memory_id": "mem-0001", "version": 2, "kind": kind,
                           "occurred_at": "2026-03-01T12:00:01.000001Z", "expires_at": "2026-03-31T12:00:00.000000Z"}
         # neither the sealed value nor the attributes nor the policy attributes, in any form
@@ -94,9 +95,9 @@ def test_an_entry_names_the_change_and_never_carries_the_value_or_attributes():
 
 
 def test_the_largest_entry_the_service_can_make_is_far_below_the_limits():
-    """The longest tenant, a 1000-byte stored namespace and a 1024-byte key, all of characters
+    """The longest tenant, an 880-byte stored namespace and a 1024-byte key, all of characters
     JSON escapes six bytes each: one entry stays under 16 KB, ten under 256 KB."""
-    worst = event(1, tenant="t" * 128, key="\x01" * 1024, namespace=("\x01",) * 250)
+    worst = event(1, tenant="t" * 128, key="\x01" * 1024, namespace=("\x01",) * 220)
     size = entry_size(put_events_entry(worst, BUS))
     assert 6 * 1024 < size < 16 * 1024
     assert 10 * size < eventbridge.MAX_REQUEST_BYTES

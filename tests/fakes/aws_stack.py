@@ -118,8 +118,7 @@ class AwsStack:
     @property
     def publisher(self) -> Any:
         """The timeline's `EventBridgePublisher` (tests pin its backoff through `_sleep`)."""
-        timeline = self.app.timeline
-        return getattr(timeline, "publisher", None) or timeline._publisher
+        return self.app.timeline.publisher
 
     def read_stream(self, *, queue_for: tuple[str, ...] = ("timeline",)) -> list[dict[str, Any]]:
         """New records from every shard, in order, as Lambda would deliver them.

@@ -27,6 +27,16 @@ def test_events_file_gets_one_line_per_event_without_values(tmp_path, clock):
     lines = [json.loads(line) for line in text.splitlines()]
     assert [(e["source"], e["detail-type"]) for e in lines] == [("memsvc", "Memory Added"), ("memsvc", "Memory Deleted")]
     added = lines[0]["detail"]
-    assert added == {"id": written.id, "tenant": "acme", "namespace": ns, "key": "k", "memory_id": written.id,
+    assert added == {"id": written.id, "tenant": "acme", "namespace": ns, "namespace_path": "user/alice/n/", "key": "k", "memory_id": written.id,
                      "version": 1, "kind": "add", "occurred_at": lines[0]["time"], "expires_at": None}
     assert lines[1]["detail"]["memory_id"] == written.id and lines[1]["detail"]["version"] == 2
+
+
+def test_namespace_path_makes_a_string_prefix_a_subtree():
+    from memsvc.core.timeline import namespace_path
+
+    assert namespace_path(["user", "alice"]) == "user/alice/"
+    assert namespace_path(["a/b", "c d", "é"]) == "a%2Fb/c%20d/%C3%A9/"
+    assert namespace_path(["user", "alice", "x"]).startswith(namespace_path(["user", "alice"]))
+    assert not namespace_path(["user", "alicea"]).startswith(namespace_path(["user", "alice"]))
+    assert not namespace_path(["user", "alice/x"]).startswith(namespace_path(["user", "alice"]))
