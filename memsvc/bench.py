@@ -439,6 +439,28 @@ def _bench_size(n: int, data_dir: Path, args: Any, query_embed: dict[str, Any] |
         _print_phase(s_res)
         _say(f"    top hit mentions the query's topic: {_fmt(s_res.notes['top1_on_topic'], 3)} of answers")
 
+        # 6. the event timeline: one walk over all of it, then pages read from random positions
+        phases["events_walk"], cursors = _walk_timeline(server.base_url, user_token, n)
+        w = phases["events_walk"]
+        _say(f"  events walk: {w['events']} events in {w['pages']} pages of 200, {w['wall_s']}s = "
+             f"{_fmt(w['events_per_s'])} events/s")
+
+        def epage(client: httpx.Client, t: int) -> tuple[int, Any]:
+            params = [("ns", "user"), ("ns", USER), ("limit", "200")]
+            if cursors:  # the first page has none
+                params.append(("after_cursor", cursors[t % len(cursors)]))
+            r = client.get("/v1/memories/events", params=params)
+            return r.status_code, (r.json() if r.status_code == 200 else None)
+
+        def check_page(t: int, body: Any) -> str | None:
+            got = body.get("events", []) if body else []
+            return None if len(got) == 200 or (got and body.get("after_cursor") is None) else "short page"
+
+        e_res = _run_parallel("events page", server.base_url, user_token, queries, concurrency, epage, check_page,
+                              "slow")
+        phases["events_page"] = e_res.summary()
+        _print_phase(e_res)
+
         # final index stats (the server's totals for this tenant)
         try:
             with httpx.Client(base_url=server.base_url, timeout=30.0,
@@ -453,6 +475,31 @@ def _bench_size(n: int, data_dir: Path, args: Any, query_embed: dict[str, Any] |
         server.stop()
     _print_size_table(result)
     return result
+
+
+def _walk_timeline(base_url: str, token: str, n: int, timeout_s: float = 600.0) -> tuple[dict[str, Any], list[str]]:
+    """Follow after_cursor over the bench user's timeline until all `n` adds are seen (the timeline
+    worker may still be catching up). Returns the walk's numbers and a cursor per page."""
+    import httpx
+
+    seen, pages, cursors, cursor = 0, 0, [], None
+    started = time.perf_counter()
+    with httpx.Client(base_url=base_url, timeout=60.0, headers={"Authorization": f"Bearer {token}"}) as c:
+        while seen < n and time.perf_counter() - started < timeout_s:
+            params = [("ns", "user"), ("ns", USER), ("limit", "200")] + ([("after_cursor", cursor)] if cursor else [])
+            r = c.get("/v1/memories/events", params=params)
+            r.raise_for_status()
+            body = r.json()
+            pages += 1
+            seen += len(body["events"])
+            if body["events"] and body["after_cursor"] is not None:
+                cursors.append(body["after_cursor"])
+            cursor = body["resume_cursor"] or cursor
+            if body["after_cursor"] is None and seen < n:
+                time.sleep(0.2)  # at the present: the worker is still recording
+    wall = time.perf_counter() - started
+    return {"events": seen, "pages": pages, "wall_s": round(wall, 2),
+            "events_per_s": round(seen / wall, 1) if wall else None}, cursors
 
 
 def _lat_summary(samples: list[float]) -> dict[str, Any]:
@@ -534,7 +581,8 @@ def _drain(base_url: str, admin_token: str, n: int, put_started: float, put_wall
 
 # -- output ------------------------------------------------------------------------------------
 
-_OPS = (("put", "put"), ("get", "get"), ("filter_search", "filter search"), ("semantic_search", "semantic search"))
+_OPS = (("put", "put"), ("get", "get"), ("filter_search", "filter search"), ("semantic_search", "semantic search"),
+        ("events_page", "events page (200)"))
 
 
 def _fmt(x: Any, nd: int = 1) -> str:
