@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import uuid
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -13,6 +14,7 @@ __all__ = [
     "Change",
     "ChangeKind",
     "TimelineEvent",
+    "expiry_event_id",
     "Memory",
     "VectorHit",
     "IndexFields",
@@ -194,6 +196,30 @@ class TimelineEvent:
     occurred_at: datetime | None = None
 
     @classmethod
+    def from_change_with_expiry(cls, change: "Change") -> list["TimelineEvent"]:
+        """The change's event, preceded by an `expired` event when the row it replaced had
+        expired but no sweeper or TTL had tombstoned it yet (a write over an expired memory is
+        an `add`, and the expiry would otherwise never reach the timeline). Its id is the one
+        DynamoDB TTL's removal of that row would get, so the two can never both be recorded."""
+        old = change.old
+        events = [cls.from_change(change)]
+        if (change.kind in ("add", "update", "delete") and old is not None and old.deleted is None
+                and old.expires_at is not None and old.expires_at <= change.occurred_at):
+            events.insert(0, cls(
+                tenant=old.tenant,
+                id=expiry_event_id(old.id),
+                kind="expired",
+                namespace=old.namespace,
+                key=old.key,
+                memory_id=old.id,
+                version=old.version,  # no tombstone was written: the version that expired
+                changed_at=old.expires_at,
+                expires_at=old.expires_at,
+                policy_attributes=old.policy_attributes,
+            ))
+        return events
+
+    @classmethod
     def from_change(cls, change: "Change") -> "TimelineEvent":
         new, old = change.new, change.old
         removed = change.kind in ("delete", "expired")
@@ -212,6 +238,12 @@ class TimelineEvent:
             value_ct=None if removed else new.value_ct,
             attributes_ct=None if removed else new.attributes_ct,
         )
+
+
+def expiry_event_id(memory_id: str) -> str:
+    """The id of the `expired` event (and tombstone) of a memory that expired: derived from the
+    memory's id, so every path that notices the expiry names it the same way."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"expired:{memory_id}"))
 
 
 @dataclass(frozen=True)

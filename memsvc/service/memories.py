@@ -212,9 +212,12 @@ class MemoryService:
         for attempt in range(_WRITE_ATTEMPTS):
             _backoff(attempt)
             old = self._store.get(tenant, ns, key)
-            if old is None or old.deleted is not None or (expected_id and old.id != expected_id):
+            now = self._clock.now()
+            # An expired item is already gone (a GET says 404): its expiry, not a delete, is what
+            # the timeline records, when the sweeper or TTL gets to it.
+            if old is None or not old.is_live(now) or (expected_id and old.id != expected_id):
                 return False
-            tombstone = old.tombstone(kind="delete", at=self._clock.now(), new_id=str(uuid.uuid4()))
+            tombstone = old.tombstone(kind="delete", at=now, new_id=str(uuid.uuid4()))
             try:
                 self._store.write(tombstone, kind="delete", old=old)
                 self._on_write()
@@ -411,8 +414,8 @@ class MemoryService:
         except ValueError:
             raise invalid from None
         try:
-            position = self._sealer.open_json(tenant, (), "", 0, "events-cursor", sealed)
-        except InternalError:  # wrong tenant's key, altered, or never ours
+            position = self._sealer.open_json(tenant, (), "", 0, "events-cursor", sealed, create_key=False)
+        except (InternalError, LookupError):  # another tenant's, altered, never ours; or this tenant has no key
             raise invalid from None
         return from_epoch_us(int(position["s"])), str(position["i"])
 
@@ -553,7 +556,7 @@ def _timestamp(raw: Any, field: str) -> datetime | None:
         if not isinstance(raw, str):
             raise ValueError
         return utc(datetime.fromisoformat(raw))
-    except ValueError:
+    except (ValueError, OverflowError):  # OverflowError: an offset that moves it past year 1 or 9999
         raise InvalidArgument(f"{field} must be an RFC 3339 timestamp, e.g. 2026-01-01T00:00:00Z",
                               details={"field": field}) from None
 

@@ -32,21 +32,26 @@ class Sealer:
         plaintext = json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
         return seal(self._data_key(tenant), plaintext, associated_data(tenant, namespace, key, version, part))
 
-    def open_json(self, tenant: str, namespace, key: str, version: int, part: str, blob: bytes) -> Any:
+    def open_json(self, tenant: str, namespace, key: str, version: int, part: str, blob: bytes, *,
+                  create_key: bool = True) -> Any:
+        """Open a sealed part. With `create_key=False`, a tenant without a data key raises
+        `LookupError` instead of getting one (reading something a caller sent changes nothing)."""
         aad = associated_data(tenant, namespace, key, version, part)
-        data_key = self._data_key(tenant)  # a key-provider outage is its own (retryable) error
+        data_key = self._data_key(tenant, create=create_key)  # a key-provider outage is its own (retryable) error
         try:
             return json.loads(open_sealed(data_key, blob, aad))
         except Exception as exc:  # a sealed part that won't open is corruption, not bad input
             raise InternalError("a stored memory could not be decrypted") from exc
 
-    def _data_key(self, tenant: str) -> bytes:
+    def _data_key(self, tenant: str, *, create: bool = True) -> bytes:
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get(tenant)
             if hit and hit[1] > now:
                 return hit[0]
         wrapped = self._store.get_wrapped_key(tenant)
+        if wrapped is None and not create:
+            raise LookupError("the tenant has no data key")
         if wrapped is None:
             plaintext, wrapped_new = self._keys.generate_data_key(tenant)
             wrapped = self._store.put_wrapped_key_if_absent(tenant, wrapped_new)

@@ -3,11 +3,11 @@
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from datetime import timedelta
 
 from memsvc.core.errors import Conflict
+from memsvc.core.models import expiry_event_id
 from memsvc.ports import Clock, EventLog, ItemStore
 from memsvc.service.tenant_config import SettingsRegistry
 
@@ -34,7 +34,7 @@ class Sweeper:
         result = SweepResult()
         now = self._clock.now()
         for item in self._store.expired(now, self._batch_size):
-            tombstone = item.tombstone(kind="expired", at=item.expires_at or now, new_id=str(uuid.uuid4()))
+            tombstone = item.tombstone(kind="expired", at=item.expires_at or now, new_id=expiry_event_id(item.id))
             try:
                 self._store.write(tombstone, kind="expired", old=item)
                 result.expired += 1

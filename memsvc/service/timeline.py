@@ -29,9 +29,9 @@ class Timeline:
         """Record (then publish) the changes' events; returns the seqs that must be retried."""
         if not changes:
             return set()
-        events = [TimelineEvent.from_change(c) for c in changes]
+        sources = [(c.seq, e) for c in changes for e in TimelineEvent.from_change_with_expiry(c)]
         try:
-            recorded = self.log.record(events)
+            recorded = self.log.record([e for _, e in sources])
         except Exception:
             log.exception("recording timeline events failed; the batch will be retried")
             return {c.seq for c in changes}
@@ -42,4 +42,4 @@ class Timeline:
         except Exception:
             log.exception("publishing timeline events failed; the batch will be retried")
             return {c.seq for c in changes}
-        return {c.seq for c, e in zip(changes, recorded) if e.id in unpublished}
+        return {seq for (seq, _), e in zip(sources, recorded) if e.id in unpublished}

@@ -112,6 +112,35 @@ class TestWhatIsRecorded:
         assert got[0].event.occurred_at == late_write.updated_at
 
 
+    def test_a_write_over_an_expired_memory_records_its_expiry_first(self, backend, clock):
+        gone = put(backend, value={"text": "short-lived"}, ttl_seconds=60)
+        clock.advance(120)  # expired, and neither the sweeper nor TTL has run
+        again = put(backend, value={"text": "back"})
+        changes = backend.changes()
+        backend.drain()
+        backend.sweep()
+        backend.drain()
+        got = walk(backend)
+        assert [v.event.kind for v in got] == ["add", "expired", "add"]
+        expired = got[1].event
+        assert (expired.memory_id, expired.version, expired.expires_at) == (gone.id, 1, gone.expires_at)
+        assert expired.occurred_at == gone.expires_at < got[2].event.occurred_at
+        assert got[2].event.id == again.id and got[2].value == {"text": "back"}
+        assert len(changes) == 2
+        Timeline(backend.service._events).apply(changes)  # replayed: nothing new
+        assert len(walk(backend)) == 3
+
+    def test_deleting_an_expired_memory_leaves_its_expiry_to_be_recorded(self, backend, clock):
+        put(backend, ttl_seconds=60)
+        clock.advance(120)
+        backend.service.delete(alice(), NS, "k")  # 204, as for any absent key: nothing to delete
+        backend.drain()
+        assert [v.event.kind for v in walk(backend)] == ["add"]
+        backend.sweep()
+        backend.drain()
+        assert [v.event.kind for v in walk(backend)] == ["add", "expired"]
+
+
 class TestQuerying:
     def test_walking_the_cursor_yields_each_event_once_in_order(self, backend, clock):
         for n in range(23):
@@ -243,11 +272,20 @@ class TestWalls:
                 events(backend, after_cursor=bad)
         assert len(events(backend, limit=5, after_cursor=cursor).events) == 2  # the real one still works
 
+    def test_a_cursor_for_a_tenant_with_no_data_gives_it_no_key(self, backend):
+        put(backend)
+        backend.drain()
+        cursor = events(backend, limit=1).resume_cursor
+        with pytest.raises(InvalidArgument):
+            events(backend, caller=admin("fresh"), namespace_prefix=[], after_cursor=cursor)
+        assert backend.store.get_wrapped_key("fresh") is None  # reading a cursor changed nothing
+
 
 class TestBadInput:
     @pytest.mark.parametrize("kw", [
         {"limit": 0}, {"limit": 201}, {"limit": True}, {"kinds": ["created"]}, {"kinds": "add"},
         {"after": "yesterday"}, {"before": "2026-13-01T00:00:00Z"}, {"namespace_prefix": ["user", ""]},
+        {"after": "0001-01-01T00:00:00+14:00"}, {"before": "9999-12-31T23:59:59-12:00"},
     ])
     def test_is_a_400(self, backend, kw):
         with pytest.raises(InvalidArgument):

@@ -22,7 +22,7 @@ from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.core.errors import Conflict, ProviderError, RateLimited
-from memsvc.core.models import Change, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.core.models import Change, StoredItem, expiry_event_id, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under, prefix_range
 
 __all__ = [
@@ -414,7 +414,8 @@ def change_from_stream_record(record: dict[str, Any]) -> Change | None:
         by_ttl = identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com"
         at = old.expires_at if by_ttl and old.expires_at else old.updated_at
         kind = "expired" if by_ttl else "delete"
-        tombstone = old.tombstone(kind=kind, at=at, new_id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"{kind}:{old.id}")))
+        tombstone_id = expiry_event_id(old.id) if by_ttl else str(uuid.uuid5(uuid.NAMESPACE_URL, f"delete:{old.id}"))
+        tombstone = old.tombstone(kind=kind, at=at, new_id=tombstone_id)
         return Change(seq=seq, kind=kind, new=tombstone, old=old, occurred_at=at)
     return None
 
