@@ -23,59 +23,26 @@ from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from functions.observability import VectorMeter, add_embedding_metrics, embedder_stats, make_logger, make_metrics
 from functions.runtime import aws_app
-from memsvc.adapters.aws.dynamo_store import change_from_stream_record
+from functions.stream import process_stream_batch
 
 logger = make_logger("memsvc-indexer")
 metrics = make_metrics("memsvc-indexer")
 vector_meter = VectorMeter()
 
 
-class ChangeNotIndexed(Exception):
-    """This record's change could not be applied; Lambda retries it."""
-
-
 @metrics.log_metrics(capture_cold_start_metric=True)
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    records = event.get("Records") or []
     app = aws_app()  # a misconfigured function fails the whole batch: Lambda retries it, nothing is lost
     vector_meter.watch(app.clients.get("s3vectors"))
-
-    changes, unreadable = [], set()
-    for record in records:
-        try:
-            change = change_from_stream_record(record)
-        except Exception as exc:  # a record we cannot read now never will be: retried, then parked
-            unreadable.add(_seq(record))
-            logger.error("unreadable stream record", extra={"seq": _seq(record), "event_name": record.get("eventName"),
-                                                            "error": type(exc).__name__})
-            continue
-        if change is not None:
-            changes.append(change)
-
     indexer = app.service.indexer
     totals_before, embedding_before = indexer.stats_total(), embedder_stats(app.embedder)
     vectors_before = vector_meter.snapshot()
-    try:
-        failed = indexer.apply(changes) if changes else set()
-    except Exception as exc:  # e.g. the table itself failing: retry the batch's changes
-        logger.error("indexing the batch failed", extra={"error": type(exc).__name__,
-                                                         "code": getattr(exc, "code", None)})
-        failed = {c.seq for c in changes}
-    failed_seqs = {str(s) for s in failed} | {s for s in unreadable if s}
-
-    def record_handler(record: DynamoDBRecord) -> None:
-        if record.dynamodb is not None and record.dynamodb.sequence_number in failed_seqs:
-            raise ChangeNotIndexed(f"stream record {record.dynamodb.sequence_number} not applied")
-
-    processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
-    response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
-                                        context=context)
+    batch = process_stream_batch(event, context, logger, action="indexing", apply=indexer.apply)
+    records, changes, failed_seqs = batch.records, batch.changes, batch.failed
 
     totals_after = indexer.stats_total()
     embedded = int(totals_after["embedded_texts"] - totals_before["embedded_texts"])
@@ -104,8 +71,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.warning("batch", extra=summary)
     else:
         logger.info("batch", extra=summary)
-    return response
+    return batch.response
 
-
-def _seq(record: dict[str, Any]) -> str:
-    return str((record.get("dynamodb") or {}).get("SequenceNumber") or "")

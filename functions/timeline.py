@@ -32,22 +32,16 @@ from collections import Counter
 from typing import Any
 
 from aws_lambda_powertools.metrics import MetricUnit
-from aws_lambda_powertools.utilities.batch import BatchProcessor, EventType, process_partial_response
-from aws_lambda_powertools.utilities.data_classes.dynamo_db_stream_event import DynamoDBRecord
 
 from functions.observability import make_logger, make_metrics
 from functions.runtime import aws_app
-from memsvc.adapters.aws.dynamo_store import change_from_stream_record
+from functions.stream import process_stream_batch
 
 logger = make_logger("memsvc-timeline")
 metrics = make_metrics("memsvc-timeline")
 
 _KIND_METRICS = (("add", "AddEvents"), ("update", "UpdateEvents"), ("delete", "DeleteEvents"),
                  ("expired", "ExpiredEvents"))
-
-
-class ChangeNotRecorded(Exception):
-    """This record's event was not recorded or not published; Lambda retries it."""
 
 
 class PublishMeter:
@@ -91,42 +85,15 @@ publish_meter = PublishMeter()
 @metrics.log_metrics(capture_cold_start_metric=True)
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    records = event.get("Records") or []
     app = aws_app()  # a misconfigured function fails the whole batch: Lambda retries it, nothing is lost
     publish_meter.watch(app.clients.get("events"))
-
-    changes, unreadable = [], set()
-    for record in records:
-        try:
-            change = change_from_stream_record(record)
-        except Exception as exc:  # a record we cannot read now never will be: retried, then parked
-            unreadable.add(_seq(record))
-            logger.error("unreadable stream record", extra={"seq": _seq(record), "event_name": record.get("eventName"),
-                                                            "error": type(exc).__name__})
-            continue
-        if change is not None:
-            changes.append(change)
-
     before = publish_meter.snapshot()
-    try:
-        failed = app.timeline.apply(changes) if changes else set()
-    except Exception as exc:  # Timeline.apply reports its own failures; this is a bug or a broken app
-        logger.error("the timeline failed the batch", extra={"error": type(exc).__name__,
-                                                             "code": getattr(exc, "code", None)})
-        failed = {c.seq for c in changes}
-    failed_seqs = {str(s) for s in failed} | {s for s in unreadable if s}
-
-    def record_handler(record: DynamoDBRecord) -> None:
-        if record.dynamodb is not None and record.dynamodb.sequence_number in failed_seqs:
-            raise ChangeNotRecorded(f"stream record {record.dynamodb.sequence_number} not applied")
-
-    processor = BatchProcessor(event_type=EventType.DynamoDBStreams, raise_on_entire_batch_failure=False)
-    response = process_partial_response(event=event, record_handler=record_handler, processor=processor,
-                                        context=context)
+    batch = process_stream_batch(event, context, logger, action="recording", apply=app.timeline.apply)
+    records, changes, unreadable, failed_seqs = batch.records, batch.changes, batch.unreadable, batch.failed
 
     calls, accepted, rejected, errors = (a - b for a, b in zip(publish_meter.snapshot(), before))
     kinds = Counter(c.kind for c in changes)
-    events_failed = sum(1 for c in changes if c.seq in failed)
+    events_failed = sum(1 for c in changes if str(c.seq) in failed_seqs)
     metrics.add_metric(name="Records", unit=MetricUnit.Count, value=len(records))
     metrics.add_metric(name="UnreadableRecords", unit=MetricUnit.Count, value=len(unreadable))
     metrics.add_metric(name="Events", unit=MetricUnit.Count, value=len(changes))
@@ -151,8 +118,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         logger.warning("batch", extra=summary)
     else:
         logger.info("batch", extra=summary)
-    return response
+    return batch.response
 
-
-def _seq(record: dict[str, Any]) -> str:
-    return str((record.get("dynamodb") or {}).get("SequenceNumber") or "")

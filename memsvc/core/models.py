@@ -196,14 +196,29 @@ class TimelineEvent:
     occurred_at: datetime | None = None
 
     @classmethod
-    def from_change_with_expiry(cls, change: "Change") -> list["TimelineEvent"]:
+    def of_change(cls, change: "Change") -> list["TimelineEvent"]:
         """The change's event, preceded by an `expired` event when the row it replaced had
         expired but no sweeper or TTL had tombstoned it yet (a write over an expired memory is
-        an `add`, and the expiry would otherwise never reach the timeline). Its id is the one
-        DynamoDB TTL's removal of that row would get, so the two can never both be recorded."""
-        old = change.old
-        events = [cls.from_change(change)]
-        if (change.kind in ("add", "update", "delete") and old is not None and old.deleted is None
+        an `add`, and the expiry would otherwise never reach the timeline). That event's id is
+        the one DynamoDB TTL's removal of the row would get, so the two are never both recorded."""
+        new, old = change.new, change.old
+        removed = change.kind in ("delete", "expired")
+        about = old if removed and old is not None else new
+        events = [cls(
+            tenant=new.tenant,
+            id=new.id,
+            kind=change.kind,
+            namespace=new.namespace,
+            key=new.key,
+            memory_id=about.id,
+            version=new.version,
+            changed_at=change.occurred_at,
+            expires_at=about.expires_at,
+            policy_attributes=about.policy_attributes,
+            value_ct=None if removed else new.value_ct,
+            attributes_ct=None if removed else new.attributes_ct,
+        )]
+        if (change.kind != "expired" and old is not None and old.deleted is None
                 and old.expires_at is not None and old.expires_at <= change.occurred_at):
             events.insert(0, cls(
                 tenant=old.tenant,
@@ -218,26 +233,6 @@ class TimelineEvent:
                 policy_attributes=old.policy_attributes,
             ))
         return events
-
-    @classmethod
-    def from_change(cls, change: "Change") -> "TimelineEvent":
-        new, old = change.new, change.old
-        removed = change.kind in ("delete", "expired")
-        about = old if removed and old is not None else new
-        return cls(
-            tenant=new.tenant,
-            id=new.id,
-            kind=change.kind,
-            namespace=new.namespace,
-            key=new.key,
-            memory_id=about.id,
-            version=new.version,
-            changed_at=change.occurred_at,
-            expires_at=about.expires_at,
-            policy_attributes=about.policy_attributes,
-            value_ct=None if removed else new.value_ct,
-            attributes_ct=None if removed else new.attributes_ct,
-        )
 
 
 def expiry_event_id(memory_id: str) -> str:

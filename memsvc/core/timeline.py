@@ -10,7 +10,7 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from memsvc.core.models import TimelineEvent, to_epoch_us, to_rfc3339
+from memsvc.core.models import TimelineEvent, to_rfc3339
 
 __all__ = ["SOURCE", "DETAIL_TYPES", "KINDS", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
 
@@ -65,7 +65,3 @@ def put_events_entry(event: TimelineEvent, bus_name: str) -> dict[str, Any]:
         "EventBusName": bus_name,
     }
 
-
-def stamp_us(event: TimelineEvent) -> int:
-    assert event.occurred_at is not None
-    return to_epoch_us(event.occurred_at)

@@ -29,7 +29,7 @@ class Timeline:
         """Record (then publish) the changes' events; returns the seqs that must be retried."""
         if not changes:
             return set()
-        sources = [(c.seq, e) for c in changes for e in TimelineEvent.from_change_with_expiry(c)]
+        sources = [(c.seq, e) for c in changes for e in TimelineEvent.of_change(c)]
         try:
             recorded = self.log.record([e for _, e in sources])
         except Exception:

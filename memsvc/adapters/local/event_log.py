@@ -138,9 +138,6 @@ class SqliteEventLog:
     def tenants(self) -> list[str]:
         return [r[0] for r in self._db.conn().execute("SELECT tenant FROM clocks").fetchall()]
 
-    def ping(self) -> None:
-        self._db.conn().execute("SELECT 1").fetchone()
-
 
 def _root(namespace: Sequence[str]) -> str:
     """The namespace's first two segments: a user's events (["user", <id>, ...]) share one."""

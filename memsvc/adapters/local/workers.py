@@ -58,9 +58,6 @@ class BackgroundWorkers:
         with self._cycle_locks[consumer]:
             return self._consumers[consumer].drain()
 
-    def run_index_cycle(self) -> CycleResult:
-        return self.run_cycle("indexer")
-
     def _feed_loop(self, name: str) -> None:
         backoff = self._interval
         wake = self._wakes[name]
