@@ -101,22 +101,8 @@ class DynamoItemStore:
         return self._batch_get(tenant, [_key(tenant, ns, k) for ns, k in wanted])
 
     def _batch_get(self, tenant: str, keys: list[dict[str, Any]]) -> dict[tuple[tuple[str, ...], str], StoredItem]:
-        out: dict[tuple[tuple[str, ...], str], StoredItem] = {}
-        for start in range(0, len(keys), 100):
-            request = {self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
-            for attempt in range(8):
-                response = self._call("BatchGetItem", RequestItems=request)
-                for row in response.get("Responses", {}).get(self._table, []):
-                    item = _item(row)
-                    if item.tenant == tenant:
-                        out[(item.namespace, item.key)] = item
-                request = response.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 1.0))
-            else:
-                raise RateLimited("the table is throttling reads; retry", retry_after_seconds=1)
-        return out
+        items = (_item(row) for row in batch_get_rows(self._db, self._table, keys))
+        return {(i.namespace, i.key): i for i in items if i.tenant == tenant}
 
     def get_by_id(self, tenant, memory_id):
         rows = self._call(
@@ -345,15 +331,7 @@ class DynamoItemStore:
     # -- plumbing ------------------------------------------------------------------------------
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        method = getattr(self._db, _snake(operation))
-        if operation != "BatchGetItem":
-            kwargs["TableName"] = self._table
-        try:
-            return method(**kwargs)
-        except ClientError as exc:
-            raise _mapped(exc, operation) from None
-        except BotoCoreError as exc:
-            raise ProviderError("the item store is unavailable", details={"operation": operation}) from exc
+        return call_table(self._db, self._table, operation, **kwargs)
 
     def _row(self, item: StoredItem, *, kind: str) -> dict[str, Any]:
         ns = encode_namespace(item.namespace)
@@ -475,6 +453,35 @@ def _bytes(value: Any) -> bytes | None:
     if isinstance(value, str):
         return base64.b64decode(value)
     return bytes(value)
+
+
+def call_table(client: Any, table: str, operation: str, **kwargs: Any) -> dict[str, Any]:
+    """One DynamoDB call on `table`, its errors mapped to the service's (throttling is retryable)."""
+    if operation != "BatchGetItem":
+        kwargs["TableName"] = table
+    try:
+        return getattr(client, _snake(operation))(**kwargs)
+    except ClientError as exc:
+        raise _mapped(exc, operation) from None
+    except BotoCoreError as exc:
+        raise ProviderError("the table is unavailable", details={"operation": operation}) from exc
+
+
+def batch_get_rows(client: Any, table: str, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consistent reads of these keys, 100 to a request, unprocessed keys asked again with backoff."""
+    rows: list[dict[str, Any]] = []
+    for start in range(0, len(keys), 100):
+        request = {table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+        for attempt in range(8):
+            response = call_table(client, table, "BatchGetItem", RequestItems=request)
+            rows.extend(response.get("Responses", {}).get(table, []))
+            request = response.get("UnprocessedKeys") or {}
+            if not request:
+                break
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        else:
+            raise RateLimited("the table is throttling reads; retry", retry_after_seconds=1)
+    return rows
 
 
 def _mapped(exc: ClientError, operation: str) -> Exception:

@@ -21,7 +21,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, _bytes, _mapped, _snake
+from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, _bytes, _mapped, batch_get_rows, call_table
 from memsvc.core.errors import Conflict, ProviderError, RateLimited
 from memsvc.core.models import TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under
@@ -233,30 +233,10 @@ class DynamoEventLog:
     # -- plumbing ----------------------------------------------------------------------------
 
     def _batch_get(self, keys: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
-        out: dict[tuple[str, str], dict[str, Any]] = {}
-        for start in range(0, len(keys), 100):
-            request = {self._table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
-            for attempt in range(8):
-                response = self._call("BatchGetItem", RequestItems=request)
-                for row in response.get("Responses", {}).get(self._table, []):
-                    out[(row["pk"]["S"], row["sk"]["S"])] = row
-                request = response.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 1.0))
-            else:
-                raise RateLimited("the table is throttling reads; retry", retry_after_seconds=1)
-        return out
+        return {(r["pk"]["S"], r["sk"]["S"]): r for r in batch_get_rows(self._db, self._table, keys)}
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
-        if operation != "BatchGetItem":
-            kwargs["TableName"] = self._table
-        try:
-            return getattr(self._db, _snake(operation))(**kwargs)
-        except ClientError as exc:
-            raise _mapped(exc, operation) from None
-        except BotoCoreError as exc:
-            raise ProviderError("the event log is unavailable", details={"operation": operation}) from exc
+        return call_table(self._db, self._table, operation, **kwargs)
 
 
 def _clock_key(tenant: str) -> dict[str, Any]:
