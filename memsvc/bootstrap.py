@@ -10,7 +10,7 @@ from typing import Any
 from memsvc.api.router import Router
 from memsvc.api.routes import build_router
 from memsvc.ports import Clock, Embedder, SystemClock
-from memsvc.service.indexer import FeedConsumer
+from memsvc.service.feed import FeedConsumer
 from memsvc.service.memories import MemoryService
 from memsvc.service.sealing import Sealer
 from memsvc.service.sweeper import Sweeper

@@ -8,7 +8,7 @@ import threading
 from collections.abc import Sequence
 
 from memsvc.adapters.local.sqlite_store import SqliteItemStore
-from memsvc.service.indexer import CycleResult, FeedConsumer
+from memsvc.service.feed import CycleResult, FeedConsumer
 from memsvc.service.sweeper import Sweeper
 
 __all__ = ["BackgroundWorkers"]
