@@ -22,8 +22,8 @@ from tests.fakes.embedder import HashEmbedder
 
 
 class ManualClock:
-    def __init__(self) -> None:
-        self.current = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    def __init__(self, start: datetime = datetime(2026, 1, 1, tzinfo=timezone.utc)) -> None:
+        self.current = start
 
     def now(self) -> datetime:
         return self.current

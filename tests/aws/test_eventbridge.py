@@ -24,6 +24,7 @@ from memsvc.adapters.aws.eventbridge import EventBridgePublisher, entry_size
 from memsvc.core.models import Caller, TimelineEvent
 from memsvc.core.timeline import DETAIL_TYPES, KINDS, SOURCE, event_detail, put_events_entry
 from memsvc.service.memories import PutMemory
+from tests.conftest import ManualClock
 from tests.fakes.aws_stack import EVENT_BUS, REGION, aws_stack, epoch
 from tests.fakes.embedder import HashEmbedder
 
@@ -222,21 +223,10 @@ def test_nothing_to_publish_sends_nothing(client):
 # -- on moto: the bus, a rule, a queue -------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.current = datetime(2026, 5, 4, 8, 30, tzinfo=timezone.utc)
-
-    def now(self) -> datetime:
-        return self.current
-
-    def advance(self, seconds: float) -> None:
-        self.current += timedelta(seconds=seconds)
-
-
 @pytest.fixture
 def stack():
     embedder = HashEmbedder()
-    clock = Clock()
+    clock = ManualClock(datetime(2026, 5, 4, 8, 30, tzinfo=timezone.utc))
     with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=clock) as s:
         s.clock = clock
         yield s

@@ -19,7 +19,7 @@ import logging
 import sys
 from collections import Counter
 from contextlib import contextmanager
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +32,7 @@ from memsvc.core.models import Caller
 from memsvc.core.namespaces import decode_namespace, encode_namespace
 from memsvc.service.memories import PutMemory
 from memsvc.service.sealing import Sealer
+from tests.conftest import ManualClock
 from tests.fakes.aws_stack import BUCKET, INDEX, TABLE, LambdaContext, aws_stack, epoch
 from tests.fakes.embedder import HashEmbedder
 
@@ -51,15 +52,8 @@ VALUES = {
 }
 
 
-class Clock:
-    def __init__(self, start: datetime = START) -> None:
-        self.current = start
-
-    def now(self) -> datetime:
-        return self.current
-
-    def advance(self, seconds: float) -> None:
-        self.current += timedelta(seconds=seconds)
+def Clock() -> ManualClock:
+    return ManualClock(START)
 
 
 class ApiContext(LambdaContext):
