@@ -38,7 +38,7 @@ vector_meter = VectorMeter()
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = aws_app()  # a misconfigured function fails the whole batch: Lambda retries it, nothing is lost
     vector_meter.watch(app.clients.get("s3vectors"))
-    indexer = app.service.indexer
+    indexer = app.indexer
     totals_before, embedding_before = indexer.stats_total(), embedder_stats(app.embedder)
     vectors_before = vector_meter.snapshot()
     batch = process_stream_batch(event, context, logger, action="indexing", apply=indexer.apply)

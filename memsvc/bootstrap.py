@@ -5,32 +5,50 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from memsvc.api.identity import caller_from_event
 from memsvc.api.router import Router
-from memsvc.api.routes import build_router
+from memsvc.api.routes import Services, build_router
 from memsvc.ports import Clock, Embedder, SystemClock
+from memsvc.service.access import Access
+from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
-from memsvc.service.memories import MemoryService
-from memsvc.service.sealing import Sealer
+from memsvc.service.indexer import Indexer
+from memsvc.service.memories import Memories
+from memsvc.service.sealing import CursorCodec, Sealer
+from memsvc.service.search import Search
 from memsvc.service.sweeper import Sweeper
-from memsvc.service.timeline import Timeline
 from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
+from memsvc.service.timeline import Timeline, TimelineReader
 
-__all__ = ["LocalApp", "build_local", "AwsApp", "build_aws"]
+if TYPE_CHECKING:
+    from memsvc.adapters.aws.dynamo_store import DynamoItemStore
+    from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
+    from memsvc.adapters.local.event_log import SqliteEventLog
+    from memsvc.adapters.local.issuer import LocalIssuer
+    from memsvc.adapters.local.sqlite_store import SqliteItemStore
+    from memsvc.adapters.local.vector_index import LocalVectorIndex
+    from memsvc.adapters.local.workers import BackgroundWorkers
+
+__all__ = ["LocalApp", "build_local", "AwsApp", "build_aws", "health_report"]
 
 
 @dataclass
 class LocalApp:
-    service: MemoryService
+    services: Services
     router: Router
-    store: Any
-    vectors: Any
+    store: SqliteItemStore
+    vectors: LocalVectorIndex
     embedder: Embedder
-    workers: Any
-    issuer: Any
+    sealer: Sealer
+    settings: SettingsRegistry
+    indexer: Indexer
+    workers: BackgroundWorkers
+    sweeper: Sweeper
+    issuer: LocalIssuer
     data_dir: Path
-    events: Any
+    events: SqliteEventLog
     closed: bool = False
 
     def close(self) -> None:
@@ -68,36 +86,39 @@ def build_local(
     data_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
     event_log = SqliteEventLog(data_dir / "events.db")
-    timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     vectors = LocalVectorIndex(data_dir / "vectors.db", dimension=embedder.dimension, model_id=embedder.model_id)
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
     settings = SettingsRegistry(store)
-    policies = PolicyRegistry(store)
-    index_feed = FeedConsumer(store, "indexer", lambda changes: service.indexer.apply(changes))
-    timeline_feed = FeedConsumer(store, "timeline", timeline.apply, batch_size=256)
-    service = MemoryService(
-        store=store,
-        vectors=vectors,
-        embedder=embedder,
-        sealer=sealer,
-        policies=policies,
-        settings=settings,
-        clock=clock,
-        events=event_log,
-        on_write=lambda: workers.wake(),  # bound late: the workers need the service first
-    )
+    indexer = Indexer(store, vectors, embedder, sealer)
+    timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
+    sweeper = Sweeper(store, settings, clock, events=event_log)
     workers = BackgroundWorkers(
-        (index_feed, timeline_feed), Sweeper(store, settings, clock, events=event_log), store,
-        index_interval=index_interval, sweep_interval=sweep_interval,
+        (FeedConsumer(store, "indexer", indexer.apply), FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
+        sweeper, store, index_interval=index_interval, sweep_interval=sweep_interval,
     )
-    router = build_router(
-        service,
-        health=lambda: health_report(store=store, vectors=vectors, embedder=embedder),
-    )
+    services = _services(store, store, vectors, embedder, sealer, settings, PolicyRegistry(store), clock, indexer,
+                         event_log, on_write=workers.wake,
+                         health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
     if start_workers:
         workers.start()
-    return LocalApp(service, router, store, vectors, embedder, workers, LocalIssuer(data_dir / "keys"), data_dir,
-                    event_log)
+    return LocalApp(services, build_router(services, caller_from_event), store, vectors, embedder, sealer, settings,
+                    indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log)
+
+
+def _services(items, backlog, vectors, embedder, sealer, settings, policies, clock, indexer, event_log, *,
+              health, on_write=lambda: None) -> Services:
+    """The use cases, each given only the ports it uses."""
+    access = Access(policies, settings)
+    memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
+    return Services(
+        memories=memories,
+        search=Search(items=items, vectors=vectors, embedder=embedder, sealer=sealer, access=access, clock=clock,
+                      memories=memories),
+        timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=CursorCodec(sealer), access=access),
+        admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
+                    embedder=embedder),
+        health=health,
+    )
 
 
 def health_report(*, store: Any, vectors: Any, embedder: Embedder) -> dict[str, Any]:
@@ -125,11 +146,14 @@ def health_report(*, store: Any, vectors: Any, embedder: Embedder) -> dict[str, 
 
 @dataclass
 class AwsApp:
-    service: MemoryService
+    services: Services
     router: Router
-    store: Any
-    vectors: Any
+    store: DynamoItemStore
+    vectors: S3VectorsIndex
     embedder: Embedder
+    sealer: Sealer
+    settings: SettingsRegistry
+    indexer: Indexer
     clients: dict[str, Any]
     timeline: Timeline
 
@@ -148,11 +172,11 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
 
     clients = clients or make_clients(settings.region, embedding_concurrency=settings.embedding_concurrency)
     clock = clock or SystemClock()
-    store = DynamoItemStore(
-        clients["dynamodb"], settings.table_name,
-        tombstone_days=lambda tenant: tenant_settings.get(tenant).tombstone_retention_days,  # bound late
-    )
-    tenant_settings = SettingsRegistry(store)
+    # Tenant settings are read through the table's config rows first, so that the item store
+    # can be given each tenant's tombstone retention without a wiring cycle.
+    tenant_settings = SettingsRegistry(DynamoItemStore(clients["dynamodb"], settings.table_name))
+    retention = lambda tenant: tenant_settings.get(tenant).tombstone_retention_days  # noqa: E731
+    store = DynamoItemStore(clients["dynamodb"], settings.table_name, tombstone_days=retention)
     vectors = S3VectorsIndex(clients["s3vectors"], bucket=settings.vector_bucket, index=settings.vector_index,
                              dimension=settings.embedding_dimension)
     if embedder is None:
@@ -161,14 +185,11 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
                                  max_concurrency=settings.embedding_concurrency)
     sealer = Sealer(store, KmsKeyProvider(clients["kms"], settings.kms_key_id),
                     cache_seconds=settings.data_key_cache_seconds)
-    event_log = DynamoEventLog(
-        clients["dynamodb"], settings.table_name,
-        retention_days=lambda tenant: tenant_settings.get(tenant).tombstone_retention_days,
-    )
+    event_log = DynamoEventLog(clients["dynamodb"], settings.table_name, retention_days=retention)
     publisher = EventBridgePublisher(clients["events"], settings.event_bus_name) if settings.event_bus_name else None
-    service = MemoryService(
-        store=store, vectors=vectors, embedder=embedder, sealer=sealer,
-        policies=PolicyRegistry(store), settings=tenant_settings, clock=clock, events=event_log,
-    )
-    router = build_router(service, health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
-    return AwsApp(service, router, store, vectors, embedder, clients, Timeline(event_log, publisher))
+    indexer = Indexer(store, vectors, embedder, sealer)
+    services = _services(store, store, vectors, embedder, sealer, tenant_settings, PolicyRegistry(store), clock,
+                         indexer, event_log,
+                         health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
+    return AwsApp(services, build_router(services, caller_from_event), store, vectors, embedder, sealer,
+                  tenant_settings, indexer, clients, Timeline(event_log, publisher))

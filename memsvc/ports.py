@@ -13,11 +13,11 @@ from typing import Any, Protocol
 from memsvc.core.filters import Filter
 from memsvc.core.models import Change, ChangeKind, StoredItem, TimelineEvent, VectorHit
 
-__all__ = ["ItemStore", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
+__all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
 
 
 class ItemStore(Protocol):
-    """The source of truth. Every call is bound to one tenant (the sweeper's excepted)."""
+    """The source of truth for memories. Every call is bound to one tenant."""
 
     def get(self, tenant: str, namespace: tuple[str, ...], key: str) -> StoredItem | None:
         """The key's current row, tombstones and expired rows included (the service hides them)."""
@@ -32,17 +32,6 @@ class ItemStore(Protocol):
         """Write `item` if the key's stored version is still `old.version` (absent when `old` is
         None), and record the change in the same transaction. Raises `Conflict` otherwise."""
 
-    def mark_indexed(
-        self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, fields: Sequence[str]
-    ) -> bool:
-        """Record that `version`'s vectors for `fields` are written, if the key is still at
-        `version`; no new version, no change record. False when the item moved on."""
-
-    def pending_index(self, tenant: str, now: datetime) -> int:
-        """Live items whose current version is to be indexed and is not yet."""
-
-    def unindexed(self, tenant: str, now: datetime, limit: int) -> list[StoredItem]: ...
-
     def refresh_expiry(
         self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, expires_at: datetime
     ) -> bool:
@@ -56,23 +45,54 @@ class ItemStore(Protocol):
     def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[tuple[str, ...]]:
         """Distinct namespaces under the prefix holding at least one live, unexpired item."""
 
-    def expired(self, now: datetime, limit: int) -> list[StoredItem]:
-        """Live rows whose TTL has passed, across tenants (for the sweeper)."""
+    def ping(self) -> None: ...
 
-    def purge_tombstones(self, tenant: str | None, before: datetime) -> int: ...
 
-    def tenants_with_tombstones(self) -> list[str]: ...
+class IndexBacklog(Protocol):
+    """Which item versions have their vectors written (kept on the item rows themselves)."""
+
+    def get(self, tenant: str, namespace: tuple[str, ...], key: str) -> StoredItem | None: ...
+
+    def mark_indexed(
+        self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, fields: Sequence[str]
+    ) -> bool:
+        """Record that `version`'s vectors for `fields` are written, if the key is still at
+        `version`; no new version, no change record. False when the item moved on."""
+
+    def pending_index(self, tenant: str, now: datetime) -> int:
+        """Live items whose current version is to be indexed and is not yet."""
+
+    def unindexed(self, tenant: str, now: datetime, limit: int) -> list[StoredItem]: ...
+
+
+class DataKeyStore(Protocol):
+    """Where each tenant's wrapped data key is kept."""
 
     def get_wrapped_key(self, tenant: str) -> bytes | None: ...
 
     def put_wrapped_key_if_absent(self, tenant: str, wrapped: bytes) -> bytes:
         """Store the tenant's wrapped data key unless one exists; return the one that won."""
 
+
+class TenantConfigStore(Protocol):
+    """Per-tenant documents: the policy bundle and the admin settings."""
+
     def get_config(self, tenant: str, name: str) -> dict[str, Any] | None: ...
 
     def put_config(self, tenant: str, name: str, doc: dict[str, Any]) -> None: ...
 
-    def ping(self) -> None: ...
+
+class LocalExpiry(Protocol):
+    """What the local sweeper needs; on AWS, DynamoDB TTL does this work."""
+
+    def write(self, item: StoredItem, *, kind: ChangeKind, old: StoredItem | None) -> None: ...
+
+    def expired(self, now: datetime, limit: int) -> list[StoredItem]:
+        """Live rows whose TTL has passed, across tenants."""
+
+    def purge_tombstones(self, tenant: str | None, before: datetime) -> int: ...
+
+    def tenants_with_tombstones(self) -> list[str]: ...
 
 
 class ChangeFeed(Protocol):

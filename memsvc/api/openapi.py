@@ -1,62 +1,46 @@
-"""The OpenAPI 3.1 document, generated from the route table and the pydantic wire models."""
+"""The OpenAPI 3.1 document, generated from the route table: the same models the router parses
+with, so the document is exactly as strict as the server."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from memsvc.api.router import Route, query_kind
 from memsvc.api.schemas import ErrorOut
 
 __all__ = ["openapi_document"]
-
-_PARAMS = {
-    "ns": ("array", "One namespace segment; repeat once per segment"),
-    "key": ("string", "The memory's key"),
-    "prefix": ("array", "Prefix segment ('*' matches one segment); repeat per segment"),
-    "suffix": ("array", "Suffix segment ('*' matches one segment); repeat per segment"),
-    "max_depth": ("integer", "Truncate returned namespaces to this depth"),
-    "limit": ("integer", "Page size"),
-    "offset": ("integer", "Items to skip"),
-    "refresh_ttl": ("boolean", "Restart the item's TTL from now (LangGraph refresh_on_read)"),
-    "kinds": ("array", "Event kinds to include (add, update, delete, expired); repeat per kind; default all"),
-    "after": ("string", "Only events that occurred after this RFC 3339 time"),
-    "before": ("string", "Only events that occurred before this RFC 3339 time"),
-    "after_cursor": ("string", "The previous page's after_cursor (or a resume_cursor)"),
-}
 
 _ERRORS = {"400": "Invalid argument", "401": "Missing or invalid identity", "403": "Not allowed",
            "404": "Not found", "413": "Content too long", "500": "Internal error"}
 
 
-def openapi_document(routes) -> dict[str, Any]:
-    models = {ErrorOut}
-    for r in routes:
-        models |= {m for m in (r.body_model, r.response_model) if m is not None}
+def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
+    inputs = {m for r in routes for m in (r.body, r.query) if m is not None}
+    outputs = {m for r in routes for m in (r.response,) if m is not None} | {ErrorOut}
     _, defs = models_json_schema(
-        [(m, "validation" if m in {r.body_model for r in routes} else "serialization") for m in models],
+        [(m, "validation") for m in inputs] + [(m, "serialization") for m in outputs],
         ref_template="#/components/schemas/{model}",
     )
+    schemas = defs.get("$defs", {})
     paths: dict[str, Any] = {}
     for r in routes:
         op: dict[str, Any] = {"summary": r.summary, "operationId": f"{r.method.lower()}_{_slug(r.path)}"}
-        params = [
-            {"name": name, "in": "query", "required": name in ("ns", "key"),
-             "schema": {"type": "array", "items": {"type": "string"}} if _PARAMS[name][0] == "array"
-             else {"type": _PARAMS[name][0]},
-             "description": _PARAMS[name][1], **({"explode": True} if _PARAMS[name][0] == "array" else {})}
-            for name in r.query_params
-        ]
+        params = _query_parameters(r.query, schemas) if r.query is not None else []
         if "{id" in r.path:
-            params.append({"name": "id", "in": "path", "required": True, "schema": {"type": "string"}})
+            params.append({"name": "id", "in": "path", "required": True,
+                           "schema": {"type": "string", "format": "uuid"}})
         if params:
             op["parameters"] = params
-        if r.body_model is not None:
+        if r.body is not None:
             op["requestBody"] = {"required": True, "content": {"application/json": {
-                "schema": {"$ref": f"#/components/schemas/{r.body_model.__name__}"}}}}
-        ok: dict[str, Any] = {"description": "OK"}
-        if r.response_model is not None:
-            ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{r.response_model.__name__}"}}}
+                "schema": {"$ref": f"#/components/schemas/{r.body.__name__}"}}}}
+        ok: dict[str, Any] = {"description": "OK" if r.status != 204 else "No content"}
+        if r.response is not None:
+            ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{r.response.__name__}"}}}
         responses: dict[str, Any] = {str(r.status): ok}
         if not r.public:
             for code, text in _ERRORS.items():
@@ -65,12 +49,15 @@ def openapi_document(routes) -> dict[str, Any]:
             op["security"] = [{"bearerAuth": []}, {"sigv4": []}]
         op["responses"] = responses
         paths.setdefault(r.path.replace(":uuid", ""), {})[r.method.lower()] = op
+    for r in routes:  # query models are parameters, not bodies: no component of their own
+        if r.query is not None and r.query not in {x.body for x in routes}:
+            schemas.pop(r.query.__name__, None)
     return {
         "openapi": "3.1.0",
         "info": {"title": "memsvc", "version": "1", "description": "A memory service for LLM agents."},
         "paths": paths,
         "components": {
-            "schemas": defs.get("$defs", {}),
+            "schemas": schemas,
             "securitySchemes": {
                 "bearerAuth": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"},
                 "sigv4": {"type": "apiKey", "in": "header", "name": "Authorization",
@@ -78,6 +65,29 @@ def openapi_document(routes) -> dict[str, Any]:
             },
         },
     }
+
+
+def _query_parameters(model: type[BaseModel], schemas: dict[str, Any]) -> list[dict[str, Any]]:
+    """One parameter per field, with the field's own schema: repeated parameters (`explode`) for
+    lists, one value otherwise."""
+    properties = schemas[model.__name__]["properties"]
+    required = set(schemas[model.__name__].get("required", ()))
+    params = []
+    for name, info in model.model_fields.items():
+        wire = info.alias or name
+        schema = dict(properties[wire])
+        description = schema.pop("description", None)
+        schema.pop("title", None)
+        if schema.get("default", ...) is None:  # absent, not null: a query string has no null
+            del schema["default"]
+            schema.update(next(s for s in schema.pop("anyOf") if s.get("type") != "null"))
+        param: dict[str, Any] = {"name": wire, "in": "query", "required": wire in required, "schema": schema}
+        if description:
+            param["description"] = description
+        if query_kind(info.annotation) == "array":
+            param.update(style="form", explode=True)
+        params.append(param)
+    return params
 
 
 def _slug(path: str) -> str:

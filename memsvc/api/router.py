@@ -13,16 +13,19 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Union, get_args, get_origin
 from urllib.parse import parse_qsl
+
+from pydantic import BaseModel
 
 from memsvc.core.errors import InvalidArgument, MemsvcError, NotFound, RateLimited
 from memsvc.core.models import Caller
 
-__all__ = ["Request", "Response", "Router", "Route"]
+__all__ = ["Request", "Response", "Router", "Route", "Call", "query_fields", "query_kind"]
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +52,6 @@ class Request:
             raise InvalidArgument(f"query parameter {name!r} given more than once", details={"field": name})
         return values[0] if values else None
 
-    def int_param(self, name: str, default: int | None) -> int | None:
-        raw = self.param(name)
-        if raw is None:
-            return default
-        try:
-            return int(raw)
-        except ValueError:
-            raise InvalidArgument(f"query parameter {name!r} must be an integer", details={"field": name}) from None
-
     def json(self) -> Any:
         if not self.body:
             raise InvalidArgument("a JSON request body is required", details={"field": "body"})
@@ -83,20 +77,36 @@ class Response:
         return {"statusCode": self.status, "headers": headers, "body": body, "isBase64Encoded": False}
 
 
-Handler = Callable[[Request, Caller | None], Response]
+@dataclass(frozen=True)
+class Call:
+    """What a handler gets: the caller (None on public routes), the parsed query and body (instances
+    of the route's models, or None), the path parameters, and the raw request."""
+
+    caller: Caller | None
+    query: Any
+    body: Any
+    path: dict[str, str]
+    request: Request
 
 
 @dataclass(frozen=True)
 class Route:
+    """One row of the route table: the only declaration of an operation of the HTTP API.
+
+    The query string is parsed into `query` and the JSON body into `body` (both `Command`
+    models, so a wrong type or an unknown body field is a 400 naming the field); the handler
+    returns a `response` model (or None, for a 204), or a `Response` when its status depends on
+    the answer. The OpenAPI document and API Gateway's routes are derived from these rows."""
+
     method: str
     path: str
-    handler: Handler
-    public: bool = False
-    summary: str = ""
-    body_model: type | None = None
-    response_model: type | None = None
+    summary: str
+    handler: Callable[[Any, Call], Any]
+    query: type[BaseModel] | None = None
+    body: type[BaseModel] | None = None
+    response: type[BaseModel] | None = None
     status: int = 200
-    query_params: tuple[str, ...] = ()
+    public: bool = False
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
@@ -109,12 +119,10 @@ class Route:
 
 
 class Router:
-    def __init__(self, identify: Callable[[dict[str, Any]], Caller]) -> None:
-        self.routes: list[Route] = []
+    def __init__(self, routes: Sequence[Route], services: Any, identify: Callable[[dict[str, Any]], Caller]) -> None:
+        self.routes = tuple(routes)
+        self._services = services
         self._identify = identify
-
-    def add(self, route: Route) -> None:
-        self.routes.append(route)
 
     def handle(self, event: dict[str, Any], *, on_route: Callable[[Route], None] | None = None) -> dict[str, Any]:
         """Resolve one API Gateway v2 event to its response event. Never raises.
@@ -166,7 +174,17 @@ class Router:
             if on_route is not None:
                 on_route(route)
             caller = None if route.public else self._identify(event)
-            return route.handler(request, caller)
+            call = Call(
+                caller=caller,
+                query=None if route.query is None else route.query.parse(query_fields(route.query, request)),
+                body=None if route.body is None else route.body.parse(request.json()),
+                path=request.path_params,
+                request=request,
+            )
+            result = route.handler(self._services, call)
+            if isinstance(result, Response):
+                return result
+            return Response(route.status, None if result is None else result.model_dump(mode="json"))
         if allowed:
             return Response(
                 405,
@@ -175,6 +193,54 @@ class Router:
                 {"allow": ", ".join(sorted(set(allowed)))},
             )
         raise NotFound(f"no route for {path}")
+
+
+def query_fields(model: type[BaseModel], request: Request) -> dict[str, Any]:
+    """The query parameters a model declares, typed for it: a list field takes every repeat of
+    its parameter; any other field exactly one value, an integer as ASCII digits and a boolean
+    as true/false/1/0 (or empty, for true). Parameters the model does not declare are ignored."""
+    out: dict[str, Any] = {}
+    for name, info in model.model_fields.items():
+        wire = info.alias or name
+        kind = query_kind(info.annotation)
+        if kind == "array":
+            if request.params(wire):
+                out[wire] = request.params(wire)
+            continue
+        raw = request.param(wire)
+        if raw is None:
+            continue
+        if kind == "integer":
+            if not _INTEGER.fullmatch(raw):
+                raise InvalidArgument(f"query parameter {wire!r} must be an integer", details={"field": wire})
+            out[wire] = int(raw)
+        elif kind == "boolean":
+            if raw.lower() not in _BOOLEANS:
+                raise InvalidArgument(f"query parameter {wire!r} must be true or false", details={"field": wire})
+            out[wire] = _BOOLEANS[raw.lower()]
+        else:
+            out[wire] = raw
+    return out
+
+
+def query_kind(annotation: Any) -> str:
+    """The OpenAPI type of a query field: array, integer, boolean or string."""
+    args = [a for a in get_args(annotation) if a is not type(None)] if get_origin(annotation) in (Union, UnionType) else []
+    if args:
+        return query_kind(args[0])
+    if get_origin(annotation) is Annotated:
+        return query_kind(get_args(annotation)[0])
+    if get_origin(annotation) in (list, tuple):
+        return "array"
+    if annotation is bool:
+        return "boolean"
+    if annotation is int:
+        return "integer"
+    return "string"
+
+
+_INTEGER = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only; 18 fit every limit with room to spare
+_BOOLEANS = {"true": True, "1": True, "": True, "false": False, "0": False}
 
 
 def _error_response(exc: MemsvcError) -> Response:

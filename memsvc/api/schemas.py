@@ -1,63 +1,78 @@
-"""Wire shapes of the HTTP API (API.md). Request bodies are parsed strictly: a wrong type or an
-unknown field is a 400 naming the field, never a silent coercion."""
+"""The answers of the HTTP API (API.md), and the query models of the routes whose input is only
+a query string. Request bodies are the services' own commands."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, Field, PlainSerializer, StrictBool, StrictStr, WithJsonSchema
 
-from memsvc.core.errors import InvalidArgument
 from memsvc.core.models import Memory, to_rfc3339
-from memsvc.service.memories import EventView
+from memsvc.core.policy import CompiledPolicies
+from memsvc.core.validation import Command, Namespace
+from memsvc.service.admin import IndexRun, IndexStatus, PolicyBundle
+from memsvc.service.memories import PutMemory
+from memsvc.service.search import SearchQuery
+from memsvc.service.tenant_config import SettingsPatch
+from memsvc.service.timeline import EventPage, EventView
 
 __all__ = [
     "PutMemoryBody",
     "SearchBody",
+    "PoliciesBody",
+    "SettingsBody",
+    "MemoryQuery",
+    "GetMemoryQuery",
     "PutMemoryOut",
     "MemoryOut",
     "SearchItemOut",
     "SearchOut",
     "NamespacesOut",
-    "PoliciesBody",
+    "EventOut",
+    "EventsOut",
     "PoliciesOut",
     "IndexStatusOut",
     "IndexTriggerOut",
     "HealthOut",
     "ErrorOut",
-    "parse_body",
-    "memory_out",
 ]
 
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-
-class PutMemoryBody(_Body):
-    namespace: list[str] = Field(description="1..max_depth non-empty segments")
-    key: str = Field(description="non-empty, at most 1024 bytes UTF-8")
-    value: dict[str, Any]
-    attributes: dict[str, Any] | None = None
-    ttl_seconds: int | None = Field(None, description="> 0; null = never expires")
-    index_fields: list[str] | Literal[False] | None = Field(
-        None, description="paths to embed (a.b, arr[*].c); false = not indexed; default every string leaf"
-    )
-    sync_index: bool = Field(False, description="return only after the item's vectors are written")
+# The request bodies are the services' commands, under the component names the API has always
+# published (so generated clients keep their type names).
 
 
-class SearchBody(_Body):
-    namespace_prefix: list[str]
-    query: str | None = None
-    filter: dict[str, Any] | None = None
-    limit: int = Field(10, ge=1, le=100)
-    offset: int = Field(0, ge=0)
-    refresh_ttl: bool = Field(False, description="restart the TTL of every returned item (LangGraph refresh_on_read)")
+class PutMemoryBody(PutMemory):
+    """`PUT /v1/memories`."""
 
 
-class PoliciesBody(_Body):
-    policies: dict[str, str] = Field(description="file name -> Rego source")
+class SearchBody(SearchQuery):
+    """`POST /v1/memories/search`."""
+
+
+class PoliciesBody(PolicyBundle):
+    """`PUT /admin/v1/memories/policies`."""
+
+
+class SettingsBody(SettingsPatch):
+    """`PUT /admin/v1/memories/settings`: only the settings to change."""
+
+
+Rfc3339 = Annotated[datetime, PlainSerializer(to_rfc3339, return_type=str),
+                    WithJsonSchema({"type": "string", "format": "date-time"})]
+
+
+class MemoryQuery(Command):
+    """`DELETE /v1/memories`: one memory by namespace and key."""
+
+    namespace: Namespace = Field(alias="ns", description="One namespace segment; repeat once per segment")
+    key: StrictStr = Field(min_length=1, description="The memory's key")
+
+
+class GetMemoryQuery(MemoryQuery):
+    """`GET /v1/memories`."""
+
+    refresh_ttl: StrictBool = Field(False, description="Restart the item's TTL from now (LangGraph refresh_on_read)")
 
 
 class PutMemoryOut(BaseModel):
@@ -65,18 +80,31 @@ class PutMemoryOut(BaseModel):
     namespace: list[str]
     key: str
     attributes: dict[str, Any] | None
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None
+    created_at: Rfc3339
+    updated_at: Rfc3339
+    expires_at: Rfc3339 | None
     version: int
+
+    @classmethod
+    def of(cls, m: Memory, **extra: Any) -> Self:
+        return cls(id=m.id, namespace=list(m.namespace), key=m.key, attributes=m.attributes, created_at=m.created_at,
+                   updated_at=m.updated_at, expires_at=m.expires_at, version=m.version, **extra)
 
 
 class MemoryOut(PutMemoryOut):
     value: dict[str, Any]
 
+    @classmethod
+    def of(cls, m: Memory, **extra: Any) -> Self:
+        return super().of(m, value=m.value, **extra)
+
 
 class SearchItemOut(MemoryOut):
     score: float | None
+
+    @classmethod
+    def of(cls, m: Memory, **extra: Any) -> Self:
+        return super().of(m, score=m.score, **extra)
 
 
 class SearchOut(BaseModel):
@@ -88,18 +116,30 @@ class EventOut(BaseModel):
     namespace: list[str]
     key: str
     kind: Literal["add", "update", "delete", "expired"]
-    occurred_at: datetime
+    occurred_at: Rfc3339
     value: dict[str, Any] | None
     attributes: dict[str, Any] | None
-    expires_at: datetime | None
+    expires_at: Rfc3339 | None
     memory_id: str
     version: int
+
+    @classmethod
+    def of(cls, view: EventView) -> Self:
+        e = view.event
+        return cls(id=e.id, namespace=list(e.namespace), key=e.key, kind=e.kind, occurred_at=e.occurred_at,
+                   value=view.value, attributes=view.attributes, expires_at=e.expires_at, memory_id=e.memory_id,
+                   version=e.version)
 
 
 class EventsOut(BaseModel):
     events: list[EventOut]
     after_cursor: str | None
     resume_cursor: str | None
+
+    @classmethod
+    def of(cls, page: EventPage) -> Self:
+        return cls(events=[EventOut.of(v) for v in page.events], after_cursor=page.after_cursor,
+                   resume_cursor=page.resume_cursor)
 
 
 class NamespacesOut(BaseModel):
@@ -110,6 +150,10 @@ class PoliciesOut(BaseModel):
     version: str
     policies: dict[str, str]
 
+    @classmethod
+    def of(cls, compiled: CompiledPolicies) -> Self:
+        return cls(version=compiled.bundle.version, policies=compiled.bundle.policies)
+
 
 class IndexStatusOut(BaseModel):
     pending: int
@@ -117,10 +161,19 @@ class IndexStatusOut(BaseModel):
     dimension: int
     stats: dict[str, float]
 
+    @classmethod
+    def of(cls, status: IndexStatus) -> Self:
+        return cls(pending=status.pending, embedding_model=status.embedding_model, dimension=status.dimension,
+                   stats=status.stats)
+
 
 class IndexTriggerOut(BaseModel):
     processed: int
     pending: int
+
+    @classmethod
+    def of(cls, run: IndexRun) -> Self:
+        return cls(processed=run.processed, pending=run.pending)
 
 
 class HealthOut(BaseModel):
@@ -137,48 +190,3 @@ class _ErrorBody(BaseModel):
 
 class ErrorOut(BaseModel):
     error: _ErrorBody
-
-
-def parse_body(model: type[_Body], raw: Any) -> Any:
-    try:
-        return model.model_validate(raw)
-    except ValidationError as exc:
-        errors = [
-            {"field": ".".join(str(p) for p in e["loc"]) or "body", "message": e["msg"]} for e in exc.errors()
-        ]
-        first = errors[0]
-        raise InvalidArgument(f"{first['field']}: {first['message']}", details={"errors": errors}) from None
-
-
-def event_out(view: EventView) -> dict[str, Any]:
-    e = view.event
-    return {
-        "id": e.id,
-        "namespace": list(e.namespace),
-        "key": e.key,
-        "kind": e.kind,
-        "occurred_at": to_rfc3339(e.occurred_at),
-        "value": view.value,
-        "attributes": view.attributes,
-        "expires_at": to_rfc3339(e.expires_at),
-        "memory_id": e.memory_id,
-        "version": e.version,
-    }
-
-
-def memory_out(m: Memory, *, value: bool = True, score: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "id": m.id,
-        "namespace": list(m.namespace),
-        "key": m.key,
-        "attributes": m.attributes,
-        "created_at": to_rfc3339(m.created_at),
-        "updated_at": to_rfc3339(m.updated_at),
-        "expires_at": to_rfc3339(m.expires_at),
-        "version": m.version,
-    }
-    if value:
-        out["value"] = m.value
-    if score:
-        out["score"] = m.score
-    return out

@@ -43,7 +43,8 @@ _AUTHZ = "data.memories.authz.allow"
 _ATTRIBUTES = "data.memories.attributes.attributes"
 _SEARCH = "data.memories.search.result"
 _UNDEFINED = '"<undefined>"'  # what eval_rule_as_json returns for an undefined rule
-_FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\.rego")
+POLICY_FILE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\.rego$"
+_FILE_NAME = re.compile(POLICY_FILE_NAME)
 _ERROR_FILE = re.compile(r"-->\s*(\S+?):\d+:\d+")
 _ENGINES_PER_THREAD = 4
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from memsvc.core.errors import EmbeddingFailed, MemsvcError, RateLimited
 from memsvc.core.models import Change, StoredItem
 from memsvc.core.paths import extract_texts
-from memsvc.ports import Embedder, ItemStore, VectorIndex
+from memsvc.ports import Embedder, IndexBacklog, VectorIndex
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Indexer", "MAX_INDEXED_FIELDS"]
@@ -32,7 +32,7 @@ class Indexer:
     race to a newer version deletes what it just wrote.
     """
 
-    def __init__(self, store: ItemStore, vectors: VectorIndex, embedder: Embedder, sealer: Sealer) -> None:
+    def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer) -> None:
         self._store = store
         self._vectors = vectors
         self._embedder = embedder
@@ -43,8 +43,7 @@ class Indexer:
     def texts_of(self, item: StoredItem) -> list[tuple[str, str]]:
         if item.index_fields is False or item.value_ct is None:
             return []
-        value = self._sealer.open_json(item.tenant, item.namespace, item.key, item.version, "value", item.value_ct)
-        return extract_texts(value, item.index_fields)[:MAX_INDEXED_FIELDS]
+        return extract_texts(self._sealer.open_value(item), item.index_fields)[:MAX_INDEXED_FIELDS]
 
     def index_items(self, items: Sequence[StoredItem]) -> int:
         """Embed the items' fields in one embedder call, write their vectors, mark them indexed.

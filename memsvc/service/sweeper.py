@@ -8,7 +8,7 @@ from datetime import timedelta
 
 from memsvc.core.errors import Conflict
 from memsvc.core.models import expiry_event_id
-from memsvc.ports import Clock, EventLog, ItemStore
+from memsvc.ports import Clock, EventLog, LocalExpiry
 from memsvc.service.tenant_config import SettingsRegistry
 
 __all__ = ["Sweeper", "SweepResult"]
@@ -22,7 +22,7 @@ class SweepResult:
 
 
 class Sweeper:
-    def __init__(self, store: ItemStore, settings: SettingsRegistry, clock: Clock, *, events: EventLog | None = None,
+    def __init__(self, store: LocalExpiry, settings: SettingsRegistry, clock: Clock, *, events: EventLog | None = None,
                  batch_size: int = 500) -> None:
         self._store = store
         self._events = events

@@ -10,26 +10,48 @@ import threading
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
-from memsvc.core.errors import InvalidArgument
 from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
-from memsvc.ports import ItemStore
+from memsvc.core.validation import Command
+from memsvc.ports import TenantConfigStore
 
-__all__ = ["TenantSettings", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES"]
+__all__ = ["TenantSettings", "SettingsPatch", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES",
+           "MAX_DEPTH_LIMIT"]
 
 # A memory's value and attributes, as compact UTF-8 JSON, together. DynamoDB items stop at
 # 400 KB; this leaves room for the envelope and the plaintext metadata.
 MAX_VALUE_BYTES = 256 * 1024
 
 
+MAX_DEPTH_LIMIT = 32
+
+
 class TenantSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_depth: int = Field(10, ge=1, le=32, description="Most segments a namespace may have.")
+    max_depth: int = Field(10, ge=1, le=MAX_DEPTH_LIMIT, description="Most segments a new namespace may have.")
     tombstone_retention_days: int = Field(
         90, ge=1, le=3650, description="How long delete/expiry tombstones (and events) are kept."
     )
+    reachable_depth: int = Field(
+        10, ge=1, le=MAX_DEPTH_LIMIT,
+        description="Most segments a namespace to read or delete may have: the highest max_depth the tenant has "
+                    "ever had, so lowering max_depth strands no item. Not settable.",
+    )
+
+    @model_validator(mode="after")
+    def _reach_what_was_writable(self) -> "TenantSettings":
+        self.reachable_depth = max(self.reachable_depth, self.max_depth)
+        return self
+
+
+class SettingsPatch(Command):
+    """`PUT /admin/v1/memories/settings`: the settings to change; the others keep their values."""
+
+    # Absent means "keep"; null is refused like any other wrong type.
+    max_depth: StrictInt = Field(None, ge=1, le=MAX_DEPTH_LIMIT)  # type: ignore[assignment]
+    tombstone_retention_days: StrictInt = Field(None, ge=1, le=3650)  # type: ignore[assignment]
 
 
 class _TtlCache:
@@ -49,7 +71,7 @@ class _TtlCache:
 
 
 class SettingsRegistry:
-    def __init__(self, store: ItemStore, *, cache_seconds: float = 2.0) -> None:
+    def __init__(self, store: TenantConfigStore, *, cache_seconds: float = 2.0) -> None:
         self._store = store
         self._cache = _TtlCache(cache_seconds)
 
@@ -60,22 +82,15 @@ class SettingsRegistry:
             self._cache.put(tenant, cached)
         return cached
 
-    def update(self, tenant: str, patch: dict[str, Any]) -> TenantSettings:
-        if not isinstance(patch, dict):
-            raise InvalidArgument("settings must be a JSON object", details={"field": "body"})
-        try:
-            merged = TenantSettings.model_validate({**self.get(tenant).model_dump(), **patch})
-        except ValidationError as exc:
-            raise InvalidArgument(
-                "invalid settings", details={"errors": _pydantic_errors(exc)}
-            ) from None
+    def update(self, tenant: str, patch: SettingsPatch) -> TenantSettings:
+        merged = TenantSettings.model_validate({**self.get(tenant).model_dump(), **patch.model_dump(exclude_unset=True)})
         self._store.put_config(tenant, "settings", merged.model_dump())
         self._cache.put(tenant, merged)
         return merged
 
 
 class PolicyRegistry:
-    def __init__(self, store: ItemStore, *, cache_seconds: float = 2.0) -> None:
+    def __init__(self, store: TenantConfigStore, *, cache_seconds: float = 2.0) -> None:
         self._store = store
         self._cache = _TtlCache(cache_seconds)
         self._default: CompiledPolicies | None = None
@@ -113,7 +128,3 @@ class PolicyRegistry:
             with self._lock:
                 self._compiled_by_version[version] = compiled
         return compiled
-
-
-def _pydantic_errors(exc: ValidationError) -> list[dict[str, Any]]:
-    return [{"field": ".".join(str(p) for p in e["loc"]), "message": e["msg"]} for e in exc.errors()]

@@ -1,6 +1,7 @@
-"""Changes -> the event timeline (and, where configured, published events).
+"""The event timeline: changes -> events (and, where configured, published events), and the
+scoped, paged reads of `GET /v1/memories/events`.
 
-One consumer of the change feed: the local feed worker, or the `timeline` Lambda on the table's
+Recording is one consumer of the change feed: the local feed worker, or the `timeline` Lambda on the table's
 stream. Delivery in is at least once; the log refuses an event id it already holds, so a
 replayed change never makes a second event. Publishing happens after recording, for every
 event of the batch (replays included), so a crash between the two loses nothing: the bus is
@@ -11,11 +12,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
 
-from memsvc.core.models import Change, TimelineEvent
+from pydantic import Field, StrictInt, StrictStr
+
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.filters import get_path
+from memsvc.core.models import Caller, Change, TimelineEvent, from_epoch_us, to_epoch_us
+from memsvc.core.timeline import KINDS
+from memsvc.core.validation import Command, NamespacePrefix, Timestamp
 from memsvc.ports import EventLog, EventPublisher
+from memsvc.service.access import Access
+from memsvc.service.sealing import CursorCodec, Sealer
 
-__all__ = ["Timeline"]
+__all__ = ["Timeline", "TimelineReader", "EventsQuery", "EventView", "EventPage", "MAX_EVENTS_PAGE"]
 
 log = logging.getLogger(__name__)
 
@@ -43,3 +55,81 @@ class Timeline:
             log.exception("publishing timeline events failed; the batch will be retried")
             return {c.seq for c in changes}
         return {seq for (seq, _), e in zip(sources, recorded) if e.id in unpublished}
+
+
+MAX_EVENTS_PAGE = 200
+_CURSOR_PURPOSE = "events"
+
+EventKind = Literal["add", "update", "delete", "expired"]
+
+
+class EventsQuery(Command):
+    """`GET /v1/memories/events`."""
+
+    namespace_prefix: NamespacePrefix = Field([], alias="ns", description="Namespace prefix; repeat per segment")
+    kinds: list[EventKind] = Field([], description="Event kinds to include; repeat per kind; default all")
+    after: Timestamp | None = Field(None, description="Only events that occurred after this RFC 3339 time")
+    before: Timestamp | None = Field(None, description="Only events that occurred before this RFC 3339 time")
+    after_cursor: StrictStr | None = Field(None, description="The previous page's after_cursor (or a resume_cursor)")
+    limit: StrictInt = Field(50, ge=1, le=MAX_EVENTS_PAGE, description="Page size")
+
+
+@dataclass(frozen=True)
+class EventView:
+    """A timeline event as its caller sees it: value and attributes opened for add/update."""
+
+    event: TimelineEvent
+    value: dict[str, Any] | None
+    attributes: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class EventPage:
+    events: list[EventView]
+    after_cursor: str | None  # null when the walk is done
+    resume_cursor: str | None  # where to pick up later, to tail the timeline
+
+
+class TimelineReader:
+    def __init__(self, *, log_: EventLog, sealer: Sealer, cursors: CursorCodec, access: Access) -> None:
+        self._log = log_
+        self._sealer = sealer
+        self._cursors = cursors
+        self._access = access
+
+    def events(self, caller: Caller, q: EventsQuery) -> EventPage:
+        """The timeline under a prefix, scoped like search, one page at a time.
+
+        A page is read one event past `limit`, so `after_cursor` is null exactly when the walk
+        has reached the present. The cursor is sealed with the tenant's data key: opaque, and a
+        forged, altered or other tenant's cursor fails to open (a 400).
+        """
+        prefix = self._access.namespace_to_read(caller, q.namespace_prefix, allow_empty=True)
+        start_after = self._position(caller.tenant_id, q.after_cursor) if q.after_cursor is not None else None
+        scope, scope_filter = self._access.scope(caller, "events", prefix, {})
+        page: list[TimelineEvent] = []
+        more = False
+        for event in self._log.scan(caller.tenant_id, scope, kinds=frozenset(q.kinds) or KINDS,
+                                    start_after=start_after, after=q.after, before=q.before,
+                                    page_size=min(q.limit + 1, MAX_EVENTS_PAGE)):
+            if not scope_filter.matches(lambda path: get_path(event.policy_attributes, path)):
+                continue
+            if len(page) == q.limit:
+                more = True
+                break
+            page.append(event)
+        views = [EventView(e, *self._sealer.open_item(e)) for e in page]
+        last = self._cursor(caller.tenant_id, page[-1]) if page else q.after_cursor
+        return EventPage(views, after_cursor=last if more else None, resume_cursor=last)
+
+    def _cursor(self, tenant: str, event: TimelineEvent) -> str:
+        assert event.occurred_at is not None
+        return self._cursors.encode(tenant, _CURSOR_PURPOSE, {"s": to_epoch_us(event.occurred_at), "i": event.id})
+
+    def _position(self, tenant: str, cursor: str) -> tuple[datetime, str]:
+        position = self._cursors.decode(tenant, _CURSOR_PURPOSE, cursor, field="after_cursor")
+        stamp, event_id = position.get("s"), position.get("i")
+        if not isinstance(stamp, int) or not isinstance(event_id, str):  # sealed by us, so only if we changed format
+            raise InvalidArgument("after_cursor is not a cursor this service gave this caller",
+                                  details={"field": "after_cursor"})
+        return from_epoch_us(stamp), event_id

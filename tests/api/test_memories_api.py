@@ -22,6 +22,7 @@ from tests.api.helpers import (
     parse_ts,
     put,
     put_ok,
+    search,
     search_ok,
     signed_token,
     sync_index,
@@ -560,7 +561,7 @@ def test_admin_settings_get_put_and_max_depth(admin, me, home):
         "tombstone_retention_days"]
     assert admin.get("/admin/v1/memories/settings").json()["max_depth"] == 3
     assert_error(put(me, home + ["a", "c"], "k", {"x": 1}), 400, "INVALID_ARGUMENT")
-    assert_error(get(me, deep, "k"), 400, "INVALID_ARGUMENT")
+    assert get(me, deep, "k").json()["value"] == {"x": 1}  # lowering max_depth strands nothing
     put_ok(me, home + ["a"], "k", {"x": 2})
     r = admin.put("/admin/v1/memories/settings", json={"tombstone_retention_days": 7})
     assert r.json() == {**r.json(), "max_depth": 3, "tombstone_retention_days": 7}  # a patch, not a reset
@@ -581,6 +582,22 @@ def test_health_needs_no_token_and_reports_each_component(make_client):
     for name, component in body["components"].items():
         assert isinstance(component["latency_ms"], (int, float)) and component["latency_ms"] >= 0, name
         assert component["status"] == "healthy", name
+
+
+def test_lowering_max_depth_leaves_deeper_items_readable_and_deletable(admin, me, home):
+    deep = home + ["a", "b", "c"]  # 5 segments
+    put_ok(me, deep, "k", {"x": 1})
+    put_ok(me, deep, "gone", {"x": 2})
+    r = admin.put("/admin/v1/memories/settings", json={"max_depth": 2})
+    assert r.status_code == 200 and r.json()["reachable_depth"] == 10, r.text
+    assert_error(put(me, deep, "k", {"x": 3}), 400, "INVALID_ARGUMENT")  # no new deep writes
+    assert get(me, deep, "k").json()["value"] == {"x": 1}
+    assert [i["key"] for i in search(me, deep).json()["items"]] == ["gone", "k"]
+    assert me.delete("/v1/memories", params=[("ns", s) for s in deep] + [("key", "gone")]).status_code == 204
+    assert_error(get(me, deep, "gone"), 404, "NOT_FOUND")
+    assert_error(get(me, home + ["x"] * 9, "k"), 400, "INVALID_ARGUMENT")  # never reachable: still a 400
+    assert_error(admin.put("/admin/v1/memories/settings", json={"reachable_depth": 32}), 400, "INVALID_ARGUMENT")
+    assert_error(admin.put("/admin/v1/memories/settings", json={"max_depth": None}), 400, "INVALID_ARGUMENT")
 
 
 def test_openapi_document_lists_every_route(make_client):

@@ -402,7 +402,8 @@ def test_the_longest_tenant_and_namespace_fit_every_key():
     bytes at most) and its timeline copies are all accepted, and the event reads back."""
     from memsvc.core.models import Caller
     from memsvc.core.namespaces import MAX_NAMESPACE_BYTES
-    from memsvc.service.memories import EventsQuery, PutMemory
+    from memsvc.service.memories import PutMemory
+    from memsvc.service.timeline import EventsQuery
     from tests.fakes.aws_stack import aws_stack
     from tests.fakes.embedder import HashEmbedder
 
@@ -412,9 +413,9 @@ def test_the_longest_tenant_and_namespace_fit_every_key():
     caller = Caller(tenant_id=tenant, user_id="root", roles=("admin",))
     embedder = HashEmbedder()
     with aws_stack(dimension=embedder.dimension, embedder=embedder) as stack:
-        written = stack.app.service.put(caller, PutMemory(namespace=ns, key="k", value={"text": "long"}))
+        written = stack.app.services.memories.put(caller, PutMemory(namespace=ns, key="k", value={"text": "long"}))
         stack.drain()
-        page = stack.app.service.events(caller, EventsQuery(namespace_prefix=ns))
+        page = stack.app.services.timeline.events(caller, EventsQuery(namespace_prefix=ns))
         assert [v.event.id for v in page.events] == [written.id]
 
 

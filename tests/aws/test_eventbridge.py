@@ -254,7 +254,7 @@ def test_the_service_story_as_the_bus_delivers_it(stack):
     source `memsvc`, the detail-type of its kind, the documented detail and no value."""
     alice = Caller(tenant_id="acme", user_id="alice", roles=("user",))
     ns = ["user", "alice", "trips"]
-    service = stack.app.service
+    service = stack.app.services.memories
     first = service.put(alice, PutMemory(namespace=ns, key="hotel", value={"text": f"quiet room {SECRET}"},
                                          attributes={"source": SECRET}))
     stack.clock.advance(1)
@@ -287,7 +287,7 @@ def test_the_service_story_as_the_bus_delivers_it(stack):
     assert stamps[4] == datetime.fromisoformat(details[4]["expires_at"].replace("Z", "+00:00"))  # when it expired
     assert SECRET not in json.dumps(got)
     # the events on the bus are the events in the log
-    logged = list(stack.app.service._events.scan("acme", (), kinds=KINDS))
+    logged = list(stack.app.timeline.log.scan("acme", (), kinds=KINDS))
     assert [event_detail(e) for e in logged] == details
 
 

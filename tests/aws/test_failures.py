@@ -60,7 +60,7 @@ def stack():
 
 
 def put(stack, key: str, text: str | None = None):
-    return stack.app.service.put(ALICE, PutMemory(namespace=list(NS), key=key, value={"text": text or TEXTS[key]}))
+    return stack.app.services.memories.put(ALICE, PutMemory(namespace=list(NS), key=key, value={"text": text or TEXTS[key]}))
 
 
 def failures(stack) -> list[list[str]]:

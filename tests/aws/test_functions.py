@@ -128,8 +128,8 @@ def play_stream_sample(stack, name: str) -> dict[str, Any]:
         for image in (data.get("OldImage"), data.get("NewImage")):
             if image and image.get("rt", {}).get("S") == "item" and "vct" in image:
                 key, version = image["key"]["S"], int(image["version"]["N"])
-                blob = sealer.seal_json(image["tenant"]["S"], decode_namespace(image["ns"]["S"]), key, version,
-                                        "value", VALUES[(key, version)])
+                blob = sealer.seal_item(image["tenant"]["S"], decode_namespace(image["ns"]["S"]), key, version,
+                                        value=VALUES[(key, version)], attributes=None).value_ct
                 image["vct"] = {"B": base64.b64encode(blob).decode()}
         if (data.get("NewImage") or {}).get("rt", {}).get("S") == "key":
             continue  # the tenant's wrapped data key: this stack has its own
@@ -168,7 +168,7 @@ def capture_stream_samples() -> dict[str, dict[str, Any]]:
     alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
     batches: dict[str, dict[str, Any]] = {}
     with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=clock) as stack:
-        service = stack.app.service
+        service = stack.app.services.memories
 
         def capture(name: str) -> None:
             records = []
@@ -517,7 +517,7 @@ def test_cold_start_is_counted_once(stack, stdout):
 def test_indexer_metrics_count_embedding_calls_cache_hits_and_vectors(titan_stack, stdout):
     stack, alice = titan_stack, Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
     for key in ("hotel", "flight"):
-        stack.app.service.put(alice, PutMemory(namespace=list(NS), key=key, value=VALUES[(key, 1)]))
+        stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key=key, value=VALUES[(key, 1)]))
     stack.drain()
     first = emf_documents(stdout())
     assert metric(first, "Changes", service="memsvc-indexer") == [2.0]
@@ -525,7 +525,7 @@ def test_indexer_metrics_count_embedding_calls_cache_hits_and_vectors(titan_stac
     assert metric(first, "VectorsWritten") == [2.0] and metric(first, "VectorsDeleted") == [0.0]
 
     # the same text again (a new version): Titan is not asked, the old version's vector goes
-    stack.app.service.put(alice, PutMemory(namespace=list(NS), key="hotel", value=VALUES[("hotel", 1)]))
+    stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key="hotel", value=VALUES[("hotel", 1)]))
     stack.drain()
     out = stdout()
     second = emf_documents(out)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import threading
 
 import boto3
@@ -179,6 +181,15 @@ def test_a_key_id_is_required(kms):
 # -- the Sealer over KMS -----------------------------------------------------------------------
 
 
+def seal(sealer: Sealer, tenant, ns, key, value) -> bytes:
+    return sealer.seal_item(tenant, ns, key, 1, value=value, attributes=None).value_ct
+
+
+def open_value(sealer: Sealer, tenant, ns, key, blob: bytes):
+    return sealer.open_value(SimpleNamespace(tenant=tenant, namespace=ns, key=key, version=1, value_ct=blob,
+                                             attributes_ct=None))
+
+
 def test_sealer_end_to_end_decrypts_only_on_a_cache_miss(kms, key_id):
     calls = Calls(kms)
     rows = KeyRows()
@@ -186,30 +197,30 @@ def test_sealer_end_to_end_decrypts_only_on_a_cache_miss(kms, key_id):
     ns = ("users", "alice")
 
     writer = Sealer(rows, keys)
-    blob = writer.seal_json("acme", ns, "k1", 1, "value", {"text": "likes tea"})
-    assert writer.open_json("acme", ns, "k1", 1, "value", blob) == {"text": "likes tea"}
+    blob = seal(writer, "acme", ns, "k1", {"text": "likes tea"})
+    assert open_value(writer, "acme", ns, "k1", blob) == {"text": "likes tea"}
     assert (calls["GenerateDataKey"], calls["Decrypt"]) == (1, 0)  # the new key stayed cached
     assert set(rows.rows) == {"acme"} and b"likes tea" not in blob
 
     reader = Sealer(rows, keys)  # a cold start: the wrapped key is in the store, not in memory
     for _ in range(3):
-        assert reader.open_json("acme", ns, "k1", 1, "value", blob) == {"text": "likes tea"}
+        assert open_value(reader, "acme", ns, "k1", blob) == {"text": "likes tea"}
     assert (calls["GenerateDataKey"], calls["Decrypt"]) == (1, 1)
 
     expiring = Sealer(rows, keys, cache_seconds=0)  # every use is a miss
-    expiring.open_json("acme", ns, "k1", 1, "value", blob)
-    expiring.open_json("acme", ns, "k1", 1, "value", blob)
+    open_value(expiring, "acme", ns, "k1", blob)
+    open_value(expiring, "acme", ns, "k1", blob)
     assert calls["Decrypt"] == 3
 
 
 def test_sealer_tenants_have_separate_keys(kms, key_id):
     rows = KeyRows()
     sealer = Sealer(rows, KmsKeyProvider(kms, key_id))
-    blob = sealer.seal_json("acme", ("a",), "k", 1, "value", {"v": 1})
-    sealer.seal_json("globex", ("a",), "k", 1, "value", {"v": 2})
+    blob = seal(sealer, "acme", ("a",), "k", {"v": 1})
+    seal(sealer, "globex", ("a",), "k", {"v": 2})
     assert rows.rows["acme"] != rows.rows["globex"]
     with pytest.raises(InternalError):  # another tenant's key does not open acme's data
-        sealer.open_json("globex", ("a",), "k", 1, "value", blob)
+        open_value(sealer, "globex", ("a",), "k", blob)
 
 
 def test_sealer_losing_the_key_creation_race_unwraps_the_winner(kms, key_id):
@@ -227,8 +238,8 @@ def test_sealer_losing_the_key_creation_race_unwraps_the_winner(kms, key_id):
             return rows.put_wrapped_key_if_absent(tenant, wrapped)
 
     late = Sealer(LateStore(), keys)
-    blob = late.seal_json("acme", ("a",), "k", 1, "value", {"v": 1})
-    assert Sealer(rows, keys).open_json("acme", ("a",), "k", 1, "value", blob) == {"v": 1}
+    blob = seal(late, "acme", ("a",), "k", {"v": 1})
+    assert open_value(Sealer(rows, keys), "acme", ("a",), "k", blob) == {"v": 1}
     assert calls["Decrypt"] == 2  # the loser unwrapped the winner's key; so did the fresh reader
 
 
@@ -236,14 +247,14 @@ def test_sealer_write_fails_cleanly_when_kms_fails(kms, key_id):
     rows = KeyRows()
     fail_kms(kms, "GenerateDataKey", "KMSInternalException", 500)
     with pytest.raises(ProviderError):
-        Sealer(rows, KmsKeyProvider(kms, key_id)).seal_json("acme", ("a",), "k", 1, "value", {"v": 1})
+        seal(Sealer(rows, KmsKeyProvider(kms, key_id)), "acme", ("a",), "k", {"v": 1})
     assert rows.rows == {}  # no wrapped key stored for a key that was never made
 
 
 def test_sealer_read_surfaces_a_kms_throttle_as_rate_limited(kms, key_id):
     rows = KeyRows()
     keys = KmsKeyProvider(kms, key_id)
-    blob = Sealer(rows, keys).seal_json("acme", ("a",), "k", 1, "value", {"v": 1})
+    blob = seal(Sealer(rows, keys), "acme", ("a",), "k", {"v": 1})
     fail_kms(kms, "Decrypt", "ThrottlingException", 400)
     with pytest.raises(RateLimited):
-        Sealer(rows, keys).open_json("acme", ("a",), "k", 1, "value", blob)
+        open_value(Sealer(rows, keys), "acme", ("a",), "k", blob)

@@ -68,11 +68,11 @@ def apply(event: dict[str, Any]) -> dict[str, Any]:
 
 
 def put(stack, key: str, text: str = "some text", **kwargs: Any):
-    return stack.app.service.put(ALICE, PutMemory(namespace=list(NS), key=key, value={"text": text}, **kwargs))
+    return stack.app.services.memories.put(ALICE, PutMemory(namespace=list(NS), key=key, value={"text": text}, **kwargs))
 
 
 def logged(stack, tenant: str = TENANT) -> list[dict[str, Any]]:
-    return [event_detail(e) for e in stack.app.service._events.scan(tenant, (), kinds=KINDS)]
+    return [event_detail(e) for e in stack.app.timeline.log.scan(tenant, (), kinds=KINDS)]
 
 
 def failures(stack) -> list[list[str]]:
@@ -111,7 +111,7 @@ def test_each_change_becomes_one_event_in_the_log_and_on_the_bus(stack):
     stack.clock.advance(1)
     put(stack, "hotel", "another text")
     stack.clock.advance(1)
-    stack.app.service.delete(ALICE, list(NS), "hotel")
+    stack.app.services.memories.delete(ALICE, list(NS), "hotel")
     stack.clock.advance(1)
     put(stack, "flight", ttl_seconds=30)
     stack.clock.advance(60)
@@ -132,7 +132,7 @@ def test_each_change_becomes_one_event_in_the_log_and_on_the_bus(stack):
 def test_the_log_keeps_the_ciphertext_the_bus_gets_none(stack):
     put(stack, "hotel", f"the code word is {SECRET}")
     stack.drain(consumers=("timeline",))
-    (event,) = stack.app.service._events.scan(TENANT, (), kinds=KINDS)
+    (event,) = stack.app.timeline.log.scan(TENANT, (), kinds=KINDS)
     stored = stack.app.store.get(TENANT, NS, "hotel")
     assert event.value_ct == stored.value_ct and event.value_ct  # copied, sealed, never decrypted
     assert SECRET not in json.dumps(stack.published())
@@ -157,7 +157,7 @@ def test_a_replayed_batch_records_nothing_twice(stack):
     for key in ("hotel", "flight", "loyalty"):
         put(stack, key)
         stack.clock.advance(1)
-    stack.app.service.delete(ALICE, list(NS), "flight")
+    stack.app.services.memories.delete(ALICE, list(NS), "flight")
     records = stack.read_stream(queue_for=())
     assert apply({"Records": records}) == {"batchItemFailures": []}
     first = logged(stack)
@@ -292,7 +292,7 @@ def test_metrics_count_events_by_kind_and_what_eventbridge_took(stack, stdout, c
     caplog.set_level(logging.DEBUG)
     put(stack, "hotel", SECRET)
     put(stack, "flight", SECRET)
-    stack.app.service.delete(ALICE, list(NS), "flight")
+    stack.app.services.memories.delete(ALICE, list(NS), "flight")
     stack.drain(consumers=("timeline",))
     remove = reject_entries(stack)
     put(stack, "loyalty", SECRET)

@@ -17,7 +17,7 @@ from tests.fakes.embedder import HashEmbedder
 @dataclass
 class Backend:
     name: str
-    service: Any
+    app: Any  # LocalApp or AwsApp
     store: Any
     vectors: Any
     embedder: HashEmbedder
@@ -25,6 +25,38 @@ class Backend:
     data_dir: Any = None
     local: Any = None  # LocalApp
     aws: Any = None  # AwsStack
+
+    @property
+    def memories(self):
+        return self.app.services.memories
+
+    @property
+    def search(self):
+        return self.app.services.search
+
+    @property
+    def timeline(self):
+        return self.app.services.timeline
+
+    @property
+    def admin(self):
+        return self.app.services.admin
+
+    @property
+    def indexer(self):
+        return self.app.indexer
+
+    @property
+    def settings(self):
+        return self.app.settings
+
+    @property
+    def event_log(self):
+        return self.local.events if self.local is not None else self.app.timeline.log
+
+    @property
+    def sealer(self):
+        return self.app.sealer
 
     def drain(self) -> None:
         """Deliver every pending change to both consumers, the indexer and the timeline (the feed
@@ -38,9 +70,7 @@ class Backend:
     def sweep(self) -> None:
         """Expire what is due (the sweeper / DynamoDB TTL)."""
         if self.local is not None:
-            from memsvc.service.sweeper import Sweeper
-
-            Sweeper(self.store, self.service._settings, self.clock, events=self.local.events).sweep()
+            self.local.sweeper.sweep()
         else:
             self.aws.expire(epoch(self.clock.now()))
 
@@ -72,12 +102,12 @@ def backend(request, tmp_path, clock):
         from memsvc.bootstrap import build_local
 
         app = build_local(tmp_path / "data", embedder=embedder, clock=clock, start_workers=False)
-        yield Backend("local", app.service, app.store, app.vectors, embedder, clock, data_dir=app.data_dir, local=app)
+        yield Backend("local", app, app.store, app.vectors, embedder, clock, data_dir=app.data_dir, local=app)
         app.close()
     else:
         with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=clock) as stack:
             app = stack.app
-            yield Backend("aws", app.service, app.store, app.vectors, embedder, clock, aws=stack)
+            yield Backend("aws", app, app.store, app.vectors, embedder, clock, aws=stack)
 
 
 @pytest.fixture

@@ -8,14 +8,16 @@ import threading
 import pytest
 
 from memsvc.core.errors import Conflict, EmbeddingFailed, Forbidden, InternalError, InvalidArgument, NotFound
-from memsvc.service.memories import PutMemory, SearchQuery
+from memsvc.service.admin import IndexRun
+from memsvc.service.memories import PutMemory
+from memsvc.service.search import ListNamespaces, SearchQuery
 from tests.conftest import admin, alice, bob
 
 NS = ["user", "alice", "notes"]
 
 
 def put(app, key="k", value=None, caller=None, **kw):
-    return app.service.put(caller or alice(), PutMemory(namespace=kw.pop("namespace", NS), key=key,
+    return app.memories.put(caller or alice(), PutMemory(namespace=kw.pop("namespace", NS), key=key,
                                                         value=value if value is not None else {"text": "hello"}, **kw))
 
 
@@ -25,7 +27,7 @@ def drain(app):
 
 def search(app, caller=None, **kw):
     kw.setdefault("namespace_prefix", ["user", "alice"])
-    return app.service.search(caller or alice(), SearchQuery(**kw))
+    return app.search.search(caller or alice(), SearchQuery(**kw))
 
 
 class TestWrites:
@@ -37,15 +39,15 @@ class TestWrites:
         assert second.id != first.id
         assert second.created_at == first.created_at
         assert second.updated_at > first.updated_at
-        got = backend.service.get(alice(), NS, "k")
+        got = backend.memories.get(alice(), NS, "k")
         assert got.value == {"text": "two"} and got.version == 2
 
     def test_delete_is_idempotent_and_keeps_the_version_counter(self, backend):
         put(backend)
-        backend.service.delete(alice(), NS, "k")
-        backend.service.delete(alice(), NS, "k")
+        backend.memories.delete(alice(), NS, "k")
+        backend.memories.delete(alice(), NS, "k")
         with pytest.raises(NotFound):
-            backend.service.get(alice(), NS, "k")
+            backend.memories.get(alice(), NS, "k")
         again = put(backend)
         assert again.version == 3  # 1 put, 2 tombstone, 3 the new put: replays can't confuse versions
 
@@ -63,7 +65,7 @@ class TestWrites:
         backend.store.write = racing_write
         result = put(backend, value={"text": "mine"})
         assert result.version == 3
-        assert backend.service.get(alice(), NS, "k").value == {"text": "mine"}
+        assert backend.memories.get(alice(), NS, "k").value == {"text": "mine"}
 
     def test_store_rejects_a_stale_version(self, backend):
         put(backend)
@@ -93,7 +95,7 @@ class TestWrites:
         assert errors == []
         assert len(landed) + len(refused) == 200 and len(refused) <= 10
         assert sorted(landed) == list(range(1, len(landed) + 1))
-        assert backend.service.get(alice(), NS, "shared").version == len(landed)
+        assert backend.memories.get(alice(), NS, "shared").version == len(landed)
         assert len([c for c in backend.changes() if c.new.key == "shared"]) == len(landed)
 
     def test_rejected_write_changes_nothing(self, backend):
@@ -102,7 +104,7 @@ class TestWrites:
             put(backend, value={"text": "x"}, ttl_seconds=0)
         with pytest.raises(Forbidden):
             put(backend, value={"text": "x"}, caller=bob())
-        got = backend.service.get(alice(), NS, "k")
+        got = backend.memories.get(alice(), NS, "k")
         assert (got.value, got.version) == ({"text": "keep"}, 1)
 
 
@@ -111,9 +113,9 @@ class TestExpiry:
         put(backend, ttl_seconds=10)
         clock.advance(11)
         with pytest.raises(NotFound):
-            backend.service.get(alice(), NS, "k")
+            backend.memories.get(alice(), NS, "k")
         assert search(backend) == []
-        assert backend.service.list_namespaces(alice()) == []
+        assert backend.search.list_namespaces(alice(), ListNamespaces()) == []
 
     def test_expiry_records_an_expired_change_and_vectors_go(self, backend, clock):
         written = put(backend, value={"text": "ephemeral cats"}, ttl_seconds=10, sync_index=True)
@@ -134,8 +136,8 @@ class TestExpiry:
         stale = backend.store.expired(clock.now(), 10)
         put(backend, ttl_seconds=100)  # the key is written again before the sweep lands
         backend.store.expired = lambda now, limit: stale
-        Sweeper(backend.store, backend.service._settings, clock).sweep()
-        assert backend.service.get(alice(), NS, "k").version == 2
+        Sweeper(backend.store, backend.settings, clock).sweep()
+        assert backend.memories.get(alice(), NS, "k").version == 2
 
 
 class TestEncryption:
@@ -147,8 +149,8 @@ class TestEncryption:
         forged = dataclasses.replace(b, value_ct=a.value_ct, version=b.version + 1)
         backend.store.write(forged, kind="update", old=b)
         with pytest.raises(InternalError):
-            backend.service.get(alice(), NS, "b")
-        assert backend.service.get(alice(), NS, "a").value == {"text": "secret a"}
+            backend.memories.get(alice(), NS, "b")
+        assert backend.memories.get(alice(), NS, "a").value == {"text": "secret a"}
 
     def test_nonce_is_fresh_per_write(self, backend):
         put(backend, value={"text": "same"})
@@ -190,7 +192,7 @@ class TestIndexing:
         put(backend, value={"text": "old cats"})
         put(backend, value={"text": "new dogs"})
         v1, v2 = backend.changes()
-        indexer = backend.service.indexer
+        indexer = backend.indexer
         assert indexer.apply([v2]) == set()
         assert indexer.apply([v1]) == set()  # replayed out of order
         assert backend.memory_ids("acme") == {v2.new.id}
@@ -200,9 +202,9 @@ class TestIndexing:
 
     def test_delete_wins_over_a_replayed_write(self, backend):
         put(backend, value={"text": "delete me"})
-        backend.service.delete(alice(), NS, "k")
+        backend.memories.delete(alice(), NS, "k")
         add, delete = backend.changes()
-        indexer = backend.service.indexer
+        indexer = backend.indexer
         indexer.apply([delete])
         indexer.apply([add, add])
         assert backend.memory_ids("acme") == set()
@@ -251,23 +253,23 @@ class TestIndexing:
         assert [seq for seq, _ in backend.store.dead_letters("indexer")] == [1]
         backend.embedder.fail_next = 0
         drain(backend)
-        assert backend.service.index_status(admin())["pending"] == 1  # the parked one, still visible
+        assert backend.admin.index_status(admin()).pending == 1  # the parked one, still visible
         assert backend.store.get("acme", tuple(NS), "fine").indexed_fields == ("text",)
 
     def test_transient_failure_loses_nothing(self, backend):
         put(backend, value={"text": "retry me"})
         backend.embedder.fail_next = 2  # the batch and the item-by-item retry
         drain(backend)
-        assert backend.service.index_status(admin())["pending"] == 1
+        assert backend.admin.index_status(admin()).pending == 1
         drain(backend)
-        assert backend.service.index_status(admin())["pending"] == 0
+        assert backend.admin.index_status(admin()).pending == 0
         assert [m.key for m in search(backend, query="retry")] == ["k"]
 
     def test_sync_index_failure_keeps_the_write(self, backend):
         backend.embedder.fail_next = 1
         with pytest.raises(EmbeddingFailed):
             put(backend, value={"text": "kept anyway"}, sync_index=True)
-        assert backend.service.get(alice(), NS, "k").value == {"text": "kept anyway"}
+        assert backend.memories.get(alice(), NS, "k").value == {"text": "kept anyway"}
         drain(backend)
         assert [m.key for m in search(backend, query="kept")] == ["k"]
 
@@ -291,7 +293,7 @@ class TestIndexBookkeeping:
         stale = put(backend, value={"text": "stale"})
         item = backend.store.get("acme", tuple(NS), "k")
         newer = put(backend, value={"text": "newer"})
-        backend.service.indexer.index_items([item])  # embedded v1 while v2 landed
+        backend.indexer.index_items([item])  # embedded v1 while v2 landed
         assert stale.id not in backend.memory_ids("acme")
         drain(backend)
         assert backend.memory_ids("acme") == {newer.id}
@@ -300,15 +302,15 @@ class TestIndexBookkeeping:
         put(backend, key="a")
         put(backend, key="b", index_fields=False)
         put(backend, key="c", ttl_seconds=5)
-        assert backend.service.index_status(admin())["pending"] == 3 - 1
-        result = backend.service.index_trigger(admin())
-        assert result == {"processed": 2, "pending": 0}
-        assert backend.service.index_trigger(admin("globex")) == {"processed": 0, "pending": 0}
+        assert backend.admin.index_status(admin()).pending == 3 - 1
+        result = backend.admin.index_trigger(admin())
+        assert result == IndexRun(processed=2, pending=0)
+        assert backend.admin.index_trigger(admin("globex")) == IndexRun(processed=0, pending=0)
 
     def test_replayed_changes_write_nothing_twice(self, backend):
         put(backend, value={"text": "once"})
         changes = backend.changes()
-        indexer = backend.service.indexer
+        indexer = backend.indexer
         indexer.apply(changes)
         calls = len(backend.embedder.calls)
         indexer.apply(changes)
@@ -324,8 +326,8 @@ class TestSearchAndScope:
         assert {m.key for m in search(backend, filter={"namespace": "user"})} == {"a", "b"}
         assert search(backend, filter={"namespace": "mine"}) == []
         opened = []
-        real_open = backend.service._sealer.open_json
-        backend.service._sealer.open_json = lambda *a, **k: opened.append(a[4]) or real_open(*a, **k)
+        real_open = backend.sealer.open_item
+        backend.sealer.open_item = lambda item: opened.append(item.key) or real_open(item)
         assert search(backend, filter={"sub": "nobody"}) == []
         assert opened == []  # rejected on plaintext attributes: nothing was decrypted
 
@@ -353,38 +355,38 @@ class TestSearchAndScope:
         put(backend, key="trap", namespace=["user", "aliced", "n"], caller=admin())
         put(backend, key="ok")
         assert [m.key for m in search(backend, caller=admin(), namespace_prefix=["user", "alice"])] == ["ok"]
-        ns = backend.service.list_namespaces(admin(), prefix=["user", "alice"])
+        ns = backend.search.list_namespaces(admin(), ListNamespaces(prefix=["user", "alice"]))
         assert ns == [tuple(NS)]
 
     def test_list_namespaces_wildcards_and_depth(self, backend):
         for ns in (["user", "alice", "a", "x"], ["user", "alice", "b", "x"], ["user", "alice", "b", "y"]):
             put(backend, namespace=ns)
-        svc = backend.service
-        assert svc.list_namespaces(alice(), max_depth=3) == [("user", "alice", "a"), ("user", "alice", "b")]
-        assert svc.list_namespaces(alice(), prefix=["user", "*", "b"]) == [
+        svc = backend.search
+        assert svc.list_namespaces(alice(), ListNamespaces(max_depth=3)) == [("user", "alice", "a"), ("user", "alice", "b")]
+        assert svc.list_namespaces(alice(), ListNamespaces(prefix=["user", "*", "b"])) == [
             ("user", "alice", "b", "x"), ("user", "alice", "b", "y")]
-        assert svc.list_namespaces(alice(), suffix=["x"]) == [("user", "alice", "a", "x"), ("user", "alice", "b", "x")]
-        assert svc.list_namespaces(alice(), limit=1, offset=1) == [("user", "alice", "b", "x")]
+        assert svc.list_namespaces(alice(), ListNamespaces(suffix=["x"])) == [("user", "alice", "a", "x"), ("user", "alice", "b", "x")]
+        assert svc.list_namespaces(alice(), ListNamespaces(limit=1, offset=1)) == [("user", "alice", "b", "x")]
 
 
 class TestRefreshTtl:
     def test_get_and_search_refresh_the_ttl_without_a_new_version(self, backend, clock):
         put(backend, ttl_seconds=100, sync_index=True)
         clock.advance(60)
-        got = backend.service.get(alice(), NS, "k", refresh_ttl=True)
+        got = backend.memories.get(alice(), NS, "k", refresh_ttl=True)
         assert got.version == 1 and got.expires_at == clock.now() + __import__("datetime").timedelta(seconds=100)
         clock.advance(60)  # past the original expiry, within the refreshed one
-        assert backend.service.get(alice(), NS, "k").version == 1
+        assert backend.memories.get(alice(), NS, "k").version == 1
         found = search(backend, query="hello", refresh_ttl=True)
         assert found[0].expires_at == clock.now() + __import__("datetime").timedelta(seconds=100)
         clock.advance(99)
-        assert backend.service.get(alice(), NS, "k").value == {"text": "hello"}
+        assert backend.memories.get(alice(), NS, "k").value == {"text": "hello"}
         assert [c.kind for c in backend.changes()] == ["add"]  # refresh wrote no change record
 
     def test_plain_reads_do_not_refresh(self, backend, clock):
         put(backend, ttl_seconds=100)
         clock.advance(60)
-        backend.service.get(alice(), NS, "k")
+        backend.memories.get(alice(), NS, "k")
         clock.advance(41)
         with pytest.raises(NotFound):
-            backend.service.get(alice(), NS, "k")
+            backend.memories.get(alice(), NS, "k")

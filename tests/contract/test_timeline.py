@@ -12,7 +12,9 @@ import pytest
 
 from memsvc.core.errors import Forbidden, InvalidArgument
 from memsvc.core.models import to_rfc3339
-from memsvc.service.memories import EventsQuery, PutMemory
+from memsvc.service.memories import PutMemory
+from memsvc.service.tenant_config import SettingsPatch
+from memsvc.service.timeline import EventsQuery
 from memsvc.service.timeline import Timeline
 from tests.conftest import admin, alice, bob
 
@@ -20,13 +22,13 @@ NS = ["user", "alice", "notes"]
 
 
 def put(backend, key="k", value=None, caller=None, namespace=NS, **kw):
-    return backend.service.put(caller or alice(), PutMemory(namespace=namespace, key=key,
+    return backend.memories.put(caller or alice(), PutMemory(namespace=namespace, key=key,
                                                             value=value if value is not None else {"text": key}, **kw))
 
 
 def events(backend, caller=None, **kw):
     kw.setdefault("namespace_prefix", ["user", "alice"])
-    return backend.service.events(caller or alice(), EventsQuery(**kw))
+    return backend.timeline.events(caller or alice(), EventsQuery(**kw))
 
 
 def walk(backend, caller=None, limit=7, **kw):
@@ -52,7 +54,7 @@ class TestWhatIsRecorded:
         clock.advance(1)
         second = put(backend, value={"text": "two"})
         clock.advance(1)
-        backend.service.delete(alice(), NS, "k")
+        backend.memories.delete(alice(), NS, "k")
         clock.advance(1)
         again = put(backend, value={"text": "three"}, ttl_seconds=60)
         clock.advance(61)
@@ -84,10 +86,10 @@ class TestWhatIsRecorded:
     def test_replayed_changes_record_no_second_event(self, backend):
         for n in range(5):
             put(backend, key=f"k{n}")
-        backend.service.delete(alice(), NS, "k0")
+        backend.memories.delete(alice(), NS, "k0")
         changes = backend.changes()
         assert len(changes) == 6
-        timeline = Timeline(backend.service._events)
+        timeline = Timeline(backend.event_log)
         assert timeline.apply(changes) == set()
         first = walk(backend)
         assert timeline.apply(changes) == set()  # at least once in ...
@@ -104,8 +106,8 @@ class TestWhatIsRecorded:
         changes = backend.changes()
         late_write = put(backend, key="late")  # recorded first, though written second
         later = [c for c in backend.changes() if c.new.id == late_write.id]
-        Timeline(backend.service._events).apply(later)
-        Timeline(backend.service._events).apply([c for c in changes if c.new.id == early.id])
+        Timeline(backend.event_log).apply(later)
+        Timeline(backend.event_log).apply([c for c in changes if c.new.id == early.id])
         got = walk(backend)
         assert [v.event.key for v in got] == ["late", "early"]
         assert got[1].event.occurred_at > got[0].event.occurred_at  # moved forward, never behind
@@ -127,13 +129,13 @@ class TestWhatIsRecorded:
         assert expired.occurred_at == gone.expires_at < got[2].event.occurred_at
         assert got[2].event.id == again.id and got[2].value == {"text": "back"}
         assert len(changes) == 2
-        Timeline(backend.service._events).apply(changes)  # replayed: nothing new
+        Timeline(backend.event_log).apply(changes)  # replayed: nothing new
         assert len(walk(backend)) == 3
 
     def test_deleting_an_expired_memory_leaves_its_expiry_to_be_recorded(self, backend, clock):
         put(backend, ttl_seconds=60)
         clock.advance(120)
-        backend.service.delete(alice(), NS, "k")  # 204, as for any absent key: nothing to delete
+        backend.memories.delete(alice(), NS, "k")  # 204, as for any absent key: nothing to delete
         backend.drain()
         assert [v.event.kind for v in walk(backend)] == ["add"]
         backend.sweep()
@@ -212,7 +214,7 @@ class TestQuerying:
         clock.advance(10)
         put(backend, key="a", value={"text": "again"})
         clock.advance(10)
-        backend.service.delete(alice(), NS, "a")
+        backend.memories.delete(alice(), NS, "a")
         backend.drain()
         all_events = walk(backend)
         add, update, delete = all_events
@@ -294,9 +296,9 @@ class TestBadInput:
 
 class TestRetention:
     def test_events_and_tombstones_go_after_the_retention_period(self, backend, clock):
-        backend.service.put_settings(admin(), {"tombstone_retention_days": 1})
+        backend.admin.put_settings(admin(), SettingsPatch(tombstone_retention_days=1))
         put(backend, key="old")
-        backend.service.delete(alice(), NS, "old")
+        backend.memories.delete(alice(), NS, "old")
         backend.drain()
         assert len(walk(backend)) == 2
         clock.advance(12 * 3600)

@@ -16,9 +16,9 @@ def test_events_file_gets_one_line_per_event_without_values(tmp_path, clock):
     app = build_local(tmp_path / "data", embedder=HashEmbedder(), clock=clock, start_workers=False, events_file=path)
     try:
         ns = ["user", "alice", "n"]
-        written = app.service.put(alice(), PutMemory(namespace=ns, key="k", value={"text": "secret-value-xyz"},
+        written = app.services.memories.put(alice(), PutMemory(namespace=ns, key="k", value={"text": "secret-value-xyz"},
                                                      attributes={"a": "secret-attr-xyz"}))
-        app.service.delete(alice(), ns, "k")
+        app.services.memories.delete(alice(), ns, "k")
         app.workers.run_cycle("timeline")
     finally:
         app.close()

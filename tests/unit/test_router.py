@@ -56,7 +56,7 @@ def test_unknown_route_and_missing_identity(local_app):
 
 
 def test_an_unexpected_error_is_a_500_without_details(local_app, monkeypatch):
-    monkeypatch.setattr(local_app.service, "get", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr(local_app.services.memories, "get", lambda *a, **k: 1 / 0)
     status, body, headers = call(local_app, "GET", "/v1/memories", "ns=user&ns=alice&key=k", claims=ALICE)
     assert status == 500 and body["error"]["code"] == "INTERNAL"
     assert "ZeroDivision" not in json.dumps(body) and body["error"]["details"]["request_id"] == headers["x-request-id"]

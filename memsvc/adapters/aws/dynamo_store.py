@@ -82,7 +82,9 @@ def table_definition(table_name: str) -> dict[str, Any]:
 
 
 class DynamoItemStore:
-    """`ItemStore` on DynamoDB. Every key starts with the tenant, so no request can reach another."""
+    """`ItemStore`, `IndexBacklog`, `DataKeyStore` and `TenantConfigStore` on one DynamoDB table.
+    Every key starts with the tenant, so no request can reach another. Expiry (`LocalExpiry`
+    locally) is DynamoDB TTL's job here."""
 
     def __init__(self, client: Any, table_name: str, *, tombstone_days=lambda tenant: _DEFAULT_TOMBSTONE_DAYS) -> None:
         self._db = client
@@ -284,17 +286,6 @@ class DynamoItemStore:
                 break
         items = self._batch_get(tenant, keys[:limit])
         return [i for i in items.values() if i.is_live(now) and i.indexed_fields is None and i.index_fields is not False]
-
-    # -- expiry is DynamoDB TTL's job on AWS ----------------------------------------------------
-
-    def expired(self, now, limit):
-        return []
-
-    def purge_tombstones(self, tenant, before):
-        return 0
-
-    def tenants_with_tombstones(self):
-        return []
 
     # -- key material and per-tenant configuration ----------------------------------------------
 

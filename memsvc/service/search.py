@@ -1,0 +1,177 @@
+"""Search (by filter, or ranked by meaning) and namespace listing.
+
+Both search modes share one `FilterPlan`: what is pushed down to the stores, what is decided on
+an item's plaintext policy attributes, and what needs its value decrypted. An item that the
+plaintext attributes reject is never decrypted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, StrictBool, StrictInt, StrictStr
+
+from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError
+from memsvc.core.filters import Filter, get_path, parse_filter
+from memsvc.core.models import Caller, Memory, StoredItem
+from memsvc.core.namespaces import match_namespace_pattern
+from memsvc.core.validation import Command, NamespacePrefix, Segment
+from memsvc.ports import Clock, Embedder, ItemStore, VectorIndex
+from memsvc.service.access import Access
+from memsvc.service.memories import Memories, check_nesting, open_memory
+from memsvc.service.sealing import Sealer
+
+__all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "MAX_OFFSET"]
+
+MAX_OFFSET = 10_000
+
+
+class SearchQuery(Command):
+    """`POST /v1/memories/search`."""
+
+    namespace_prefix: NamespacePrefix
+    query: StrictStr | None = Field(None, pattern=r"\S", description="rank by meaning; omit to filter only")
+    filter: dict[StrictStr, Any] | None = None
+    limit: StrictInt = Field(10, ge=1, le=100)
+    offset: StrictInt = Field(0, ge=0, le=MAX_OFFSET)
+    refresh_ttl: StrictBool = Field(False, description="restart the TTL of every returned item (LangGraph refresh_on_read)")
+
+
+class ListNamespaces(Command):
+    """`GET /v1/memories/namespaces`."""
+
+    prefix: list[Segment] = Field([], description="Prefix segment ('*' matches one segment); repeat per segment")
+    suffix: list[Segment] = Field([], description="Suffix segment ('*' matches one segment); repeat per segment")
+    max_depth: StrictInt | None = Field(None, ge=1, description="Truncate returned namespaces to this depth")
+    limit: StrictInt = Field(100, ge=1, le=1000, description="Page size")
+    offset: StrictInt = Field(0, ge=0, le=MAX_OFFSET, description="Namespaces to skip")
+
+
+@dataclass(frozen=True)
+class FilterPlan:
+    """How a search decides its filter.
+
+    `scope` is what the filter-injection policy added (conditions on policy attributes): it is
+    pushed down to the item store's and vector index's own filtering. A condition of the
+    caller's `user` filter is decided on the item's plaintext policy attributes when the item has
+    an attribute by that name (API.md), and otherwise needs the decrypted value.
+    """
+
+    scope: Filter
+    user: Filter
+
+    def admits_attributes(self, item: StoredItem) -> bool:
+        attributes = _lookup(item.policy_attributes)
+        if not self.scope.matches(attributes):
+            return False
+        return self.user.is_empty or self.user.split(item.policy_attributes.keys())[0].matches(attributes)
+
+    def value_condition(self, item: StoredItem) -> Filter:
+        """What is left to check on the value once `admits_attributes(item)` holds."""
+        return self.user.split(item.policy_attributes.keys())[1] if not self.user.is_empty else self.user
+
+
+class Search:
+    def __init__(self, *, items: ItemStore, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
+                 access: Access, clock: Clock, memories: Memories) -> None:
+        self._items = items
+        self._vectors = vectors
+        self._embedder = embedder
+        self._sealer = sealer
+        self._access = access
+        self._clock = clock
+        self._memories = memories
+
+    def search(self, caller: Caller, q: SearchQuery) -> list[Memory]:
+        prefix = self._access.namespace_to_read(caller, q.namespace_prefix, allow_empty=True)
+        check_nesting(q.filter, "filter")
+        user_filter = parse_filter(q.filter if q.filter is not None else {})
+        scope, scope_filter = self._access.scope(caller, "search", prefix, user_filter.to_json())
+        plan = FilterPlan(scope_filter, user_filter)
+        if q.query is None:
+            found = self._by_filter(caller.tenant_id, scope, plan, q.limit, q.offset)
+        else:
+            found = self._by_meaning(caller.tenant_id, scope, plan, q)
+        return self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found
+
+    def _admitted(self, plan: FilterPlan, items: Iterable[StoredItem],
+                  score: Callable[[StoredItem], float | None] = lambda _: None) -> Iterable[Memory]:
+        """The items the plan admits, opened, in the order given. A value is decrypted only for an
+        item that its plaintext attributes admit; it is then opened once, for the check and the answer."""
+        for item in items:
+            if not plan.admits_attributes(item):
+                continue
+            memory = open_memory(self._sealer, item, score=score(item))
+            if plan.value_condition(item).matches(_lookup(memory.value)):
+                yield memory
+
+    def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
+                   offset: int) -> list[Memory]:
+        out: list[Memory] = []
+        for n, memory in enumerate(self._admitted(plan, self._items.scan_live(tenant, scope, self._clock.now()))):
+            if n >= offset:
+                out.append(memory)
+                if len(out) >= limit:
+                    break
+        return out
+
+    def _by_meaning(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, q: SearchQuery) -> list[Memory]:
+        try:
+            vector = self._embedder.embed([q.query])[0]
+        except MemsvcError:
+            raise
+        except Exception as exc:
+            raise EmbeddingFailed("the embedding model failed to embed the query") from exc
+        wanted = q.offset + q.limit
+        top_k = min(self._vectors.max_top_k, max(50, wanted * 4))
+        while True:
+            hits = self._vectors.query(tenant, scope, plan.scope, vector, top_k)
+            best: dict[str, Any] = {}
+            for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
+                best.setdefault(hit.memory_id, hit)
+            items = self._items.get_many(tenant, list({(h.namespace, h.key) for h in best.values()}))
+            now = self._clock.now()
+            current = []
+            for memory_id, hit in best.items():
+                item = items.get((hit.namespace, hit.key))
+                if item is not None and item.id == memory_id and item.is_live(now):
+                    current.append(item)  # else a version that is not current (its vectors await cleanup), or gone
+            ranked = list(self._admitted(plan, current, score=lambda i: best[i.id].score))
+            if len(ranked) >= wanted or len(hits) < top_k or top_k >= self._vectors.max_top_k:
+                break
+            top_k = min(self._vectors.max_top_k, top_k * 4)
+        # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order).
+        ranked.sort(key=lambda m: (-round(m.score or 0.0, 6), -m.updated_at.timestamp()))
+        return ranked[q.offset : wanted]
+
+    def list_namespaces(self, caller: Caller, q: ListNamespaces) -> list[tuple[str, ...]]:
+        depth = self._access.settings_of(caller).reachable_depth
+        for name, pattern in (("prefix", q.prefix), ("suffix", q.suffix)):
+            if len(pattern) > depth:
+                raise _too_deep(name, depth)
+        literal = []
+        for segment in q.prefix:
+            if segment == "*":
+                break
+            literal.append(segment)
+        scope, _ = self._access.scope(caller, "list", tuple(literal), {})
+        policies = self._access.policies.get(caller.tenant_id)
+        context = caller.policy_context()
+        found: set[tuple[str, ...]] = set()
+        for ns in self._items.list_namespaces(caller.tenant_id, scope, self._clock.now()):
+            if not match_namespace_pattern(ns, tuple(q.prefix), tuple(q.suffix)):
+                continue
+            if not policies.allow("list", list(ns), None, context):
+                continue
+            found.add(ns[: q.max_depth] if q.max_depth else ns)
+        return sorted(found)[q.offset : q.offset + q.limit]
+
+
+def _too_deep(field: str, depth: int) -> InvalidArgument:
+    return InvalidArgument(f"{field} is deeper than max_depth {depth}", details={"field": field})
+
+
+def _lookup(obj: dict[str, Any] | None) -> Callable[[str], tuple[bool, Any]]:
+    return lambda path: get_path(obj or {}, path)
