@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-stamp
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test bench synth clean
+.PHONY: run test bench synth clean langgraph-suite
 
 run: $(RUN_STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
 	$(BIN)/memsvc serve
@@ -30,9 +30,23 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local]'
 	touch $(RUN_STAMP)
 
-$(STAMP): $(RUN_STAMP)
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,langgraph,test,infra]'
+$(STAMP): $(RUN_STAMP) clients/python/pyproject.toml
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,test,infra]' -e ./clients/python
+	$(MAKE) langgraph-suite
 	touch $(STAMP)
+
+# LangGraph's own SQLite store tests, run against MemsvcStore by tests/langgraph_suite/conftest.py.
+# They come from the pinned sdist on PyPI (MIT, see its LICENSE, kept beside them), unchanged.
+LANGGRAPH_SUITE := tests/langgraph_suite/upstream
+LANGGRAPH_SQLITE := langgraph-checkpoint-sqlite==3.1.1
+
+langgraph-suite:  ## unpack LangGraph's store tests into tests/langgraph_suite/upstream
+	rm -rf $(LANGGRAPH_SUITE) build/langgraph-suite
+	$(BIN)/python -m pip download --quiet --no-deps --no-binary :all: -d build/langgraph-suite '$(LANGGRAPH_SQLITE)'
+	mkdir -p $(LANGGRAPH_SUITE)
+	tar -xzf build/langgraph-suite/*.tar.gz -C $(LANGGRAPH_SUITE) --strip-components=2 --wildcards \
+	  '*/tests/test_store.py' '*/tests/test_async_store.py' '*/tests/test_ttl.py'
+	tar -xzf build/langgraph-suite/*.tar.gz -C $(LANGGRAPH_SUITE) --strip-components=1 --wildcards '*/LICENSE'
 
 clean:
 	rm -rf $(VENV) .pytest_cache build *.egg-info

@@ -24,7 +24,7 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.store.base import BaseStore
 
-from memsvc.langgraph import MemsvcStore
+from memsvc_client import MemsvcStore
 
 _REMEMBER = re.compile(r"^\s*remember(?:\s+that)?\s+(?P<fact>.+?)\s*$", re.IGNORECASE | re.DOTALL)
 

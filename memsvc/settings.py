@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["LocalSettings", "ClientSettings"]
+__all__ = ["LocalSettings", "AwsSettings"]
 
 
 @dataclass(frozen=True)
@@ -24,21 +24,6 @@ class LocalSettings:
             host=os.environ.get("MEMSVC_HOST", "127.0.0.1"),
             port=int(os.environ.get("MEMSVC_PORT", "8000")),
             events_file=Path(events_file).expanduser() if events_file else None,
-        )
-
-
-@dataclass(frozen=True)
-class ClientSettings:
-    """What `memsvc.langgraph.MemsvcStore()` reads when given no arguments."""
-
-    url: str | None
-    token: str | None
-
-    @classmethod
-    def from_env(cls) -> "ClientSettings":
-        return cls(
-            url=os.environ.get("MEMORY_SERVICE_URL") or None,
-            token=os.environ.get("MEMORY_SERVICE_TOKEN") or None,
         )
 
 

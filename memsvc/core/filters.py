@@ -4,6 +4,11 @@
 
 Comparisons never fall back to text order: numbers compare as numbers, strings that are both
 ISO 8601 timestamps compare as instants, and anything else makes a range condition false.
+
+JSON has no infinities or NaN, so an operand (or an element of an `in`/`nin` list) may spell
+them as `{"$numberDouble": "Infinity" | "-Infinity" | "NaN"}` (MongoDB's Extended JSON form):
+`{"price": {"lt": {"$numberDouble": "Infinity"}}}` holds for every number, and NaN equals
+nothing and is neither greater nor less than anything, as in IEEE 754.
 """
 
 from __future__ import annotations
@@ -34,6 +39,8 @@ __all__ = [
 MAX_CONDITIONS = 50
 OPERATORS = frozenset({"eq", "ne", "in", "nin", "gt", "gte", "lt", "lte"})
 _RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
+NON_FINITE_TAG = "$numberDouble"
+_NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
 
 # ISO 8601 extended format / RFC 3339: a date, optionally a time (seconds and fraction optional),
 # optionally an offset. Stricter than datetime.fromisoformat, which also takes "20240501".
@@ -102,7 +109,7 @@ class Filter:
             name = c.op if c.op not in ops else "$" + c.op
             if name in ops:
                 raise ValueError(f"filter on {c.path!r} has more than two {c.op!r} conditions")
-            ops[name] = list(c.operand) if c.op in ("in", "nin") else c.operand
+            ops[name] = [_encode(x) for x in c.operand] if c.op in ("in", "nin") else _encode(c.operand)
         return {
             path: ops["eq"] if ops.keys() == {"eq"} and not isinstance(ops["eq"], dict) else ops
             for path, ops in grouped.items()
@@ -153,6 +160,8 @@ def get_path(obj: Any, path: str) -> tuple[bool, Any]:
 
 
 def _parse_spec(path: str, spec: Any) -> list[tuple[str, Any]]:
+    if _non_finite(spec) is not None:
+        return [("eq", _non_finite(spec))]
     if not isinstance(spec, dict) or not any(_looks_like_operator(k) for k in spec):
         return [("eq", spec)]
     parsed = []
@@ -169,15 +178,32 @@ def _parse_spec(path: str, spec: Any) -> list[tuple[str, Any]]:
         if op in ("in", "nin"):
             if not isinstance(operand, (list, tuple)):
                 raise _invalid(f"filter on {path!r}: {name!r} takes a list", key=path, op=name)
-            operand = tuple(operand)
-        elif op in _RANGE and not _is_range_operand(operand):
+            operand = tuple(_decode(x) for x in operand)
+        elif op in _RANGE and not (_is_range_operand(operand) or _non_finite(operand) is not None):
             raise _invalid(
                 f"filter on {path!r}: {name!r} takes a number or an ISO 8601 timestamp",
                 key=path,
                 op=name,
             )
-        parsed.append((op, operand))
+        parsed.append((op, _decode(operand)))
     return parsed
+
+
+def _non_finite(x: Any) -> float | None:
+    if isinstance(x, dict) and len(x) == 1 and isinstance(x.get(NON_FINITE_TAG), str):
+        return _NON_FINITE.get(x[NON_FINITE_TAG])
+    return None
+
+
+def _decode(operand: Any) -> Any:
+    number = _non_finite(operand)
+    return operand if number is None else number
+
+
+def _encode(operand: Any) -> Any:
+    if isinstance(operand, float) and not math.isfinite(operand):
+        return {NON_FINITE_TAG: "NaN" if math.isnan(operand) else ("Infinity" if operand > 0 else "-Infinity")}
+    return operand
 
 
 def _looks_like_operator(key: Any) -> bool:
@@ -186,7 +212,7 @@ def _looks_like_operator(key: Any) -> bool:
 
 def _is_range_operand(x: Any) -> bool:
     if _is_number(x):
-        return isinstance(x, int) or math.isfinite(x)
+        return isinstance(x, int) or math.isfinite(x)  # infinities and NaN come tagged (see above)
     return isinstance(x, str) and _instant(x) is not None
 
 
@@ -217,7 +243,8 @@ def _instant(s: str) -> datetime | None:
 
 def _comparable(a: Any, b: Any) -> tuple[Any, Any] | None:
     if _is_number(a) and _is_number(b):
-        return a, b
+        # NaN is unordered; Decimal (DynamoDB's numbers) would raise rather than say so.
+        return None if a != a or b != b else (a, b)
     if isinstance(a, str) and isinstance(b, str):
         ta, tb = _instant(a), _instant(b)
         if ta is not None and tb is not None:

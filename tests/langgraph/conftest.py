@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from memsvc.langgraph import MemsvcStore
+from memsvc_client import MemsvcStore
 
 
 @pytest.fixture

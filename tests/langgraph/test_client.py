@@ -13,8 +13,9 @@ import httpx
 import pytest
 from langgraph.store.base import GetOp, ListNamespacesOp, MatchCondition, PutOp, SearchOp
 
-import memsvc.langgraph as lg
-from memsvc.langgraph import (
+import memsvc_client.store as lg
+from memsvc_client import (
+    AsyncMemsvcStore,
     AuthError,
     AwsSigV4Auth,
     ClientSettings,
@@ -23,8 +24,8 @@ from memsvc.langgraph import (
     MemsvcStore,
     NotFoundError,
     TransientError,
-    minutes_to_ttl_seconds,
 )
+from memsvc_client.store import minutes_to_ttl_seconds
 
 URL = "http://memsvc.test"
 MEMORY = {
@@ -316,6 +317,32 @@ def test_abatch_sends_independent_ops_concurrently():
     assert len(results) == 10 and state["max"] == 5
 
 
+def test_concurrent_async_calls_share_one_limit():
+    """Many coroutines each making their own call (LangGraph's async suite makes 6,000 at once)
+    keep at most `max_concurrency` requests in flight per event loop. Without that shared limit
+    they all queued inside httpcore's pool, which rescans its whole queue on every change and
+    spun a core for minutes. Checked in several fresh event loops in turn, on one store."""
+    state = {"now": 0, "max": 0}
+
+    async def answer(request):
+        state["now"] += 1
+        state["max"] = max(state["max"], state["now"])
+        for _ in range(3):
+            await asyncio.sleep(0)  # let every other waiting coroutine try to get in
+        state["now"] -= 1
+        return ok(MEMORY)
+
+    store = MemsvcStore(url=URL, token="t", async_transport=httpx.MockTransport(answer), max_concurrency=4)
+
+    async def many():
+        items = await asyncio.gather(*(store.aget(("user",), f"k{i}") for i in range(200)))
+        assert all(item.value == {"a": 1} for item in items)
+
+    for _ in range(3):
+        asyncio.run(many())
+    assert state == {"now": 0, "max": 4}
+
+
 def test_reads_go_before_the_writes_they_could_see():
     order: list[str] = []
 
@@ -418,3 +445,46 @@ def test_async_retries():
     store3 = MemsvcStore(url=URL, token="t", async_transport=bad)
     with pytest.raises(InvalidArgumentError):
         asyncio.run(store3.abatch([SearchOp(("user",))]))
+
+
+def test_non_finite_filter_operands_go_tagged():
+    rec = Recorder(ok({"items": []}))
+    make(rec).search(("user",), filter={"p": {"$lt": float("inf"), "$gt": float("-inf")}, "q": float("nan"),
+                                        "r": {"$in": [float("nan"), 1]}})
+    assert rec.body()["filter"] == {
+        "p": {"$lt": {"$numberDouble": "Infinity"}, "$gt": {"$numberDouble": "-Infinity"}},
+        "q": {"$numberDouble": "NaN"},
+        "r": {"$in": [{"$numberDouble": "NaN"}, 1]},
+    }
+
+
+@pytest.mark.parametrize("key", ["", "a.", ".a", "a..b", "access') = 'public' OR json_extract(value, '$."])
+def test_an_invalid_filter_key_is_langgraphs_value_error_and_sends_nothing(key):
+    rec = Recorder(ok({"items": []}))
+    store = make(rec)
+    with pytest.raises(ValueError, match="^Invalid filter key"):
+        store.search(("user",), filter={key: 1})
+    with pytest.raises(ValueError, match="^Invalid filter key"):
+        store.batch([PutOp(("user", "x"), "k", {"a": 1}), SearchOp(("user",), filter={"meta": {key: 1}})])
+    assert rec.requests == []
+
+
+def test_ttl_sweeper_methods_as_langgraphs_stores_have_them():
+    rec = Recorder(ok({**MEMORY, "expires_at": "2000-01-01T00:00:00Z"}))
+    store = make(rec)
+    assert store.start_ttl_sweeper().result(timeout=0) is None
+    assert store.stop_ttl_sweeper() is True and store.stop_ttl_sweeper(timeout=1) is True
+    assert store.sweep_ttl() == 0
+    store.get(("user", "alice"), "k")  # seen with an expiry that has passed
+    assert store.sweep_ttl() == 1 and store.sweep_ttl() == 0
+
+    async def on_async():
+        astore = AsyncMemsvcStore(url=URL, token="t", transport=httpx.MockTransport(rec))
+        task = await astore.start_ttl_sweeper()
+        await task
+        assert await astore.sweep_ttl() == 0 and await astore.stop_ttl_sweeper() is True
+        with pytest.raises(asyncio.InvalidStateError):
+            astore.get(("user", "alice"), "k")  # would block this loop
+        assert (await asyncio.to_thread(astore.get, ("user", "alice"), "k")).key == "k"  # other threads may
+
+    asyncio.run(on_async())

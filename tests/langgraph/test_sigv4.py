@@ -22,7 +22,7 @@ import pytest
 from botocore.credentials import Credentials
 from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp
 
-from memsvc.langgraph import AwsSigV4Auth, MemsvcStore
+from memsvc_client import AwsSigV4Auth, MemsvcStore
 
 ACCESS_KEY = "AKIDEXAMPLE"
 SECRET_KEY = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"

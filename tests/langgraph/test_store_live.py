@@ -18,7 +18,7 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from memsvc.langgraph import AuthError, InvalidArgumentError, MemsvcError, MemsvcStore
+from memsvc_client import AuthError, InvalidArgumentError, MemsvcError, MemsvcStore
 
 pytestmark = pytest.mark.slow
 

@@ -572,3 +572,48 @@ def test_to_json_refuses_what_the_flat_form_cannot_say():
     merged = parse_filter({"a": {"gt": 1, "$gt": 2}}).merge(parse_filter({"a": {"gt": 3}}))
     with pytest.raises(ValueError):
         merged.to_json()
+
+
+# --- infinities and NaN, which JSON cannot carry ---------------------------------------------
+
+
+INF, NEG_INF, NAN = ({"$numberDouble": s} for s in ("Infinity", "-Infinity", "NaN"))
+
+
+@pytest.mark.parametrize(
+    "filter_obj, expected",
+    [
+        ({"n": {"$lt": INF}}, True),
+        ({"n": {"lte": INF}}, True),
+        ({"n": {"$gt": NEG_INF}}, True),
+        ({"n": {"gt": INF}}, False),
+        ({"n": {"$eq": NAN}}, False),
+        ({"n": NAN}, False),
+        ({"n": {"$ne": NAN}}, True),
+        ({"n": {"gt": NAN}}, False),
+        ({"n": {"lt": NAN}}, False),
+        ({"n": {"in": [NAN, INF]}}, False),
+        ({"n": {"nin": [NEG_INF]}}, True),
+        ({"word": {"lt": INF}}, False),  # a range never compares text
+    ],
+)
+def test_non_finite_operands_compare_as_ieee_754(filter_obj, expected):
+    assert matches(filter_obj, DOC) is expected
+
+
+def test_non_finite_operands_against_dynamodb_decimals():
+    lookup = lambda path: (True, Decimal("3"))  # noqa: E731
+    assert parse_filter({"n": {"lt": INF}}).matches(lookup)
+    assert not parse_filter({"n": {"gte": NAN}}).matches(lookup)
+
+
+def test_non_finite_operands_survive_to_json():
+    f = parse_filter({"n": {"lt": INF, "$gt": NEG_INF}, "m": {"in": [NAN, 1]}})
+    assert f.to_json() == {"n": {"lt": INF, "gt": NEG_INF}, "m": {"in": [NAN, 1]}}
+    assert parse_filter(f.to_json()).to_json() == f.to_json()
+
+
+@pytest.mark.parametrize("tag", [{"$numberDouble": "inf"}, {"$numberDouble": 1}, {"$numberDouble": "NaN", "x": 1}])
+def test_other_tags_are_not_numbers(tag):
+    with pytest.raises(InvalidArgument):
+        parse_filter({"n": {"gt": tag}})

@@ -30,3 +30,28 @@ def test_imports_point_inward():
         if ("os.environ" in source or "getenv" in source) and str(rel) != "settings.py":
             problems.append(f"{rel} reads the environment")
     assert problems == []
+
+
+def test_the_client_package_stands_alone():
+    """memsvc-client imports nothing from the server, and the server nothing from the client;
+    the client needs only httpx, botocore and langgraph-checkpoint."""
+    import ast
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    client = root / "clients" / "python"
+
+    def imports(package: Path) -> set[str]:
+        names = set()
+        for path in package.rglob("*.py"):
+            tree = ast.parse(path.read_text())
+            names |= {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+            names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and not n.level}
+        return names
+
+    assert "memsvc" not in imports(client / "memsvc_client")
+    assert "memsvc_client" not in imports(root / "memsvc") | imports(root / "functions")
+    deps = tomllib.loads((client / "pyproject.toml").read_text())["project"]["dependencies"]
+    assert sorted(d.split(">")[0] for d in deps) == ["botocore", "httpx", "langgraph-checkpoint"]
+    assert not (root / "memsvc" / "langgraph.py").exists()

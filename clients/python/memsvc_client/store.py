@@ -10,7 +10,7 @@ every read sees the state from before the batch's writes, and several puts to on
 last one. Independent operations go out concurrently (a thread pool for `batch`, `asyncio.gather`
 for `abatch`); only a put that a read of the same batch could see waits for the reads.
 
-This module needs only httpx, botocore (for SigV4) and langgraph-checkpoint.
+This package needs only httpx, botocore (for SigV4) and langgraph-checkpoint.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from email.utils import parsedate_to_datetime
@@ -49,10 +49,11 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from memsvc.settings import ClientSettings
+from memsvc_client.settings import ClientSettings
 
 __all__ = [
     "MemsvcStore",
+    "AsyncMemsvcStore",
     "ClientSettings",
     "AwsSigV4Auth",
     "MemsvcError",
@@ -68,9 +69,6 @@ LIST_PAGE = 1000  # the API's largest list_namespaces `limit`
 _RETRY_STATUS = frozenset({429, 502, 503, 504})
 _EXECUTE_API_HOST = re.compile(r"\.execute-api\.([a-z0-9-]+)\.(?:vpce\.)?amazonaws\.com(?:\.cn)?$")
 _sleep = time.sleep  # indirection so tests can observe back-off without waiting
-
-
-# -- configuration ----------------------------------------------------------------------------
 
 
 # -- errors -----------------------------------------------------------------------------------
@@ -229,6 +227,17 @@ def aws_region_from_url(url: str) -> str | None:
 # -- the store --------------------------------------------------------------------------------
 
 _Call = tuple[str, str, Sequence[tuple[str, str]], Any]  # method, path, query, JSON body
+
+
+@dataclass(frozen=True)
+class _LoopClient:
+    """One event loop's HTTP client, and the gate that keeps at most `max_concurrency` of the
+    store's requests in flight on that loop, however many coroutines call at once. Without it,
+    thousands of concurrent calls all queue inside httpcore's pool, whose every state change
+    rescans the whole queue: the loop spins on one core for minutes."""
+
+    http: httpx.AsyncClient
+    gate: asyncio.Semaphore
 _Handler = Generator[_Call, Any, Result]
 
 
@@ -256,7 +265,8 @@ class MemsvcStore(BaseStore):
             after a put finds it, as with LangGraph's own stores. Default True.
         timeout: seconds per HTTP request. max_retries: retries of a retryable failure.
         backoff: first back-off in seconds (doubles, with jitter, up to `max_backoff`).
-        max_concurrency: requests a batch has in flight at once.
+        max_concurrency: requests the store has in flight at once (per thread pool, and per event
+            loop for the async calls), however many calls are made concurrently.
     """
 
     supports_ttl = True
@@ -307,11 +317,12 @@ class MemsvcStore(BaseStore):
             timeout=self._timeout, limits=self._limits, headers=self._headers, transport=transport
         )
         # httpx's async pool belongs to one event loop: one AsyncClient per loop the store meets.
-        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+        self._aclients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _LoopClient] = (
             weakref.WeakKeyDictionary()
         )
         self._pool: ThreadPoolExecutor | None = None
         self._lock = threading.Lock()
+        self._expiries: dict[tuple[tuple[str, ...], str], datetime] = {}  # what `sweep_ttl` counts
 
     @staticmethod
     def _pick_auth(url, token, aws_region, credentials, settings) -> httpx.Auth:
@@ -351,7 +362,7 @@ class MemsvcStore(BaseStore):
     async def aclose(self) -> None:
         client = self._aclients.pop(asyncio.get_running_loop(), None)
         if client is not None:
-            await client.aclose()
+            await client.http.aclose()
         self.close()
 
     def __enter__(self) -> MemsvcStore:
@@ -365,6 +376,37 @@ class MemsvcStore(BaseStore):
 
     async def __aexit__(self, *exc: Any) -> None:
         await self.aclose()
+
+    # -- TTL: LangGraph's SQLite and Postgres stores sweep from the client; the service sweeps itself --
+
+    def sweep_ttl(self) -> int:
+        """The number of items this store has seen (written, read or found) with an expiry that
+        has passed since, each counted once. The service deletes expired items by itself and
+        never returns one, so there is nothing to delete here; items written by other clients
+        are not counted."""
+        now = datetime.now(timezone.utc)
+        with self._lock:
+            expired = [item for item, expires in self._expiries.items() if expires <= now]
+            for item in expired:
+                del self._expiries[item]
+        return len(expired)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> Future[None]:
+        """No sweeper to start (the service sweeps): a future that is already done."""
+        future: Future[None] = Future()
+        future.set_result(None)
+        return future
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """True: no sweeper runs here."""
+        return True
+
+    def _saw(self, namespace: Sequence[str], key: str, expires_at: str | None) -> None:
+        with self._lock:
+            if expires_at is None:
+                self._expiries.pop((tuple(namespace), key), None)
+            else:
+                self._expiries[(tuple(namespace), key)] = _timestamp(expires_at)
 
     # -- batch --
 
@@ -392,14 +434,10 @@ class MemsvcStore(BaseStore):
         ops = list(ops)
         results: list[Result] = [None] * len(ops)
         client = self._async_client()
-        gate = asyncio.Semaphore(self._max_concurrency)
-
-        async def run(op: Op) -> Result:
-            async with gate:
-                return await self._adrive(self._handler(op), client)
-
         for phase in _plan(ops):
-            outcomes = await asyncio.gather(*(run(op) for _, op in phase), return_exceptions=True)
+            outcomes = await asyncio.gather(
+                *(self._adrive(self._handler(op), client) for _, op in phase), return_exceptions=True
+            )
             errors = [o for o in outcomes if isinstance(o, BaseException)]
             if errors:
                 raise errors[0]
@@ -413,15 +451,15 @@ class MemsvcStore(BaseStore):
                 self._pool = ThreadPoolExecutor(self._max_concurrency, thread_name_prefix="memsvc-store")
             return self._pool
 
-    def _async_client(self) -> httpx.AsyncClient:
+    def _async_client(self) -> _LoopClient:
         loop = asyncio.get_running_loop()
         with self._lock:
             client = self._aclients.get(loop)
             if client is None:
-                client = httpx.AsyncClient(
+                http = httpx.AsyncClient(
                     timeout=self._timeout, limits=self._limits, headers=self._headers, transport=self._async_transport
                 )
-                self._aclients[loop] = client
+                client = self._aclients[loop] = _LoopClient(http, asyncio.Semaphore(self._max_concurrency))
             return client
 
     # -- one operation: a generator that yields HTTP calls and returns the op's result --
@@ -442,7 +480,9 @@ class MemsvcStore(BaseStore):
         try:
             data = yield ("GET", "/v1/memories", query, None)
         except NotFoundError:
+            self._saw(op.namespace, op.key, None)
             return None
+        self._saw(data["namespace"], data["key"], data.get("expires_at"))
         return Item(
             value=data["value"],
             key=data["key"],
@@ -454,6 +494,7 @@ class MemsvcStore(BaseStore):
     def _put(self, op: PutOp) -> _Handler:
         if op.value is None:
             yield ("DELETE", "/v1/memories", _ns_key(op.namespace, op.key), None)
+            self._saw(op.namespace, op.key, None)
             return None
         body: dict[str, Any] = {"namespace": list(op.namespace), "key": op.key, "value": dict(op.value)}
         ttl_seconds = minutes_to_ttl_seconds(op.ttl)
@@ -464,7 +505,8 @@ class MemsvcStore(BaseStore):
             body["index_fields"] = False if index is False else list(index)
         if self.read_your_writes:
             body["sync_index"] = True
-        yield ("PUT", "/v1/memories", (), body)
+        data = yield ("PUT", "/v1/memories", (), body)
+        self._saw(op.namespace, op.key, (data or {}).get("expires_at"))
         return None
 
     def _search(self, op: SearchOp) -> _Handler:
@@ -481,6 +523,8 @@ class MemsvcStore(BaseStore):
             page = min(remaining, SEARCH_PAGE)
             data = yield ("POST", "/v1/memories/search", (), {**body, "limit": page, "offset": offset})
             items = data["items"]
+            for d in items:
+                self._saw(d["namespace"], d["key"], d.get("expires_at"))
             found.extend(
                 SearchItem(
                     namespace=tuple(d["namespace"]),
@@ -564,11 +608,12 @@ class MemsvcStore(BaseStore):
             _sleep(delay)
             attempt += 1
 
-    async def _acall(self, client: httpx.AsyncClient, call: _Call) -> Any:
+    async def _acall(self, client: _LoopClient, call: _Call) -> Any:
         attempt = 0
         while True:
             try:
-                response = await client.send(self._request(client, call), auth=self.auth)
+                async with client.gate:
+                    response = await client.http.send(self._request(client.http, call), auth=self.auth)
             except httpx.TransportError as exc:
                 error: MemsvcError = _transport_error(exc)
             else:
@@ -594,7 +639,7 @@ class MemsvcStore(BaseStore):
         except StopIteration as done:
             return done.value
 
-    async def _adrive(self, handler: _Handler, client: httpx.AsyncClient) -> Result:
+    async def _adrive(self, handler: _Handler, client: _LoopClient) -> Result:
         try:
             call = next(handler)
             while True:
@@ -606,6 +651,34 @@ class MemsvcStore(BaseStore):
                     call = handler.send(data)
         except StopIteration as done:
             return done.value
+
+
+class AsyncMemsvcStore(MemsvcStore):
+    """`MemsvcStore` shaped like LangGraph's async stores (`AsyncPostgresStore`,
+    `AsyncSqliteStore`), for code written against them: `sweep_ttl`, `start_ttl_sweeper` and
+    `stop_ttl_sweeper` are coroutines, and a synchronous call on a thread that runs an event
+    loop raises `asyncio.InvalidStateError` instead of blocking that loop. Other threads may
+    still make synchronous calls."""
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return super().batch(ops)
+        raise asyncio.InvalidStateError(
+            f"Synchronous calls to {type(self).__name__} detected in the main event loop. This would block "
+            "the loop: use the asynchronous interface there, e.g. `await store.aget(...)` for `store.get(...)`."
+        )
+
+    async def sweep_ttl(self) -> int:  # type: ignore[override]
+        return MemsvcStore.sweep_ttl(self)
+
+    async def start_ttl_sweeper(self, sweep_interval_minutes: int | None = None) -> asyncio.Task[None]:  # type: ignore[override]
+        """No sweeper to start (the service sweeps): a task that ends at once."""
+        return asyncio.create_task(asyncio.sleep(0))
+
+    async def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:  # type: ignore[override]
+        return True
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -623,6 +696,8 @@ def _plan(ops: list[Op]) -> list[list[tuple[int, Op]]]:
         if not isinstance(op, (GetOp, PutOp, SearchOp, ListNamespacesOp)):
             raise ValueError(f"Unknown operation type: {type(op)}")
         validate_op_namespace(op)
+        if isinstance(op, SearchOp) and op.filter:
+            translate_filter(op.filter)  # an invalid key fails the batch before anything is sent
         if isinstance(op, PutOp):
             puts[(tuple(op.namespace), op.key)] = (i, op)
         else:
@@ -678,19 +753,37 @@ def _merge_conditions(conditions: Iterable[MatchCondition]) -> tuple[list[str], 
 def translate_filter(filter: Mapping[str, Any]) -> dict[str, Any]:
     """LangGraph's filter in the API's form. Operator objects (`{"$gt": 3}`) and scalars pass
     through; a nested object without operators (`{"meta": {"lang": "en"}}`, which InMemoryStore
-    matches field by field) becomes dot paths (`{"meta.lang": "en"}`)."""
+    matches field by field) becomes dot paths (`{"meta.lang": "en"}`). Infinities and NaN, which
+    JSON cannot carry, go as `{"$numberDouble": "Infinity" | "-Infinity" | "NaN"}`.
+
+    Raises LangGraph's `ValueError("Invalid filter key: ...")` for a key that is not a dot path
+    of non-empty names, before anything is sent."""
     out: dict[str, Any] = {}
 
     def walk(prefix: str, spec: Mapping[str, Any]) -> None:
         for name, value in spec.items():
-            path = f"{prefix}.{name}" if prefix else str(name)
+            if not isinstance(name, str) or "" in name.split("."):
+                raise ValueError(
+                    f"Invalid filter key: {name!r}. Filter keys must be dot paths of non-empty field names."
+                )
+            path = f"{prefix}.{name}" if prefix else name
             if isinstance(value, Mapping) and value and not any(str(k).startswith("$") for k in value):
                 walk(path, value)
+            elif isinstance(value, Mapping):
+                out[path] = {op: _encode_operand(operand) for op, operand in value.items()}
             else:
-                out[path] = dict(value) if isinstance(value, Mapping) else value
+                out[path] = _encode_operand(value)
 
     walk("", filter)
     return out
+
+
+def _encode_operand(operand: Any) -> Any:
+    if isinstance(operand, (list, tuple)):
+        return [_encode_operand(x) for x in operand]
+    if isinstance(operand, float) and not math.isfinite(operand):
+        return {"$numberDouble": "NaN" if math.isnan(operand) else ("Infinity" if operand > 0 else "-Infinity")}
+    return operand
 
 
 def minutes_to_ttl_seconds(ttl: float | timedelta | None) -> int | None:
