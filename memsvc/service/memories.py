@@ -431,7 +431,7 @@ class MemoryService:
             raise InvalidArgument(
                 'body must be {"policies": {"<name>.rego": "<source>", ...}}', details={"field": "policies"}
             )
-        compiled = self._policies.replace(caller.tenant_id, body["policies"])
+        compiled = self._policies.replace(caller.tenant_id, body["policies"], caller.policy_context())
         return {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
 
     def force_delete(self, caller: Caller, memory_id: Any) -> None:
