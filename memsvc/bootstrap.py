@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import build_router
 from memsvc.ports import Clock, Embedder, SystemClock
@@ -93,6 +94,7 @@ def build_local(
     router = build_router(
         service,
         health=lambda: health_report(store=store, vectors=vectors, embedder=embedder),
+        identify=Identity(default_tenant=LOCAL_DEFAULT_TENANT),
     )
     if start_workers:
         workers.start()
@@ -170,5 +172,6 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
         store=store, vectors=vectors, embedder=embedder, sealer=sealer,
         policies=PolicyRegistry(store), settings=tenant_settings, clock=clock, events=event_log,
     )
-    router = build_router(service, health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
+    router = build_router(service, health=lambda: health_report(store=store, vectors=vectors, embedder=embedder),
+                          identify=Identity(default_tenant=settings.default_tenant))
     return AwsApp(service, router, store, vectors, embedder, clients, Timeline(event_log, publisher))

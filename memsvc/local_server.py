@@ -121,21 +121,27 @@ def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, st
     return event
 
 
-def stringify_claims(claims: dict[str, Any]) -> dict[str, str]:
-    """Claims as the HTTP API JWT authorizer hands them over: strings, arrays as "[a b]"."""
-    out: dict[str, str] = {}
+def stringify_claims(claims: dict[str, Any]) -> dict[str, Any]:
+    """Claims as the HTTP API JWT authorizer hands them over (scalars as strings), except that an
+    array stays a list of its elements: API Gateway's "[a b]" cannot tell ["a b"] from ["a", "b"]
+    (see memsvc.api.identity). A null stays None, so a null tenant claim is refused, not "null"."""
+    out: dict[str, Any] = {}
     for k, v in claims.items():
-        if isinstance(v, str):
-            out[k] = v
-        elif isinstance(v, list):
-            out[k] = "[" + " ".join(str(x) for x in v) + "]"
-        elif isinstance(v, bool):
-            out[k] = "true" if v else "false"
-        elif isinstance(v, (int, float)):
-            out[k] = str(v)
+        if isinstance(v, list):
+            out[k] = [x if isinstance(x, str) else _claim_text(x) for x in v]
         else:
-            out[k] = json.dumps(v, separators=(",", ":"))
+            out[k] = None if v is None else _claim_text(v)
     return out
+
+
+def _claim_text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return json.dumps(v, separators=(",", ":"))
 
 
 def _error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -20,8 +20,9 @@ def build_router(
     service: MemoryService,
     *,
     health: Callable[[], dict[str, Any]],
+    identify: Callable[[dict[str, Any]], Caller] = caller_from_event,
 ) -> Router:
-    router = Router(caller_from_event)
+    router = Router(identify)
 
     def put_memory(req: Request, caller: Caller) -> Response:
         body = s.parse_body(s.PutMemoryBody, req.json())

@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.api.helpers import assert_error, get, namespaces, put, put_ok, search, token_for
+from tests.api.helpers import assert_error, get, namespaces, put, put_ok, search, signed_token, token_for
 from tests.conftest import shared_ssl_context
 
 pytestmark = pytest.mark.slow
@@ -213,6 +213,24 @@ def test_a_valid_token_signed_like_the_bad_ones_is_accepted(live_server, uid, te
         assert c.get("/admin/v1/memories/settings").json() == baseline.settings
 
 
+@pytest.mark.parametrize("claim", [
+    {"tenant_id": None}, {"custom:tenant_id": None}, {"tenant_id": "{tenant}\n"}, {"tenant_id": ""},
+    {"tenant_id": ["{tenant}"]},
+], ids=["null", "null-custom", "trailing-newline", "empty", "list"])
+def test_a_tenant_claim_that_is_not_exactly_a_tenant_id_is_401(claim, live_server, uid, tenant, baseline, unchanged):
+    """Never read as "null", as the tenant without its newline, or as the default tenant."""
+    (name, value), = claim.items()
+    value = value.format(tenant=tenant) if isinstance(value, str) else value
+    value = [v.format(tenant=tenant) for v in value] if isinstance(value, list) else value
+    token = signed_token(live_server, sub=uid, roles=["admin"], **{name: value})
+    with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
+                      verify=shared_ssl_context()) as client:
+        assert_error(client.put("/admin/v1/memories/settings", json={"max_depth": 2}), 401, "UNAUTHORIZED")
+        assert_error(client.get("/v1/memories", params=[("ns", s) for s in baseline.ns] + [("key", "k")]), 401,
+                     "UNAUTHORIZED")
+    unchanged()
+
+
 # -- 403: another user's data, admin routes ------------------------------------------------------
 
 
@@ -263,6 +281,19 @@ def test_admin_routes_are_403_for_non_admins(route, roles, baseline, make_client
     method, path, kw = _routes(baseline)[route]
     client = make_client(uid, tenant=tenant, roles=roles)
     assert_error(client.request(method, path, **kw), 403, "FORBIDDEN")
+    unchanged()
+
+
+@pytest.mark.parametrize("claims", [
+    {"roles": ["not admin"]}, {"cognito:groups": ["acme admins"]}, {"roles": ["x,admin"]},
+    {"roles": ["user", "service account"]}, {"roles": ["[admin]"]}, {"roles": [["admin"]]},
+], ids=["roles-with-space", "groups-with-space", "roles-with-comma", "second-with-space", "brackets", "nested"])
+def test_a_role_is_one_list_element_never_part_of_one(claims, live_server, uid, tenant, baseline, unchanged):
+    token = signed_token(live_server, sub=uid, tenant_id=tenant, **claims)
+    with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
+                      verify=shared_ssl_context()) as client:
+        for method, path, kw in (_routes(baseline)[i] for i in ADMIN_ROUTES):
+            assert_error(client.request(method, path, **kw), 403, "FORBIDDEN")
     unchanged()
 
 
