@@ -632,6 +632,29 @@ def test_bad_policy_bundles_are_400(body, admin, unchanged):
     unchanged()
 
 
+HEAVY_REGO = "count([x | some x in numbers.range(1, 1000); some y in numbers.range(1, 1000)])"  # 10^6 steps
+
+
+def test_a_bundle_over_the_evaluation_budget_is_400(admin, baseline, unchanged):
+    policies = {**baseline.policies["policies"],
+                "attributes.rego": f'package memories.attributes\n\nattributes := {{"n": {HEAVY_REGO}}}\n'}
+    err = assert_error(admin.put("/admin/v1/memories/policies", json={"policies": policies}), 400, "INVALID_ARGUMENT")
+    assert "budget" in err["message"] and err["details"]["budget_instructions"] == 25_000
+    unchanged()
+
+
+@pytest.mark.parametrize("authz", [
+    "package memories.authz\n\ndefault allow := false\n",
+    'package memories.authz\n\nallow if input.operation != "admin"\n',
+    'package memories.authz\n\nallow if "superuser" in input.context.roles\n',
+], ids=["deny-all", "no-admin-operation", "another-role"])
+def test_a_bundle_that_would_lock_its_admin_out_is_400(authz, admin, baseline, unchanged):
+    policies = {**baseline.policies["policies"], "authz.rego": authz}
+    err = assert_error(admin.put("/admin/v1/memories/policies", json={"policies": policies}), 400, "INVALID_ARGUMENT")
+    assert "admin operation" in err["message"], err
+    unchanged()
+
+
 def test_policy_bundle_with_unknown_fields_is_400(admin, baseline, unchanged):
     body = {"policies": baseline.policies["policies"], "bogus": 1}
     assert_error(admin.put("/admin/v1/memories/policies", json=body), 400, "INVALID_ARGUMENT")
