@@ -7,6 +7,7 @@ deliver, after the bearer token has been verified as the JWT authorizer would ve
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 import uuid
@@ -76,7 +77,7 @@ class LocalServer:
             path=scope["path"],
             raw_query=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
-            body=body.decode("utf-8", errors="replace") if body else None,
+            body=bytes(body) if body else None,
             source_ip=(scope.get("client") or ("127.0.0.1", 0))[0],
             authorizer=authorizer,
         )
@@ -85,7 +86,7 @@ class LocalServer:
         await _send(send, response)
 
 
-def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, str], body: str | None,
+def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, str], body: str | bytes | None,
                 source_ip: str, authorizer: dict[str, Any] | None) -> dict[str, Any]:
     query: dict[str, str] = {}
     for k, v in parse_qsl(raw_query, keep_blank_values=True):
@@ -116,6 +117,11 @@ def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, st
     }
     if query:
         event["queryStringParameters"] = query
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError:  # as API Gateway hands over a body that is not text
+            body, event["isBase64Encoded"] = base64.b64encode(body).decode("ascii"), True
     if body is not None:
         event["body"] = body
     return event

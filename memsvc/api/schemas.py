@@ -4,9 +4,9 @@ unknown field is a 400 naming the field, never a silent coercion."""
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.models import Memory, to_rfc3339
@@ -35,13 +35,19 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
+def _a_bool(value: Any) -> Any:
+    if not isinstance(value, bool):  # Literal[False] alone takes 0 and 0.0: they == False
+        raise ValueError("expected false")
+    return value
+
+
 class PutMemoryBody(_Body):
     namespace: list[str] = Field(description="1..max_depth non-empty segments")
     key: str = Field(description="non-empty, at most 1024 bytes UTF-8")
     value: dict[str, Any]
     attributes: dict[str, Any] | None = None
     ttl_seconds: int | None = Field(None, description="> 0; null = never expires")
-    index_fields: list[str] | Literal[False] | None = Field(
+    index_fields: list[str] | Annotated[Literal[False], BeforeValidator(_a_bool)] | None = Field(
         None, description="paths to embed (a.b, arr[*].c); false = not indexed; default every string leaf"
     )
     sync_index: bool = Field(False, description="return only after the item's vectors are written")

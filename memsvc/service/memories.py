@@ -30,10 +30,11 @@ from memsvc.core.errors import (
     NotFound,
 )
 from memsvc.core.filters import Filter, get_path, parse_filter
-from memsvc.core.models import Caller, IndexFields, Memory, StoredItem, TimelineEvent, from_epoch_us, to_epoch_us, utc
+from memsvc.core.models import Caller, IndexFields, Memory, StoredItem, TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import match_namespace_pattern, validate_key, validate_namespace
 from memsvc.core.paths import extract_texts, validate_index_fields
 from memsvc.core.policy import CompiledPolicies
+from memsvc.core.timestamps import parse_rfc3339
 from memsvc.core.timeline import KINDS
 from memsvc.ports import Clock, Embedder, EventLog, ItemStore, VectorIndex
 from memsvc.service.indexer import MAX_INDEXED_FIELDS, Indexer
@@ -549,13 +550,13 @@ def _validate_kinds(kinds: Any) -> frozenset[str]:
 
 
 def _timestamp(raw: Any, field: str) -> datetime | None:
-    """An RFC 3339 timestamp; one without an offset is taken as UTC."""
+    """An RFC 3339 timestamp."""
     if raw is None:
         return None
     try:
         if not isinstance(raw, str):
             raise ValueError
-        return utc(datetime.fromisoformat(raw))
+        return parse_rfc3339(raw)
     except (ValueError, OverflowError):  # OverflowError: an offset that moves it past year 1 or 9999
         raise InvalidArgument(f"{field} must be an RFC 3339 timestamp, e.g. 2026-01-01T00:00:00Z",
                               details={"field": field}) from None
