@@ -463,7 +463,7 @@ def test_a_policy_over_its_budget_fails_only_its_own_requests(make_client, uid):
     policies = dict(bad_admin.get("/admin/v1/memories/policies").json()["policies"])
     policies["attributes.rego"] = (  # heavy only for key "boom", so the upload's smoke evaluation passes
         'package memories.attributes\n\ndefault attributes := {}\n\n'
-        f'attributes := {{"n": {heavy}}} if input.key == "boom"\n'
+        f'attributes := {{"n": n}} if {{\n\tinput.key == "boom"\n\tn := {heavy}\n}}\n'
     )
     assert bad_admin.put("/admin/v1/memories/policies", json={"policies": policies}).status_code == 200
     ns = ["user", uid]

@@ -447,7 +447,8 @@ def test_a_bundle_over_budget_on_the_smoke_evaluation_is_rejected():
 def test_an_evaluation_over_budget_fails_alone_and_others_are_unaffected():
     # Heavy only on key "boom", so the bundle passes the smoke evaluation.
     authz = default_bundle()["authz.rego"] + f'\nallow if {{\n\tinput.key == "boom"\n\t{HEAVY} > 0\n}}\n'
-    attributes = f'package memories.attributes\n\nattributes := {{"n": {HEAVY}}} if input.key == "boom"\n'
+    attributes = ('package memories.attributes\n\ndefault attributes := {}\n\n'
+                  f'attributes := {{"n": n}} if {{\n\tinput.key == "boom"\n\tn := {HEAVY}\n}}\n')
     heavy = compile_bundle({**default_bundle(), "authz.rego": authz, "attributes.rego": attributes})
     other = compile_bundle(default_bundle())
     with pytest.raises(policy.PolicyBudgetExceeded) as info:
