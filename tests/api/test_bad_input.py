@@ -285,7 +285,7 @@ def test_admin_routes_are_403_for_non_admins(route, roles, baseline, make_client
 
 
 @pytest.mark.parametrize("claims", [
-    {"roles": ["not admin"]}, {"cognito:groups": ["acme admins"]}, {"roles": ["x,admin"]},
+    {"roles": ["not admin"]}, {"cognito:groups": ["acme admin"]}, {"roles": ["x,admin"]},
     {"roles": ["user", "service account"]}, {"roles": ["[admin]"]}, {"roles": [["admin"]]},
 ], ids=["roles-with-space", "groups-with-space", "roles-with-comma", "second-with-space", "brackets", "nested"])
 def test_a_role_is_one_list_element_never_part_of_one(claims, live_server, uid, tenant, baseline, unchanged):
