@@ -114,6 +114,9 @@ class EnvConfig:
     event_archive_retention_days: int = 30
     dlq_retention_days: int = 14
     log_level: str = "INFO"
+    # The tenant of callers whose token (or IAM request) names none. None: they are refused (a
+    # Cognito access token carries no tenant claim and must not land in a shared tenant).
+    default_tenant: str | None = None
     # JWT: None creates a Cognito user pool and app client in the stack.
     jwt_issuer: ExternalJwtIssuer | None = None
     # Cognito threat protection (Plus feature plan): "FULL_FUNCTION" blocks risky sign-ins,

@@ -78,7 +78,7 @@ class MemsvcStack(Stack):
         api_fn = ApiFunction(
             self, "Api", function_name=f"{prefix}-api",
             memory_mb=config.api_memory_mb, timeout=Duration.seconds(config.api_timeout_seconds),
-            reserved_concurrency=config.api_reserved_concurrency, **data)
+            reserved_concurrency=config.api_reserved_concurrency, default_tenant=config.default_tenant, **data)
         def stream_settings(stream: StreamConsumerSettings) -> StreamSettings:
             return StreamSettings(
                 batch_size=stream.batch_size,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memsvc.api.identity import caller_from_event
+from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.ports import Clock, Embedder, SystemClock
@@ -101,7 +101,7 @@ def build_local(
                          health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
     if start_workers:
         workers.start()
-    return LocalApp(services, build_router(services, caller_from_event), store, vectors, embedder, sealer, settings,
+    return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, embedder, sealer, settings,
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log)
 
 
@@ -191,5 +191,5 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
     services = _services(store, store, vectors, embedder, sealer, tenant_settings, PolicyRegistry(store), clock,
                          indexer, event_log,
                          health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
-    return AwsApp(services, build_router(services, caller_from_event), store, vectors, embedder, sealer,
+    return AwsApp(services, build_router(services, Identity(default_tenant=settings.default_tenant)), store, vectors, embedder, sealer,
                   tenant_settings, indexer, clients, Timeline(event_log, publisher))

@@ -7,6 +7,7 @@ deliver, after the bearer token has been verified as the JWT authorizer would ve
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import time
 import uuid
@@ -76,7 +77,7 @@ class LocalServer:
             path=scope["path"],
             raw_query=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
-            body=body.decode("utf-8", errors="replace") if body else None,
+            body=bytes(body) if body else None,
             source_ip=(scope.get("client") or ("127.0.0.1", 0))[0],
             authorizer=authorizer,
         )
@@ -85,7 +86,7 @@ class LocalServer:
         await _send(send, response)
 
 
-def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, str], body: str | None,
+def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, str], body: str | bytes | None,
                 source_ip: str, authorizer: dict[str, Any] | None) -> dict[str, Any]:
     query: dict[str, str] = {}
     for k, v in parse_qsl(raw_query, keep_blank_values=True):
@@ -116,26 +117,37 @@ def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, st
     }
     if query:
         event["queryStringParameters"] = query
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError:  # as API Gateway hands over a body that is not text
+            body, event["isBase64Encoded"] = base64.b64encode(body).decode("ascii"), True
     if body is not None:
         event["body"] = body
     return event
 
 
-def stringify_claims(claims: dict[str, Any]) -> dict[str, str]:
-    """Claims as the HTTP API JWT authorizer hands them over: strings, arrays as "[a b]"."""
-    out: dict[str, str] = {}
+def stringify_claims(claims: dict[str, Any]) -> dict[str, Any]:
+    """Claims as the HTTP API JWT authorizer hands them over (scalars as strings), except that an
+    array stays a list of its elements: API Gateway's "[a b]" cannot tell ["a b"] from ["a", "b"]
+    (see memsvc.api.identity). A null stays None, so a null tenant claim is refused, not "null"."""
+    out: dict[str, Any] = {}
     for k, v in claims.items():
-        if isinstance(v, str):
-            out[k] = v
-        elif isinstance(v, list):
-            out[k] = "[" + " ".join(str(x) for x in v) + "]"
-        elif isinstance(v, bool):
-            out[k] = "true" if v else "false"
-        elif isinstance(v, (int, float)):
-            out[k] = str(v)
+        if isinstance(v, list):
+            out[k] = [x if isinstance(x, str) else _claim_text(x) for x in v]
         else:
-            out[k] = json.dumps(v, separators=(",", ":"))
+            out[k] = None if v is None else _claim_text(v)
     return out
+
+
+def _claim_text(v: Any) -> str:
+    if isinstance(v, str):
+        return v
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return str(v)
+    return json.dumps(v, separators=(",", ":"))
 
 
 def _error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:

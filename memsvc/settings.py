@@ -41,6 +41,7 @@ class AwsSettings:
     embedding_concurrency: int = 8
     data_key_cache_seconds: float = 300.0
     event_bus_name: str = ""  # the timeline publishes here; empty: not published
+    default_tenant: str | None = None  # for callers that name no tenant; None: they are refused
 
     @classmethod
     def from_env(cls) -> "AwsSettings":
@@ -56,4 +57,5 @@ class AwsSettings:
             embedding_concurrency=int(env.get("MEMSVC_EMBEDDING_CONCURRENCY", "8")),
             data_key_cache_seconds=float(env.get("MEMSVC_DATA_KEY_CACHE_SECONDS", "300")),
             event_bus_name=env.get("MEMSVC_EVENT_BUS_NAME", ""),
+            default_tenant=env.get("MEMSVC_DEFAULT_TENANT") or None,
         )

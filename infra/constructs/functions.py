@@ -266,16 +266,19 @@ class ApiFunction(Construct):
         memory_mb: int,
         timeout: Duration,
         reserved_concurrency: int | None,
+        default_tenant: str | None = None,
     ) -> None:
         super().__init__(scope, id)
+        # Only when the environment names one: without it, a caller that names no tenant is refused.
+        tenant = {"MEMSVC_DEFAULT_TENANT": default_tenant} if default_tenant is not None else {}
         self.service = ServiceFunction(
             self, "Service",
             function_name=function_name,
             handler="functions.api.handler",
             description="memsvc HTTP API (API Gateway HTTP API, payload 2.0)",
             package=package,
-            environment=service_environment(service="api", table=table, vectors=vectors,
-                                            envelope_key=envelope_key, settings=settings),
+            environment={**service_environment(service="api", table=table, vectors=vectors,
+                                               envelope_key=envelope_key, settings=settings), **tenant},
             memory_mb=memory_mb,
             timeout=timeout,
             log_retention=settings.log_retention,

@@ -1,85 +1,106 @@
 """The caller's identity, read from what the authorizer put in the request context.
 
-JWT (`requestContext.authorizer.jwt.claims`): API Gateway hands claims over as strings, an
-array claim arriving as "[a b]"; the local server builds the same shape. IAM
-(`requestContext.authorizer.iam`): a trusted backend; tenant from `X-Tenant-Id`, role `service`.
+JWT (`requestContext.authorizer.jwt.claims`). On AWS, the HTTP API's JWT authorizer hands every
+claim over as a string, and an array as its elements joined by spaces in brackets: `["a", "b"]`
+arrives as "[a b]", and so does `["a b"]`. That form cannot say where an element containing
+whitespace ends, so it is read the only way that keeps separate roles separate: split on
+whitespace (never on commas). Role and group names must therefore not contain whitespace on AWS
+(Cognito group names cannot). `memsvc serve` passes claims as the token has them, so there a list
+element is exactly one role. A plain string claim is a space- or comma-separated list.
+
+The tenant comes from `tenant_id` (or Cognito's `custom:tenant_id`). A token without one gets the
+deployment's default tenant, if it names one (`memsvc serve`: `default`; on AWS none unless
+configured); otherwise it is refused.
+
+IAM (`requestContext.authorizer.iam`): a trusted backend; tenant from `X-Tenant-Id` (or the
+default tenant), role `service`.
 """
 
 from __future__ import annotations
 
-import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from memsvc.core.errors import InvalidArgument, Unauthorized
 from memsvc.core.models import Caller
 
-__all__ = ["caller_from_event", "parse_roles", "DEFAULT_TENANT"]
+__all__ = ["Identity", "caller_from_event", "parse_roles", "LOCAL_DEFAULT_TENANT"]
 
-DEFAULT_TENANT = "default"
-_TENANT_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
-
-
-def caller_from_event(event: dict[str, Any]) -> Caller:
-    authorizer = ((event.get("requestContext") or {}).get("authorizer")) or {}
-    if isinstance(authorizer.get("jwt"), dict):
-        return _from_jwt(authorizer["jwt"].get("claims") or {})
-    if isinstance(authorizer.get("iam"), dict):
-        headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
-        return _from_iam(authorizer["iam"], headers.get("x-tenant-id"))
-    raise Unauthorized("a bearer token or a SigV4 signature is required")
+LOCAL_DEFAULT_TENANT = "default"  # `memsvc serve`: a `memsvc token` without --tenant lands here
+_TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
+_TENANT_CLAIMS = ("tenant_id", "custom:tenant_id")
 
 
-def _from_jwt(claims: dict[str, Any]) -> Caller:
-    sub = claims.get("sub")
-    if not isinstance(sub, str) or not sub:
-        raise Unauthorized("the token has no subject")
-    tenant = claims.get("tenant_id") or claims.get("custom:tenant_id") or DEFAULT_TENANT
-    if not isinstance(tenant, str) or not _TENANT_RE.match(tenant):
-        raise Unauthorized("the token's tenant_id claim is not a valid tenant id")
-    roles = parse_roles(claims.get("roles")) + parse_roles(claims.get("cognito:groups"))
-    parsed = {**claims, "roles": list(dict.fromkeys(roles))}
-    return Caller(
-        tenant_id=tenant,
-        user_id=sub,
-        roles=tuple(dict.fromkeys(roles)),
-        client_id=str(claims.get("client_id") or claims.get("azp") or ""),
-        principal_type="user",
-        jwt_claims=parsed,
-    )
+@dataclass(frozen=True)
+class Identity:
+    """`Identity(default_tenant)(event)` -> the Caller; `default_tenant` None: a tenant is required."""
+
+    default_tenant: str | None = None
+
+    def __call__(self, event: dict[str, Any]) -> Caller:
+        authorizer = ((event.get("requestContext") or {}).get("authorizer")) or {}
+        if isinstance(authorizer.get("jwt"), dict):
+            return self._from_jwt(authorizer["jwt"].get("claims") or {})
+        if isinstance(authorizer.get("iam"), dict):
+            headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+            return self._from_iam(authorizer["iam"], headers.get("x-tenant-id"))
+        raise Unauthorized("a bearer token or a SigV4 signature is required")
+
+    def _from_jwt(self, claims: dict[str, Any]) -> Caller:
+        sub = claims.get("sub")
+        if not isinstance(sub, str) or not sub:
+            raise Unauthorized("the token has no subject")
+        present = [name for name in _TENANT_CLAIMS if name in claims]
+        if present:
+            tenant = claims[present[0]]
+        elif self.default_tenant is not None:
+            tenant = self.default_tenant
+        else:
+            raise Unauthorized(
+                "the token has no tenant_id (or custom:tenant_id) claim; with Cognito, send the ID token")
+        if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
+            raise Unauthorized("the token's tenant_id claim is not a valid tenant id")
+        roles = list(dict.fromkeys(parse_roles(claims.get("roles")) + parse_roles(claims.get("cognito:groups"))))
+        return Caller(
+            tenant_id=tenant,
+            user_id=sub,
+            roles=tuple(roles),
+            client_id=str(claims.get("client_id") or claims.get("azp") or ""),
+            principal_type="user",
+            jwt_claims={**claims, "roles": roles},
+        )
+
+    def _from_iam(self, iam: dict[str, Any], tenant_header: str | None) -> Caller:
+        arn = iam.get("userArn") or iam.get("callerId") or iam.get("userId")
+        if not arn:
+            raise Unauthorized("the IAM identity has no ARN")
+        tenant = tenant_header if tenant_header is not None else self.default_tenant
+        if tenant is None:
+            raise InvalidArgument("X-Tenant-Id is required", details={"field": "X-Tenant-Id"})
+        if not _TENANT_RE.fullmatch(tenant):
+            raise InvalidArgument("X-Tenant-Id is not a valid tenant id", details={"field": "X-Tenant-Id"})
+        return Caller(
+            tenant_id=tenant,
+            user_id=str(arn),
+            roles=("service",),
+            client_id=str(iam.get("accessKey") or ""),
+            principal_type="iam",
+            jwt_claims={},
+        )
 
 
-def _from_iam(iam: dict[str, Any], tenant_header: str | None) -> Caller:
-    arn = iam.get("userArn") or iam.get("callerId") or iam.get("userId")
-    if not arn:
-        raise Unauthorized("the IAM identity has no ARN")
-    tenant = tenant_header or DEFAULT_TENANT
-    if not _TENANT_RE.match(tenant):
-        raise InvalidArgument("X-Tenant-Id is not a valid tenant id", details={"field": "X-Tenant-Id"})
-    return Caller(
-        tenant_id=tenant,
-        user_id=str(arn),
-        roles=("service",),
-        client_id=str(iam.get("accessKey") or ""),
-        principal_type="iam",
-        jwt_claims={},
-    )
+caller_from_event = Identity()  # no default tenant: what a deployment gets unless it names one
 
 
 def parse_roles(raw: Any) -> list[str]:
-    """Roles from a list, a JSON array string, API Gateway's "[a b]" form, or "a, b" / "a b"."""
-    if raw is None:
-        return []
+    """Roles from a list (one role per string element), API Gateway's "[a b]" form (split on
+    whitespace), or a plain "a b" / "a, b" string."""
     if isinstance(raw, list):
-        return [str(r) for r in raw if str(r)]
+        return [r for r in raw if isinstance(r, str) and r]
     if not isinstance(raw, str):
-        return [str(raw)]
+        return []
     text = raw.strip()
     if text.startswith("[") and text.endswith("]"):
-        try:
-            parsed = json.loads(text)
-            if isinstance(parsed, list):
-                return [str(r) for r in parsed if str(r)]
-        except json.JSONDecodeError:
-            text = text[1:-1]
+        return text[1:-1].split()
     return [r for r in re.split(r"[\s,]+", text) if r]

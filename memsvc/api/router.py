@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import re
 import uuid
 from collections.abc import Callable, Sequence
@@ -36,7 +37,7 @@ class Request:
     path: str
     query: list[tuple[str, str]]
     headers: dict[str, str]
-    body: str | None
+    body: str | bytes | None  # bytes: API Gateway base64-encoded it, so it may not be UTF-8
     event: dict[str, Any]
     path_params: dict[str, str] = field(default_factory=dict)
     request_id: str = ""
@@ -53,14 +54,63 @@ class Request:
         return values[0] if values else None
 
     def json(self) -> Any:
-        if not self.body:
+        body = self.body
+        if isinstance(body, bytes):
+            try:
+                body = body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise InvalidArgument("request body is not valid UTF-8", details={"field": "body"}) from None
+        if not body:
             raise InvalidArgument("a JSON request body is required", details={"field": "body"})
+        refused: list[_Refused] = []
+
+        def refuse(why: str) -> _Refused:
+            refused.append(_Refused(why))
+            return refused[-1]
+
+        def parse_int(text: str) -> int | _Refused:
+            if len(text.lstrip("-")) > _MAX_INT_DIGITS:
+                return refuse(f"an integer of {len(text)} digits is longer than {_MAX_INT_DIGITS}")
+            return int(text)
+
+        def parse_float(text: str) -> float | _Refused:
+            number = float(text)
+            return number if math.isfinite(number) else refuse(f"{text[:32]} is out of a double's range")
+
         try:
-            return json.loads(self.body)
+            parsed = json.loads(body, parse_int=parse_int, parse_float=parse_float,
+                                parse_constant=lambda token: refuse(f"{token} is not a JSON number"))
         except json.JSONDecodeError as exc:
             raise InvalidArgument(f"request body is not valid JSON: {exc.msg}", details={"field": "body"}) from None
         except RecursionError:
             raise InvalidArgument("request body is nested too deeply", details={"field": "body"}) from None
+        if refused:
+            path, why = _find_refused(parsed)
+            raise InvalidArgument(f"{path}: {why}", details={"field": path})
+        return parsed
+
+
+_INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+_MAX_INT_DIGITS = 4300  # Python's limit for int(str) (sys.int_info.default_max_str_digits)
+
+
+class _Refused(str):
+    """Stands in for a token json.loads takes but the API refuses (NaN, Infinity, 1e999, an
+    integer too long for int()), until its place in the body is known."""
+
+
+def _find_refused(root: Any) -> tuple[str, str]:
+    """The first refused token's path (`value.a.0`; `body` for the root) and why."""
+    stack: list[tuple[Any, str]] = [(root, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, _Refused):
+            return path or "body", str(node)
+        if isinstance(node, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(node.items()))
+        elif isinstance(node, list):
+            stack.extend((v, f"{path}.{i}" if path else str(i)) for i, v in reversed(list(enumerate(node))))
+    raise AssertionError("a refused token was parsed but is not in the result")
 
 
 @dataclass
@@ -152,7 +202,7 @@ class Router:
         path = event.get("rawPath") or "/"
         body = event.get("body")
         if body is not None and event.get("isBase64Encoded"):
-            body = base64.b64decode(body).decode("utf-8", errors="replace")
+            body = base64.b64decode(body)  # decoded as UTF-8, strictly, by Request.json
         allowed: list[str] = []
         for route in self.routes:
             match = route.pattern.match(path)
@@ -211,7 +261,7 @@ def query_fields(model: type[BaseModel], request: Request) -> dict[str, Any]:
         if raw is None:
             continue
         if kind == "integer":
-            if not _INTEGER.fullmatch(raw):
+            if not _INTEGER.fullmatch(raw) or len(raw) > 19:  # ASCII digits only: int() takes " 5" and "٥"
                 raise InvalidArgument(f"query parameter {wire!r} must be an integer", details={"field": wire})
             out[wire] = int(raw)
         elif kind == "boolean":
@@ -239,7 +289,6 @@ def query_kind(annotation: Any) -> str:
     return "string"
 
 
-_INTEGER = re.compile(r"-?[0-9]{1,18}")  # ASCII digits only; 18 fit every limit with room to spare
 _BOOLEANS = {"true": True, "1": True, "": True, "false": False, "0": False}
 
 

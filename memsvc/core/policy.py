@@ -3,10 +3,19 @@
 Three entrypoints, as in API.md "Policies (Rego)": `data.memories.authz.allow`,
 `data.memories.attributes.attributes` and `data.memories.search.result`.
 
-regorus objects are "unsendable": an `Engine` used, or even dropped, on a thread other than the
-one that created it raises a Rust panic. So every thread compiles its own engine from the bundle
-sources (well under a millisecond) and keeps it in a module-level thread-local cache keyed by the
-sources' digest; engines never leave the thread that built them.
+Every evaluation has a budget, so that one tenant's policy cannot stall the process for everyone
+(an `Engine` holds the GIL while it evaluates). regorus's interpreter has no limit its Python
+binding can set, but its Rego VM (`Program` + `Rvm`) stops any execution after 25,000 instructions
+(its built-in default, which the binding cannot change either). So each evaluation runs first on
+the VM, as a meter: over budget, it fails with `PolicyBudgetExceeded`; within budget, the
+interpreter, whose semantics the service has always had (strict builtin errors, conflict errors),
+gives the answer, doing no more iterations than the VM just did. The count bounds iterations, not
+the cost of one builtin call (`numbers.range(1, 1e8)` is one instruction); see README "Policies".
+
+regorus objects are "unsendable": one used, or even dropped, on a thread other than the one that
+created it raises a Rust panic. So every thread compiles its own engine and VM programs from the
+bundle sources (about a millisecond) and keeps them in a module-level thread-local cache keyed by
+the sources' digest; they never leave the thread that built them.
 """
 
 from __future__ import annotations
@@ -21,6 +30,7 @@ from importlib import resources
 from typing import Any, Mapping, Sequence
 
 import regorus
+from regorus import _native as regorus_vm  # celine-regorus re-exports only Engine; Program and Rvm live here
 
 from memsvc.core.errors import InvalidArgument
 
@@ -32,6 +42,8 @@ __all__ = [
     "compile_bundle",
     "MAX_FILES",
     "MAX_FILE_BYTES",
+    "INSTRUCTION_BUDGET",
+    "PolicyBudgetExceeded",
 ]
 
 MAX_FILES = 64
@@ -47,6 +59,9 @@ POLICY_FILE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\.rego$"
 _FILE_NAME = re.compile(POLICY_FILE_NAME)
 _ERROR_FILE = re.compile(r"-->\s*(\S+?):\d+:\d+")
 _ENGINES_PER_THREAD = 4
+INSTRUCTION_BUDGET = 25_000  # the Rego VM's own limit (RegoVM::new), which the Python binding cannot set
+_OVER_BUDGET = "exceeded maximum instruction limit"
+_NO_DEFINITION = ("no definitions found for rule path", "not a valid rule path")  # the VM compiler's words
 
 # Sample contexts for the smoke evaluation in compile_bundle: a plain user and a trusted service.
 _SAMPLE_CONTEXTS = (
@@ -88,6 +103,17 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+class PolicyBudgetExceeded(InvalidArgument):
+    """A policy evaluation ran past `INSTRUCTION_BUDGET`: only the request that asked fails."""
+
+    def __init__(self, rule: str) -> None:
+        super().__init__(
+            f"the tenant's policy {rule} exceeded its evaluation budget of {INSTRUCTION_BUDGET} Rego VM "
+            "instructions; an admin must simplify it",
+            details={"rule": rule, "budget_instructions": INSTRUCTION_BUDGET},
+        )
+
+
 @dataclass(frozen=True)
 class PolicyBundle:
     """A policy bundle: its version ("builtin" or a sha256 prefix) and sources by file name."""
@@ -113,6 +139,8 @@ class CompiledPolicies:
         """Whether the authz policy allows this; undefined, non-true or any error is a deny."""
         try:
             decision = self._eval(_AUTHZ, _authz_input(operation, namespace, key, context))
+        except PolicyBudgetExceeded:
+            raise  # a clear error rather than a deny that looks like a permission problem
         except BaseException as exc:
             if not _is_engine_error(exc):
                 raise
@@ -186,21 +214,37 @@ class CompiledPolicies:
         return prefix, attribute_filter
 
     def _eval(self, rule: str, inp: dict[str, Any]) -> Any:
-        # The rule's JSON value for this input, None when undefined; raises what regorus raises.
+        # The rule's JSON value for this input, None when undefined; raises PolicyBudgetExceeded
+        # or what regorus raises.
         input_json = json.dumps(inp)
-        engine = _thread_engine(self._digest, self._sources)
+        engine, meters = _thread_engine(self._digest, self._sources)
+        over_budget = False
         try:
-            engine.set_input_json(input_json)
-            output = engine.eval_rule_as_json(rule)
+            meter = meters[rule]
+            if meter is not None:  # None: the rule has no definitions, so it is undefined at no cost
+                meter.set_input_json(input_json)
+                try:
+                    meter.execute_entry_point(rule)
+                except BaseException as exc:
+                    if _OVER_BUDGET not in str(exc):
+                        raise
+                    over_budget = True
+            if not over_budget:
+                engine.set_input_json(input_json)
+                output = engine.eval_rule_as_json(rule)
         except BaseException:
             _forget_thread_engine(self._digest)  # never reuse an engine that failed mid-evaluation
-            del engine  # the traceback must not keep it alive (see _build_engine)
+            del engine, meters, meter  # the traceback must not keep them alive (see _build_engine)
             raise
+        if over_budget:
+            raise PolicyBudgetExceeded(rule)
         return None if output == _UNDEFINED else json.loads(output)
 
     def _eval_or_raise(self, rule: str, inp: dict[str, Any], what: str) -> Any:
         try:
             return self._eval(rule, inp)
+        except PolicyBudgetExceeded:
+            raise
         except BaseException as exc:
             if not _is_engine_error(exc):
                 raise
@@ -228,7 +272,7 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
     if version is None:
         version = "builtin" if sources == default_bundle() else digest[:16]
 
-    packages = set(_build_engine(sources).get_packages())
+    packages = set(_build_engine(sources).get_packages())  # the compiler's messages name the file
     missing = [p for p in _REQUIRED_PACKAGES if f"data.{p}" not in packages]
     if missing:
         raise InvalidArgument(
@@ -236,6 +280,7 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
             details={"missing_packages": missing},
         )
 
+    _thread_engine(digest, sources)  # the Rego VM's compiler may refuse what the interpreter takes
     compiled = CompiledPolicies(PolicyBundle(version=version, policies=sources), digest)
     compiled._smoke_test()
     return compiled
@@ -278,20 +323,49 @@ def _build_engine(sources: Mapping[str, str]) -> regorus.Engine:
     raise error
 
 
+def _build_meters(sources: Mapping[str, str]) -> dict[str, Any]:
+    """A Rego VM per entrypoint, to count instructions; None for a rule the bundle does not define."""
+    meters: dict[str, Any] = {}
+    for rule in (_AUTHZ, _ATTRIBUTES, _SEARCH):
+        try:
+            meters[rule] = _build_meter(sources, rule)
+        except BaseException as exc:
+            if not _is_engine_error(exc):
+                raise
+            error = _invalid(exc, "the Rego VM cannot compile this bundle: ")
+            break
+    else:
+        return meters
+    del meters  # as in _build_engine: drop the VMs on this thread before raising
+    raise error
+
+
+def _build_meter(sources: Mapping[str, str], rule: str) -> Any:
+    try:
+        program = regorus_vm.Program.compile_from_modules("{}", list(sources.items()), [rule])
+    except RuntimeError as exc:
+        if any(m in str(exc) for m in _NO_DEFINITION):
+            return None
+        raise
+    vm = regorus_vm.Rvm()
+    vm.load_program(program)
+    return vm
+
+
 _local = threading.local()  # module-level, so each thread's engines are dropped by that thread
 
 
-def _thread_engine(digest: str, sources: Mapping[str, str]) -> regorus.Engine:
-    engines: dict[str, regorus.Engine] | None = getattr(_local, "engines", None)
+def _thread_engine(digest: str, sources: Mapping[str, str]) -> tuple[regorus.Engine, dict[str, Any]]:
+    engines: dict[str, tuple[regorus.Engine, dict[str, Any]]] | None = getattr(_local, "engines", None)
     if engines is None:
         engines = _local.engines = {}
-    engine = engines.pop(digest, None)
-    if engine is None:
-        engine = _build_engine(sources)
+    entry = engines.pop(digest, None)
+    if entry is None:
+        entry = (_build_engine(sources), _build_meters(sources))
         while len(engines) >= _ENGINES_PER_THREAD:
             del engines[next(iter(engines))]  # least recently used
-    engines[digest] = engine
-    return engine
+    engines[digest] = entry
+    return entry
 
 
 def _forget_thread_engine(digest: str) -> None:

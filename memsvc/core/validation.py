@@ -16,6 +16,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StrictStr, S
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.models import utc
+from memsvc.core.timestamps import parse_rfc3339
 
 __all__ = ["Command", "Segment", "Namespace", "NamespacePrefix", "NoIndexing", "Timestamp", "invalid_argument"]
 
@@ -55,13 +56,12 @@ def _reject_non_bool(value: Any) -> Any:
 
 
 def _rfc3339(value: Any) -> Any:
-    """An RFC 3339 date-time; one without an offset is taken as UTC."""
     if isinstance(value, datetime):
         return utc(value)
     try:
         if not isinstance(value, str):
             raise ValueError
-        return utc(datetime.fromisoformat(value))
+        return parse_rfc3339(value)
     except (ValueError, OverflowError):  # OverflowError: an offset that moves it past year 1 or 9999
         raise ValueError("must be an RFC 3339 timestamp, e.g. 2026-01-01T00:00:00Z") from None
 

@@ -59,7 +59,7 @@ class Admin:
 
     def put_policies(self, caller: Caller, bundle: PolicyBundle) -> CompiledPolicies:
         self._access.admin(caller)
-        return self._access.policies.replace(caller.tenant_id, bundle.policies)
+        return self._access.policies.replace(caller.tenant_id, bundle.policies, caller.policy_context())
 
     def get_settings(self, caller: Caller) -> TenantSettings:
         self._access.admin(caller)

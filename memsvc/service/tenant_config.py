@@ -106,8 +106,16 @@ class PolicyRegistry:
         self._cache.put(tenant, compiled)
         return compiled
 
-    def replace(self, tenant: str, policies: Any) -> CompiledPolicies:
+    def replace(self, tenant: str, policies: Any, admin_context: dict[str, Any]) -> CompiledPolicies:
+        """Store a new bundle, unless it fails to compile or would deny `admin_context` (the
+        uploading admin) the `admin` operation: nobody with that admin's roles could undo it."""
         compiled = compile_bundle(policies)  # raises InvalidArgument with the compiler's message
+        if not compiled.allow("admin", [], None, admin_context):
+            raise InvalidArgument(
+                "this bundle would deny you the admin operation, so you could not change it back: "
+                'keep an allow rule for operation "admin" that matches your roles',
+                details={"field": "policies"},
+            )
         self._store.put_config(
             tenant, "policies", {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
         )

@@ -18,7 +18,7 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from tests.api.helpers import assert_error, get, namespaces, put, put_ok, search, token_for
+from tests.api.helpers import assert_error, get, namespaces, put, put_ok, search, signed_token, token_for
 from tests.conftest import shared_ssl_context
 
 pytestmark = pytest.mark.slow
@@ -213,6 +213,24 @@ def test_a_valid_token_signed_like_the_bad_ones_is_accepted(live_server, uid, te
         assert c.get("/admin/v1/memories/settings").json() == baseline.settings
 
 
+@pytest.mark.parametrize("claim", [
+    {"tenant_id": None}, {"custom:tenant_id": None}, {"tenant_id": "{tenant}\n"}, {"tenant_id": ""},
+    {"tenant_id": ["{tenant}"]},
+], ids=["null", "null-custom", "trailing-newline", "empty", "list"])
+def test_a_tenant_claim_that_is_not_exactly_a_tenant_id_is_401(claim, live_server, uid, tenant, baseline, unchanged):
+    """Never read as "null", as the tenant without its newline, or as the default tenant."""
+    (name, value), = claim.items()
+    value = value.format(tenant=tenant) if isinstance(value, str) else value
+    value = [v.format(tenant=tenant) for v in value] if isinstance(value, list) else value
+    token = signed_token(live_server, sub=uid, roles=["admin"], **{name: value})
+    with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
+                      verify=shared_ssl_context()) as client:
+        assert_error(client.put("/admin/v1/memories/settings", json={"max_depth": 2}), 401, "UNAUTHORIZED")
+        assert_error(client.get("/v1/memories", params=[("ns", s) for s in baseline.ns] + [("key", "k")]), 401,
+                     "UNAUTHORIZED")
+    unchanged()
+
+
 # -- 403: another user's data, admin routes ------------------------------------------------------
 
 
@@ -263,6 +281,19 @@ def test_admin_routes_are_403_for_non_admins(route, roles, baseline, make_client
     method, path, kw = _routes(baseline)[route]
     client = make_client(uid, tenant=tenant, roles=roles)
     assert_error(client.request(method, path, **kw), 403, "FORBIDDEN")
+    unchanged()
+
+
+@pytest.mark.parametrize("claims", [
+    {"roles": ["not admin"]}, {"cognito:groups": ["acme admin"]}, {"roles": ["x,admin"]},
+    {"roles": ["user", "service account"]}, {"roles": ["[admin]"]}, {"roles": [["admin"]]},
+], ids=["roles-with-space", "groups-with-space", "roles-with-comma", "second-with-space", "brackets", "nested"])
+def test_a_role_is_one_list_element_never_part_of_one(claims, live_server, uid, tenant, baseline, unchanged):
+    token = signed_token(live_server, sub=uid, tenant_id=tenant, **claims)
+    with httpx.Client(base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=30,
+                      verify=shared_ssl_context()) as client:
+        for method, path, kw in (_routes(baseline)[i] for i in ADMIN_ROUTES):
+            assert_error(client.request(method, path, **kw), 403, "FORBIDDEN")
     unchanged()
 
 
@@ -355,6 +386,8 @@ BAD_PUTS: dict[str, dict[str, Any]] = {
     "ttl-string": {"ttl_seconds": "60"},
     "ttl-float": {"ttl_seconds": 1.5},
     "index-fields-true": {"index_fields": True},
+    "index-fields-zero": {"index_fields": 0},  # 0 == False, but it is not false
+    "index-fields-zero-float": {"index_fields": 0.0},
     "index-fields-empty-list": {"index_fields": []},
     "index-fields-string": {"index_fields": "text"},
     "index-fields-number": {"index_fields": [5]},
@@ -376,6 +409,59 @@ def test_bad_put_bodies_are_400_and_leave_the_item_alone(case, baseline, me, unc
     err = assert_error(_raw(me, "PUT", "/v1/memories", _put_body(baseline, **BAD_PUTS[case])), 400,
                        "INVALID_ARGUMENT")
     assert err["retryable"] is False
+    unchanged()
+
+
+def _body_with(b: Baseline, home: list[str], where: str, token: str) -> tuple[str, str, str, str]:
+    """(method, path, JSON text, the field the error must name) with `token` put raw at `where`."""
+    ns = json.dumps(b.ns)
+    return {
+        "value": ("PUT", "/v1/memories", '{"namespace":%s,"key":"k","value":{"a":[1,%s]}}' % (ns, token), "value.a.1"),
+        "attributes": ("PUT", "/v1/memories", '{"namespace":%s,"key":"k","value":{},"attributes":{"n":%s}}'
+                       % (ns, token), "attributes.n"),
+        "filter": ("POST", "/v1/memories/search", '{"namespace_prefix":%s,"filter":{"n":{"gt":%s}}}'
+                   % (json.dumps(home), token), "filter.n.gt"),
+        "search-limit": ("POST", "/v1/memories/search", '{"namespace_prefix":[],"limit":%s}' % token, "limit"),
+        "settings": ("PUT", "/admin/v1/memories/settings", '{"max_depth":%s}' % token, "max_depth"),
+    }[where]
+
+
+BODY_PLACES = ["value", "attributes", "filter", "search-limit", "settings"]
+
+
+@pytest.mark.parametrize("where", BODY_PLACES)
+@pytest.mark.parametrize("token", ["1" * 5000, "-" + "9" * 4301], ids=["5000-digits", "negative-4301-digits"])
+def test_integers_past_pythons_digit_limit_are_400(where, token, baseline, home, admin, unchanged):
+    method, path, body, field = _body_with(baseline, home, where, token)
+    r = admin.request(method, path, content=body.encode(), headers={"content-type": "application/json"})
+    err = assert_error(r, 400, "INVALID_ARGUMENT")
+    assert err["details"] == {"field": field} and "4300" in err["message"], err
+    unchanged()
+
+
+@pytest.mark.parametrize("where", BODY_PLACES)
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+def test_non_finite_numbers_are_400_naming_the_field(where, token, baseline, home, admin, unchanged):
+    method, path, body, field = _body_with(baseline, home, where, token)
+    r = admin.request(method, path, content=body.encode(), headers={"content-type": "application/json"})
+    err = assert_error(r, 400, "INVALID_ARGUMENT")
+    assert err["details"] == {"field": field} and err["message"].startswith(f"{field}: {token}"), err
+    unchanged()
+
+
+@pytest.mark.parametrize("method,path", [("PUT", "/v1/memories"), ("PUT", "/admin/v1/memories/settings"),
+                                         ("POST", "/v1/memories/search")])
+def test_invalid_utf8_inside_a_json_body_is_400_not_a_replacement_character(method, path, baseline, admin,
+                                                                            unchanged):
+    body = b'{"namespace":%s,"key":"%s","value":{"text":"caf\xe9"}}' % (json.dumps(baseline.ns).encode(),
+                                                                         baseline.key.encode())
+    if path.endswith("settings"):
+        body = b'{"max_depth":5,"\xff":1}'
+    elif path.endswith("search"):
+        body = b'{"namespace_prefix":["\xc0\xaf"]}'
+    r = admin.request(method, path, content=body, headers={"content-type": "application/json"})
+    err = assert_error(r, 400, "INVALID_ARGUMENT")
+    assert "UTF-8" in err["message"] and err["details"] == {"field": "body"}
     unchanged()
 
 
@@ -488,6 +574,12 @@ BAD_LISTS: dict[str, list[tuple[str, str]]] = {
     "limit-text": [("limit", "ten")],
     "offset-negative": [("offset", "-1")],
     "offset-text": [("offset", "x")],
+    "limit-leading-space": [("limit", " 5")],
+    "limit-trailing-newline": [("limit", "5\n")],
+    "limit-arabic-indic-digit": [("limit", "\u0665")],
+    "limit-underscore": [("limit", "1_0")],
+    "limit-plus": [("limit", "+5")],
+    "limit-5000-digits": [("limit", "1" * 5000)],
     "limit-twice": [("limit", "1"), ("limit", "2")],
     "empty-prefix-segment": [("prefix", "user"), ("prefix", "")],
     "empty-suffix-segment": [("suffix", "")],
@@ -499,6 +591,36 @@ BAD_LISTS: dict[str, list[tuple[str, str]]] = {
 def test_bad_list_namespaces_queries_are_400(case, me):
     r = me.get("/v1/memories/namespaces", params=BAD_LISTS[case])
     assert_error(r, 400, "INVALID_ARGUMENT")
+
+
+# -- 400: event queries ---------------------------------------------------------------------------
+
+BAD_EVENT_QUERIES: dict[str, list[tuple[str, str]]] = {
+    "after-5000-ones": [("after", "1" * 5000)],
+    "after-basic-format-date": [("after", "20260101")],
+    "before-date-only": [("before", "2026-01-01")],
+    "after-no-offset": [("after", "2026-01-01T00:00:00")],
+    "after-hours-only": [("after", "2026-01-01T00Z")],
+    "after-basic-format": [("after", "20260101T000000Z")],
+    "after-week-date": [("after", "2026-W01-1T00:00:00Z")],
+    "after-arabic-indic-digits": [("after", "\u0662\u0660\u0662\u0666-01-01T00:00:00Z")],
+    "after-trailing-newline": [("after", "2026-01-01T00:00:00Z\n")],
+    "limit-leading-space": [("limit", " 5")],
+    "limit-arabic-indic-digit": [("limit", "\u0665")],
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_EVENT_QUERIES))
+def test_bad_event_queries_are_400(case, me, home):
+    r = me.get("/v1/memories/events", params=[("ns", s) for s in home] + BAD_EVENT_QUERIES[case])
+    err = assert_error(r, 400, "INVALID_ARGUMENT")
+    assert err["details"]["field"] == BAD_EVENT_QUERIES[case][0][0]
+
+
+def test_rfc3339_timestamps_with_any_offset_are_accepted(me, home):
+    for ts in ("2026-01-01T00:00:00Z", "2026-01-01t00:00:00.123456789z", "2025-12-31T23:00:00-01:00"):
+        r = me.get("/v1/memories/events", params=[("ns", s) for s in home] + [("after", ts)])
+        assert r.status_code == 200, r.text
 
 
 # -- 400/404: GET and DELETE query parameters -----------------------------------------------------
@@ -598,6 +720,29 @@ def test_settings_of_the_wrong_type_are_400(patch, admin, unchanged):
         "missing-packages"])
 def test_bad_policy_bundles_are_400(body, admin, unchanged):
     assert_error(admin.put("/admin/v1/memories/policies", json=body), 400, "INVALID_ARGUMENT")
+    unchanged()
+
+
+HEAVY_REGO = "count([x | some x in numbers.range(1, 1000); some y in numbers.range(1, 1000)])"  # 10^6 steps
+
+
+def test_a_bundle_over_the_evaluation_budget_is_400(admin, baseline, unchanged):
+    policies = {**baseline.policies["policies"],
+                "attributes.rego": f'package memories.attributes\n\nattributes := {{"n": {HEAVY_REGO}}}\n'}
+    err = assert_error(admin.put("/admin/v1/memories/policies", json={"policies": policies}), 400, "INVALID_ARGUMENT")
+    assert "budget" in err["message"] and err["details"]["budget_instructions"] == 25_000
+    unchanged()
+
+
+@pytest.mark.parametrize("authz", [
+    "package memories.authz\n\ndefault allow := false\n",
+    'package memories.authz\n\nallow if input.operation != "admin"\n',
+    'package memories.authz\n\nallow if "superuser" in input.context.roles\n',
+], ids=["deny-all", "no-admin-operation", "another-role"])
+def test_a_bundle_that_would_lock_its_admin_out_is_400(authz, admin, baseline, unchanged):
+    policies = {**baseline.policies["policies"], "authz.rego": authz}
+    err = assert_error(admin.put("/admin/v1/memories/policies", json={"policies": policies}), 400, "INVALID_ARGUMENT")
+    assert "admin operation" in err["message"], err
     unchanged()
 
 

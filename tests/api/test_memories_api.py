@@ -455,6 +455,28 @@ def test_tenants_are_walls_even_for_admins(make_client, uid):
     assert a1.get("/admin/v1/memories/settings").json()["max_depth"] == 10
 
 
+def test_a_policy_over_its_budget_fails_only_its_own_requests(make_client, uid):
+    """One tenant's expensive policy is cut off after a fixed number of Rego VM instructions
+    (not a time): its request fails with a clear 400; the others, and other tenants, go on."""
+    bad, good = unique_tenant(), unique_tenant()
+    bad_admin = make_client("root", tenant=bad, roles=["admin"])
+    heavy = "count([x | some x in numbers.range(1, 1000); some y in numbers.range(1, 1000)])"
+    policies = dict(bad_admin.get("/admin/v1/memories/policies").json()["policies"])
+    policies["attributes.rego"] = (  # heavy only for key "boom", so the upload's smoke evaluation passes
+        'package memories.attributes\n\ndefault attributes := {}\n\n'
+        f'attributes := {{"n": n}} if {{\n\tinput.key == "boom"\n\tn := {heavy}\n}}\n'
+    )
+    assert bad_admin.put("/admin/v1/memories/policies", json={"policies": policies}).status_code == 200
+    ns = ["user", uid]
+    mine, theirs = make_client(uid, tenant=bad), make_client(uid, tenant=good)
+    err = assert_error(put(mine, ns, "boom", {"x": 1}), 400, "INVALID_ARGUMENT")
+    assert "budget" in err["message"] and err["details"]["rule"] == "data.memories.attributes.attributes"
+    assert_error(get(mine, ns, "boom"), 404, "NOT_FOUND")  # nothing was written
+    put_ok(mine, ns, "fine", {"x": 2})
+    put_ok(theirs, ns, "boom", {"x": 3})
+    assert get(theirs, ns, "boom").json()["value"] == {"x": 3}
+
+
 # -- admin ---------------------------------------------------------------------------------------
 
 

@@ -276,6 +276,53 @@ def test_iam_request_without_a_valid_tenant_header_is_refused(stack):
     assert (status, body["error"]["code"]) == (400, "INVALID_ARGUMENT")
 
 
+def _jwt_get(**claims: Any) -> dict[str, Any]:
+    """The JWT GET event with these claims changed (None: removed), as API Gateway hands them over."""
+    event = load_event("api_jwt_get")
+    found = event["requestContext"]["authorizer"]["jwt"]["claims"]
+    for name, value in claims.items():
+        if value is None:
+            found.pop(name, None)
+        else:
+            found[name] = value
+    return event
+
+
+def test_a_jwt_without_a_tenant_claim_is_401_unless_the_deployment_names_a_default(stack):
+    """A Cognito access token passes the authorizer through `client_id` and has no tenant claim."""
+    access_token = _jwt_get(**{"custom:tenant_id": None, "tenant_id": None, "token_use": "access"})
+    status, body, _ = call_api(access_token)
+    assert (status, body["error"]["code"]) == (401, "UNAUTHORIZED")
+    assert "ID token" in body["error"]["message"]
+    from memsvc.api.identity import Identity
+
+    assert Identity(default_tenant="shared")(access_token).tenant_id == "shared"
+
+
+def test_an_iam_request_without_a_tenant_header_is_400_unless_the_deployment_names_a_default(stack):
+    event = load_event("api_iam_search")
+    del event["headers"]["x-tenant-id"]
+    status, body, _ = call_api(event)
+    assert (status, body["error"]["code"], body["error"]["details"]) == (400, "INVALID_ARGUMENT",
+                                                                         {"field": "X-Tenant-Id"})
+
+
+@pytest.mark.parametrize("groups,roles", [
+    ("[admin ops]", ("admin", "ops")),
+    ("[ops]", ("ops",)),
+    ("[x,admin]", ("x,admin",)),  # the form joins elements with spaces: a comma is inside one name
+    ("[]", ()),
+])
+def test_api_gateways_array_form_is_split_on_whitespace_only(groups, roles):
+    assert caller_from_event(_jwt_get(**{"cognito:groups": groups})).roles == roles
+
+
+@pytest.mark.parametrize("tenant", ["acme\n", "", "<nil>", "null\n"])
+def test_a_tenant_claim_that_is_not_exactly_a_tenant_id_is_401(stack, tenant):
+    status, body, _ = call_api(_jwt_get(tenant_id=tenant))
+    assert (status, body["error"]["code"]) == (401, "UNAUTHORIZED")
+
+
 def test_a_named_stage_is_not_part_of_the_route(stack):
     event = load_event("api_jwt_put")
     event["requestContext"]["stage"] = "prod"

@@ -268,7 +268,9 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
     stop = threading.Event()
     threads: list[threading.Thread] = []
     try:
-        with aws_stack(dimension=embedder.dimension, embedder=embedder) as stack:
+        # Configured as a deployment that names `default` as its default tenant (`memsvc serve`'s), so
+        # the HTTP tests run unchanged on both backends; the AWS default (none) is tested in tests/aws.
+        with aws_stack(dimension=embedder.dimension, embedder=embedder, default_tenant="default") as stack:
             lock = _serialise_moto(stack.clients)
             _check_mock_is_global(stack)
             from tests.fakes.aws_stack import TABLE

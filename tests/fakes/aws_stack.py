@@ -399,7 +399,8 @@ def _jsonable(value: Any) -> Any:
 
 
 @contextmanager
-def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None) -> Iterator[AwsStack]:
+def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
+              default_tenant: str | None = None) -> Iterator[AwsStack]:
     saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
     try:
@@ -425,7 +426,8 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None) -
             titan = install_titan_fake(clients["bedrock-runtime"],
                                        dimension=dimension if dimension in (256, 512, 1024) else 1024)
             settings = AwsSettings(region=REGION, table_name=TABLE, vector_bucket=BUCKET, vector_index=INDEX,
-                                   kms_key_id=key_id, embedding_dimension=dimension, event_bus_name=EVENT_BUS)
+                                   kms_key_id=key_id, embedding_dimension=dimension, event_bus_name=EVENT_BUS,
+                                   default_tenant=default_tenant)
             app = build_aws(settings, clients=clients, embedder=embedder, clock=clock)
             from functions import runtime
 

@@ -144,6 +144,26 @@ def test_function_runtime_packaging_and_tracing(built):
         assert group["Properties"]["RetentionInDays"] == 30
 
 
+def test_default_tenant_only_when_configured(bare_stack):
+    """Without a default tenant, a token (e.g. a Cognito access token) without a tenant claim is a 401."""
+    assert "MEMSVC_DEFAULT_TENANT" in aws_settings_variables()
+    stack = bare_stack()
+    key = kms.Key(stack, "Key")
+    table = ItemTable(stack, "Items", table_name="items", encryption_key=key,
+                      removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
+    vectors = VectorStore(stack, "Vectors", bucket_name="vb", index_name="memories", dimension=1024,
+                          non_filterable_keys=["key"], encryption_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
+    settings = ServiceSettings(embedding_model_id="amazon.titan-embed-text-v2:0", embedding_dimension=1024,
+                               embedding_concurrency=8, data_key_cache_seconds=300, log_level="INFO",
+                               log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
+    ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
+                reserved_concurrency=None, default_tenant="shared", table=table, vectors=vectors, envelope_key=key,
+                storage_key=key, settings=settings,
+                package=LambdaPackage(stack, "Package", project_root=PROJECT_ROOT, layer_name="deps"))
+    env = _function(Template.from_stack(stack).to_json(), "fn-api")["Environment"]["Variables"]
+    assert env["MEMSVC_DEFAULT_TENANT"] == "shared"
+
+
 def test_every_setting_the_code_reads_is_set(built):
     wanted = aws_settings_variables()
     assert {"MEMSVC_TABLE_NAME", "MEMSVC_VECTOR_BUCKET", "MEMSVC_VECTOR_INDEX", "MEMSVC_KMS_KEY_ID",
@@ -153,9 +173,12 @@ def test_every_setting_the_code_reads_is_set(built):
     for name, service in (("fn-api", "memsvc-api"), ("fn-indexer", "memsvc-indexer"),
                           ("fn-timeline", "memsvc-timeline")):
         env = _function(built, name)["Environment"]["Variables"]
-        needed = wanted if name in publishes else wanted - {"MEMSVC_EVENT_BUS_NAME"}
+        # The default tenant only where an environment names one (test_default_tenant_only_when_configured).
+        needed = wanted - {"MEMSVC_DEFAULT_TENANT"}
+        needed = needed if name in publishes else needed - {"MEMSVC_EVENT_BUS_NAME"}
         assert needed <= set(env), f"{name} misses {sorted(needed - set(env))}"
         assert ("MEMSVC_EVENT_BUS_NAME" in env) == (name in publishes), name
+        assert "MEMSVC_DEFAULT_TENANT" not in env, name
         assert env["POWERTOOLS_SERVICE_NAME"] == service
         assert env["POWERTOOLS_METRICS_NAMESPACE"] == "memsvc"
         assert env["LOG_LEVEL"] == "INFO"

@@ -110,6 +110,14 @@ def test_iam_statements_name_their_resources(assembly, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
+def test_no_environment_has_a_default_tenant(assembly, env):
+    """A token without a tenant claim (a Cognito access token) is a 401 on AWS, not tenant `default`."""
+    assert ENVIRONMENTS[env].default_tenant is None
+    for fn in resources_of(assembly.templates[env], "AWS::Lambda::Function").values():
+        assert "MEMSVC_DEFAULT_TENANT" not in fn["Properties"]["Environment"]["Variables"]
+
+
+@pytest.mark.parametrize("env", ENVS)
 def test_only_the_timeline_publishes_and_only_to_the_bus(assembly, env):
     t = assembly.templates[env]
     bus = next(iter(resources_of(t, "AWS::Events::EventBus")))

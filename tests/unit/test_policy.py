@@ -430,3 +430,40 @@ def test_per_thread_engine_cache_is_bounded():
         for pol in bundles:
             assert pol.allow("read", ["user", "alice"], None, ctx("alice")) is True
     assert len(policy._local.engines) <= policy._ENGINES_PER_THREAD
+
+
+# --- the evaluation budget -----------------------------------------------------------------------
+
+# A million iterations: far past the budget, whatever the machine's speed.
+HEAVY = "count([x | some x in numbers.range(1, 1000); some y in numbers.range(1, 1000)])"
+
+
+def test_a_bundle_over_budget_on_the_smoke_evaluation_is_rejected():
+    attributes = f'package memories.attributes\n\nattributes := {{"n": {HEAVY}}}\n'
+    with pytest.raises(policy.PolicyBudgetExceeded, match="evaluation budget of 25000"):
+        compile_bundle({**default_bundle(), "attributes.rego": attributes})
+
+
+def test_an_evaluation_over_budget_fails_alone_and_others_are_unaffected():
+    # Heavy only on key "boom", so the bundle passes the smoke evaluation.
+    authz = default_bundle()["authz.rego"] + f'\nallow if {{\n\tinput.key == "boom"\n\t{HEAVY} > 0\n}}\n'
+    attributes = ('package memories.attributes\n\ndefault attributes := {}\n\n'
+                  f'attributes := {{"n": n}} if {{\n\tinput.key == "boom"\n\tn := {HEAVY}\n}}\n')
+    heavy = compile_bundle({**default_bundle(), "authz.rego": authz, "attributes.rego": attributes})
+    other = compile_bundle(default_bundle())
+    with pytest.raises(policy.PolicyBudgetExceeded) as info:
+        heavy.extract_attributes(["user", "alice"], "boom", {}, None, ctx("alice"))
+    assert info.value.details == {"rule": "data.memories.attributes.attributes", "budget_instructions": 25_000}
+    with pytest.raises(policy.PolicyBudgetExceeded):  # an error that says why, not a silent deny
+        heavy.allow("read", ["user", "bob"], "boom", ctx("alice"))
+    assert heavy.allow("read", ["user", "alice"], "fine", ctx("alice")) is True
+    assert heavy.extract_attributes(["user", "alice"], "fine", {}, None, ctx("alice")) == {}
+    assert other.allow("read", ["user", "alice"], "boom", ctx("alice")) is True
+
+
+def test_iterating_a_large_input_counts_against_the_budget():
+    attributes = 'package memories.attributes\n\nattributes := {"n": count([k | some k, _ in input.value])}\n'
+    pol = compile_bundle({**default_bundle(), "attributes.rego": attributes})
+    assert pol.extract_attributes(["user", "a"], "k", {f"f{i}": i for i in range(100)}, None, ctx("a")) == {"n": 100}
+    with pytest.raises(policy.PolicyBudgetExceeded):
+        pol.extract_attributes(["user", "a"], "k", {f"f{i}": i for i in range(50_000)}, None, ctx("a"))

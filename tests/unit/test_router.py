@@ -60,3 +60,28 @@ def test_an_unexpected_error_is_a_500_without_details(local_app, monkeypatch):
     status, body, headers = call(local_app, "GET", "/v1/memories", "ns=user&ns=alice&key=k", claims=ALICE)
     assert status == 500 and body["error"]["code"] == "INTERNAL"
     assert "ZeroDivision" not in json.dumps(body) and body["error"]["details"]["request_id"] == headers["x-request-id"]
+
+
+def test_a_base64_body_is_decoded_as_strict_utf8(local_app):
+    import base64
+
+    def put(raw: bytes) -> tuple[int, dict]:
+        event = build_event(method="PUT", path="/v1/memories", raw_query="", headers={}, source_ip="127.0.0.1",
+                            body=None, authorizer={"jwt": {"claims": ALICE, "scopes": None}})
+        event.update(body=base64.b64encode(raw).decode(), isBase64Encoded=True)
+        response = local_app.router.handle(event)
+        return response["statusCode"], json.loads(response["body"])
+
+    status, body = put(b'{"namespace":["user","alice"],"key":"k","value":{"t":"caf\xe9"}}')
+    assert (status, body["error"]["details"]) == (400, {"field": "body"})
+    status, body = put('{"namespace":["user","alice"],"key":"k","value":{"t":"café"}}'.encode())
+    assert status == 200, body
+
+
+def test_the_local_server_hands_a_non_utf8_body_over_as_api_gateway_does():
+    event = build_event(method="PUT", path="/", raw_query="", headers={}, source_ip="::1", authorizer=None,
+                        body=b"\xff")
+    assert (event["body"], event["isBase64Encoded"]) == ("/w==", True)
+    event = build_event(method="PUT", path="/", raw_query="", headers={}, source_ip="::1", authorizer=None,
+                        body="é".encode())
+    assert (event["body"], event["isBase64Encoded"]) == ("é", False)
