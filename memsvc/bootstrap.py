@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memsvc.api.router import Router
 from memsvc.api.routes import build_router
@@ -16,6 +16,9 @@ from memsvc.service.sealing import Sealer
 from memsvc.service.sweeper import Sweeper
 from memsvc.service.timeline import Timeline
 from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
+
+if TYPE_CHECKING:
+    from memsvc.adapters.aws.clients import AwsClients
 
 __all__ = ["LocalApp", "build_local", "AwsApp", "build_aws"]
 
@@ -130,15 +133,15 @@ class AwsApp:
     store: Any
     vectors: Any
     embedder: Embedder
-    clients: dict[str, Any]
+    clients: AwsClients
     timeline: Timeline
 
 
-def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder: Embedder | None = None,
+def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Embedder | None = None,
               clock: Clock | None = None) -> AwsApp:
-    """DynamoDB, S3 Vectors, Titan and KMS. `clients` (boto3 clients by service name) lets tests
-    pass clients with fakes installed; a Lambda builds its own once per cold start."""
-    from memsvc.adapters.aws.clients import make_clients
+    """DynamoDB, S3 Vectors, Titan and KMS. `clients` lets tests pass clients with fakes
+    installed; a Lambda builds its own once per cold start."""
+    from memsvc.adapters.aws.clients import AwsClients
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
@@ -146,26 +149,26 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
     from memsvc.adapters.aws.titan import TitanEmbedder
 
-    clients = clients or make_clients(settings.region, embedding_concurrency=settings.embedding_concurrency)
+    clients = clients or AwsClients.create(settings.region, embedding_concurrency=settings.embedding_concurrency)
     clock = clock or SystemClock()
     store = DynamoItemStore(
-        clients["dynamodb"], settings.table_name,
+        clients.dynamodb, settings.table_name,
         tombstone_days=lambda tenant: tenant_settings.get(tenant).tombstone_retention_days,  # bound late
     )
     tenant_settings = SettingsRegistry(store)
-    vectors = S3VectorsIndex(clients["s3vectors"], bucket=settings.vector_bucket, index=settings.vector_index,
+    vectors = S3VectorsIndex(clients.s3vectors, bucket=settings.vector_bucket, index=settings.vector_index,
                              dimension=settings.embedding_dimension)
     if embedder is None:
-        embedder = TitanEmbedder(clients["bedrock-runtime"], model_id=settings.embedding_model_id,
+        embedder = TitanEmbedder(clients.bedrock_runtime, model_id=settings.embedding_model_id,
                                  dimension=settings.embedding_dimension,
                                  max_concurrency=settings.embedding_concurrency)
-    sealer = Sealer(store, KmsKeyProvider(clients["kms"], settings.kms_key_id),
+    sealer = Sealer(store, KmsKeyProvider(clients.kms, settings.kms_key_id),
                     cache_seconds=settings.data_key_cache_seconds)
     event_log = DynamoEventLog(
-        clients["dynamodb"], settings.table_name,
+        clients.dynamodb, settings.table_name,
         retention_days=lambda tenant: tenant_settings.get(tenant).tombstone_retention_days,
     )
-    publisher = EventBridgePublisher(clients["events"], settings.event_bus_name) if settings.event_bus_name else None
+    publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
     service = MemoryService(
         store=store, vectors=vectors, embedder=embedder, sealer=sealer,
         policies=PolicyRegistry(store), settings=tenant_settings, clock=clock, events=event_log,

@@ -317,7 +317,8 @@ class MemoryService:
                 memory = self._open(item, score=hit.score)
                 if _matches(user_filter, item, memory.value):
                     ranked.append(memory)
-            if len(ranked) >= wanted or len(hits) < top_k or top_k >= self._vectors.max_top_k:
+            exhausted = len(hits) < top_k and self._vectors.short_page_is_end
+            if len(ranked) >= wanted or exhausted or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
         # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order).

@@ -234,7 +234,7 @@ def stack():
 
 def test_the_publisher_on_moto_reaches_a_rule_target(stack):
     events = [event(n, kind=k) for n, k in enumerate(sorted(KINDS) * 3)]  # 12: two requests
-    pub = EventBridgePublisher(stack.clients["events"], EVENT_BUS)
+    pub = EventBridgePublisher(stack.clients.events, EVENT_BUS)
     assert pub.publish(events) == []
     got = stack.published()
     assert [(e["source"], e["detail-type"], e["detail"]) for e in got] == [
@@ -243,7 +243,7 @@ def test_the_publisher_on_moto_reaches_a_rule_target(stack):
 
 def test_a_refused_put_events_returns_every_event(stack):
     injected = stack.fail("events", "PutEvents", code="AccessDeniedException", status=400)
-    pub = EventBridgePublisher(stack.clients["events"], EVENT_BUS)
+    pub = EventBridgePublisher(stack.clients.events, EVENT_BUS)
     events = [event(n) for n in range(3)]
     assert pub.publish(events) == events
     assert injected.count == 1 and stack.published() == []
@@ -339,7 +339,7 @@ def test_the_bus_samples_are_what_the_timeline_publishes(stack):
 def test_the_documented_rule_patterns_match_as_documented(stack):
     """Each pattern of docs/events.md as a rule on the moto bus, the three samples put on it:
     each rule's queue gets exactly the samples the table says."""
-    events, sqs = stack.clients["events"], stack.clients["sqs"]
+    events, sqs = stack.clients.events, stack.sqs
     patterns = documented_patterns()
     assert len(patterns) >= 6
     queues = []

@@ -168,7 +168,7 @@ class TestEncryption:
         if backend.local is not None:
             blobs = [p.read_bytes() for p in backend.data_dir.rglob("*") if p.is_file()]
         else:  # every table row and every vector's metadata, as stored
-            db, s3v = backend.aws.clients["dynamodb"], backend.aws.clients["s3vectors"]
+            db, s3v = backend.aws.clients.dynamodb, backend.aws.clients.s3vectors
             blobs = [repr(db.scan(TableName="memsvc-test")["Items"]).encode(),
                      repr(s3v.list_vectors(vectorBucketName="memsvc-test-vectors", indexName="memories",
                                            returnMetadata=True)["vectors"]).encode()]
