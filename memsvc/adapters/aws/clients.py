@@ -12,9 +12,11 @@ its reasons, access denied): those are the adapters' to decide (see `memsvc.adap
   hot partition of one tenant must not slow the others.
 - KMS, S3 Vectors, EventBridge: `standard`, 3 attempts. They sit on request paths (a data key on
   a cache miss, a search) or behind a stream whose mapping retries the batch anyway.
-- Bedrock Runtime: `adaptive`, 6 attempts. Every call goes to the same model under one account
-  quota (requests and tokens per minute), so rate limiting on the client is what is wanted: a
-  throttled indexer slows down instead of sending more requests that will be throttled too.
+- Bedrock Runtime: `adaptive`, 1 attempt. Every call goes to the same model under one account
+  quota (requests and tokens per minute), so the client-side rate limiter is what is wanted: a
+  throttled client paces its requests instead of sending more that will be throttled too. The
+  retries are `TitanEmbedder`'s own (it counts every request and throttle for the embedding
+  metrics, and stops a batch's queued texts at the first failure); two layers would multiply.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ RETRIES: dict[str, dict[str, Any]] = {
     "s3vectors": {"mode": "standard", "total_max_attempts": 3},
     "kms": {"mode": "standard", "total_max_attempts": 3},
     "events": {"mode": "standard", "total_max_attempts": 3},
-    "bedrock-runtime": {"mode": "adaptive", "total_max_attempts": 6},
+    "bedrock-runtime": {"mode": "adaptive", "total_max_attempts": 1},
 }
 
 
