@@ -62,14 +62,16 @@ class Indexer:
         embedded = time.perf_counter()
         writes, at = [], 0
         for item, item_fields in zip(todo, fields):
-            named = tuple((path, vectors[at + n]) for n, (path, _) in enumerate(item_fields))
+            # Stored as keyed hashes: a value's field names are as private as the value.
+            named = tuple((self._sealer.field_id(item.tenant, path), vectors[at + n])
+                          for n, (path, _) in enumerate(item_fields))
             at += len(item_fields)
             writes.append(VectorWrite(item.tenant, item.namespace, item.key, item.id, item.version,
                                       item.policy_attributes, named))
         refused = self._put([w for w in writes if w.vectors])
         lost = []
         for item, write in zip(todo, writes):
-            names = [] if item.id in refused else [path for path, _ in write.vectors]
+            names = [] if item.id in refused else [field for field, _ in write.vectors]
             if not self._store.mark_indexed(item.tenant, item.namespace, item.key, version=item.version, fields=names):
                 # The item moved on while we embedded. Its next change saw no mark, so it will not
                 # delete these vectors: we do.

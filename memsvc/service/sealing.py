@@ -7,7 +7,7 @@ import threading
 import time
 from typing import Any
 
-from memsvc.core.crypto import associated_data, open_sealed, seal
+from memsvc.core.crypto import associated_data, field_id, open_sealed, seal
 from memsvc.core.errors import InternalError
 from memsvc.ports import ItemStore, KeyProvider
 
@@ -42,6 +42,11 @@ class Sealer:
             return json.loads(open_sealed(data_key, blob, aad))
         except Exception as exc:  # a sealed part that won't open is corruption, not bad input
             raise InternalError("a stored memory could not be decrypted") from exc
+
+    def field_id(self, tenant: str, field: str) -> str:
+        """The keyed hash that stands for a value's field path wherever it is stored in the clear
+        (indexed fields, the change feed, vector keys and metadata)."""
+        return field_id(self._data_key(tenant), field)
 
     def _data_key(self, tenant: str, *, create: bool = True) -> bytes:
         now = time.monotonic()

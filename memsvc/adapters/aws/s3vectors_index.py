@@ -9,7 +9,7 @@ lookup. Each vector carries:
   pushed-down policy attributes as `pa.<name>` (strings, numbers, booleans or lists of them).
 - non-filterable metadata (`NON_FILTERABLE_METADATA_KEYS`, declared at CreateIndex): what a
   search needs to rebuild the hit: `namespace` (a JSON list), `key`, `memory_id`, `version`,
-  `field`.
+  `field` (the service's keyed hash of the field path, never the path itself).
 
 S3 Vectors limits (https://docs.aws.amazon.com/AmazonS3/latest/userguide/s3-vectors-limitations.html)
 are checked before any call, so an oversized vector fails with `InvalidArgument` and nothing is
