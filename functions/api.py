@@ -62,7 +62,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         response = _internal_error(event)
         app = None
     if app is not None:
-        vector_meter.watch(app.clients.get("s3vectors"))
+        vector_meter.watch(app.clients.s3vectors)
         embedding_before = embedder_stats(app.embedder)
         vectors_before = vector_meter.snapshot()
         response = app.router.handle(_without_stage(event), on_route=matched.append)

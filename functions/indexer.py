@@ -37,7 +37,7 @@ vector_meter = VectorMeter()
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = aws_app()  # a misconfigured function fails the whole batch: Lambda retries it, nothing is lost
-    vector_meter.watch(app.clients.get("s3vectors"))
+    vector_meter.watch(app.clients.s3vectors)
     indexer = app.indexer
     totals_before, embedding_before = indexer.stats_total(), embedder_stats(app.embedder)
     vectors_before = vector_meter.snapshot()

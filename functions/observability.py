@@ -116,8 +116,6 @@ class VectorMeter:
 
     def watch(self, client: Any) -> None:
         """Listen to `client` (idempotent: botocore keeps one handler per unique id)."""
-        if client is None:
-            return
         events = client.meta.events
         uid = f"memsvc-vector-meter-{id(self)}"
         for op, field in (("PutVectors", "vectors"), ("DeleteVectors", "keys")):

@@ -55,8 +55,6 @@ class PublishMeter:
 
     def watch(self, client: Any) -> None:
         """Listen to `client` (idempotent: botocore keeps one handler per unique id)."""
-        if client is None:
-            return
         service = client.meta.service_model.service_id.hyphenize()
         client.meta.events.register(f"after-call.{service}.PutEvents", self._after_call,
                                     unique_id=f"memsvc-publish-meter-{id(self)}")
@@ -86,7 +84,7 @@ publish_meter = PublishMeter()
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     app = aws_app()  # a misconfigured function fails the whole batch: Lambda retries it, nothing is lost
-    publish_meter.watch(app.clients.get("events"))
+    publish_meter.watch(app.clients.events)
     before = publish_meter.snapshot()
     batch = process_stream_batch(event, context, logger, action="recording", apply=app.timeline.apply)
     records, changes, unreadable, failed_seqs = batch.records, batch.changes, batch.unreadable, batch.failed

@@ -16,6 +16,7 @@ __all__ = [
     "LAMBDA_PLATFORMS",
     "TITAN_EMBED_TEXT_V2",
     "TITAN_DIMENSIONS",
+    "MIN_UNRESERVED_CONCURRENCY",
     "Throttle",
     "StreamConsumerSettings",
     "TIMELINE_STREAM",
@@ -34,6 +35,7 @@ LAMBDA_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_34_x86_64")
 
 TITAN_EMBED_TEXT_V2 = "amazon.titan-embed-text-v2:0"
 TITAN_DIMENSIONS = (256, 512, 1024)  # what Titan Text Embeddings V2 can return
+MIN_UNRESERVED_CONCURRENCY = 100  # Lambda's floor of unreserved concurrency per account and region
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,12 @@ class EnvConfig:
     health_throttle: Throttle = Throttle(rate_per_second=5, burst=10)
     api_memory_mb: int = 1024
     api_timeout_seconds: int = 25  # under HTTP API's 30 s integration limit
-    api_reserved_concurrency: int | None = None  # None: share the account pool
+    # Reserved concurrency for the API function. None (every environment today): share the
+    # account's pool. Lambda refuses a reservation that leaves fewer than 100 executions
+    # unreserved, and a new account's quota can be as low as 10, so reserving is opt-in and must
+    # name the account's concurrency quota (Service Quotas, "Concurrent executions") to be checked.
+    api_reserved_concurrency: int | None = None
+    account_concurrency_quota: int | None = None
     indexer_memory_mb: int = 1024
     indexer_timeout_seconds: int = 300
     indexer_stream: StreamConsumerSettings = StreamConsumerSettings()
@@ -135,6 +142,14 @@ class EnvConfig:
             raise ValueError("cognito_threat_protection must be FULL_FUNCTION or AUDIT_ONLY")
         if not self.name.isalnum() or not self.name.islower():
             raise ValueError("an environment name is lowercase letters and digits")
+        if self.api_reserved_concurrency is not None:
+            quota = self.account_concurrency_quota
+            if quota is None or quota - self.api_reserved_concurrency < MIN_UNRESERVED_CONCURRENCY:
+                raise ValueError(
+                    f"api_reserved_concurrency={self.api_reserved_concurrency} needs an account concurrency "
+                    f"quota of at least {self.api_reserved_concurrency + MIN_UNRESERVED_CONCURRENCY} (Lambda keeps "
+                    f"{MIN_UNRESERVED_CONCURRENCY} unreserved); set account_concurrency_quota to the account's quota"
+                )
 
     @property
     def prefix(self) -> str:
@@ -182,7 +197,6 @@ ENVIRONMENTS: dict[str, EnvConfig] = {
             lambda_throttles_per_5min=1,
             stream_iterator_age_seconds=300,
         ),
-        api_reserved_concurrency=100,
         indexer_stream=StreamConsumerSettings(parallelization_factor=2),
         event_archive_retention_days=365,
         tags={"memsvc:environment": "prod"},

@@ -23,6 +23,7 @@ from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 from memsvc.service.timeline import Timeline, TimelineReader
 
 if TYPE_CHECKING:
+    from memsvc.adapters.aws.clients import AwsClients
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
     from memsvc.adapters.local.event_log import SqliteEventLog
@@ -154,15 +155,15 @@ class AwsApp:
     sealer: Sealer
     settings: SettingsRegistry
     indexer: Indexer
-    clients: dict[str, Any]
+    clients: AwsClients
     timeline: Timeline
 
 
-def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder: Embedder | None = None,
+def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Embedder | None = None,
               clock: Clock | None = None) -> AwsApp:
-    """DynamoDB, S3 Vectors, Titan and KMS. `clients` (boto3 clients by service name) lets tests
-    pass clients with fakes installed; a Lambda builds its own once per cold start."""
-    from memsvc.adapters.aws.clients import make_clients
+    """DynamoDB, S3 Vectors, Titan and KMS. `clients` lets tests pass clients with fakes
+    installed; a Lambda builds its own once per cold start."""
+    from memsvc.adapters.aws.clients import AwsClients
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
@@ -170,26 +171,26 @@ def build_aws(settings: Any, *, clients: dict[str, Any] | None = None, embedder:
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
     from memsvc.adapters.aws.titan import TitanEmbedder
 
-    clients = clients or make_clients(settings.region, embedding_concurrency=settings.embedding_concurrency)
+    clients = clients or AwsClients.create(settings.region, embedding_concurrency=settings.embedding_concurrency)
     clock = clock or SystemClock()
     # Tenant settings are read through the table's config rows first, so that the item store
     # can be given each tenant's tombstone retention without a wiring cycle.
-    tenant_settings = SettingsRegistry(DynamoItemStore(clients["dynamodb"], settings.table_name))
+    tenant_settings = SettingsRegistry(DynamoItemStore(clients.dynamodb, settings.table_name))
     retention = lambda tenant: tenant_settings.get(tenant).tombstone_retention_days  # noqa: E731
-    store = DynamoItemStore(clients["dynamodb"], settings.table_name, tombstone_days=retention)
-    vectors = S3VectorsIndex(clients["s3vectors"], bucket=settings.vector_bucket, index=settings.vector_index,
+    store = DynamoItemStore(clients.dynamodb, settings.table_name, tombstone_days=retention)
+    vectors = S3VectorsIndex(clients.s3vectors, bucket=settings.vector_bucket, index=settings.vector_index,
                              dimension=settings.embedding_dimension)
     if embedder is None:
-        embedder = TitanEmbedder(clients["bedrock-runtime"], model_id=settings.embedding_model_id,
+        embedder = TitanEmbedder(clients.bedrock_runtime, model_id=settings.embedding_model_id,
                                  dimension=settings.embedding_dimension,
                                  max_concurrency=settings.embedding_concurrency)
-    sealer = Sealer(store, KmsKeyProvider(clients["kms"], settings.kms_key_id),
+    sealer = Sealer(store, KmsKeyProvider(clients.kms, settings.kms_key_id),
                     cache_seconds=settings.data_key_cache_seconds)
-    event_log = DynamoEventLog(clients["dynamodb"], settings.table_name, retention_days=retention)
-    publisher = EventBridgePublisher(clients["events"], settings.event_bus_name) if settings.event_bus_name else None
+    event_log = DynamoEventLog(clients.dynamodb, settings.table_name, retention_days=retention)
+    publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
     indexer = Indexer(store, vectors, embedder, sealer)
     services = _services(store, store, vectors, embedder, sealer, tenant_settings, PolicyRegistry(store), clock,
                          indexer, event_log,
                          health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
-    return AwsApp(services, build_router(services, Identity(default_tenant=settings.default_tenant)), store, vectors, embedder, sealer,
-                  tenant_settings, indexer, clients, Timeline(event_log, publisher))
+    router = build_router(services, Identity(default_tenant=settings.default_tenant))
+    return AwsApp(services, router, store, vectors, embedder, sealer, tenant_settings, indexer, clients, Timeline(event_log, publisher))

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from memsvc.core.filters import Filter
-from memsvc.core.models import Change, ChangeKind, StoredItem, TimelineEvent, VectorHit
+from memsvc.core.models import Change, ChangeKind, StoredItem, TimelineEvent, VectorHit, VectorRef, VectorWrite
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
 
@@ -154,22 +154,16 @@ class VectorIndex(Protocol):
     write, so versions never share a vector; the service decides which ids are current."""
 
     max_top_k: int
+    # Whether a query answering fewer than `top_k` hits has found every match. An index that
+    # filters during an approximate search (S3 Vectors' CLASSIC mode) can come up short.
+    short_page_is_end: bool
 
-    def put(
-        self,
-        tenant: str,
-        namespace: tuple[str, ...],
-        key: str,
-        *,
-        memory_id: str,
-        version: int,
-        policy_attributes: dict[str, Any],
-        vectors: Sequence[tuple[str, Sequence[float]]],
-    ) -> None:
-        """Write one memory version's vectors, one per (field, vector). Idempotent."""
+    def put_many(self, writes: Sequence[VectorWrite]) -> None:
+        """Write these memory versions' vectors, as few requests as the index allows. Idempotent.
+        Raises `InvalidArgument`, before writing anything, if the index can never hold one of them."""
 
-    def delete(self, tenant: str, *, memory_id: str, fields: Sequence[str]) -> None:
-        """Remove that memory version's vectors for these fields (absent ones are fine)."""
+    def delete_many(self, refs: Sequence[VectorRef]) -> None:
+        """Remove these vectors (absent ones are fine), as few requests as the index allows."""
 
     def query(
         self,
@@ -179,7 +173,8 @@ class VectorIndex(Protocol):
         vector: Sequence[float],
         top_k: int,
     ) -> list[VectorHit]:
-        """Best `top_k` vectors (not memories) by cosine similarity, best first."""
+        """Best `top_k` vectors (not memories) by cosine similarity, best first. Fewer than `top_k`
+        means no more match only where `short_page_is_end` says so."""
 
     def ping(self) -> None: ...
 

@@ -7,6 +7,8 @@ fails to open.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 from collections.abc import Sequence
@@ -14,7 +16,7 @@ from collections.abc import Sequence
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-__all__ = ["seal", "open_sealed", "associated_data", "SealError", "FORMAT_V1"]
+__all__ = ["seal", "open_sealed", "associated_data", "field_id", "SealError", "FORMAT_V1"]
 
 FORMAT_V1 = b"\x01"
 _NONCE_BYTES = 12
@@ -41,3 +43,11 @@ def open_sealed(data_key: bytes, blob: bytes, aad: bytes) -> bytes:
         return AESGCM(data_key).decrypt(nonce, body, aad)
     except InvalidTag as exc:
         raise SealError("ciphertext does not belong to this item or was altered") from exc
+
+
+def field_id(data_key: bytes, field: str) -> str:
+    """A field path's stand-in on disk: HMAC-SHA256 under a key derived from the tenant's data key
+    (so never the AES key itself), 128 bits as hex. Stable per tenant, so a field's vectors can be
+    found again; without the data key it is neither reversible nor guessable from a word list."""
+    subkey = hmac.new(data_key, b"memsvc field ids v1", hashlib.sha256).digest()
+    return hmac.new(subkey, field.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32]

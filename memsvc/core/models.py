@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any, Literal
@@ -17,6 +18,8 @@ __all__ = [
     "expiry_event_id",
     "Memory",
     "VectorHit",
+    "VectorWrite",
+    "VectorRef",
     "IndexFields",
     "utc",
     "to_rfc3339",
@@ -266,6 +269,28 @@ class VectorHit:
     version: int
     field: str
     score: float
+
+
+@dataclass(frozen=True)
+class VectorWrite:
+    """One memory version's vectors, one per (field, vector), for `VectorIndex.put_many`."""
+
+    tenant: str
+    namespace: tuple[str, ...]
+    key: str
+    memory_id: str
+    version: int
+    policy_attributes: dict[str, Any]
+    vectors: tuple[tuple[str, Sequence[float]], ...]
+
+
+@dataclass(frozen=True)
+class VectorRef:
+    """One vector, for `VectorIndex.delete_many`."""
+
+    tenant: str
+    memory_id: str
+    field: str
 
 
 def _b64(b: bytes | None) -> str | None:

@@ -9,8 +9,8 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 
-from memsvc.core.errors import EmbeddingFailed, MemsvcError, RateLimited
-from memsvc.core.models import Change, StoredItem
+from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
+from memsvc.core.models import Change, StoredItem, VectorRef, VectorWrite
 from memsvc.core.paths import extract_texts
 from memsvc.ports import Embedder, IndexBacklog, VectorIndex
 from memsvc.service.sealing import Sealer
@@ -59,11 +59,24 @@ class Indexer:
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed; the write is kept and will be indexed later") from exc
         embedded = time.perf_counter()
-        at = 0
+        writes, at = [], 0
         for item, item_fields in zip(todo, fields):
-            named = [(path, vectors[at + n]) for n, (path, _) in enumerate(item_fields)]
+            # Stored as keyed hashes: a value's field names are as private as the value.
+            named = tuple((self._sealer.field_id(item.tenant, path), vectors[at + n])
+                          for n, (path, _) in enumerate(item_fields))
             at += len(item_fields)
-            self._write(item, named)
+            writes.append(VectorWrite(item.tenant, item.namespace, item.key, item.id, item.version,
+                                      item.policy_attributes, named))
+        refused = self._put([w for w in writes if w.vectors])
+        lost = []
+        for item, write in zip(todo, writes):
+            names = [] if item.id in refused else [field for field, _ in write.vectors]
+            if not self._store.mark_indexed(item.tenant, item.namespace, item.key, version=item.version, fields=names):
+                # The item moved on while we embedded. Its next change saw no mark, so it will not
+                # delete these vectors: we do.
+                lost.extend(VectorRef(item.tenant, item.id, name) for name in names)
+        if lost:
+            self._vectors.delete_many(lost)
         written = time.perf_counter()
         with self._stats_lock:  # an embedder call's time is shared by its items by their text count
             for item, item_fields in zip(todo, fields):
@@ -75,23 +88,25 @@ class Indexer:
                 c["write_seconds"] += (written - embedded) / len(todo)
         return len(todo)
 
-    def _write(self, item: StoredItem, named: list[tuple[str, Sequence[float]]]) -> None:
-        names = [path for path, _ in named]
-        if named:
-            self._vectors.put(
-                item.tenant,
-                item.namespace,
-                item.key,
-                memory_id=item.id,
-                version=item.version,
-                policy_attributes=item.policy_attributes,
-                vectors=named,
-            )
-        if not self._store.mark_indexed(item.tenant, item.namespace, item.key, version=item.version, fields=names):
-            # The item moved on while we embedded. Its next change saw no mark, so it will not
-            # delete these vectors: we do.
-            if names:
-                self._vectors.delete(item.tenant, memory_id=item.id, fields=names)
+    def _put(self, writes: list[VectorWrite]) -> set[str]:
+        """Write the vectors in as few requests as the index takes; returns the memory ids whose
+        vectors the index refused as invalid. Retrying those can never succeed, so they are
+        marked indexed without vectors (found by key and filter, not by meaning) instead of
+        failing their change until it is parked. A refused request refuses all of its vectors,
+        so a refused batch is split until the refused memories are found."""
+        if not writes:
+            return set()
+        try:
+            self._vectors.put_many(writes)
+            return set()
+        except InvalidArgument as exc:
+            if len(writes) > 1:
+                half = len(writes) // 2
+                return self._put(writes[:half]) | self._put(writes[half:])
+            log.warning("the vector index refused a memory's vectors; it stays unsearchable by meaning",
+                        extra={"memory_id": writes[0].memory_id, "reason": exc.details.get("limit")
+                               or exc.details.get("aws_error_code") or exc.details.get("field")})
+            return {writes[0].memory_id}
 
     def stats(self, tenant: str) -> dict[str, float]:
         """This process's indexing totals for one tenant (embedding time apart from index writes)."""
@@ -110,14 +125,19 @@ class Indexer:
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Apply a batch of changes (at least once, in any order); returns the seqs that failed."""
         failed: set[int] = set()
-        for change in changes:  # every change retires the vectors its previous row had
-            old = change.old
-            if old is not None and old.indexed_fields:
+        retired = {c.seq: [VectorRef(c.old.tenant, c.old.id, name) for name in c.old.indexed_fields]
+                   for c in changes if c.old is not None and c.old.indexed_fields}
+        try:  # every change retires the vectors its previous row had
+            if retired:
+                self._vectors.delete_many([ref for refs in retired.values() for ref in refs])
+        except Exception:
+            log.exception("vector removal failed; retrying change by change")
+            for seq, refs in retired.items():
                 try:
-                    self._vectors.delete(old.tenant, memory_id=old.id, fields=old.indexed_fields)
+                    self._vectors.delete_many(refs)
                 except Exception:
-                    log.exception("vector removal failed", extra={"seq": change.seq})
-                    failed.add(change.seq)
+                    log.exception("vector removal failed", extra={"seq": seq})
+                    failed.add(seq)
         latest: dict[tuple[str, tuple[str, ...], str], Change] = {}
         for change in changes:  # only each key's newest write can still be current
             if change.kind in ("add", "update"):

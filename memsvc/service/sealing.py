@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memsvc.core.crypto import SealError, associated_data, open_sealed, seal
+from memsvc.core.crypto import SealError, associated_data, field_id, open_sealed, seal
 from memsvc.core.errors import InternalError, InvalidArgument
 from memsvc.ports import DataKeyStore, KeyProvider
 
@@ -80,6 +80,11 @@ class Sealer:
                 item.tenant, item.namespace, item.key, item.version, part)))
         except Exception as exc:  # a sealed part that won't open is corruption, not bad input
             raise InternalError("a stored memory could not be decrypted") from exc
+
+    def field_id(self, tenant: str, field: str) -> str:
+        """The keyed hash that stands for a value's field path wherever it is stored in the clear
+        (indexed fields, the change feed, vector keys and metadata)."""
+        return field_id(self.data_key(tenant), field)
 
     def data_key(self, tenant: str, *, create: bool = True) -> bytes:
         """The tenant's plaintext data key. With `create=False`, a tenant without one raises

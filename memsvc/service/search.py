@@ -139,7 +139,10 @@ class Search:
                 if item is not None and item.id == memory_id and item.is_live(now):
                     current.append(item)  # else a version that is not current (its vectors await cleanup), or gone
             ranked = list(self._admitted(plan, current, score=lambda i: best[i.id].score))
-            if len(ranked) >= wanted or len(hits) < top_k or top_k >= self._vectors.max_top_k:
+            # A short page ends the search only where the index says so: S3 Vectors may return
+            # fewer than top_k hits when a filter applies, with more to be found.
+            exhausted = len(hits) < top_k and self._vectors.short_page_is_end
+            if len(ranked) >= wanted or exhausted or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
         # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order).

@@ -17,7 +17,7 @@ from moto import mock_aws
 from memsvc.adapters.aws import dynamo_timeline
 from memsvc.adapters.aws.dynamo_store import table_definition
 from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
-from memsvc.core.errors import Conflict, ProviderError, RateLimited
+from memsvc.core.errors import Conflict, InvalidArgument, RateLimited
 from memsvc.core.models import TimelineEvent, to_epoch_us
 from memsvc.core.namespaces import encode_namespace
 from memsvc.core.timeline import KINDS
@@ -273,9 +273,10 @@ def test_a_transaction_throttled_every_time_raises_rate_limited(log, db, monkeyp
     assert len(db.calls["transact_write_items"]) == dynamo_timeline.MAX_ATTEMPTS
 
 
-def test_an_event_too_large_for_an_item_is_a_provider_error(log, db):
-    with pytest.raises(ProviderError):
+def test_an_event_too_large_for_an_item_is_refused_as_invalid_not_retryable(log, db):
+    with pytest.raises(InvalidArgument) as raised:  # DynamoDB's ValidationException: no retry can help
         log.record([event(value=b"\x00" * 420_000)])
+    assert not raised.value.retryable
     assert rows(db, "T#acme#TL#ALL") == []
 
 

@@ -25,6 +25,7 @@ from memsvc.adapters.aws.s3vectors_index import (
 )
 from memsvc.core.errors import InternalError, InvalidArgument, ProviderError, RateLimited
 from memsvc.core.filters import Filter, parse_filter
+from memsvc.core.models import VectorRef, VectorWrite
 from tests.fakes.s3vectors import (
     FilterError,
     NetworkRefused,
@@ -95,15 +96,12 @@ def inject(aws, operation: str, code: str, status: int, message: str = "injected
 
 
 def put(aws, tenant="acme", ns=("user", "alice"), key="k1", memory_id=MEMORY_A, *, attrs=None, vectors=None):
-    aws.index.put(
-        tenant,
-        ns,
-        key,
-        memory_id=memory_id,
-        version=1,
-        policy_attributes=attrs or {},
-        vectors=vectors if vectors is not None else [("text", e(0))],
-    )
+    vectors = vectors if vectors is not None else [("text", e(0))]
+    aws.index.put_many([VectorWrite(tenant, ns, key, memory_id, 1, attrs or {}, tuple(vectors))])
+
+
+def delete(aws, tenant: str, memory_id: str, fields) -> None:
+    aws.index.delete_many([VectorRef(tenant, memory_id, f) for f in fields])
 
 
 # -- the adapter -------------------------------------------------------------------------------
@@ -150,7 +148,7 @@ def test_tenant_b_never_sees_tenant_a(aws):
     assert [h.memory_id for h in hits] == [MEMORY_B]
     assert aws.fake.queries[-1]["filter"]["$and"][0] == {"tenant": {"$eq": "tenant-b"}}
     # Keys are tenant-bound too: B deleting A's memory id removes nothing of A's.
-    aws.index.delete("tenant-b", memory_id=MEMORY_A, fields=["text"])
+    delete(aws, "tenant-b", MEMORY_A, ["text"])
     assert [h.memory_id for h in aws.index.query("tenant-a", (), Filter(), e(2), 10)] == [MEMORY_A]
 
 
@@ -225,7 +223,7 @@ def test_build_filter_translates_and_keeps_back_what_s3_would_evaluate_different
 def test_delete_removes_exactly_that_versions_fields(aws):
     put(aws, key="k", memory_id=MEMORY_A, vectors=[("a", e(0)), ("b", e(1)), ("c", e(2))])
     put(aws, key="k", memory_id=MEMORY_B, vectors=[("a", e(3))])  # the next version
-    aws.index.delete("acme", memory_id=MEMORY_A, fields=["a", "b", "never-indexed"])
+    delete(aws, "acme", MEMORY_A, ["a", "b", "never-indexed"])
     left = {(h.memory_id, h.field) for h in aws.index.query("acme", (), Filter(), e(0, 2), 10)}
     assert left == {(MEMORY_A, "c"), (MEMORY_B, "a")}
     assert stored_keys(aws) == {vector_key("acme", MEMORY_A, "c"), vector_key("acme", MEMORY_B, "a")}
@@ -253,7 +251,7 @@ def test_writes_go_in_chunks_of_at_most_500(aws):
     put(aws, vectors=vectors)
     assert puts == [500, 500, 200]
     assert len(stored_keys(aws)) == 1200
-    aws.index.delete("acme", memory_id=MEMORY_A, fields=fields)
+    delete(aws, "acme", MEMORY_A, fields)
     assert deletes == [500, 500, 200]
     assert stored_keys(aws) == set()
 

@@ -90,7 +90,7 @@ def seq_of(records: list[dict[str, Any]], key: str, event_name: str = "INSERT") 
 def reject_entries(stack, code: str = "InternalFailure"):
     """EventBridge answering 200 with every entry refused (`ErrorCode` per entry), as PutEvents does
     when it takes part of a request; returns a callable that removes the hook."""
-    client = stack.clients["events"]
+    client = stack.clients.events
     name, uid = "before-call.eventbridge.PutEvents", "reject-every-entry"
 
     def answer(params: dict[str, Any], **_: Any):
@@ -209,7 +209,7 @@ def test_only_the_records_whose_events_failed_are_reported(stack):
     put(stack, "flight")
     records = stack.read_stream(queue_for=())
     flight_id = stack.app.store.get(TENANT, NS, "flight").id
-    client = stack.clients["events"]
+    client = stack.clients.events
 
     def refuse_flight(params: dict[str, Any], **_: Any):
         entries = json.loads(params["body"])["Entries"]
@@ -361,7 +361,7 @@ def test_the_fakes_transactions_answer_and_roll_back_as_moto_does(monkeypatch):
     with aws_stack(dimension=HashEmbedder().dimension, embedder=HashEmbedder()) as stack:  # item-level rollback
         from moto.dynamodb.models import dynamodb_backends
 
-        db = stack.clients["dynamodb"]
+        db = stack.clients.dynamodb
         db.create_table(**table_definition("patched"))
         backend = dynamodb_backends["123456789012"]["us-east-1"]
         table = backend.tables["patched"]

@@ -10,13 +10,13 @@ import boto3
 import pytest
 from botocore.config import Config
 
+from memsvc.adapters.aws.clients import RETRIES
 from memsvc.adapters.aws.titan import (
     MAX_INPUT_CHARS,
     TITAN_V2_MODEL_ID,
     EmbeddingRejected,
     LruEmbeddingCache,
     TitanEmbedder,
-    titan_client_config,
 )
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, RateLimited
 from tests.fakes.titan import NetworkBlocked, fake_embedding, install_titan_fake
@@ -32,7 +32,7 @@ def client():
         aws_access_key_id="testing",
         aws_secret_access_key="testing",
         endpoint_url="http://127.0.0.1:9",
-        config=titan_client_config(),
+        config=Config(retries=RETRIES["bedrock-runtime"]),
     )
 
 
@@ -387,11 +387,8 @@ def test_any_object_with_the_cache_interface_is_used(client):
 # -- configuration and isolation ---------------------------------------------------------------
 
 
-def test_client_config_turns_botocore_retries_off_and_sizes_the_pool():
-    cfg = titan_client_config(max_concurrency=32)
-    assert isinstance(cfg, Config)
-    assert cfg.retries == {"total_max_attempts": 1, "mode": "standard"}
-    assert cfg.max_pool_connections >= 32 and cfg.connect_timeout and cfg.read_timeout
+def test_botocore_paces_but_does_not_retry_under_the_embedders_own_retries():
+    assert RETRIES["bedrock-runtime"] == {"mode": "adaptive", "total_max_attempts": 1}
 
 
 def test_no_request_leaves_the_process(client):

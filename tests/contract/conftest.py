@@ -78,14 +78,14 @@ class Backend:
         """The changes not yet delivered, without consuming them."""
         if self.local is not None:
             return self.store.read("indexer", 10_000)
-        self.aws._pending.extend(self.aws.read_stream())
-        return [c for c in (change_from_stream_record(r) for r in self.aws._pending) if c is not None]
+        self.aws.pending["indexer"].extend(self.aws.read_stream())
+        return [c for c in (change_from_stream_record(r) for r in self.aws.pending["indexer"]) if c is not None]
 
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids that have vectors in the index."""
         if self.local is not None:
             return self.vectors.memory_ids(tenant)
-        client, ids, token = self.aws.clients["s3vectors"], set(), None
+        client, ids, token = self.aws.clients.s3vectors, set(), None
         while True:
             page = client.list_vectors(vectorBucketName=BUCKET, indexName=INDEX, returnMetadata=True,
                                        **({"nextToken": token} if token else {}))

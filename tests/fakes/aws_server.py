@@ -170,11 +170,11 @@ def _fast_table_queries() -> None:
     Table.query = query_unsorted
 
 
-def _serialise_moto(clients: dict) -> threading.RLock:
+def _serialise_moto(clients: list) -> threading.RLock:
     """Every API call of these boto3 clients (and so every moto backend access, including the
     QueryVectors fake's, which runs in the call's before-call hook) under one process-wide lock."""
     lock = threading.RLock()
-    for client in clients.values():
+    for client in clients:
         raw = getattr(client, "_client", client)  # under aws_stack's _AtomicWrites proxy
         make_api_call = raw._make_api_call
 
@@ -235,7 +235,7 @@ def _check_mock_is_global(stack) -> None:
     from tests.fakes.aws_stack import TABLE
 
     def probe() -> str:
-        return stack.clients["dynamodb"].describe_table(TableName=TABLE)["Table"]["TableStatus"]
+        return stack.clients.dynamodb.describe_table(TableName=TABLE)["Table"]["TableStatus"]
 
     with ThreadPoolExecutor(1) as pool:
         status = pool.submit(probe).result(timeout=30)
@@ -271,11 +271,13 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
         # Configured as a deployment that names `default` as its default tenant (`memsvc serve`'s), so
         # the HTTP tests run unchanged on both backends; the AWS default (none) is tested in tests/aws.
         with aws_stack(dimension=embedder.dimension, embedder=embedder, default_tenant="default") as stack:
-            lock = _serialise_moto(stack.clients)
+            clients = stack.clients
+            lock = _serialise_moto([clients.dynamodb, clients.s3vectors, clients.kms, clients.events,
+                                    clients.bedrock_runtime, stack.streams, stack.sqs])
             _check_mock_is_global(stack)
             from tests.fakes.aws_stack import TABLE
 
-            due = stack.clients["dynamodb"] = _DueRowsScan(stack.clients["dynamodb"], _moto_table(TABLE), lock)
+            due = stack.ttl_reader = _DueRowsScan(clients.dynamodb, _moto_table(TABLE), lock)
 
             def expire() -> None:
                 due.now = time.time()

@@ -41,15 +41,17 @@ from typing import Any, Callable, Iterator
 
 import boto3
 from botocore.awsrequest import AWSResponse
+from botocore.config import Config
 from moto import mock_aws
 
+from memsvc.adapters.aws.clients import RETRIES, AwsClients
 from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, table_definition
 from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
 from memsvc.bootstrap import AwsApp, build_aws
 from memsvc.core.models import to_epoch_us
 from memsvc.settings import AwsSettings
-from tests.fakes.s3vectors import install_query_vectors_fake
-from tests.fakes.titan import install_titan_fake
+from tests.fakes.s3vectors import S3VectorsFake, install_query_vectors_fake
+from tests.fakes.titan import TitanFake, install_titan_fake
 
 REGION = "us-east-1"
 TABLE = "memsvc-test"
@@ -87,24 +89,20 @@ def _handlers() -> dict[str, tuple[Callable[..., dict[str, Any]], type[LambdaCon
 @dataclass
 class AwsStack:
     app: AwsApp
-    clients: dict[str, Any]
+    clients: AwsClients  # the app's clients, on moto, with the fakes installed
+    streams: Any  # a `dynamodbstreams` client, for the table's stream records
+    sqs: Any  # an `sqs` client, for the queue the bus's rule feeds
     stream_arn: str
+    s3vectors: S3VectorsFake
+    titan: TitanFake
     queue_url: str = ""
+    ttl_reader: Any = None  # the DynamoDB client `expire` scans through (default: the app's)
     _iterators: dict[str, str | None] = field(default_factory=dict)
     _ttl_deleted: set[tuple[str, str]] = field(default_factory=set)
     # Per consumer: the records its mapping has yet to deliver, and its invocations so far.
     pending: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CONSUMERS})
     calls: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CONSUMERS})
     _published: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def _pending(self) -> list[dict[str, Any]]:
-        """The indexer's pending records (tests hand records to the indexer through it)."""
-        return self.pending["indexer"]
-
-    @_pending.setter
-    def _pending(self, records: list[dict[str, Any]]) -> None:
-        self.pending["indexer"] = records
 
     @property
     def invocations(self) -> list[dict[str, Any]]:
@@ -126,7 +124,7 @@ class AwsStack:
         The caller takes them for the indexer (deliver them by hand, or through `_pending`);
         they are also queued for the consumers in `queue_for`, by default the timeline, whose
         own mapping would see every record too. `queue_for=()` takes them for nobody else."""
-        streams = self.clients["dynamodbstreams"]
+        streams = self.streams
         shards = streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]["Shards"]
         out = []
         for shard in shards:
@@ -201,7 +199,7 @@ class AwsStack:
         """Move what the rule delivered from the queue to `_published`. `drain` does it after each
         timeline invocation: moto's SQS walks the whole queue for every message it sends or
         receives, so the queue is kept short."""
-        sqs = self.clients["sqs"]
+        sqs = self.sqs
         while True:
             page = sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
             messages = page.get("Messages") or []
@@ -216,11 +214,12 @@ class AwsStack:
              when: Callable[[dict[str, Any]], bool] | None = None) -> InjectedFailure:
         """Answer `operation` calls of `service`'s client with an AWS error (while installed, for
         the calls whose JSON request body `when` accepts). See `InjectedFailure`."""
-        return InjectedFailure(self.clients[service], operation, code=code, status=status, when=when)
+        return InjectedFailure(getattr(self.clients, service.replace("-", "_")), operation, code=code, status=status,
+                               when=when)
 
     def expire(self, now_epoch_seconds: float) -> int:
         """What DynamoDB TTL does (moto never does it): delete rows whose ttl has passed."""
-        db = self.clients["dynamodb"]
+        db = self.ttl_reader or self.clients.dynamodb
         deleted = 0
         for page in db.get_paginator("scan").paginate(TableName=TABLE):  # test-only: the fake TTL scans
             for row in page["Items"]:
@@ -405,10 +404,11 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
     os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
     try:
         with mock_aws(), _item_rollback_transactions(), _cached_jsonpath():
-            clients = {name: boto3.client(name, region_name=REGION)
-                       for name in ("dynamodb", "s3vectors", "kms", "bedrock-runtime", "events", "sqs")}
+            clients = {name: boto3.client(name, region_name=REGION, config=Config(retries=RETRIES[name]))
+                       for name in ("dynamodb", "s3vectors", "kms", "bedrock-runtime", "events")}
+            sqs = boto3.client("sqs", region_name=REGION)
             # botocore now routes stream calls to an account-based host moto 5.2 doesn't serve
-            clients["dynamodbstreams"] = boto3.client(
+            streams = boto3.client(
                 "dynamodbstreams", region_name=REGION, endpoint_url=f"https://streams.dynamodb.{REGION}.amazonaws.com")
             table = clients["dynamodb"].create_table(**table_definition(TABLE))["TableDescription"]
             clients["dynamodb"].update_time_to_live(
@@ -420,20 +420,21 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
                 distanceMetric="cosine",
                 metadataConfiguration={"nonFilterableMetadataKeys": list(NON_FILTERABLE_METADATA_KEYS)},
             )
-            queue_url = _event_tap(clients["events"], clients["sqs"])
-            clients["dynamodb"] = _AtomicWrites(clients["dynamodb"])
-            install_query_vectors_fake(clients["s3vectors"])
+            queue_url = _event_tap(clients["events"], sqs)
+            s3vectors = install_query_vectors_fake(clients["s3vectors"])
             titan = install_titan_fake(clients["bedrock-runtime"],
                                        dimension=dimension if dimension in (256, 512, 1024) else 1024)
+            aws = AwsClients(dynamodb=_AtomicWrites(clients["dynamodb"]), s3vectors=clients["s3vectors"],
+                             kms=clients["kms"], events=clients["events"], bedrock_runtime=clients["bedrock-runtime"])
             settings = AwsSettings(region=REGION, table_name=TABLE, vector_bucket=BUCKET, vector_index=INDEX,
                                    kms_key_id=key_id, embedding_dimension=dimension, event_bus_name=EVENT_BUS,
                                    default_tenant=default_tenant)
-            app = build_aws(settings, clients=clients, embedder=embedder, clock=clock)
+            app = build_aws(settings, clients=aws, embedder=embedder, clock=clock)
             from functions import runtime
 
             runtime.set_app(app)
-            stack = AwsStack(app=app, clients=clients, stream_arn=table["LatestStreamArn"], queue_url=queue_url)
-            stack.titan = titan  # type: ignore[attr-defined]
+            stack = AwsStack(app=app, clients=aws, streams=streams, sqs=sqs, stream_arn=table["LatestStreamArn"],
+                             s3vectors=s3vectors, titan=titan, queue_url=queue_url)
             try:
                 yield stack
             finally:

@@ -90,6 +90,12 @@ class S3VectorsFake:
         self._client = client
         self.non_filterable: dict[tuple[str, str], frozenset[str]] = {}
         self.queries: list[dict[str, Any]] = []  # every QueryVectors request body, for assertions
+        self.put_sizes: list[int] = []  # vectors in each PutVectors request, in order
+        self.delete_sizes: list[int] = []  # keys in each DeleteVectors request, in order
+        # A CLASSIC index filters during its approximate search, so a filtered query "may return
+        # fewer than top K results" while more vectors match. True emulates the worst case: the
+        # filter is applied to the topK nearest vectors of the whole index.
+        self.filter_during_search = False
 
     # -- hooks (each returns None to let moto handle the call, or (http, parsed) to answer) --
 
@@ -104,6 +110,7 @@ class S3VectorsFake:
     def put_vectors(self, params: dict[str, Any], **_: Any):
         body = _body(params)
         vectors = body.get("vectors") or []
+        self.put_sizes.append(len(vectors))
         if len(vectors) > MAX_WRITE_BATCH:
             return _error("ValidationException", f"at most {MAX_WRITE_BATCH} vectors per PutVectors")
         index = self._index(body)
@@ -119,6 +126,7 @@ class S3VectorsFake:
         return None
 
     def delete_vectors(self, params: dict[str, Any], **_: Any):
+        self.delete_sizes.append(len(_body(params).get("keys") or []))
         if len(_body(params).get("keys") or []) > MAX_WRITE_BATCH:
             return _error("ValidationException", f"at most {MAX_WRITE_BATCH} keys per DeleteVectors")
         return None
@@ -153,14 +161,16 @@ class S3VectorsFake:
         try:
             if flt is not None:
                 filter_matches(flt, {})  # validate even when the index is empty
-            for vector in index.vectors.values():
-                metadata = vector.metadata or {}
+            candidates = sorted((cosine_distance(query, v.data["float32"]), v.key, v.metadata or {})
+                                for v in index.vectors.values())
+            if self.filter_during_search:
+                candidates = candidates[:top_k]
+            for distance, key, metadata in candidates:
                 visible = {k: v for k, v in metadata.items() if k not in hidden}
                 if flt is None or filter_matches(flt, visible):
-                    scored.append((cosine_distance(query, vector.data["float32"]), vector.key, metadata))
+                    scored.append((distance, key, metadata))
         except FilterError as exc:
             return _error("ValidationException", f"Invalid filter: {exc}")
-        scored.sort(key=lambda t: (t[0], t[1]))
         out = []
         for distance, key, metadata in scored[:top_k]:
             item: dict[str, Any] = {"key": key}

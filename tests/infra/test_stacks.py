@@ -261,3 +261,22 @@ def test_env_context_selects_one_environment():
     assert selected_environments(cdk.App()) == ENVS
     with pytest.raises(ValueError, match="unknown environment"):
         selected_environments(cdk.App(context={"env": "qa"}))
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_no_function_reserves_concurrency_a_small_account_cannot_spare(assembly, env):
+    """Lambda refuses a reservation leaving under 100 unreserved executions; a new account's quota
+    can be 10, so no environment reserves any unless its config names a quota that allows it."""
+    reserved = {f["Properties"]["FunctionName"]: f["Properties"]["ReservedConcurrentExecutions"]
+                for f in resources_of(assembly.templates[env], "AWS::Lambda::Function").values()
+                if "ReservedConcurrentExecutions" in f["Properties"]}
+    assert reserved == {}
+
+
+def test_a_reservation_must_leave_the_account_100_unreserved():
+    dev = ENVIRONMENTS["dev"].__dict__
+    with pytest.raises(ValueError, match="account_concurrency_quota"):
+        EnvConfig(**{**dev, "api_reserved_concurrency": 100})
+    with pytest.raises(ValueError, match="at least 200"):
+        EnvConfig(**{**dev, "api_reserved_concurrency": 100, "account_concurrency_quota": 199})
+    assert EnvConfig(**{**dev, "api_reserved_concurrency": 100, "account_concurrency_quota": 200})

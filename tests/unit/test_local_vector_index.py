@@ -7,6 +7,7 @@ import numpy as np
 
 from memsvc.adapters.local.vector_index import LocalVectorIndex
 from memsvc.core.filters import Filter, parse_filter
+from memsvc.core.models import VectorRef, VectorWrite
 
 
 def index(tmp_path, dim=8):
@@ -19,8 +20,8 @@ def test_rare_pushdown_match_is_still_found_in_exact_order(tmp_path):
     q = rng.standard_normal(8)
     for i in range(2000):
         rare = i % 400 == 0  # 5 of 2000 carry the attribute
-        idx.put("t", ("user", "a"), f"k{i}", memory_id=f"m{i}", version=1,
-                policy_attributes={"rare": rare}, vectors=[("text", rng.standard_normal(8))])
+        idx.put_many([VectorWrite("t", ("user", "a"), f"k{i}", f"m{i}", 1, {"rare": rare},
+                                  (("text", rng.standard_normal(8)),))])
     hits = idx.query("t", ("user", "a"), parse_filter({"rare": True}), q, 5)
     assert sorted(h.key for h in hits) == sorted(f"k{i}" for i in range(0, 2000, 400))
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
@@ -29,11 +30,11 @@ def test_rare_pushdown_match_is_still_found_in_exact_order(tmp_path):
 def test_prefix_and_tenant_bound_and_durable(tmp_path):
     idx = index(tmp_path)
     v = np.eye(8)[0]
-    idx.put("t", ("user", "alice"), "a", memory_id="m1", version=1, policy_attributes={}, vectors=[("x", v)])
-    idx.put("t", ("user", "alicea"), "b", memory_id="m2", version=1, policy_attributes={}, vectors=[("x", v)])
-    idx.put("u", ("user", "alice"), "c", memory_id="m3", version=1, policy_attributes={}, vectors=[("x", v)])
+    idx.put_many([VectorWrite("t", ("user", "alice"), "a", "m1", 1, {}, (("x", v),))])
+    idx.put_many([VectorWrite("t", ("user", "alicea"), "b", "m2", 1, {}, (("x", v),))])
+    idx.put_many([VectorWrite("u", ("user", "alice"), "c", "m3", 1, {}, (("x", v),))])
     assert [h.key for h in idx.query("t", ("user", "alice"), Filter(), v, 10)] == ["a"]
-    idx.delete("t", memory_id="m2", fields=["x"])
+    idx.delete_many([VectorRef("t", "m2", "x")])
     idx.close()
     reopened = index(tmp_path)
     assert [h.memory_id for h in reopened.query("t", (), Filter(), v, 10)] == ["m1"]

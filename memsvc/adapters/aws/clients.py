@@ -1,24 +1,67 @@
-"""The boto3 clients a function needs, built once per cold start."""
+"""The boto3 clients the AWS adapters use, built once per cold start, each with its retry mode.
+
+botocore retries what another attempt can fix (throttling codes, 429, 500/502/503/504,
+connection errors and timeouts) with exponential backoff and jitter, and in `standard` and
+`adaptive` modes stops retrying when its retry quota is spent (a service that keeps failing
+gets fewer retries, not more). It never retries a request the service refused
+(`ValidationException`, `ConditionalCheckFailedException`, `TransactionCanceledException` whatever
+its reasons, access denied): those are the adapters' to decide (see `memsvc.adapters.aws.errors`).
+
+- DynamoDB, `standard`, 4 attempts (botocore's own default for DynamoDB). Not `adaptive`: its
+  client-side rate limiter slows every call of the client once any call is throttled, and one
+  hot partition of one tenant must not slow the others.
+- KMS, S3 Vectors, EventBridge: `standard`, 3 attempts. They sit on request paths (a data key on
+  a cache miss, a search) or behind a stream whose mapping retries the batch anyway.
+- Bedrock Runtime: `adaptive`, 1 attempt. Every call goes to the same model under one account
+  quota (requests and tokens per minute), so the client-side rate limiter is what is wanted: a
+  throttled client paces its requests instead of sending more that will be throttled too. The
+  retries are `TitanEmbedder`'s own (it counts every request and throttle for the embedding
+  metrics, and stops a batch's queued texts at the first failure); two layers would multiply.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
-from memsvc.adapters.aws.titan import titan_client_config
+__all__ = ["AwsClients", "RETRIES"]
 
-__all__ = ["make_clients"]
+# `total_max_attempts` counts the first request (botocore's `max_attempts` counts only retries).
+RETRIES: dict[str, dict[str, Any]] = {
+    "dynamodb": {"mode": "standard", "total_max_attempts": 4},
+    "s3vectors": {"mode": "standard", "total_max_attempts": 3},
+    "kms": {"mode": "standard", "total_max_attempts": 3},
+    "events": {"mode": "standard", "total_max_attempts": 3},
+    "bedrock-runtime": {"mode": "adaptive", "total_max_attempts": 1},
+}
 
 
-def make_clients(region: str, *, embedding_concurrency: int) -> dict[str, Any]:
-    session = boto3.session.Session(region_name=region)
-    return {
-        "dynamodb": session.client("dynamodb"),
-        "s3vectors": session.client("s3vectors"),
-        "kms": session.client("kms"),
-        "events": session.client("events"),
-        "bedrock-runtime": session.client(
-            "bedrock-runtime", config=titan_client_config(max_concurrency=embedding_concurrency)
-        ),
-    }
+@dataclass(frozen=True)
+class AwsClients:
+    """One boto3 client per AWS service the adapters call."""
+
+    dynamodb: Any
+    s3vectors: Any
+    kms: Any
+    events: Any
+    bedrock_runtime: Any
+
+    @classmethod
+    def create(cls, region: str, *, embedding_concurrency: int) -> AwsClients:
+        session = boto3.session.Session(region_name=region)
+
+        def client(service: str, **config: Any) -> Any:
+            return session.client(service, config=Config(retries=dict(RETRIES[service]), **config))
+
+        return cls(
+            dynamodb=client("dynamodb"),
+            s3vectors=client("s3vectors"),
+            kms=client("kms"),
+            events=client("events"),
+            # One pooled connection per concurrent InvokeModel; a text takes seconds at most.
+            bedrock_runtime=client("bedrock-runtime", connect_timeout=3.0, read_timeout=15.0,
+                                   max_pool_connections=max(10, embedding_concurrency)),
+        )

@@ -21,7 +21,8 @@ from typing import Any
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memsvc.core.errors import Conflict, ProviderError, RateLimited
+from memsvc.adapters.aws.errors import aws_error
+from memsvc.core.errors import Conflict, RateLimited
 from memsvc.core.models import Change, StoredItem, expiry_event_id, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under, prefix_range
 
@@ -135,9 +136,9 @@ class DynamoItemStore:
                     "the memory changed while this write was in flight",
                     details={"expected_version": old.version if old else None},
                 ) from None
-            raise _mapped(exc, "PutItem") from None
+            raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
         except BotoCoreError as exc:
-            raise ProviderError("the item store is unavailable", details={"operation": "PutItem"}) from exc
+            raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
 
     def mark_indexed(self, tenant, namespace, key, *, version, fields):
         return self._update_if_current(
@@ -169,7 +170,9 @@ class DynamoItemStore:
         except ClientError as exc:
             if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
                 return False
-            raise _mapped(exc, "UpdateItem") from None
+            raise aws_error(exc, service="DynamoDB", operation="UpdateItem") from None
+        except BotoCoreError as exc:
+            raise aws_error(exc, service="DynamoDB", operation="UpdateItem") from None
 
     def scan_live(self, tenant, prefix, now, *, page_size=100):
         streams = [self._recent(tenant, ns, now, page_size) for ns in self._namespaces_under(tenant, prefix)]
@@ -250,9 +253,9 @@ class DynamoItemStore:
                                       ConditionExpression="attribute_not_exists(pk)")
                 except ClientError as exc:
                     if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                        raise _mapped(exc, "PutItem") from None
+                        raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
                 except BotoCoreError as exc:
-                    raise ProviderError("the item store is unavailable", details={"operation": "PutItem"}) from exc
+                    raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
         if len(self._registered) >= _REGISTERED_CACHE_SIZE:
             self._registered.clear()
         self._registered.add((tenant, ns))
@@ -303,7 +306,9 @@ class DynamoItemStore:
             return wrapped
         except ClientError as exc:
             if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":
-                raise _mapped(exc, "PutItem") from None
+                raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
+        except BotoCoreError as exc:
+            raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
         existing = self.get_wrapped_key(tenant)
         assert existing is not None
         return existing
@@ -447,19 +452,19 @@ def _bytes(value: Any) -> bytes | None:
 
 
 def call_table(client: Any, table: str, operation: str, **kwargs: Any) -> dict[str, Any]:
-    """One DynamoDB call on `table`, its errors mapped to the service's (throttling is retryable)."""
+    """One DynamoDB call on `table` (botocore has retried it), its errors mapped to the service's."""
     if operation != "BatchGetItem":
         kwargs["TableName"] = table
     try:
         return getattr(client, _snake(operation))(**kwargs)
-    except ClientError as exc:
-        raise _mapped(exc, operation) from None
-    except BotoCoreError as exc:
-        raise ProviderError("the table is unavailable", details={"operation": operation}) from exc
+    except (ClientError, BotoCoreError) as exc:
+        raise aws_error(exc, service="DynamoDB", operation=operation) from None
 
 
 def batch_get_rows(client: Any, table: str, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Consistent reads of these keys, 100 to a request, unprocessed keys asked again with backoff."""
+    """Consistent reads of these keys, 100 to a request, unprocessed keys asked again with backoff.
+    The loop is ours because botocore retries failed requests, not the keys a successful
+    BatchGetItem left unprocessed (DynamoDB's answer to throttling within a batch)."""
     rows: list[dict[str, Any]] = []
     for start in range(0, len(keys), 100):
         request = {table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
@@ -473,14 +478,6 @@ def batch_get_rows(client: Any, table: str, keys: list[dict[str, Any]]) -> list[
         else:
             raise RateLimited("the table is throttling reads; retry", retry_after_seconds=1)
     return rows
-
-
-def _mapped(exc: ClientError, operation: str) -> Exception:
-    code = exc.response.get("Error", {}).get("Code", "")
-    if code in ("ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded"):
-        return RateLimited("the item store is throttling; retry", retry_after_seconds=1,
-                           details={"operation": operation})
-    return ProviderError("the item store failed", details={"operation": operation, "code": code})
 
 
 def _snake(operation: str) -> str:

@@ -21,7 +21,8 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, _bytes, _mapped, batch_get_rows, call_table
+from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, _bytes, batch_get_rows, call_table
+from memsvc.adapters.aws.errors import aws_error
 from memsvc.core.errors import Conflict, ProviderError, RateLimited
 from memsvc.core.models import TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under
@@ -60,7 +61,12 @@ class DynamoEventLog:
         return [replace(e, occurred_at=from_epoch_us(stamps[(e.tenant, e.id)])) for e in events]
 
     def _record_tenant(self, tenant: str, events: list[TimelineEvent]) -> dict[str, int]:
-        """Record one tenant's events in order; returns each id's stamp (the stored one for replays)."""
+        """Record one tenant's events in order; returns each id's stamp (the stored one for replays).
+
+        The loop is ours, not botocore's: a cancelled transaction is a `TransactionCanceledException`
+        that botocore never retries, whose per-action reasons say what to do (a replayed id is
+        settled by reading its stamp; a clock another recorder moved is read again and the chunk
+        restamped; `TransactionConflict` and throttled actions are tried again after a backoff)."""
         ttl_seconds = self._retention_days(tenant) * _DAY_SECONDS
         done: dict[str, int] = {}
         todo = events
@@ -100,10 +106,10 @@ class DynamoEventLog:
             return None
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "TransactionCanceledException":
-                raise _mapped(exc, "TransactWriteItems") from None
+                raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
             reasons = [r.get("Code") or "None" for r in exc.response.get("CancellationReasons") or []]
         except BotoCoreError as exc:
-            raise ProviderError("the event log is unavailable", details={"operation": "TransactWriteItems"}) from exc
+            raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
         if len(reasons) != len(actions):
             return []
         if set(reasons) - _RETRYABLE:

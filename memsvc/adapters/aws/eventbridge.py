@@ -9,8 +9,10 @@ size limit never splits a request in practice; it is checked all the same.
 
 `PutEvents` answers per entry, in request order: an entry that failed has an `ErrorCode`, and
 `FailedEntryCount` says how many did. Only those entries are sent again, after a full-jitter
-backoff, at most `max_attempts` times in all; a whole request refused for throttling or a
-service fault is retried the same way. Codes that another attempt cannot fix (AccessDenied,
+backoff, at most `max_attempts` times in all: botocore cannot do that, as it retries whole
+requests that failed, never the entries of a request that succeeded. A whole request refused
+for throttling or a service fault is botocore's to retry (`memsvc.adapters.aws.clients`); if it
+still fails, its events are given up. Codes that another attempt cannot fix (AccessDenied,
 MalformedDetail, ...) are not retried. `publish` returns the events that still failed; the
 timeline reports their changes to Lambda, which delivers them again (the bus is at least once:
 consumers deduplicate on `detail.id`).
@@ -28,6 +30,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from memsvc.adapters.aws.errors import error_code
 from memsvc.core.models import TimelineEvent
 from memsvc.core.timeline import put_events_entry
 
@@ -41,11 +44,6 @@ MAX_REQUEST_BYTES = 256 * 1024  # the entries of one PutEvents request, as Event
 NOT_RETRYABLE_ENTRY_CODES = frozenset({
     "AccessDeniedException", "InvalidAccountIdException", "InvalidArgument", "MalformedDetail",
     "RedactionFailure", "NotAuthorizedForSourceException", "NotAuthorizedForDetailTypeException",
-})
-# Whole-request errors worth another attempt (throttling, service faults).
-RETRYABLE_CALL_CODES = frozenset({
-    "ThrottlingException", "Throttling", "TooManyRequestsException", "LimitExceededException",
-    "InternalException", "InternalFailure", "ServiceUnavailable", "ServiceUnavailableException",
 })
 
 
@@ -116,18 +114,9 @@ class EventBridgePublisher:
                 self._sleep(self._random() * min(self._max_delay, self._base_delay * 2 ** (attempt - 2)))
             try:
                 response = self._client.put_events(Entries=[entry for _, entry in todo])
-            except ClientError as exc:
-                code = exc.response.get("Error", {}).get("Code", "")
-                status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-                if code in RETRYABLE_CALL_CODES or status >= 500:
-                    log.info("PutEvents refused (%s), attempt %d of %d", code, attempt, self._max_attempts)
-                    continue
-                log.error("PutEvents failed (%s); %d events not published", code, len(todo))
+            except (ClientError, BotoCoreError) as exc:  # after botocore's own retries
+                log.error("PutEvents failed (%s); %d events not published", error_code(exc), len(todo))
                 return given_up | {i for i, _ in todo}
-            except BotoCoreError as exc:  # the connection, after botocore's own retries
-                log.info("PutEvents unreachable (%s), attempt %d of %d", type(exc).__name__, attempt,
-                         self._max_attempts)
-                continue
             results = response.get("Entries") or []
             if not response.get("FailedEntryCount") and len(results) == len(todo):
                 return given_up

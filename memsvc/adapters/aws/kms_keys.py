@@ -7,30 +7,23 @@ not unwrap, and every unwrap is audited per tenant.
 
 Nothing is cached here: `memsvc.service.sealing.Sealer` keeps the plaintext data key in memory
 for a bounded time and calls `decrypt_data_key` only on a miss. Retries of throttling and
-transient errors are botocore's (the caller builds the client; "standard" retry mode); what
-still fails afterwards is mapped to the service's errors, with messages that name no key
-material and no key id.
+transient errors are botocore's (`memsvc.adapters.aws.clients`); what still fails afterwards is
+mapped by `memsvc.adapters.aws.errors`, with messages that name no key material and no key id.
 """
 
 from __future__ import annotations
 
-import logging
 from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memsvc.core.errors import MemsvcError, ProviderError, RateLimited
+from memsvc.adapters.aws.errors import aws_error
+from memsvc.core.errors import ProviderError
 
 __all__ = ["ENCRYPTION_CONTEXT_KEY", "KmsKeyProvider"]
 
-log = logging.getLogger(__name__)
-
 ENCRYPTION_CONTEXT_KEY = "memsvc:tenant"
 _DATA_KEY_BYTES = 32  # AES-256, what the sealing code expects
-_THROTTLING = {"ThrottlingException", "RequestLimitExceeded", "TooManyRequestsException"}
-# The wrapped key does not open under this tenant's context or this CMK: no retry will change
-# that (a moved or damaged wrapped key), so these are reported as not retryable.
-_WRONG_KEY = {"InvalidCiphertextException", "IncorrectKeyException"}
 
 
 class KmsKeyProvider:
@@ -54,7 +47,7 @@ class KmsKeyProvider:
                 KeyId=self._key_id, KeySpec="AES_256", EncryptionContext=_context(tenant)
             )
         except (ClientError, BotoCoreError) as exc:
-            raise _error("GenerateDataKey", exc) from None
+            raise aws_error(exc, service="KMS", operation="GenerateDataKey") from None
         return _checked(response["Plaintext"]), response["CiphertextBlob"]
 
     def decrypt_data_key(self, tenant: str, wrapped: bytes) -> bytes:
@@ -63,7 +56,7 @@ class KmsKeyProvider:
                 CiphertextBlob=wrapped, KeyId=self._key_id, EncryptionContext=_context(tenant)
             )
         except (ClientError, BotoCoreError) as exc:
-            raise _error("Decrypt", exc) from None
+            raise aws_error(exc, service="KMS", operation="Decrypt") from None
         return _checked(response["Plaintext"])
 
 
@@ -75,17 +68,3 @@ def _checked(plaintext: bytes) -> bytes:
     if len(plaintext) != _DATA_KEY_BYTES:
         raise ProviderError("the key service returned a data key of the wrong size")
     return plaintext
-
-
-def _error(operation: str, exc: Exception) -> MemsvcError:
-    code = exc.response.get("Error", {}).get("Code", "Unknown") if isinstance(exc, ClientError) else type(exc).__name__
-    # The code and operation are enough to diagnose; KMS messages can quote key ARNs, so they stay out.
-    log.warning("kms %s failed: %s", operation, code)
-    details = {"provider": "kms"}
-    if code in _THROTTLING:
-        return RateLimited("the key service is throttling requests; try again shortly",
-                           retry_after_seconds=1, details=details)
-    error = ProviderError("the key service could not provide the tenant's data key", details=details)
-    if code in _WRONG_KEY:
-        error.retryable = False
-    return error

@@ -9,7 +9,7 @@ lookup. Each vector carries:
   pushed-down policy attributes as `pa.<name>` (strings, numbers, booleans or lists of them).
 - non-filterable metadata (`NON_FILTERABLE_METADATA_KEYS`, declared at CreateIndex): what a
   search needs to rebuild the hit: `namespace` (a JSON list), `key`, `memory_id`, `version`,
-  `field`.
+  `field` (the service's keyed hash of the field path, never the path itself).
 
 S3 Vectors limits (https://docs.aws.amazon.com/AmazonS3/latest/userguide/s3-vectors-limitations.html)
 are checked before any call, so an oversized vector fails with `InvalidArgument` and nothing is
@@ -40,9 +40,10 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memsvc.core.errors import InternalError, InvalidArgument, ProviderError, RateLimited
+from memsvc.adapters.aws.errors import aws_error
+from memsvc.core.errors import InternalError, InvalidArgument
 from memsvc.core.filters import Condition, Filter, condition_matches
-from memsvc.core.models import VectorHit
+from memsvc.core.models import VectorHit, VectorRef, VectorWrite
 from memsvc.core.namespaces import ancestors, encode_namespace, is_under
 
 __all__ = [
@@ -69,9 +70,6 @@ MAX_METADATA_BYTES = 40 * 1024  # filterable + non-filterable
 MAX_METADATA_KEYS = 50
 MAX_VECTOR_KEY_LENGTH = 1024  # characters (botocore shape VectorKey)
 
-_THROTTLING_CODES = frozenset(
-    {"TooManyRequestsException", "ThrottlingException", "Throttling", "SlowDown", "RequestLimitExceeded"}
-)
 _KEY_OVERHEAD = 34  # the two 16-character digests and two colons around the memory id
 _MAX_EXACT_INT = 2**53  # numbers beyond this are not exact as doubles: not pushed down
 _T = TypeVar("_T")
@@ -95,34 +93,39 @@ class S3VectorsIndex:
         self._client = client
         self._target = {"vectorBucketName": bucket, "indexName": index}
         self._dimension = dimension
+        self._enhanced: bool | None = None
 
     # -- writes ----------------------------------------------------------------------------
 
-    def put(
-        self,
-        tenant: str,
-        namespace: tuple[str, ...],
-        key: str,
-        *,
-        memory_id: str,
-        version: int,
-        policy_attributes: dict[str, Any],
-        vectors: Sequence[tuple[str, Sequence[float]]],
-    ) -> None:
-        """Write one memory version's vectors (all checked first: an error writes nothing)."""
-        if not namespace:
+    def put_many(self, writes: Sequence[VectorWrite]) -> None:
+        """Write these memory versions' vectors in `PutVectors` calls of up to 500 (each call is
+        billed as at least 128 KB, and an index takes 1,000 write requests a second). Every
+        vector is checked first, so a vector the index cannot hold writes nothing."""
+        records = [record for write in writes for record in self._records(write)]
+        for chunk in _chunks(records, MAX_WRITE_BATCH):
+            self._call("PutVectors", self._client.put_vectors, vectors=chunk)
+
+    def delete_many(self, refs: Sequence[VectorRef]) -> None:
+        """Remove these vectors in `DeleteVectors` calls of up to 500 keys; absent keys are fine."""
+        keys = list(dict.fromkeys(vector_key(r.tenant, r.memory_id, r.field) for r in refs))
+        for chunk in _chunks(keys, MAX_WRITE_BATCH):
+            self._call("DeleteVectors", self._client.delete_vectors, keys=chunk)
+
+    def _records(self, write: VectorWrite) -> list[dict[str, Any]]:
+        if not write.namespace:
             raise InvalidArgument("a vector needs a namespace", details={"field": "namespace"})
-        _check_memory_id(memory_id)
-        filterable = {"tenant": tenant, "ns": [_ancestor_id(a) for a in ancestors(namespace)], **_attributes(policy_attributes)}
+        _check_memory_id(write.memory_id)
+        filterable = {"tenant": write.tenant, "ns": [_ancestor_id(a) for a in ancestors(write.namespace)],
+                      **_attributes(write.policy_attributes)}
         base = {
-            "namespace": json.dumps(list(namespace), ensure_ascii=False, separators=(",", ":")),
-            "key": key,
-            "memory_id": memory_id,
-            "version": int(version),
+            "namespace": json.dumps(list(write.namespace), ensure_ascii=False, separators=(",", ":")),
+            "key": write.key,
+            "memory_id": write.memory_id,
+            "version": int(write.version),
         }
         records = []
         seen: set[str] = set()
-        for field, vector in vectors:
+        for field, vector in write.vectors:
             if field in seen:
                 raise InvalidArgument(f"field {field!r} is given twice", details={"field": "vectors"})
             seen.add(field)
@@ -130,19 +133,12 @@ class S3VectorsIndex:
             _check_metadata(filterable, metadata)
             records.append(
                 {
-                    "key": vector_key(tenant, memory_id, field),
+                    "key": vector_key(write.tenant, write.memory_id, field),
                     "data": {"float32": self._checked_vector(vector, what=f"the vector of field {field!r}")},
                     "metadata": metadata,
                 }
             )
-        for chunk in _chunks(records, MAX_WRITE_BATCH):
-            self._call("PutVectors", self._client.put_vectors, vectors=chunk)
-
-    def delete(self, tenant: str, *, memory_id: str, fields: Sequence[str]) -> None:
-        """Remove the vectors of these fields of that memory version; absent keys are fine."""
-        keys = [vector_key(tenant, memory_id, f) for f in dict.fromkeys(fields)]
-        for chunk in _chunks(keys, MAX_WRITE_BATCH):
-            self._call("DeleteVectors", self._client.delete_vectors, keys=chunk)
+        return records
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -158,22 +154,29 @@ class S3VectorsIndex:
         if top_k < 1:
             raise InvalidArgument("top_k must be at least 1", details={"field": "top_k"})
         query_vector = self._checked_vector(vector, what="the query vector")
-        response = self._call(
-            "QueryVectors",
-            self._client.query_vectors,
-            queryVector={"float32": query_vector},
-            topK=min(top_k, MAX_TOP_K),
-            filter=build_filter(tenant, prefix, pushdown),
-            returnMetadata=True,
-            returnDistance=True,
-        )
+        params = {"queryVector": {"float32": query_vector}, "topK": min(top_k, MAX_TOP_K),
+                  "filter": build_filter(tenant, prefix, pushdown), "returnMetadata": True, "returnDistance": True}
         hits = []
-        for found in response.get("vectors", []):
-            hit = _hit(found, tenant, prefix)
-            if hit is not None:
-                hits.append(hit)
+        while True:  # an answer may come in pages (`nextToken`), each with the same parameters
+            response = self._call("QueryVectors", self._client.query_vectors, **params)
+            for found in response.get("vectors", []):
+                hit = _hit(found, tenant, prefix)
+                if hit is not None:
+                    hits.append(hit)
+            if not response.get("nextToken"):
+                break
+            params["nextToken"] = response["nextToken"]
         hits.sort(key=lambda h: -h.score)  # already ranked by distance; stable for ties
         return hits
+
+    @property
+    def short_page_is_end(self) -> bool:
+        """Only an ENHANCED index filters before its search; a CLASSIC one (the default) filters
+        during it, and "queries with filters may return fewer than top K results" (S3 Vectors,
+        "Metadata filtering"). Every query here filters (by tenant at least). Read once."""
+        if self._enhanced is None:
+            self._enhanced = self._call("GetIndex", self._client.get_index)["index"].get("indexMode") == "ENHANCED"
+        return self._enhanced
 
     def ping(self) -> None:
         index = self._call("GetIndex", self._client.get_index)["index"]
@@ -208,16 +211,8 @@ class S3VectorsIndex:
     def _call(self, operation: str, method: Callable[..., _T], **params: Any) -> _T:
         try:
             return method(**self._target, **params)
-        except ClientError as exc:
-            code = exc.response.get("Error", {}).get("Code", "Unknown")
-            details = {"operation": operation, "aws_error_code": code}
-            if code in _THROTTLING_CODES:
-                raise RateLimited(f"S3 Vectors throttled {operation}", details=details) from None
-            # The AWS message is left out: it can quote vector keys and metadata.
-            raise ProviderError(f"S3 Vectors {operation} failed ({code})", details=details) from None
-        except BotoCoreError as exc:
-            details = {"operation": operation, "aws_error_code": type(exc).__name__}
-            raise ProviderError(f"S3 Vectors {operation} failed ({type(exc).__name__})", details=details) from None
+        except (ClientError, BotoCoreError) as exc:
+            raise aws_error(exc, service="S3 Vectors", operation=operation) from None
 
 
 def _ancestor_id(encoded: str) -> str:

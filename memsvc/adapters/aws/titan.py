@@ -6,8 +6,9 @@ transient failures itself with exponential backoff and full jitter, and keeps an
 cache keyed by sha256(model, dimension, text) so that re-indexing unchanged text makes no call
 (seed 001, "Cache repeated embeddings").
 
-The caller builds the boto3 client (nothing here reads the environment); build it with
-`titan_client_config()` so that botocore does not retry underneath this adapter's own retries.
+The caller builds the boto3 client (nothing here reads the environment): `AwsClients` builds it
+in botocore's `adaptive` mode with one attempt, so botocore paces requests and does not retry
+underneath this adapter's own retries.
 The text itself is never logged or stored: logs carry error codes, the cache holds vectors
 under a hash.
 """
@@ -29,7 +30,6 @@ from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from botocore.config import Config
 from botocore.exceptions import ClientError, ConnectionError as BotoConnectionError, HTTPClientError
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
@@ -38,7 +38,6 @@ __all__ = [
     "TITAN_V2_MODEL_ID",
     "TITAN_V2_DIMENSIONS",
     "MAX_INPUT_CHARS",
-    "titan_client_config",
     "EmbeddingCache",
     "LruEmbeddingCache",
     "EmbedderStats",
@@ -59,23 +58,6 @@ _TRANSIENT = {"ModelNotReadyException", "ServiceUnavailableException", "Internal
 # input tokens. Max input tokens: 8192, request input token count: 9875".
 _TOO_MANY_TOKENS = re.compile(r"max input tokens:\s*(\d+),\s*request input token count:\s*(\d+)", re.I)
 _MAX_SHRINKS = 4  # each shrink aims under the limit; a few cover a bad estimate
-
-
-def titan_client_config(
-    *, max_concurrency: int = 8, connect_timeout: float = 3.0, read_timeout: float = 15.0
-) -> Config:
-    """The botocore `Config` to build the `bedrock-runtime` client with.
-
-    Retries are off in botocore (`total_max_attempts=1`: botocore's `max_attempts=1` would mean one
-    *retry*) because `TitanEmbedder` retries with its own backoff and counts every request; two
-    layers of retries would multiply. The pool holds a connection per concurrent request.
-    """
-    return Config(
-        retries={"total_max_attempts": 1, "mode": "standard"},
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        max_pool_connections=max(10, max_concurrency),
-    )
 
 
 class EmbeddingCache(Protocol):
@@ -153,7 +135,7 @@ class TitanEmbedder:
     """`Embedder` on Titan Text Embeddings V2: unit-length vectors of `dimension` floats, in order.
 
     Args:
-        client: a boto3 `bedrock-runtime` client (thread-safe; build it with `titan_client_config`).
+        client: a boto3 `bedrock-runtime` client (thread-safe; `AwsClients.bedrock_runtime`).
         model_id: the Bedrock model id (or an inference profile ARN for the same model).
         dimension: 256, 512 or 1024 (Titan V2's choices); must match the vector index.
         max_concurrency: InvokeModel requests in flight at once, across all callers of this

@@ -91,6 +91,7 @@ class LocalVectorIndex:
     """`VectorIndex` for one machine. Thread-safe; writes are durable before they are visible."""
 
     max_top_k = 10_000
+    short_page_is_end = True  # exact search: a short page holds every match
 
     def __init__(self, path: Path, *, dimension: int, model_id: str) -> None:
         self._dim = dimension
@@ -133,43 +134,44 @@ class LocalVectorIndex:
     def ping(self) -> None:
         self._db.execute("SELECT 1").fetchone()
 
-    def put(self, tenant, namespace, key, *, memory_id, version, policy_attributes, vectors):
-        ns = encode_namespace(namespace)
-        arrays = [(name, _unit(v, self._dim)) for name, v in vectors]
-        if not arrays:
+    def put_many(self, writes):
+        """Write every version's vectors in one transaction."""
+        rows = [(w, name, _unit(v, self._dim)) for w in writes for name, v in w.vectors]
+        if not rows:
             return
         with self._lock:
             with _tx(self._db):
                 self._db.executemany(
                     "INSERT OR REPLACE INTO vectors (tenant, memory_id, field, ns, key, version, policy_attributes, vec) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(tenant, memory_id, name, ns, key, version, json.dumps(policy_attributes), arr.tobytes())
-                     for name, arr in arrays],
+                    [(w.tenant, w.memory_id, name, encode_namespace(w.namespace), w.key, w.version,
+                      json.dumps(w.policy_attributes), arr.tobytes()) for w, name, arr in rows],
                 )
-            t = self._tenant(tenant)
-            memory = t.memories.setdefault(memory_id, _Memory(ns, key, version, dict(policy_attributes)))
-            for name, arr in arrays:
+            for w, name, arr in rows:
+                ns = encode_namespace(w.namespace)
+                t = self._tenant(w.tenant)
+                memory = t.memories.setdefault(w.memory_id, _Memory(ns, w.key, w.version, dict(w.policy_attributes)))
                 if name in memory.slots:
                     t.drop(memory.slots[name])
-                memory.slots[name] = t.add(memory_id, name, ns, arr)
+                memory.slots[name] = t.add(w.memory_id, name, ns, arr)
 
-    def delete(self, tenant, *, memory_id, fields):
+    def delete_many(self, refs):
         with self._lock:
             with _tx(self._db):
                 self._db.executemany(
                     "DELETE FROM vectors WHERE tenant = ? AND memory_id = ? AND field = ?",
-                    [(tenant, memory_id, name) for name in fields],
+                    [(r.tenant, r.memory_id, r.field) for r in refs],
                 )
-            t = self._tenants.get(tenant)
-            memory = t.memories.get(memory_id) if t else None
-            if memory is None:
-                return
-            for name in fields:
-                slot = memory.slots.pop(name, None)
+            for r in refs:
+                t = self._tenants.get(r.tenant)
+                memory = t.memories.get(r.memory_id) if t else None
+                if memory is None:
+                    continue
+                slot = memory.slots.pop(r.field, None)
                 if slot is not None:
                     t.drop(slot)
-            if not memory.slots:
-                del t.memories[memory_id]
+                if not memory.slots:
+                    del t.memories[r.memory_id]
 
     def query(self, tenant, prefix, pushdown, vector, top_k):
         q = _unit(vector, self._dim)
