@@ -21,7 +21,7 @@ node_modules/.bin/cdk: package.json package-lock.json  ## the aws-cdk CLI, pinne
 	npm ci --no-audit --no-fund
 
 bench: $(STAMP)  ## throughput and latency over HTTP with 10k and 100k items (over an hour on 2 cores)
-	$(BIN)/memsvc bench --items 10000 100000
+	$(BIN)/python -m benchmarks.bench --items 10000 100000
 
 # `make run` needs only the embedded default; tests and synth need everything.
 $(RUN_STAMP): pyproject.toml constraints.txt

@@ -1,4 +1,4 @@
-"""The `memsvc` command: serve, token, bench."""
+"""The `memsvc` command: serve, token."""
 
 from __future__ import annotations
 
@@ -33,21 +33,10 @@ def main(argv: list[str] | None = None) -> int:
     token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
     token.add_argument("--data-dir", type=Path, default=env.data_dir)
 
-    bench = sub.add_parser("bench", help="measure throughput and latency over HTTP")
-    bench.add_argument("--items", type=int, nargs="+", default=[10_000, 100_000])
-    bench.add_argument("--data-dir", type=Path, default=None, help="default: a fresh temporary dir")
-    bench.add_argument("--port", type=int, default=8765)
-    bench.add_argument("--concurrency", type=int, default=8)
-    bench.add_argument("--queries", type=int, default=300)
-
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
-    if args.command == "token":
-        return _token(args)
-    from memsvc.bench import run_bench
-
-    return run_bench(args)
+    return _token(args)
 
 
 def _serve(args: argparse.Namespace) -> int:

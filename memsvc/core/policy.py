@@ -58,7 +58,7 @@ _UNDEFINED = '"<undefined>"'  # what eval_rule_as_json returns for an undefined 
 POLICY_FILE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\.rego$"
 _FILE_NAME = re.compile(POLICY_FILE_NAME)
 _ERROR_FILE = re.compile(r"-->\s*(\S+?):\d+:\d+")
-_ENGINES_PER_THREAD = 4
+ENGINES_PER_THREAD = 4
 INSTRUCTION_BUDGET = 25_000  # the Rego VM's own limit (RegoVM::new), which the Python binding cannot set
 _OVER_BUDGET = "exceeded maximum instruction limit"
 _NO_DEFINITION = ("no definitions found for rule path", "not a valid rule path")  # the VM compiler's words
@@ -362,10 +362,15 @@ def _thread_engine(digest: str, sources: Mapping[str, str]) -> tuple[regorus.Eng
     entry = engines.pop(digest, None)
     if entry is None:
         entry = (_build_engine(sources), _build_meters(sources))
-        while len(engines) >= _ENGINES_PER_THREAD:
+        while len(engines) >= ENGINES_PER_THREAD:
             del engines[next(iter(engines))]  # least recently used
     engines[digest] = entry
     return entry
+
+
+def engines_on_this_thread() -> int:
+    """How many compiled bundles this thread keeps (at most `ENGINES_PER_THREAD`)."""
+    return len(getattr(_local, "engines", {}))
 
 
 def _forget_thread_engine(digest: str) -> None:

@@ -25,8 +25,7 @@ from memsvc.core.models import Caller, TimelineEvent
 from memsvc.core.timeline import DETAIL_TYPES, KINDS, SOURCE, event_detail, put_events_entry
 from memsvc.service.memories import PutMemory
 from tests.conftest import ManualClock
-from tests.fakes.aws_stack import EVENT_BUS, REGION, aws_stack, epoch
-from tests.fakes.embedder import HashEmbedder
+from tests.fakes.aws_stack import EVENT_BUS, REGION, epoch
 
 BUS = "memsvc-test-bus"
 AT = datetime(2026, 3, 1, 12, 0, tzinfo=timezone.utc)
@@ -74,6 +73,11 @@ def answer(*codes: str | None) -> dict[str, Any]:
 
 
 # -- the entry -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stack_clock() -> ManualClock:
+    return ManualClock(datetime(2026, 5, 4, 8, 30, tzinfo=timezone.utc))
 
 
 def test_an_entry_names_the_change_and_never_carries_the_value_or_attributes():
@@ -220,15 +224,6 @@ def test_nothing_to_publish_sends_nothing(client):
 
 
 # -- on moto: the bus, a rule, a queue -------------------------------------------------------------
-
-
-@pytest.fixture
-def stack():
-    embedder = HashEmbedder()
-    clock = ManualClock(datetime(2026, 5, 4, 8, 30, tzinfo=timezone.utc))
-    with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=clock) as s:
-        s.clock = clock
-        yield s
 
 
 def test_the_publisher_on_moto_reaches_a_rule_target(stack):

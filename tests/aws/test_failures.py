@@ -29,8 +29,7 @@ from tests.aws.test_functions import (
     load_event,
     vectors_by_memory,
 )
-from tests.fakes.aws_stack import BUCKET, INDEX, REGION, TABLE, aws_stack
-from tests.fakes.embedder import HashEmbedder
+from tests.fakes.aws_stack import BUCKET, INDEX, REGION, TABLE
 
 ALICE = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
 TEXTS = {
@@ -38,25 +37,6 @@ TEXTS = {
     "flight": "Aisle seat on long-haul flights, never row 12",
     "loyalty": "Gold member of the hotel loyalty programme",
 }
-
-
-@pytest.fixture
-def titan_stack():
-    """The real TitanEmbedder (on the Titan fake, 256 dims); its backoff sleeps are recorded,
-    not slept, and its jitter is pinned to the ceiling so the delays can be checked."""
-    with aws_stack(dimension=256, embedder=None, clock=Clock()) as stack:
-        stack.sleeps = []
-        stack.app.embedder._sleep = stack.sleeps.append
-        stack.app.embedder._random = lambda: 1.0
-        yield stack
-
-
-@pytest.fixture
-def stack():
-    embedder = HashEmbedder()
-    with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=Clock()) as s:
-        s.embedder = embedder
-        yield s
 
 
 def put(stack, key: str, text: str | None = None):

@@ -18,7 +18,6 @@ import json
 import logging
 import sys
 from collections import Counter
-from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -145,14 +144,6 @@ def play_stream_sample(stack, name: str) -> dict[str, Any]:
 
 def play(stack, *names: str) -> list[dict[str, Any]]:
     return [index_batch(play_stream_sample(stack, name)) for name in names]
-
-
-@pytest.fixture
-def stack():
-    embedder = HashEmbedder()
-    with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=Clock()) as s:
-        s.embedder = embedder
-        yield s
 
 
 # -- capturing the stream samples ------------------------------------------------------------------
@@ -483,14 +474,6 @@ def stdout(capsys):
     yield lambda: capsys.readouterr().out
     for h, stream in saved:
         h.stream = stream
-
-
-@pytest.fixture
-def titan_stack():
-    """The stack with the real TitanEmbedder (on the Titan fake) instead of the hash embedder."""
-    with aws_stack(dimension=256, embedder=None, clock=Clock()) as s:
-        s.app.embedder._sleep = lambda seconds: None  # backoff without waiting (TitanEmbedder's injectable sleep)
-        yield s
 
 
 def emf_documents(out: str) -> list[dict[str, Any]]:

@@ -23,10 +23,8 @@ from tests.aws.test_functions import (
     STREAM_SAMPLES,
     SUB,
     TENANT,
-    Clock,
     _CurrentStdout,
     emf_documents,
-    load_event,
     log_lines,
     metric,
     play_stream_sample,
@@ -37,17 +35,6 @@ from tests.fakes.embedder import HashEmbedder
 
 ALICE = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
 SECRET = "quokkazanzibar7731"
-
-
-@pytest.fixture
-def stack():
-    embedder = HashEmbedder()
-    clock = Clock()
-    with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=clock) as s:
-        s.clock = clock
-        s.sleeps = []
-        s.publisher._sleep = s.sleeps.append  # EventBridgePublisher's backoff, without waiting
-        yield s
 
 
 @pytest.fixture

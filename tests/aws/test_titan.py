@@ -335,7 +335,7 @@ def test_cache_holds_hashes_and_vectors_never_text(client):
     install_titan_fake(client)
     cache = LruEmbeddingCache()
     embedder(client, cache=cache).embed(["my secret diary entry"])
-    (key,) = cache._items
+    (key,) = cache.keys()
     assert len(key) == 64 and int(key, 16) >= 0
     assert "secret" not in key
 

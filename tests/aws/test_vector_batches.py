@@ -13,22 +13,11 @@ from memsvc.core.filters import Filter
 from memsvc.core.models import Caller, VectorWrite
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
-from tests.conftest import ManualClock
-from tests.fakes.aws_stack import aws_stack
-from tests.fakes.embedder import HashEmbedder
 
 ALICE = Caller(tenant_id="acme", user_id="alice", roles=("user",))
 NS = ("user", "alice")
 
 
-CLOCK = ManualClock()
-
-
-@pytest.fixture
-def stack():
-    embedder = HashEmbedder()
-    with aws_stack(dimension=embedder.dimension, embedder=embedder, clock=CLOCK) as s:
-        yield s
 
 
 def put(stack, key: str, value: dict):
@@ -42,7 +31,7 @@ def test_a_batch_of_changes_writes_its_vectors_500_to_a_request(stack):
     stack.drain(batch_size=1000, consumers=("indexer",))
     assert len(stack.s3vectors.put_sizes) == math.ceil(n * fields / 500)
     assert stack.s3vectors.put_sizes == [500, 20] and stack.s3vectors.delete_sizes == []
-    assert stack.app.store.pending_index("acme", CLOCK.now()) == 0
+    assert stack.app.store.pending_index("acme", stack.clock.now()) == 0
 
     for i in range(n):  # every update retires its previous version's vectors
         put(stack, f"k{i}", {f"f{j}": f"note {i} part {j} revised" for j in range(fields)})

@@ -429,7 +429,7 @@ def test_per_thread_engine_cache_is_bounded():
     for _ in range(2):
         for pol in bundles:
             assert pol.allow("read", ["user", "alice"], None, ctx("alice")) is True
-    assert len(policy._local.engines) <= policy._ENGINES_PER_THREAD
+    assert policy.engines_on_this_thread() <= policy.ENGINES_PER_THREAD
 
 
 # --- the evaluation budget -----------------------------------------------------------------------

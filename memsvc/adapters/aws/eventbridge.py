@@ -88,8 +88,9 @@ class EventBridgePublisher:
         self._max_attempts = max_attempts
         self._base_delay = base_delay
         self._max_delay = max_delay
-        self._sleep = sleep
-        self._random = random
+        # Backoff hooks, public so that a test can observe the waits instead of sleeping them.
+        self.sleep = sleep
+        self.random = random
 
     def publish(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
         failed: set[int] = set()
@@ -111,7 +112,7 @@ class EventBridgePublisher:
         todo = batch
         for attempt in range(1, self._max_attempts + 1):
             if attempt > 1:
-                self._sleep(self._random() * min(self._max_delay, self._base_delay * 2 ** (attempt - 2)))
+                self.sleep(self.random() * min(self._max_delay, self._base_delay * 2 ** (attempt - 2)))
             try:
                 response = self._client.put_events(Entries=[entry for _, entry in todo])
             except (ClientError, BotoCoreError) as exc:  # after botocore's own retries

@@ -85,6 +85,10 @@ class LruEmbeddingCache:
     def __len__(self) -> int:
         return len(self._items)
 
+    def keys(self) -> list[str]:
+        with self._lock:
+            return list(self._items)
+
     def get_many(self, keys: Sequence[str]) -> dict[str, list[float]]:
         out: dict[str, list[float]] = {}
         with self._lock:
@@ -184,8 +188,9 @@ class TitanEmbedder:
         self._max_attempts = max_attempts
         self._base_delay = base_delay
         self._max_delay = max_delay
-        self._sleep = sleep
-        self._random = random
+        # Backoff hooks, public so that a test can observe the waits instead of sleeping them.
+        self.sleep = sleep
+        self.random = random
         # Threads start on first use, not here (nothing heavy happens at construction).
         self._pool = ThreadPoolExecutor(max_workers=max_concurrency, thread_name_prefix="titan-embed")
         self._stats_lock = threading.Lock()
@@ -285,10 +290,10 @@ class TitanEmbedder:
                 if kind == "throttle":
                     self._count(throttles=1)
                 if retryable and failures < self._max_attempts:
-                    delay = self._random() * self._ceiling(failures)
+                    delay = self.random() * self._ceiling(failures)
                     self._count(retries=1)
                     log.info("titan %s (%s); retry %d in %.2fs", kind, code, failures, delay)
-                    self._sleep(delay)
+                    self.sleep(delay)
                     continue
                 self._count(failures=1)
                 log.warning("titan embedding failed: %s (%s) after %d attempt(s)", kind, code, failures)

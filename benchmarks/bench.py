@@ -1,4 +1,4 @@
-"""`memsvc bench`: throughput and latency of a local `memsvc serve`, measured over HTTP.
+"""`python -m benchmarks.bench` (`make bench`): throughput and latency of a local `memsvc serve`, measured over HTTP.
 
 For each size N: start a fresh server, PUT N memories (async indexing, the default), wait until
 the vector index has caught up, then time random GETs, filter searches and semantic searches.
@@ -12,6 +12,7 @@ time. The client runs on the same machine as the server and competes with it for
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -703,7 +704,7 @@ def _code_version() -> dict[str, Any]:
 def run_bench(args: Any) -> int:
     sizes = [int(n) for n in (getattr(args, "items", None) or [10_000, 100_000])]
     if any(n < 1 for n in sizes):
-        print("memsvc bench: --items must be positive", file=sys.stderr)
+        print("bench: --items must be positive", file=sys.stderr)
         return 2
     if args.data_dir is None:
         root = Path(tempfile.mkdtemp(prefix="memsvc-bench-"))
@@ -713,13 +714,13 @@ def run_bench(args: Any) -> int:
     dirs = [root] if len(sizes) == 1 else [root / f"n-{n}" for n in sizes]
     for d in dirs:
         if (d / "memsvc.db").exists() or (d / "vectors.db").exists():
-            print(f"memsvc bench: {d} already holds memsvc data; the bench needs a fresh directory",
+            print(f"bench: {d} already holds memsvc data; the bench needs a fresh directory",
                   file=sys.stderr)
             return 2
 
     machine = {"cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
                "processor": platform.processor() or platform.machine()}
-    _say(f"memsvc bench: sizes {sizes}, concurrency {args.concurrency}, {args.queries} queries per phase, "
+    _say(f"bench: sizes {sizes}, concurrency {args.concurrency}, {args.queries} queries per phase, "
          f"port {args.port}, results under {root}")
     _say(f"machine: {machine['cpus']} CPUs, {machine['platform']}, Python {machine['python']}")
     code = _code_version()
@@ -745,7 +746,7 @@ def run_bench(args: Any) -> int:
     _say("\n=== summary (markdown) ===\n")
     _say(md)
     out = {
-        "command": "memsvc " + " ".join(sys.argv[1:]) if sys.argv and "bench" in sys.argv else "memsvc bench",
+        "command": "python -m benchmarks.bench " + " ".join(sys.argv[1:]),
         "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": machine,
         "code": code,
@@ -766,6 +767,16 @@ def run_bench(args: Any) -> int:
     return 1 if failed else 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    print("run it as: memsvc bench [--items N ...]", file=sys.stderr)
-    sys.exit(2)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.bench",
+                                     description="measure memsvc serve's throughput and latency over HTTP")
+    parser.add_argument("--items", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--data-dir", type=Path, default=None, help="default: a fresh temporary dir")
+    parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument("--concurrency", type=int, default=8)
+    parser.add_argument("--queries", type=int, default=300)
+    return run_bench(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
