@@ -7,7 +7,7 @@ plaintext attributes reject is never decrypted.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,21 +96,19 @@ class Search:
             found = self._by_meaning(caller.tenant_id, scope, plan, q)
         return self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found
 
-    def _admitted(self, plan: FilterPlan, items: Iterable[StoredItem],
-                  score: Callable[[StoredItem], float | None] = lambda _: None) -> Iterable[Memory]:
-        """The items the plan admits, opened, in the order given. A value is decrypted only for an
-        item that its plaintext attributes admit; it is then opened once, for the check and the answer."""
-        for item in items:
-            if not plan.admits_attributes(item):
-                continue
-            memory = open_memory(self._sealer, item, score=score(item))
-            if plan.value_condition(item).matches(_lookup(memory.value)):
-                yield memory
+    def _admit(self, plan: FilterPlan, item: StoredItem, score: float | None = None) -> Memory | None:
+        """The item opened, if the plan admits it. A value is decrypted only for an item that its
+        plaintext attributes admit; it is then opened once, for the check and the answer."""
+        if not plan.admits_attributes(item):
+            return None
+        memory = open_memory(self._sealer, item, score=score)
+        return memory if plan.value_condition(item).matches(_lookup(memory.value)) else None
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
                    offset: int) -> list[Memory]:
         out: list[Memory] = []
-        for n, memory in enumerate(self._admitted(plan, self._items.scan_live(tenant, scope, self._clock.now()))):
+        admitted = (self._admit(plan, item) for item in self._items.scan_live(tenant, scope, self._clock.now()))
+        for n, memory in enumerate(m for m in admitted if m is not None):
             if n >= offset:
                 out.append(memory)
                 if len(out) >= limit:
@@ -126,19 +124,21 @@ class Search:
             raise EmbeddingFailed("the embedding model failed to embed the query") from exc
         wanted = q.offset + q.limit
         top_k = min(self._vectors.max_top_k, max(50, wanted * 4))
+        decided: dict[str, Memory | None] = {}  # by memory id: a wider query never opens one twice
         while True:
             hits = self._vectors.query(tenant, scope, plan.scope, vector, top_k)
             best: dict[str, Any] = {}
             for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
-                best.setdefault(hit.memory_id, hit)
+                if hit.memory_id not in decided:
+                    best.setdefault(hit.memory_id, hit)
             items = self._items.get_many(tenant, list({(h.namespace, h.key) for h in best.values()}))
             now = self._clock.now()
-            current = []
             for memory_id, hit in best.items():
                 item = items.get((hit.namespace, hit.key))
-                if item is not None and item.id == memory_id and item.is_live(now):
-                    current.append(item)  # else a version that is not current (its vectors await cleanup), or gone
-            ranked = list(self._admitted(plan, current, score=lambda i: best[i.id].score))
+                # Not current: a version whose vectors await cleanup, or one deleted or expired.
+                current = item is not None and item.id == memory_id and item.is_live(now)
+                decided[memory_id] = self._admit(plan, item, score=hit.score) if current else None
+            ranked = [m for m in decided.values() if m is not None]
             # A short page ends the search only where the index says so: S3 Vectors may return
             # fewer than top_k hits when a filter applies, with more to be found.
             exhausted = len(hits) < top_k and self._vectors.short_page_is_end

@@ -353,6 +353,18 @@ class TestSearchAndScope:
         assert search(backend, filter={"sub": "nobody"}) == []
         assert opened == []  # rejected on plaintext attributes: nothing was decrypted
 
+    def test_semantic_search_decrypts_only_what_the_attributes_admit(self, backend):
+        put(backend, key="a", value={"text": "tea in the morning"})
+        put(backend, key="b", value={"text": "tea at night"})
+        backend.drain()
+        opened = []
+        real_open = backend.sealer.open_item
+        backend.sealer.open_item = lambda item: opened.append(item.key) or real_open(item)
+        assert search(backend, query="tea", filter={"sub": "nobody"}) == []
+        assert opened == []  # every hit was rejected on its plaintext attributes
+        assert {m.key for m in search(backend, query="tea", filter={"sub": "alice"})} == {"a", "b"}
+        assert sorted(opened) == ["a", "b"]  # admitted hits are opened once, for the check and the answer
+
     def test_deep_nesting_is_a_clear_400(self, backend):
         deep = {}
         node = deep

@@ -274,6 +274,10 @@ class TitanEmbedder:
         return fresh, error
 
     def _embed_one(self, text: str) -> list[float]:
+        # Hand-written rather than botocore's retries (the client makes one attempt, in adaptive
+        # mode for its rate limiter): a text Titan finds too long must be shortened before it is
+        # sent again, which no retry mode can do, and the throttles and retries per text are
+        # counted for the embedding metrics.
         failures = shrinks = 0
         while True:
             self._count(calls=1)

@@ -1,0 +1,53 @@
+"""The route table is the only declaration of the HTTP API: the OpenAPI document and API
+Gateway's routes come from it, and the document is as strict as the parser."""
+
+from __future__ import annotations
+
+import pytest
+
+from infra.routes import service_routes
+from memsvc.api.openapi import openapi_document
+from memsvc.api.routes import ROUTES
+from memsvc.core.errors import InvalidArgument
+
+DOC = openapi_document(ROUTES)
+SCHEMAS = DOC["components"]["schemas"]
+
+
+def test_every_row_is_in_the_document_and_in_api_gateway():
+    rows = {(r.method, r.path.replace(":uuid", "")) for r in ROUTES}
+    documented = {(m.upper(), p) for p, ops in DOC["paths"].items() for m in ops}
+    assert documented == rows
+    assert {(r.method, r.path) for r in service_routes()} == rows
+
+
+def test_the_document_says_what_the_parser_refuses():
+    put = SCHEMAS["PutMemoryBody"]
+    assert put["additionalProperties"] is False
+    assert put["properties"]["namespace"]["minItems"] == 1
+    assert put["properties"]["namespace"]["items"]["minLength"] == 1
+    assert put["properties"]["key"]["minLength"] == 1
+    assert SCHEMAS["SearchBody"]["properties"]["query"]["anyOf"][0]["pattern"] == r"\S"
+    names = SCHEMAS["PoliciesBody"]["properties"]["policies"]["propertyNames"]["pattern"]
+    assert names.startswith("^") and names.endswith(r"\.rego$")
+    settings = SCHEMAS["SettingsBody"]
+    assert settings["additionalProperties"] is False and set(settings["properties"]) == {
+        "max_depth", "tombstone_retention_days"}
+    get_params = {p["name"]: p for p in DOC["paths"]["/v1/memories"]["get"]["parameters"]}
+    assert get_params["ns"]["required"] and get_params["ns"]["schema"]["minItems"] == 1
+    assert get_params["key"]["schema"]["minLength"] == 1
+    limit = {p["name"]: p for p in DOC["paths"]["/v1/memories/events"]["get"]["parameters"]}["limit"]
+    assert (limit["schema"]["minimum"], limit["schema"]["maximum"]) == (1, 200)
+
+
+@pytest.mark.parametrize("body", [
+    {"namespace": [], "key": "k", "value": {}},
+    {"namespace": ["a"], "key": "", "value": {}},
+    {"namespace": ["a", ""], "key": "k", "value": {}},
+    {"namespace": ["a"], "key": "k", "value": {}, "index_fields": 0},
+    {"namespace": ["a"], "key": "k", "value": {}, "extra": 1},
+])
+def test_what_the_document_refuses_the_parser_refuses(body):
+    row = next(r for r in ROUTES if (r.method, r.path) == ("PUT", "/v1/memories"))
+    with pytest.raises(InvalidArgument):
+        row.body.parse(body)
