@@ -35,7 +35,10 @@ from regorus import _native as regorus_vm  # celine-regorus re-exports only Engi
 from memsvc.core.errors import InvalidArgument
 
 __all__ = [
-    "DEFAULT_BUNDLE",
+    "POLICY_FILE_NAME",
+    "MAX_FILES",
+    "engines_on_this_thread",
+    "ENGINES_PER_THREAD",
     "default_bundle",
     "PolicyBundle",
     "CompiledPolicies",

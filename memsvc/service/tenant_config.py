@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
 
+from memsvc.core.errors import InvalidArgument
 from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
 from memsvc.core.validation import Command
 from memsvc.ports import TenantConfigStore
