@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -10,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
-from memsvc.ports import Clock, Embedder, SystemClock
+from memsvc.ports import Clock, Embedder, EventLog, IndexBacklog, ItemStore, SystemClock, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
@@ -106,8 +107,9 @@ def build_local(
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log)
 
 
-def _services(items, backlog, vectors, embedder, sealer, settings, policies, clock, indexer, event_log, *,
-              health, on_write=lambda: None) -> Services:
+def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
+              settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
+              *, health: Callable[[], dict[str, Any]], on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)

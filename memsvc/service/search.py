@@ -173,7 +173,8 @@ class Search:
 
 
 def _too_deep(field: str, depth: int) -> InvalidArgument:
-    return InvalidArgument(f"{field} is deeper than max_depth {depth}", details={"field": field})
+    return InvalidArgument(f"{field} has more segments than any namespace of this tenant can ({depth})",
+                           details={"field": field})
 
 
 def _lookup(obj: dict[str, Any] | None) -> Callable[[str], tuple[bool, Any]]:
