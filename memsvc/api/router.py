@@ -16,7 +16,7 @@ import re
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from types import UnionType
 from typing import Annotated, Any, Union, get_args, get_origin
 from urllib.parse import parse_qsl
@@ -115,15 +115,21 @@ def _find_refused(root: Any) -> tuple[str, str]:
 
 @dataclass
 class Response:
+    """`body` is a JSON-able value or a pydantic model (serialized by pydantic's own encoder)."""
+
     status: int
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
 
     def to_event(self) -> dict[str, Any]:
         headers = {"content-type": "application/json", **self.headers}
-        body = "" if self.body is None else json.dumps(self.body, separators=(",", ":"), ensure_ascii=False)
         if self.body is None:
+            body = ""
             headers.pop("content-type")
+        elif isinstance(self.body, BaseModel):
+            body = self.body.model_dump_json()
+        else:
+            body = json.dumps(self.body, separators=(",", ":"), ensure_ascii=False)
         return {"statusCode": self.status, "headers": headers, "body": body, "isBase64Encoded": False}
 
 
@@ -234,7 +240,7 @@ class Router:
             result = route.handler(self._services, call)
             if isinstance(result, Response):
                 return result
-            return Response(route.status, None if result is None else result.model_dump(mode="json"))
+            return Response(route.status, result)
         if allowed:
             return Response(
                 405,
@@ -250,9 +256,7 @@ def query_fields(model: type[BaseModel], request: Request) -> dict[str, Any]:
     its parameter; any other field exactly one value, an integer as ASCII digits and a boolean
     as true/false/1/0 (or empty, for true). Parameters the model does not declare are ignored."""
     out: dict[str, Any] = {}
-    for name, info in model.model_fields.items():
-        wire = info.alias or name
-        kind = query_kind(info.annotation)
+    for wire, kind in _query_plan(model):
         if kind == "array":
             if request.params(wire):
                 out[wire] = request.params(wire)
@@ -271,6 +275,12 @@ def query_fields(model: type[BaseModel], request: Request) -> dict[str, Any]:
         else:
             out[wire] = raw
     return out
+
+
+@cache
+def _query_plan(model: type[BaseModel]) -> tuple[tuple[str, str], ...]:
+    """Each field's parameter name and kind, worked out once per model."""
+    return tuple((info.alias or name, query_kind(info.annotation)) for name, info in model.model_fields.items())
 
 
 def query_kind(annotation: Any) -> str:

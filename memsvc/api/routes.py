@@ -88,7 +88,7 @@ def _put_settings(app: Services, c: Call) -> TenantSettings:
 
 def _health(app: Services, c: Call) -> Response:
     report = s.HealthOut.model_validate(app.health())
-    return Response(503 if report.status == "unhealthy" else 200, report.model_dump(mode="json"))
+    return Response(503 if report.status == "unhealthy" else 200, report)
 
 
 def _openapi(app: Services, c: Call) -> Response:
