@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from memsvc.core.errors import InvalidArgument, MemsvcError, NotFound, RateLimited
 from memsvc.core.models import Caller
+from memsvc.core.validation import Command
 
 __all__ = ["Request", "Response", "Router", "Route", "Call", "query_fields", "query_kind"]
 
@@ -158,8 +159,8 @@ class Route:
     path: str
     summary: str
     handler: Callable[[Any, Call], Any]
-    query: type[BaseModel] | None = None
-    body: type[BaseModel] | None = None
+    query: type[Command] | None = None
+    body: type[Command] | None = None
     response: type[BaseModel] | None = None
     status: int = 200
     public: bool = False
@@ -251,7 +252,7 @@ class Router:
         raise NotFound(f"no route for {path}")
 
 
-def query_fields(model: type[BaseModel], request: Request) -> dict[str, Any]:
+def query_fields(model: type[Command], request: Request) -> dict[str, Any]:
     """The query parameters a model declares, typed for it: a list field takes every repeat of
     its parameter; any other field exactly one value, an integer as ASCII digits and a boolean
     as true/false/1/0 (or empty, for true). Parameters the model does not declare are ignored."""
@@ -265,7 +266,8 @@ def query_fields(model: type[BaseModel], request: Request) -> dict[str, Any]:
         if raw is None:
             continue
         if kind == "integer":
-            if not _INTEGER.fullmatch(raw) or len(raw) > 19:  # ASCII digits only: int() takes " 5" and "٥"
+            # ASCII digits only (int() also takes " 5" and "٥"); the model says what range it takes.
+            if not _INTEGER.fullmatch(raw) or len(raw) > _MAX_INT_DIGITS:
                 raise InvalidArgument(f"query parameter {wire!r} must be an integer", details={"field": wire})
             out[wire] = int(raw)
         elif kind == "boolean":

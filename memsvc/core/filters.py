@@ -160,8 +160,8 @@ def get_path(obj: Any, path: str) -> tuple[bool, Any]:
 
 
 def _parse_spec(path: str, spec: Any) -> list[tuple[str, Any]]:
-    if _non_finite(spec) is not None:
-        return [("eq", _non_finite(spec))]
+    if (number := _non_finite(spec)) is not None:
+        return [("eq", number)]
     if not isinstance(spec, dict) or not any(_looks_like_operator(k) for k in spec):
         return [("eq", spec)]
     parsed = []

@@ -36,7 +36,6 @@ from memsvc.core.errors import InvalidArgument
 
 __all__ = [
     "POLICY_FILE_NAME",
-    "MAX_FILES",
     "engines_on_this_thread",
     "ENGINES_PER_THREAD",
     "default_bundle",
@@ -221,9 +220,9 @@ class CompiledPolicies:
         # or what regorus raises.
         input_json = json.dumps(inp)
         engine, meters = _thread_engine(self._digest, self._sources)
+        meter = meters[rule]
         over_budget = False
         try:
-            meter = meters[rule]
             if meter is not None:  # None: the rule has no definitions, so it is undefined at no cost
                 meter.set_input_json(input_json)
                 try:

@@ -62,15 +62,16 @@ class FilterPlan:
     scope: Filter
     user: Filter
 
-    def admits_attributes(self, item: StoredItem) -> bool:
+    def value_condition(self, item: StoredItem) -> Filter | None:
+        """What is left to check on the decrypted value; None when the item's plaintext policy
+        attributes already reject it (then nothing needs decrypting)."""
         attributes = _lookup(item.policy_attributes)
         if not self.scope.matches(attributes):
-            return False
-        return self.user.is_empty or self.user.split(item.policy_attributes.keys())[0].matches(attributes)
-
-    def value_condition(self, item: StoredItem) -> Filter:
-        """What is left to check on the value once `admits_attributes(item)` holds."""
-        return self.user.split(item.policy_attributes.keys())[1] if not self.user.is_empty else self.user
+            return None
+        if self.user.is_empty:
+            return self.user
+        on_attributes, on_value = self.user.split(item.policy_attributes.keys())
+        return on_value if on_attributes.matches(attributes) else None
 
 
 class Search:
@@ -99,10 +100,11 @@ class Search:
     def _admit(self, plan: FilterPlan, item: StoredItem, score: float | None = None) -> Memory | None:
         """The item opened, if the plan admits it. A value is decrypted only for an item that its
         plaintext attributes admit; it is then opened once, for the check and the answer."""
-        if not plan.admits_attributes(item):
+        condition = plan.value_condition(item)
+        if condition is None:
             return None
         memory = open_memory(self._sealer, item, score=score)
-        return memory if plan.value_condition(item).matches(_lookup(memory.value)) else None
+        return memory if condition.matches(_lookup(memory.value)) else None
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
                    offset: int) -> list[Memory]:

@@ -54,7 +54,6 @@ from memsvc_client.settings import ClientSettings
 __all__ = [
     "MemsvcStore",
     "AsyncMemsvcStore",
-    "ClientSettings",
     "AwsSigV4Auth",
     "MemsvcError",
     "InvalidArgumentError",
