@@ -11,9 +11,10 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from memsvc.core.filters import Filter
-from memsvc.core.models import Change, ChangeKind, StoredItem, TimelineEvent, VectorHit, VectorRef, VectorWrite
+from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, StoredItem, TimelineEvent, VectorHit,
+                                VectorRef, VectorWrite)
 
-__all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
+__all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
 
 
 class ItemStore(Protocol):
@@ -175,6 +176,30 @@ class VectorIndex(Protocol):
     ) -> list[VectorHit]:
         """Best `top_k` vectors (not memories) by cosine similarity, best first. Fewer than `top_k`
         means no more match only where `short_page_is_end` says so."""
+
+    def ping(self) -> None: ...
+
+
+class KeywordIndex(Protocol):
+    """Blind-term postings, derived from the item store like the vectors: one document per memory
+    version (its indexed texts), keyed by memory id. Terms are keyed hashes (`Sealer.term_id`),
+    never words. Writes and deletes are idempotent, and safe to repeat after a crash midway."""
+
+    def put_many(self, docs: Sequence[KeywordDoc]) -> None:
+        """Index these memory versions (one already indexed is left as it is)."""
+
+    def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
+        """Remove these memory versions' documents (absent ones are fine)."""
+
+    def delete_tenant(self, tenant: str) -> int:
+        """Remove every document of the tenant (keyword indexing turned off); returns how many."""
+
+    def query(
+        self, tenant: str, prefix: tuple[str, ...], pushdown: Filter, terms: Sequence[str], top_k: int
+    ) -> KeywordResult:
+        """The best `top_k` documents under `prefix` by BM25 over `terms` (distinct), best first.
+        Document frequencies, document count and average length are those of the documents under
+        `prefix`, so a score says nothing about documents outside what was searched."""
 
     def ping(self) -> None: ...
 

@@ -11,7 +11,7 @@ import hashlib
 import hmac
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -51,3 +51,12 @@ def field_id(data_key: bytes, field: str) -> str:
     found again; without the data key it is neither reversible nor guessable from a word list."""
     subkey = hmac.new(data_key, b"memsvc field ids v1", hashlib.sha256).digest()
     return hmac.new(subkey, field.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32]
+
+
+def term_ids(data_key: bytes, terms: Iterable[str]) -> list[str]:
+    """Keyword terms' stand-ins in the keyword index: HMAC-SHA256 under their own key derived from
+    the tenant's data key, 64 bits as hex (a tenant's vocabulary is far below where 64 bits
+    collide). Equal terms of one tenant hash equal, which is what the index reveals; other
+    tenants' hashes of the same word differ."""
+    subkey = hmac.new(data_key, b"memsvc keyword terms v1", hashlib.sha256).digest()
+    return [hmac.new(subkey, t.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16] for t in terms]

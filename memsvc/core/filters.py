@@ -34,6 +34,7 @@ __all__ = [
     "parse_filter",
     "condition_matches",
     "get_path",
+    "lookup_in",
 ]
 
 MAX_CONDITIONS = 50
@@ -157,6 +158,11 @@ def get_path(obj: Any, path: str) -> tuple[bool, Any]:
         else:
             return False, None
     return True, obj
+
+
+def lookup_in(obj: Any) -> Callable[[str], tuple[bool, Any]]:
+    """What `Filter.matches` takes: dot paths resolved in `obj` (a value, or policy attributes)."""
+    return lambda path: get_path(obj if obj is not None else {}, path)
 
 
 def _parse_spec(path: str, spec: Any) -> list[tuple[str, Any]]:

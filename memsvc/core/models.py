@@ -20,6 +20,9 @@ __all__ = [
     "VectorHit",
     "VectorWrite",
     "VectorRef",
+    "KeywordDoc",
+    "KeywordHit",
+    "KeywordResult",
     "IndexFields",
     "utc",
     "to_rfc3339",
@@ -291,6 +294,40 @@ class VectorRef:
     tenant: str
     memory_id: str
     field: str
+
+
+@dataclass(frozen=True)
+class KeywordDoc:
+    """One memory version's keyword document, for `KeywordIndex.put_many`: its indexed texts as
+    blind terms (keyed hashes) with their frequencies, and its length in terms."""
+
+    tenant: str
+    namespace: tuple[str, ...]
+    key: str
+    memory_id: str
+    version: int
+    policy_attributes: dict[str, Any]
+    terms: dict[str, int]
+    length: int
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    namespace: tuple[str, ...]
+    key: str
+    memory_id: str
+    version: int
+    score: float  # BM25
+
+
+@dataclass(frozen=True)
+class KeywordResult:
+    """Hits best first, and the weight of the query: the summed IDF of its terms in the searched
+    scope, which is what a document matching every term once at average length would score, so
+    `score / query_weight` is a keyword match in about 0..1 that means the same across queries."""
+
+    hits: list[KeywordHit]
+    query_weight: float
 
 
 def _b64(b: bytes | None) -> str | None:

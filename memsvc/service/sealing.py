@@ -11,11 +11,11 @@ import base64
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memsvc.core.crypto import SealError, associated_data, field_id, open_sealed, seal
+from memsvc.core.crypto import SealError, associated_data, field_id, open_sealed, seal, term_ids
 from memsvc.core.errors import InternalError, InvalidArgument
 from memsvc.ports import DataKeyStore, KeyProvider
 
@@ -85,6 +85,11 @@ class Sealer:
         """The keyed hash that stands for a value's field path wherever it is stored in the clear
         (indexed fields, the change feed, vector keys and metadata)."""
         return field_id(self.data_key(tenant), field)
+
+    def term_ids(self, tenant: str, terms: Iterable[str], *, create: bool = True) -> list[str]:
+        """The keyed hashes that stand for keyword terms in the keyword index (a query's terms are
+        hashed with `create=False`: searching a tenant that has no key yet makes none)."""
+        return term_ids(self.data_key(tenant, create=create), terms)
 
     def data_key(self, tenant: str, *, create: bool = True) -> bytes:
         """The tenant's plaintext data key. With `create=False`, a tenant without one raises

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError
-from memsvc.core.filters import Filter, get_path, parse_filter
+from memsvc.core.filters import Filter, lookup_in, parse_filter
 from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import match_namespace_pattern
 from memsvc.core.validation import Command, NamespacePrefix, Segment
@@ -65,7 +65,7 @@ class FilterPlan:
     def value_condition(self, item: StoredItem) -> Filter | None:
         """What is left to check on the decrypted value; None when the item's plaintext policy
         attributes already reject it (then nothing needs decrypting)."""
-        attributes = _lookup(item.policy_attributes)
+        attributes = lookup_in(item.policy_attributes)
         if not self.scope.matches(attributes):
             return None
         if self.user.is_empty:
@@ -104,7 +104,7 @@ class Search:
         if condition is None:
             return None
         memory = open_memory(self._sealer, item, score=score)
-        return memory if condition.matches(_lookup(memory.value)) else None
+        return memory if condition.matches(lookup_in(memory.value)) else None
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
                    offset: int) -> list[Memory]:
@@ -178,6 +178,3 @@ def _too_deep(field: str, depth: int) -> InvalidArgument:
     return InvalidArgument(f"{field} has more segments than any namespace of this tenant can ({depth})",
                            details={"field": field})
 
-
-def _lookup(obj: dict[str, Any] | None) -> Callable[[str], tuple[bool, Any]]:
-    return lambda path: get_path(obj or {}, path)

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from memsvc.core.filters import Filter, get_path
+from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.models import VectorHit
 from memsvc.core.namespaces import decode_namespace, encode_namespace, is_under
 
@@ -206,7 +206,7 @@ class LocalVectorIndex:
         for i in order:
             memory_id, field_name = t.owner[rows[i]]
             memory = t.memories[memory_id]
-            if not pushdown.is_empty and not pushdown.matches(_lookup(memory.policy_attributes)):
+            if not pushdown.is_empty and not pushdown.matches(lookup_in(memory.policy_attributes)):
                 continue
             hits.append(VectorHit(decode_namespace(memory.ns), memory.key, memory_id, memory.version,
                                   field_name, float(scores[i])))
@@ -223,9 +223,6 @@ class LocalVectorIndex:
     def close(self) -> None:
         self._db.close()
 
-
-def _lookup(attrs: dict[str, Any]):
-    return lambda path: get_path(attrs, path)
 
 
 def _unit(v: Sequence[float], dim: int) -> np.ndarray:

