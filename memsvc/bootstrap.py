@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
-from memsvc.ports import Clock, Embedder, EventLog, IndexBacklog, ItemStore, SystemClock, VectorIndex
+from memsvc.ports import Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, SystemClock, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
@@ -25,10 +25,12 @@ from memsvc.service.timeline import Timeline, TimelineReader
 
 if TYPE_CHECKING:
     from memsvc.adapters.aws.clients import AwsClients
+    from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
     from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
+    from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
@@ -42,6 +44,7 @@ class LocalApp:
     router: Router
     store: SqliteItemStore
     vectors: LocalVectorIndex
+    keywords: LocalKeywordIndex
     embedder: Embedder
     sealer: Sealer
     settings: SettingsRegistry
@@ -71,10 +74,11 @@ def build_local(
     sweep_interval: float = 1.0,
     events_file: Path | None = None,
 ) -> LocalApp:
-    """The embedded default: SQLite, the in-process vector index, MiniLM, a key file."""
+    """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file."""
     from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
     from memsvc.adapters.local.jsonl_publisher import JsonlPublisher
+    from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.keys import FileKeyProvider
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
@@ -89,46 +93,50 @@ def build_local(
     store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
     event_log = SqliteEventLog(data_dir / "events.db")
     vectors = LocalVectorIndex(data_dir / "vectors.db", dimension=embedder.dimension, model_id=embedder.model_id)
+    keywords = LocalKeywordIndex(data_dir / "keywords.db")
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
     settings = SettingsRegistry(store)
-    indexer = Indexer(store, vectors, embedder, sealer)
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     sweeper = Sweeper(store, settings, clock, events=event_log)
     workers = BackgroundWorkers(
         (FeedConsumer(store, "indexer", indexer.apply), FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
         sweeper, store, index_interval=index_interval, sweep_interval=sweep_interval,
     )
-    services = _services(store, store, vectors, embedder, sealer, settings, PolicyRegistry(store), clock, indexer,
-                         event_log, on_write=workers.wake,
-                         health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
+    services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
+                         indexer, event_log, on_write=workers.wake,
+                         health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
+                                                      embedder=embedder))
     if start_workers:
         workers.start()
-    return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, embedder, sealer, settings,
+    return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
+                    sealer, settings,
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log)
 
 
-def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
-              settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
+def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, keywords: KeywordIndex,
+              embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
               *, health: Callable[[], dict[str, Any]], on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
     return Services(
         memories=memories,
-        search=Search(items=items, vectors=vectors, embedder=embedder, sealer=sealer, access=access, clock=clock,
-                      memories=memories),
+        search=Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
+                      access=access, clock=clock, memories=memories),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=CursorCodec(sealer), access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
-                    embedder=embedder),
+                    embedder=embedder, keywords=keywords),
         health=health,
     )
 
 
-def health_report(*, store: Any, vectors: Any, embedder: Embedder) -> dict[str, Any]:
+def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder) -> dict[str, Any]:
     components: dict[str, dict[str, Any]] = {}
     for name, probe in (
         ("store", store.ping),
         ("vector_index", vectors.ping),
+        ("keyword_index", keywords.ping),
         ("embedder", lambda: embedder.embed(["health check"])),
     ):
         started = time.perf_counter()
@@ -153,6 +161,7 @@ class AwsApp:
     router: Router
     store: DynamoItemStore
     vectors: S3VectorsIndex
+    keywords: DynamoKeywordIndex
     embedder: Embedder
     sealer: Sealer
     settings: SettingsRegistry
@@ -166,6 +175,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     """DynamoDB, S3 Vectors, Titan and KMS. `clients` lets tests pass clients with fakes
     installed; a Lambda builds its own once per cold start."""
     from memsvc.adapters.aws.clients import AwsClients
+    from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
@@ -190,9 +200,11 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                     cache_seconds=settings.data_key_cache_seconds)
     event_log = DynamoEventLog(clients.dynamodb, settings.table_name, retention_days=retention)
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
-    indexer = Indexer(store, vectors, embedder, sealer)
-    services = _services(store, store, vectors, embedder, sealer, tenant_settings, PolicyRegistry(store), clock,
-                         indexer, event_log,
-                         health=lambda: health_report(store=store, vectors=vectors, embedder=embedder))
+    keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings)
+    services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
+                         clock, indexer, event_log,
+                         health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
+                                                      embedder=embedder))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
-    return AwsApp(services, router, store, vectors, embedder, sealer, tenant_settings, indexer, clients, Timeline(event_log, publisher))
+    return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients, Timeline(event_log, publisher))

@@ -99,12 +99,19 @@ class MemoryOut(PutMemoryOut):
         return super().of(m, value=m.value, **extra)
 
 
+class Scores(BaseModel):
+    semantic: float | None = Field(description="cosine similarity of the best-matching indexed text")
+    keyword: float | None = Field(description="BM25 over the indexed texts")
+
+
 class SearchItemOut(MemoryOut):
     score: float | None
+    scores: Scores | None = Field(description="each signal's own score when ranked by a query; null without one")
 
     @classmethod
     def of(cls, m: Memory, **extra: Any) -> Self:
-        return super().of(m, score=m.score, **extra)
+        scores = Scores(**m.scores) if m.scores is not None else None
+        return super().of(m, score=m.score, scores=scores, **extra)
 
 
 class SearchOut(BaseModel):

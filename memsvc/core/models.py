@@ -262,6 +262,7 @@ class Memory:
     version: int
     score: float | None = None
     ttl_seconds: int | None = None
+    scores: dict[str, float | None] | None = None  # per signal, when ranked by relevance
 
 
 @dataclass(frozen=True)

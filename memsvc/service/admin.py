@@ -11,7 +11,7 @@ from memsvc.core.errors import NotFound
 from memsvc.core.models import Caller
 from memsvc.core.policy import MAX_FILES, POLICY_FILE_NAME, CompiledPolicies
 from memsvc.core.validation import Command
-from memsvc.ports import Clock, Embedder, IndexBacklog, ItemStore
+from memsvc.ports import Clock, Embedder, IndexBacklog, ItemStore, KeywordIndex
 from memsvc.service.access import Access
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
@@ -45,7 +45,7 @@ class IndexRun:
 
 class Admin:
     def __init__(self, *, items: ItemStore, backlog: IndexBacklog, access: Access, clock: Clock,
-                 memories: Memories, indexer: Indexer, embedder: Embedder) -> None:
+                 memories: Memories, indexer: Indexer, embedder: Embedder, keywords: KeywordIndex) -> None:
         self._items = items
         self._backlog = backlog
         self._access = access
@@ -53,6 +53,7 @@ class Admin:
         self._memories = memories
         self._indexer = indexer
         self._embedder = embedder
+        self._keywords = keywords
 
     def get_policies(self, caller: Caller) -> CompiledPolicies:
         return self._access.admin(caller)
@@ -67,7 +68,10 @@ class Admin:
 
     def put_settings(self, caller: Caller, patch: SettingsPatch) -> TenantSettings:
         self._access.admin(caller)
-        return self._access.settings.update(caller.tenant_id, patch)
+        updated = self._access.settings.update(caller.tenant_id, patch)
+        if not updated.keyword_index:  # off means no keyword index at rest, at once (and again on every put)
+            self._keywords.delete_tenant(caller.tenant_id)
+        return updated
 
     def force_delete(self, caller: Caller, memory_id: str) -> None:
         self._access.admin(caller)

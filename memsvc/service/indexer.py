@@ -1,5 +1,6 @@
-"""Changes -> vectors. Idempotent and version-aware: replaying a change, or applying an older
-one after a newer, never puts a stale vector back; a delete always wins over the write it follows."""
+"""Changes -> vectors and keyword documents. Idempotent and version-aware: replaying a change, or
+applying an older one after a newer, never puts a stale entry back; a delete always wins over the
+write it follows."""
 
 from __future__ import annotations
 
@@ -10,10 +11,12 @@ from collections import Counter
 from collections.abc import Sequence
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
-from memsvc.core.models import Change, StoredItem, VectorRef, VectorWrite
+from memsvc.core.keywords import term_counts
+from memsvc.core.models import Change, KeywordDoc, StoredItem, VectorRef, VectorWrite
 from memsvc.core.paths import extract_texts
-from memsvc.ports import Embedder, IndexBacklog, VectorIndex
+from memsvc.ports import Embedder, IndexBacklog, KeywordIndex, VectorIndex
 from memsvc.service.sealing import Sealer
+from memsvc.service.tenant_config import SettingsRegistry
 
 __all__ = ["Indexer", "MAX_INDEXED_FIELDS"]
 
@@ -23,18 +26,21 @@ MAX_INDEXED_FIELDS = 64
 
 
 class Indexer:
-    """Keeps the vector index in step with the item store.
+    """Keeps the vector index and the keyword index in step with the item store.
 
-    Vectors are keyed by (memory id, field) and a memory id is new for every write, so an old
-    version can never overwrite a newer one's vectors. What remains is bookkeeping: the item
-    row records which fields of its version are indexed (`mark_indexed`, conditioned on the
-    version), each change deletes the vectors its previous row had, and a write that lost the
-    race to a newer version deletes what it just wrote.
+    Entries are keyed by memory id (vectors by (memory id, field)) and a memory id is new for
+    every write, so an old version can never overwrite a newer one's. What remains is
+    bookkeeping: the item row records which fields of its version are indexed (`mark_indexed`,
+    conditioned on the version), each change deletes what its previous row had indexed, and a
+    write that lost the race to a newer version deletes what it just wrote.
     """
 
-    def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer) -> None:
+    def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
+                 keywords: KeywordIndex, settings: SettingsRegistry) -> None:
         self._store = store
         self._vectors = vectors
+        self._keywords = keywords
+        self._settings = settings
         self._embedder = embedder
         self._sealer = sealer
         self._stats_lock = threading.Lock()
@@ -68,15 +74,20 @@ class Indexer:
             writes.append(VectorWrite(item.tenant, item.namespace, item.key, item.id, item.version,
                                       item.policy_attributes, named))
         refused = self._put([w for w in writes if w.vectors])
-        lost = []
+        self._keywords.put_many([doc for item, item_fields in zip(todo, fields)
+                                 if (doc := self._keyword_doc(item, [text for _, text in item_fields]))])
+        lost, lost_docs = [], []
         for item, write in zip(todo, writes):
             names = [] if item.id in refused else [field for field, _ in write.vectors]
             if not self._store.mark_indexed(item.tenant, item.namespace, item.key, version=item.version, fields=names):
                 # The item moved on while we embedded. Its next change saw no mark, so it will not
-                # delete these vectors: we do.
+                # delete these entries: we do.
                 lost.extend(VectorRef(item.tenant, item.id, name) for name in names)
+                lost_docs.append(item)
         if lost:
             self._vectors.delete_many(lost)
+        for item in lost_docs:
+            self._keywords.delete_many(item.tenant, [item.id])
         written = time.perf_counter()
         with self._stats_lock:  # an embedder call's time is shared by its items by their text count
             for item, item_fields in zip(todo, fields):
@@ -87,6 +98,19 @@ class Indexer:
                 c["indexed_items"] += 1
                 c["write_seconds"] += (written - embedded) / len(todo)
         return len(todo)
+
+    def _keyword_doc(self, item: StoredItem, texts: list[str]) -> KeywordDoc | None:
+        if not texts or not self._settings.get(item.tenant).keyword_index:
+            return None
+        counts = term_counts(texts)
+        if not counts:
+            return None
+        blind = self._sealer.term_ids(item.tenant, counts)
+        terms: dict[str, int] = {}
+        for term_id, tf in zip(blind, counts.values()):
+            terms[term_id] = terms.get(term_id, 0) + tf
+        return KeywordDoc(item.tenant, item.namespace, item.key, item.id, item.version, item.policy_attributes,
+                          terms, sum(counts.values()))
 
     def _put(self, writes: list[VectorWrite]) -> set[str]:
         """Write the vectors in as few requests as the index takes; returns the memory ids whose
@@ -108,6 +132,16 @@ class Indexer:
                                or exc.details.get("aws_error_code") or exc.details.get("field")})
             return {writes[0].memory_id}
 
+    def _retire(self, olds: Sequence[StoredItem]) -> None:
+        refs = [VectorRef(old.tenant, old.id, name) for old in olds for name in old.indexed_fields or ()]
+        if refs:
+            self._vectors.delete_many(refs)
+        by_tenant: dict[str, list[str]] = {}
+        for old in olds:
+            by_tenant.setdefault(old.tenant, []).append(old.id)
+        for tenant, memory_ids in by_tenant.items():
+            self._keywords.delete_many(tenant, memory_ids)
+
     def stats(self, tenant: str) -> dict[str, float]:
         """This process's indexing totals for one tenant (embedding time apart from index writes)."""
         with self._stats_lock:
@@ -125,18 +159,17 @@ class Indexer:
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Apply a batch of changes (at least once, in any order); returns the seqs that failed."""
         failed: set[int] = set()
-        retired = {c.seq: [VectorRef(c.old.tenant, c.old.id, name) for name in c.old.indexed_fields]
-                   for c in changes if c.old is not None and c.old.indexed_fields}
-        try:  # every change retires the vectors its previous row had
-            if retired:
-                self._vectors.delete_many([ref for refs in retired.values() for ref in refs])
+        # Every change retires what its previous row had indexed.
+        retired = {c.seq: c.old for c in changes if c.old is not None and c.old.indexed_fields is not None}
+        try:
+            self._retire(list(retired.values()))
         except Exception:
-            log.exception("vector removal failed; retrying change by change")
-            for seq, refs in retired.items():
+            log.exception("index removal failed; retrying change by change")
+            for seq, old in retired.items():
                 try:
-                    self._vectors.delete_many(refs)
+                    self._retire([old])
                 except Exception:
-                    log.exception("vector removal failed", extra={"seq": seq})
+                    log.exception("index removal failed", extra={"seq": seq})
                     failed.add(seq)
         latest: dict[tuple[str, tuple[str, ...], str], Change] = {}
         for change in changes:  # only each key's newest write can still be current

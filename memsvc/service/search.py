@@ -7,18 +7,21 @@ plaintext attributes reject is never decrypted.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import dataclasses
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError
 from memsvc.core.filters import Filter, lookup_in, parse_filter
 from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import match_namespace_pattern
 from memsvc.core.validation import Command, NamespacePrefix, Segment
-from memsvc.ports import Clock, Embedder, ItemStore, VectorIndex
+from memsvc.core.keywords import analyze
+from memsvc.core.ranking import hybrid_score, keyword_match
+from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories, check_nesting, open_memory
 from memsvc.service.sealing import Sealer
@@ -26,6 +29,7 @@ from memsvc.service.sealing import Sealer
 __all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "MAX_OFFSET"]
 
 MAX_OFFSET = 10_000
+MAX_QUERY_TERMS = 64  # a query's first distinct terms; a longer one is a document, not a question
 
 
 class SearchQuery(Command):
@@ -37,6 +41,11 @@ class SearchQuery(Command):
     limit: StrictInt = Field(10, ge=1, le=100)
     offset: StrictInt = Field(0, ge=0, le=MAX_OFFSET)
     refresh_ttl: StrictBool = Field(False, description="restart the TTL of every returned item (LangGraph refresh_on_read)")
+    mode: Literal["hybrid", "semantic", "keyword"] | None = Field(
+        None, description="how a query ranks: hybrid (the default: meaning and keywords fused, score 0..1), "
+                          "semantic (score = cosine similarity) or keyword (score = BM25 match 0..1)")
+    min_score: StrictFloat | None = Field(None, ge=-1, le=1, allow_inf_nan=False,
+                                          description="leave out items scoring below this (with query)")
 
 
 class ListNamespaces(Command):
@@ -75,10 +84,13 @@ class FilterPlan:
 
 
 class Search:
-    def __init__(self, *, items: ItemStore, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
-                 access: Access, clock: Clock, memories: Memories) -> None:
+    def __init__(self, *, items: ItemStore, vectors: VectorIndex, keywords: KeywordIndex, embedder: Embedder,
+                 sealer: Sealer, access: Access, clock: Clock, memories: Memories) -> None:
         self._items = items
         self._vectors = vectors
+        self._keywords = keywords
+        # The two retrievers of a hybrid query run side by side (on AWS each is a network call).
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="search")
         self._embedder = embedder
         self._sealer = sealer
         self._access = access
@@ -92,18 +104,21 @@ class Search:
         scope, scope_filter = self._access.scope(caller, "search", prefix, user_filter.to_json())
         plan = FilterPlan(scope_filter, user_filter)
         if q.query is None:
+            for name in ("mode", "min_score"):
+                if getattr(q, name) is not None:
+                    raise InvalidArgument(f"{name} ranks by relevance, so it needs a query", details={"field": name})
             found = self._by_filter(caller.tenant_id, scope, plan, q.limit, q.offset)
         else:
-            found = self._by_meaning(caller.tenant_id, scope, plan, q)
+            found = self._by_relevance(caller.tenant_id, scope, plan, q, q.mode or "hybrid")
         return self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found
 
-    def _admit(self, plan: FilterPlan, item: StoredItem, score: float | None = None) -> Memory | None:
+    def _admit(self, plan: FilterPlan, item: StoredItem) -> Memory | None:
         """The item opened, if the plan admits it. A value is decrypted only for an item that its
         plaintext attributes admit; it is then opened once, for the check and the answer."""
         condition = plan.value_condition(item)
         if condition is None:
             return None
-        memory = open_memory(self._sealer, item, score=score)
+        memory = open_memory(self._sealer, item)
         return memory if condition.matches(lookup_in(memory.value)) else None
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
@@ -117,39 +132,74 @@ class Search:
                     break
         return out
 
-    def _by_meaning(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, q: SearchQuery) -> list[Memory]:
-        try:
-            vector = self._embedder.embed([q.query])[0]
-        except MemsvcError:
-            raise
-        except Exception as exc:
-            raise EmbeddingFailed("the embedding model failed to embed the query") from exc
+    def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, q: SearchQuery,
+                      mode: str) -> list[Memory]:
+        """Rank by the mode's relevance. Each retriever (semantic, keyword) hands over its best
+        candidates; those are fused and admitted. When too few are admitted, both retrievers are
+        asked for more, until enough, or none is left that could score `min_score`."""
+        retrievers = self._retrievers(tenant, scope, plan, q.query, mode)
         wanted = q.offset + q.limit
-        top_k = min(self._vectors.max_top_k, max(50, wanted * 4))
+        top_k = max(50, wanted * 4)
         decided: dict[str, Memory | None] = {}  # by memory id: a wider query never opens one twice
+        signals: dict[str, dict[str, _Signal]] = {}
         while True:
-            hits = self._vectors.query(tenant, scope, plan.scope, vector, top_k)
-            best: dict[str, Any] = {}
-            for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
-                if hit.memory_id not in decided:
-                    best.setdefault(hit.memory_id, hit)
-            items = self._items.get_many(tenant, list({(h.namespace, h.key) for h in best.values()}))
+            pages = list(self._pool.map(lambda r: r.page(top_k), retrievers))
+            best: dict[str, tuple[tuple[str, ...], str]] = {}
+            for retriever, page in zip(retrievers, pages):
+                for memory_id, (ref, signal) in page.items():
+                    signals.setdefault(memory_id, {})[retriever.name] = signal
+                    if memory_id not in decided:
+                        best[memory_id] = ref
+            items = self._items.get_many(tenant, list(set(best.values())))
             now = self._clock.now()
-            for memory_id, hit in best.items():
-                item = items.get((hit.namespace, hit.key))
-                # Not current: a version whose vectors await cleanup, or one deleted or expired.
+            for memory_id, ref in best.items():
+                item = items.get(ref)
+                # Not current: a version whose index entries await cleanup, or one deleted or expired.
                 current = item is not None and item.id == memory_id and item.is_live(now)
-                decided[memory_id] = self._admit(plan, item, score=hit.score) if current else None
-            ranked = [m for m in decided.values() if m is not None]
-            # A short page ends the search only where the index says so: S3 Vectors may return
-            # fewer than top_k hits when a filter applies, with more to be found.
-            exhausted = len(hits) < top_k and self._vectors.short_page_is_end
-            if len(ranked) >= wanted or exhausted or top_k >= self._vectors.max_top_k:
+                decided[memory_id] = self._admit(plan, item) if current else None
+            ranked = [self._scored(m, signals[m.id], mode) for m in decided.values() if m is not None]
+            if q.min_score is not None:
+                ranked = [m for m in ranked if (m.score or 0.0) >= q.min_score]
+            exhausted = all(r.exhausted for r in retrievers)
+            # What a memory that no retriever has handed over yet could score at most.
+            ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode)
+            hopeless = q.min_score is not None and ceiling < q.min_score
+            if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
         # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order).
         ranked.sort(key=lambda m: (-round(m.score or 0.0, 6), -m.updated_at.timestamp()))
         return ranked[q.offset : wanted]
+
+    def _retrievers(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str,
+                    mode: str) -> list["_Retriever"]:
+        keyword_on = self._access.settings.get(tenant).keyword_index
+        if mode == "keyword" and not keyword_on:
+            raise InvalidArgument("keyword indexing is off for this tenant (setting keyword_index)",
+                                  details={"field": "mode"})
+        out: list[_Retriever] = []
+        if mode in ("hybrid", "semantic"):
+            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, self._embed(query)))
+        if mode in ("hybrid", "keyword") and keyword_on:
+            try:
+                terms = self._sealer.term_ids(tenant, analyze(query)[:MAX_QUERY_TERMS], create=False)
+            except LookupError:  # a tenant without a data key has stored nothing
+                terms = []
+            out.append(_KeywordRetriever(self._keywords, tenant, scope, plan.scope, terms))
+        return out
+
+    def _embed(self, query: str) -> list[float]:
+        try:
+            return self._embedder.embed([query])[0]
+        except MemsvcError:
+            raise
+        except Exception as exc:
+            raise EmbeddingFailed("the embedding model failed to embed the query") from exc
+
+    @staticmethod
+    def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str) -> Memory:
+        raw = {name: (signals[name].raw if name in signals else None) for name in ("semantic", "keyword")}
+        return dataclasses.replace(memory, score=_fused(signals, mode), scores=raw)
 
     def list_namespaces(self, caller: Caller, q: ListNamespaces) -> list[tuple[str, ...]]:
         depth = self._access.settings_of(caller).reachable_depth
@@ -172,6 +222,74 @@ class Search:
                 continue
             found.add(ns[: q.max_depth] if q.max_depth else ns)
         return sorted(found)[q.offset : q.offset + q.limit]
+
+
+@dataclass(frozen=True)
+class _Signal:
+    """One retriever's evidence for a memory: `value` on the scale fusion takes (cosine; keyword
+    match 0..1), `raw` as the caller sees it in `scores` (cosine; BM25)."""
+
+    value: float
+    raw: float
+
+
+def _fused(signals: dict[str, _Signal], mode: str) -> float:
+    semantic, keyword = signals.get("semantic"), signals.get("keyword")
+    if mode == "semantic":
+        return semantic.value if semantic else 0.0
+    if mode == "keyword":
+        return keyword.value if keyword else 0.0
+    return hybrid_score(semantic.value if semantic else None, keyword.value if keyword else None)
+
+
+class _Retriever:
+    """One ranked source of candidates. `page(top_k)` returns its best `top_k` memories as
+    {memory id: ((namespace, key), signal)}; afterwards `exhausted` says whether it has no more,
+    and `floor` bounds the signal of any memory it has not returned."""
+
+    name: str
+    exhausted: bool = False
+    floor: float = 0.0
+
+    def page(self, top_k: int) -> dict[str, tuple[tuple[tuple[str, ...], str], _Signal]]:
+        raise NotImplementedError
+
+
+class _SemanticRetriever(_Retriever):
+    name = "semantic"
+
+    def __init__(self, vectors: VectorIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
+                 vector: list[float]) -> None:
+        self._args = (vectors, tenant, scope, pushdown, vector)
+
+    def page(self, top_k):
+        vectors, tenant, scope, pushdown, vector = self._args
+        hits = vectors.query(tenant, scope, pushdown, vector, top_k)
+        best: dict[str, tuple[tuple[tuple[str, ...], str], _Signal]] = {}
+        for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
+            best.setdefault(hit.memory_id, ((hit.namespace, hit.key), _Signal(hit.score, hit.score)))
+        # A short page ends the search only where the index says so: S3 Vectors may return
+        # fewer than top_k hits when a filter applies, with more to be found.
+        self.exhausted = len(hits) < top_k and vectors.short_page_is_end
+        self.floor = hits[-1].score if hits else 0.0
+        return best
+
+
+class _KeywordRetriever(_Retriever):
+    name = "keyword"
+
+    def __init__(self, keywords: KeywordIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
+                 terms: list[str]) -> None:
+        self._args = (keywords, tenant, scope, pushdown, terms)
+
+    def page(self, top_k):
+        keywords, tenant, scope, pushdown, terms = self._args
+        result = keywords.query(tenant, scope, pushdown, terms, top_k) if terms else None
+        hits = result.hits if result else []
+        self.exhausted = len(hits) < top_k
+        self.floor = keyword_match(hits[-1].score, result.query_weight) if hits else 0.0
+        return {h.memory_id: ((h.namespace, h.key), _Signal(keyword_match(h.score, result.query_weight), h.score))
+                for h in hits}
 
 
 def _too_deep(field: str, depth: int) -> InvalidArgument:

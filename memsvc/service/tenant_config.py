@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, model_validator
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
@@ -41,6 +41,10 @@ class TenantSettings(BaseModel):
                     "ever had, so lowering max_depth strands no item. Not settable.",
     )
 
+    keyword_index: bool = Field(
+        True, description="Index memories' texts as blind keyword terms for keyword and hybrid search. Turning it "
+                          "off removes the tenant's keyword index at once; turning it on indexes new writes.")
+
     @model_validator(mode="after")
     def _reach_what_was_writable(self) -> "TenantSettings":
         self.reachable_depth = max(self.reachable_depth, self.max_depth)
@@ -53,6 +57,7 @@ class SettingsPatch(Command):
     # Absent means "keep"; null is refused like any other wrong type.
     max_depth: StrictInt = Field(None, ge=1, le=MAX_DEPTH_LIMIT)  # type: ignore[assignment]
     tombstone_retention_days: StrictInt = Field(None, ge=1, le=3650)  # type: ignore[assignment]
+    keyword_index: StrictBool = Field(None)  # type: ignore[assignment]
 
 
 class _TtlCache:
