@@ -81,6 +81,13 @@ class Backend:
         self.aws.pending["indexer"].extend(self.aws.read_stream())
         return [c for c in (change_from_stream_record(r) for r in self.aws.pending["indexer"]) if c is not None]
 
+    def keyword_dump(self) -> str:
+        """Everything the keyword index holds at rest, as text (to look for plaintext in it)."""
+        if self.local is not None:
+            files = sorted(self.data_dir.glob("keywords.db*"))
+            return "".join(f.read_bytes().decode("latin-1") for f in files)
+        raise NotImplementedError
+
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids that have vectors in the index."""
         if self.local is not None:
