@@ -1,8 +1,8 @@
 """`python -m benchmarks.bench` (`make bench`): throughput and latency of a local `memsvc serve`, measured over HTTP.
 
 For each size N: start a fresh server, PUT N memories (async indexing, the default), wait until
-the vector index has caught up, then time random GETs, filter searches and semantic searches.
-Every request goes to 127.0.0.1; every loop is bounded (by a request count or a deadline).
+the vector index has caught up, then time random GETs, filter searches and searches by a query
+(hybrid, semantic and keyword, each from one sequential client). Every request goes to 127.0.0.1; every loop is bounded (by a request count or a deadline).
 
 Numbers are client-side wall-clock latencies (`time.perf_counter`) seen by `args.concurrency`
 threads, each with its own pooled `httpx.Client`; percentiles are nearest-rank over the sorted
@@ -35,6 +35,7 @@ from typing import Any
 __all__ = ["run_bench", "make_value", "percentile"]
 
 HOST = "127.0.0.1"
+SEARCH_MODES = ("hybrid", "semantic", "keyword")
 TENANT = "bench"
 USER = "bench"
 TOPICS = 50
@@ -412,33 +413,33 @@ def _bench_size(n: int, data_dir: Path, args: Any, query_embed: dict[str, Any] |
         for kind, s in f_res.notes["by_filter"].items():
             _say(f"    {kind:<10} p50 {_fmt(s['p50_ms'])} ms  p95 {_fmt(s['p95_ms'])} ms  p99 {_fmt(s['p99_ms'])} ms")
 
-        # 5. semantic search
+        # 5. search by a query, in each mode, from one sequential client (the latency a single
+        # agent sees); "top hit on topic" is a relevance sanity check
         sem = _semantic_queries(queries, rng)
-        relevant = [0]
-        rel_lock = threading.Lock()
+        for mode in SEARCH_MODES:
+            relevant = [0]
+            rel_lock = threading.Lock()
 
-        def ssearch(client: httpx.Client, t: int) -> tuple[int, Any]:
-            r = client.post("/v1/memories/search",
-                            json={"namespace_prefix": ["user", USER], "query": sem[t][0], "limit": 10})
-            return r.status_code, (r.json() if r.status_code == 200 else None)
+            def qsearch(client: httpx.Client, t: int, mode: str = mode) -> tuple[int, Any]:
+                r = client.post("/v1/memories/search", json={"namespace_prefix": ["user", USER], "query": sem[t][0],
+                                                             "limit": 10, "mode": mode})
+                return r.status_code, (r.json() if r.status_code == 200 else None)
 
-        def check_sem(t: int, body: Any) -> str | None:
-            items = body.get("items", []) if body else []
-            if not items:
-                return "no results"
-            if sem[t][1] in items[0].get("value", {}).get("text", ""):
-                with rel_lock:
-                    relevant[0] += 1
-            return None
+            def check_sem(t: int, body: Any, relevant: list[int] = relevant, rel_lock=rel_lock) -> str | None:
+                items = body.get("items", []) if body else []
+                if items and sem[t][1] in items[0].get("value", {}).get("text", ""):
+                    with rel_lock:
+                        relevant[0] += 1
+                return None
 
-        s_res = _run_parallel("semantic search", server.base_url, user_token, queries, concurrency, ssearch,
-                              check_sem, "slow")
-        s_res.notes["top1_on_topic"] = round(relevant[0] / s_res.ok, 3) if s_res.ok else None
-        if query_embed:
-            s_res.notes["query_embed_in_process_p50_ms"] = query_embed["p50_ms"]
-        phases["semantic_search"] = s_res.summary()
-        _print_phase(s_res)
-        _say(f"    top hit mentions the query's topic: {_fmt(s_res.notes['top1_on_topic'], 3)} of answers")
+            s_res = _run_parallel(f"{mode} search", server.base_url, user_token, queries, 1, qsearch, check_sem,
+                                  "slow")
+            s_res.notes["top1_on_topic"] = round(relevant[0] / s_res.ok, 3) if s_res.ok else None
+            if query_embed and mode != "keyword":
+                s_res.notes["query_embed_in_process_p50_ms"] = query_embed["p50_ms"]
+            phases[f"{mode}_search"] = s_res.summary()
+            _print_phase(s_res)
+            _say(f"    top hit mentions the query's topic: {_fmt(s_res.notes['top1_on_topic'], 3)} of answers")
 
         # 6. the event timeline: one walk over all of it, then pages read from random positions
         phases["events_walk"], cursors = _walk_timeline(server.base_url, user_token, n)
@@ -582,7 +583,8 @@ def _drain(base_url: str, admin_token: str, n: int, put_started: float, put_wall
 
 # -- output ------------------------------------------------------------------------------------
 
-_OPS = (("put", "put"), ("get", "get"), ("filter_search", "filter search"), ("semantic_search", "semantic search"),
+_OPS = (("put", "put"), ("get", "get"), ("filter_search", "filter search"),
+        *((f"{mode}_search", f"{mode} search (sequential)") for mode in ("hybrid", "semantic", "keyword")),
         ("events_page", "events page (200)"))
 
 

@@ -8,6 +8,7 @@ plaintext attributes reject is never decrypted.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -143,9 +144,10 @@ class Search:
         decided: dict[str, Memory | None] = {}  # by memory id: a wider query never opens one twice
         signals: dict[str, dict[str, _Signal]] = {}
         while True:
-            pages = list(self._pool.map(lambda r: r.page(top_k), retrievers))
+            asked = [r for r in retrievers if not r.exhausted]
+            pages = list(self._pool.map(lambda r: r.page(top_k), asked))
             best: dict[str, tuple[tuple[str, ...], str]] = {}
-            for retriever, page in zip(retrievers, pages):
+            for retriever, page in zip(asked, pages):
                 for memory_id, (ref, signal) in page.items():
                     signals.setdefault(memory_id, {})[retriever.name] = signal
                     if memory_id not in decided:
@@ -167,8 +169,10 @@ class Search:
             if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
-        # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order).
-        ranked.sort(key=lambda m: (-round(m.score or 0.0, 6), -m.updated_at.timestamp()))
+        # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order);
+        # a tie goes to the closer meaning, then to the newer memory.
+        ranked.sort(key=lambda m: (-round(m.score or 0.0, 6), -round(m.scores["semantic"] or -1.0, 6),
+                                   -m.updated_at.timestamp()))
         return ranked[q.offset : wanted]
 
     def _retrievers(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str,
@@ -179,7 +183,7 @@ class Search:
                                   details={"field": "mode"})
         out: list[_Retriever] = []
         if mode in ("hybrid", "semantic"):
-            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, self._embed(query)))
+            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, lambda: self._embed(query)))
         if mode in ("hybrid", "keyword") and keyword_on:
             try:
                 terms = self._sealer.term_ids(tenant, analyze(query)[:MAX_QUERY_TERMS], create=False)
@@ -259,12 +263,16 @@ class _SemanticRetriever(_Retriever):
     name = "semantic"
 
     def __init__(self, vectors: VectorIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
-                 vector: list[float]) -> None:
-        self._args = (vectors, tenant, scope, pushdown, vector)
+                 embed: Callable[[], list[float]]) -> None:
+        self._args = (vectors, tenant, scope, pushdown)
+        self._embed = embed  # called in the first page, beside the keyword retriever's query
+        self._vector: list[float] | None = None
 
     def page(self, top_k):
-        vectors, tenant, scope, pushdown, vector = self._args
-        hits = vectors.query(tenant, scope, pushdown, vector, top_k)
+        vectors, tenant, scope, pushdown = self._args
+        if self._vector is None:
+            self._vector = self._embed()
+        hits = vectors.query(tenant, scope, pushdown, self._vector, top_k)
         best: dict[str, tuple[tuple[tuple[str, ...], str], _Signal]] = {}
         for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
             best.setdefault(hit.memory_id, ((hit.namespace, hit.key), _Signal(hit.score, hit.score)))
