@@ -298,6 +298,7 @@ class Api:
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise EvalError(f"not an http(s) URL: {base_url!r}")
         self._scheme, self._host, self._port = parts.scheme, parts.hostname, parts.port
+        self._origin = f"{parts.scheme}://{parts.netloc}"
         self._base_path = parts.path.rstrip("/")
         self._timeout = timeout
         self._local = threading.local()
@@ -322,7 +323,7 @@ class Api:
                 self._local.connection = None
                 connection.close()
                 if attempt == 2:
-                    raise EvalError(f"cannot reach {self._scheme}://{self._host}: {exc}") from None
+                    raise EvalError(f"cannot reach {self._origin}: {exc}") from None
         try:
             return response.status, json.loads(raw) if raw else None
         except ValueError:
@@ -613,12 +614,12 @@ class Command:
     check_dataset: bool = False
 
 
-def main(command: Command, out=sys.stdout, err=sys.stderr) -> int:
+def main(command: Command) -> int:
     """Runs `memsvc eval`; returns the exit status."""
     try:
         doc, cases = load_dataset(command.dataset)
         if command.check_dataset:
-            print(dataset_summary(cases), file=out)
+            print(dataset_summary(cases))
             return 0
         chosen = select_cases(cases, split=command.split, kinds=command.kinds, count=command.count)
         if not chosen:
@@ -634,9 +635,9 @@ def main(command: Command, out=sys.stdout, err=sys.stderr) -> int:
         if command.mlflow_experiment:
             log_to_mlflow(report, command.mlflow_experiment)
     except (DatasetError, EvalError) as exc:
-        print(f"memsvc eval: {exc}", file=err)
+        print(f"memsvc eval: {exc}", file=sys.stderr)
         return 2
-    print(format_table(report), file=out)
+    print(format_table(report))
     return 0 if report["passed"] else 1
 
 
