@@ -57,7 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--token-budget", type=int, default=1000, help="tokens the returned contents must fit in")
     evaluate.add_argument("--min-recall", type=float, default=Thresholds.min_recall)
     evaluate.add_argument("--min-precision", type=float, default=Thresholds.min_precision)
-    evaluate.add_argument("--concurrency", type=int, default=4, help="parallel writes while seeding (queries run one at a time)")
+    evaluate.add_argument("--haystack", type=int, default=0,
+                          help="also write N memories of other cases into each case's namespace")
+    evaluate.add_argument("--concurrency", type=int, default=4,
+                          help="parallel writes while seeding (the queries run one at a time)")
     evaluate.add_argument("--cleanup", action=argparse.BooleanOptionalAction, default=True,
                           help="delete the run's memories afterwards")
     evaluate.add_argument("--report", type=Path, default=None, help="write the JSON report here")
@@ -97,7 +100,8 @@ def _eval(args: argparse.Namespace) -> int:
         url=args.url, dataset=args.dataset, data_dir=args.data_dir, token=args.token, other_token=args.other_token,
         tenant=args.tenant, serve=args.serve, split=args.split, kinds=tuple(args.kinds), count=args.cases,
         options=EvalOptions(limit=args.limit, mode=args.mode, min_score=args.min_score,
-                            token_budget=args.token_budget, cleanup=args.cleanup, concurrency=args.concurrency),
+                            token_budget=args.token_budget, cleanup=args.cleanup, concurrency=args.concurrency,
+                            haystack=args.haystack),
         thresholds=Thresholds(min_recall=args.min_recall, min_precision=args.min_precision),
         report=args.report, mlflow_experiment=args.mlflow_experiment if args.mlflow else None,
         check_dataset=args.check_dataset,

@@ -4,7 +4,10 @@ dataset in seed 004's format (`eval/memory_golden_dataset.json`).
 A run writes each case's `setup_memories` for a fresh user under a namespace of its own,
 `["user", <user>, "eval", <run id>, <case id>]` (value `{"content", "type"}`, key = the memory's
 index in the case, only `content` indexed, `sync_index: true`), and the same memories, verbatim,
-for a second fresh user. Then, one case at a time, it searches the case's namespace with the
+for a second fresh user. With `--haystack N` each case's namespace also gets N memories of other
+cases (keys `h0`, `h1`, ...; never expected), so that top k has to choose among many, as in a long
+conversation. A haystack memory that happens to answer the query counts as wrong, so haystack numbers
+err low. Then, one case at a time, it searches the case's namespace with the
 case's query (`limit` k) and times that request. Writes and the safety probes are not timed.
 
 Metrics. k is `--limit` (default 5). A case's *returned* list is what its search answered (at most
@@ -44,6 +47,7 @@ import hashlib
 import http.client
 import json
 import math
+import random
 import secrets
 import socket
 import subprocess
@@ -63,7 +67,7 @@ from urllib.parse import urlencode, urlsplit
 __all__ = [
     "Case", "CaseScore", "DatasetError", "EvalError", "EvalOptions", "Target", "Thresholds",
     "load_dataset", "dataset_problems", "select_cases", "score_case", "percentile", "summarize",
-    "threshold_failures", "token_counter", "run_eval", "format_table", "throwaway_server", "main",
+    "threshold_failures", "token_counter", "haystack", "run_eval", "format_table", "throwaway_server", "main",
 ]
 
 KINDS = ("paraphrase", "keyword", "mixed", "temporal", "distractor", "no_answer")
@@ -263,7 +267,8 @@ def threshold_failures(metrics: dict, thresholds: Thresholds) -> list[str]:
     if precision is not None and precision < thresholds.min_precision:
         failures.append(f"precision@k {precision:.3f} < {thresholds.min_precision}")
     if metrics.get("cross_user_safety", 1.0) < 1.0:
-        failures.append(f"cross-user safety {metrics['cross_user_safety']:.1%} < 100%: another user's memories came back")
+        failures.append(f"cross-user safety {metrics['cross_user_safety']:.1%} < 100%: "
+                        "another user's memories came back")
     if metrics.get("token_budget_compliance", 1.0) < 1.0:
         failures.append(f"token-budget compliance {metrics['token_budget_compliance']:.1%} < 100%")
     return failures
@@ -360,6 +365,7 @@ class EvalOptions:
     token_budget: int = 1000
     cleanup: bool = True
     concurrency: int = 4
+    haystack: int = 0  # memories of other cases added to each case's namespace
 
 
 def new_run_id() -> str:
@@ -370,21 +376,32 @@ def case_namespace(user: str, run_id: str, case: Case) -> list[str]:
     return ["user", user, "eval", run_id, case.id]
 
 
-def run_eval(cases: Sequence[Case], target: Target, options: EvalOptions,
-             count_tokens: Callable[[str], int]) -> list[CaseResult]:
-    """Writes the cases' memories for both users, runs every case, then deletes them (cleanup)."""
+def haystack(case: Case, pool: Sequence[Case], size: int) -> list[tuple[str, str]]:
+    """`size` memories of the other cases in `pool`, none equal to one of `case`'s, the same on every run."""
+    own = {content for content, _ in case.memories}
+    candidates = list(dict.fromkeys(m for other in pool if other.id != case.id for m in other.memories
+                                    if m[0] not in own))
+    return random.Random(case.id).sample(candidates, min(size, len(candidates)))
+
+
+def run_eval(cases: Sequence[Case], target: Target, options: EvalOptions, count_tokens: Callable[[str], int],
+             pool: Sequence[Case] = ()) -> list[CaseResult]:
+    """Writes the cases' memories (and their haystacks, drawn from `pool`) for both users, runs every
+    case, then deletes them (cleanup)."""
     api = Api(target.url)
-    writes = [(token, case_namespace(user, target.run_id, case), str(i), content, kind)
-              for case in cases for i, (content, kind) in enumerate(case.memories)
+    seeded = [(case, [(str(i), m) for i, m in enumerate(case.memories)]
+               + [(f"h{i}", m) for i, m in enumerate(haystack(case, pool, options.haystack))]) for case in cases]
+    writes = [(token, case_namespace(user, target.run_id, case), key, content, kind)
+              for case, memories in seeded for key, (content, kind) in memories
               for token, user in ((target.token, target.user), (target.other_token, target.other_user))]
     try:
-        with ThreadPoolExecutor(options.concurrency) as pool:
-            list(pool.map(lambda w: _put(api, *w), writes))
+        with ThreadPoolExecutor(options.concurrency) as workers:
+            list(workers.map(lambda w: _put(api, *w), writes))
         return [_run_case(api, target, options, case, count_tokens) for case in cases]
     finally:
         if options.cleanup:
-            with ThreadPoolExecutor(options.concurrency) as pool:
-                list(pool.map(lambda w: _delete(api, w[0], w[1], w[2]), writes))
+            with ThreadPoolExecutor(options.concurrency) as workers:
+                list(workers.map(lambda w: _delete(api, w[0], w[1], w[2]), writes))
 
 
 def _put(api: Api, token: str, namespace: list[str], key: str, content: str, kind: str) -> None:
@@ -496,9 +513,11 @@ def format_table(report: dict) -> str:
     config, metrics = report["config"], report["metrics"]
     k = config["limit"]
     lines = [
-        f"memsvc eval  run {config['run_id']}  {config['url']}  dataset {config['dataset']} v{config['dataset_version']}",
+        f"memsvc eval  run {config['run_id']}  {config['url']}  "
+        f"dataset {config['dataset']} v{config['dataset_version']}",
         f"  {metrics['cases']} cases (split {config['split']}), limit {k}, mode {config['mode'] or '-'}, "
-        f"min_score {config['min_score'] if config['min_score'] is not None else '-'}",
+        f"min_score {config['min_score'] if config['min_score'] is not None else '-'}, "
+        f"haystack {config['haystack']}",
         "",
         f"{'':18}{'cases':>6}{'R@' + str(k):>8}{'P@' + str(k):>8}{'MRR':>8}{'no-ans':>8}{'p50 ms':>9}{'p95 ms':>9}",
     ]
@@ -627,9 +646,10 @@ def main(command: Command) -> int:
         counter_name, count_tokens = token_counter()
         if command.serve:
             with throwaway_server() as (url, data_dir):
-                report = _measure(command, doc, chosen, url, data_dir, counter_name, count_tokens)
+                report = _measure(command, doc, chosen, cases, url, data_dir, counter_name, count_tokens)
         else:
-            report = _measure(command, doc, chosen, command.url, command.data_dir, counter_name, count_tokens)
+            report = _measure(command, doc, chosen, cases, command.url, command.data_dir, counter_name,
+                              count_tokens)
         if command.report:
             command.report.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
         if command.mlflow_experiment:
@@ -641,18 +661,18 @@ def main(command: Command) -> int:
     return 0 if report["passed"] else 1
 
 
-def _measure(command: Command, doc: dict, cases: list[Case], url: str, data_dir: Path, counter_name: str,
-             count_tokens: Callable[[str], int]) -> dict:
+def _measure(command: Command, doc: dict, cases: list[Case], pool: list[Case], url: str, data_dir: Path,
+             counter_name: str, count_tokens: Callable[[str], int]) -> dict:
     target = resolve_target(command, url, data_dir)
     # --serve's server and its data vanish when the run ends: nothing to clean up
     options = replace(command.options, cleanup=False) if command.serve else command.options
     started_at = _now()
-    results = run_eval(cases, target, options, count_tokens)
+    results = run_eval(cases, target, options, count_tokens, pool)
     config = {"run_id": target.run_id, "url": url, "dataset": str(command.dataset),
               "dataset_version": doc["version"], "split": command.split, "kinds": list(command.kinds),
               "cases": len(cases), "limit": options.limit, "mode": options.mode, "min_score": options.min_score,
-              "token_budget": options.token_budget, "token_counter": counter_name, "user": target.user,
-              "other_user": target.other_user, "served": command.serve}
+              "token_budget": options.token_budget, "token_counter": counter_name, "haystack": options.haystack,
+              "user": target.user, "other_user": target.other_user, "served": command.serve}
     return build_report(results, config=config, thresholds=command.thresholds, started_at=started_at,
                         finished_at=_now())
 

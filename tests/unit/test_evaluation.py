@@ -10,7 +10,7 @@ import types
 import pytest
 
 from memsvc.evaluation import (
-    Case, CaseResult, EvalError, Thresholds, dataset_problems, log_to_mlflow, percentile, score_case,
+    Case, CaseResult, EvalError, Thresholds, dataset_problems, haystack, log_to_mlflow, percentile, score_case,
     select_cases, summarize, threshold_failures, token_counter, token_subject,
 )
 
@@ -144,6 +144,19 @@ def test_select_cases_filters_by_split_and_kind_then_counts():
     assert [c.id for c in select_cases(cases, split="dev")] == ["keyword-dev", "mixed-dev"]
     assert [c.id for c in select_cases(cases, kinds=["mixed"])] == ["mixed-dev", "mixed-test"]
     assert [c.id for c in select_cases(cases, count=3)] == ["keyword-dev", "keyword-test", "mixed-dev"]
+
+
+def test_a_haystack_takes_other_cases_memories_never_the_cases_own_the_same_every_run():
+    mine = Case("mine", "fact", "keyword", "dev", (("a", "fact"), ("b", "fact"), ("c", "fact")), "q", ("a",))
+    other = Case("other", "fact", "mixed", "dev", (("b", "fact"), ("d", "fact"), ("e", "note")), "q2", ("d",))
+    third = Case("third", "note", "mixed", "test", (("d", "fact"), ("f", "note"), ("g", "note")), "q3", ("f",))
+    pool = [mine, other, third]
+    drawn = haystack(mine, pool, 3)
+    assert len(drawn) == 3 and len(set(drawn)) == 3
+    assert not {content for content, _ in drawn} & {"a", "b", "c"}
+    assert drawn == haystack(mine, pool, 3)
+    assert sorted(haystack(mine, pool, 100)) == [("d", "fact"), ("e", "note"), ("f", "note"), ("g", "note")]
+    assert haystack(mine, pool, 0) == []
 
 
 def test_tokens_are_cl100k_base_from_the_shipped_file():
