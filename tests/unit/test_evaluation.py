@@ -212,3 +212,17 @@ def test_without_mlflow_installed_the_run_says_how_to_get_it(monkeypatch):
     with pytest.raises(EvalError, match=r"memsvc\[mlflow\]"):
         log_to_mlflow({"config": {"run_id": "r"}, "metrics": {}, "passed": True}, "x")
 
+
+
+def test_the_harness_needs_nothing_beyond_the_standard_library_but_its_optional_extras():
+    """`memsvc eval` runs with `memsvc[local]` alone: http.client, not httpx; tiktoken and MLflow
+    only when their extras are installed."""
+    import ast
+    from pathlib import Path
+
+    import memsvc.evaluation
+
+    tree = ast.parse(Path(memsvc.evaluation.__file__).read_text())
+    names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    assert names - set(sys.stdlib_module_names) == {"memsvc", "tiktoken", "tiktoken_ext", "mlflow"}
