@@ -5,13 +5,16 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-stamp
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test bench synth clean langgraph-suite
+.PHONY: run test bench eval synth clean langgraph-suite
 
 run: $(RUN_STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
 	$(BIN)/memsvc serve
 
 test: $(STAMP)  ## every test (what .ci/run calls)
 	$(BIN)/python -m pytest -q
+
+eval: $(STAMP)  ## retrieval quality on the golden dataset against a throwaway local server (eval-report.json)
+	$(BIN)/memsvc eval --serve --report eval-report.json
 
 synth: $(STAMP) node_modules/.bin/cdk  ## CloudFormation for every environment in cdk.out/ (builds the layer; no AWS account needed), then cfn-lint
 	CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx --no-install cdk synth --quiet
@@ -31,7 +34,7 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 	touch $(RUN_STAMP)
 
 $(STAMP): $(RUN_STAMP) clients/python/pyproject.toml
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,test,infra]' -e ./clients/python
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,eval,test,infra]' -e ./clients/python
 	$(MAKE) langgraph-suite
 	touch $(STAMP)
 

@@ -1,4 +1,4 @@
-"""The `memsvc` command: serve, token."""
+"""The `memsvc` command: serve, token, eval."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import logging
 import sys
 from pathlib import Path
 
+from memsvc.evaluation import KINDS, Thresholds
 from memsvc.settings import LocalSettings
 
 __all__ = ["main"]
@@ -33,9 +34,44 @@ def main(argv: list[str] | None = None) -> int:
     token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
     token.add_argument("--data-dir", type=Path, default=env.data_dir)
 
+    evaluate = sub.add_parser("eval", help="measure retrieval quality against a golden dataset (exit 1 under "
+                                           "the thresholds, 2 on errors)")
+    evaluate.add_argument("--url", default=f"http://{env.host}:{env.port}", help="the server to measure")
+    evaluate.add_argument("--serve", action="store_true",
+                          help="start a throwaway local server (temporary data dir, free port) and measure it")
+    evaluate.add_argument("--dataset", type=Path, default=Path("eval/memory_golden_dataset.json"))
+    evaluate.add_argument("--check-dataset", action="store_true",
+                          help="only validate the dataset and print its cases per kind and split")
+    evaluate.add_argument("--data-dir", type=Path, default=env.data_dir,
+                          help="the local server's data dir, whose key mints the two users' tokens")
+    evaluate.add_argument("--tenant", default=None, help="tenant of the minted tokens")
+    evaluate.add_argument("--token", default=None, help="bearer token of the measured user (a deployed URL)")
+    evaluate.add_argument("--other-token", default=None,
+                          help="bearer token of a second user, whose copies must never come back")
+    evaluate.add_argument("--split", choices=["dev", "test", "all"], default="all")
+    evaluate.add_argument("--kinds", nargs="+", choices=KINDS, default=[], help="only these kinds of case")
+    evaluate.add_argument("--cases", type=int, default=None, help="only the first N cases after the filters")
+    evaluate.add_argument("--limit", type=int, default=5, help="k: the search's limit")
+    evaluate.add_argument("--mode", default=None, help="the search's mode (sent only when given)")
+    evaluate.add_argument("--min-score", type=float, default=None, help="the search's min_score (sent only when given)")
+    evaluate.add_argument("--token-budget", type=int, default=1000, help="tokens the returned contents must fit in")
+    evaluate.add_argument("--min-recall", type=float, default=Thresholds.min_recall)
+    evaluate.add_argument("--min-precision", type=float, default=Thresholds.min_precision)
+    evaluate.add_argument("--haystack", type=int, default=0,
+                          help="also write N memories of other cases into each case's namespace")
+    evaluate.add_argument("--concurrency", type=int, default=4,
+                          help="parallel writes while seeding (the queries run one at a time)")
+    evaluate.add_argument("--cleanup", action=argparse.BooleanOptionalAction, default=True,
+                          help="delete the run's memories afterwards")
+    evaluate.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    evaluate.add_argument("--mlflow", action="store_true", help="also log to MLflow (the mlflow extra)")
+    evaluate.add_argument("--mlflow-experiment", default="memsvc-eval")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
+    if args.command == "eval":
+        return _eval(args)
     return _token(args)
 
 
@@ -55,6 +91,21 @@ def _serve(args: argparse.Namespace) -> int:
     finally:
         app.close()
     return 0
+
+
+def _eval(args: argparse.Namespace) -> int:
+    from memsvc.evaluation import Command, EvalOptions, main
+
+    return main(Command(
+        url=args.url, dataset=args.dataset, data_dir=args.data_dir, token=args.token, other_token=args.other_token,
+        tenant=args.tenant, serve=args.serve, split=args.split, kinds=tuple(args.kinds), count=args.cases,
+        options=EvalOptions(limit=args.limit, mode=args.mode, min_score=args.min_score,
+                            token_budget=args.token_budget, cleanup=args.cleanup, concurrency=args.concurrency,
+                            haystack=args.haystack),
+        thresholds=Thresholds(min_recall=args.min_recall, min_precision=args.min_precision),
+        report=args.report, mlflow_experiment=args.mlflow_experiment if args.mlflow else None,
+        check_dataset=args.check_dataset,
+    ))
 
 
 def _token(args: argparse.Namespace) -> int:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 
 def test_imports_point_inward():
-    """core <- service <- adapters/api; boto3 only in adapters/aws; the environment only in settings."""
+    """core <- service <- adapters/api; boto3 only in adapters/aws; the environment only in settings;
+    nothing from tests/."""
     import ast
     from pathlib import Path
 
@@ -27,6 +28,8 @@ def test_imports_point_inward():
                 problems.append(f"{rel} imports {name}")
             if name.startswith("boto3") and not str(rel).startswith("adapters/aws"):
                 problems.append(f"{rel} imports boto3")
+            if name == "tests" or name.startswith("tests."):
+                problems.append(f"{rel} imports the tests")
         if ("os.environ" in source or "getenv" in source) and str(rel) != "settings.py":
             problems.append(f"{rel} reads the environment")
     assert problems == []

@@ -1,0 +1,116 @@
+"""`memsvc eval` end to end on a slice of the golden dataset (two cases of each kind), against the
+live server on both backends; and once with `--serve`. The full dataset is a benchmark
+(`make eval`), not a test."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memsvc.cli import main as memsvc
+from tests.conftest import shared_ssl_context
+
+DATASET = Path(__file__).resolve().parents[2] / "eval" / "memory_golden_dataset.json"
+PER_KIND = 2
+# The current semantic search (MiniLM, cosine) scores recall@5 0.80 on this slice on both backends
+# (it misses a distractor case). Raise the floor when retrieval gets better; never lower it to let a
+# change through.
+RECALL_FLOOR = 0.75
+CASE_FIELDS = {"id", "kind", "category", "split", "expected", "recall", "precision", "reciprocal_rank",
+               "latency_ms", "tokens", "within_budget", "leaks", "returned"}
+METRIC_FIELDS = {"cases", "cases_with_answers", "no_answer_cases", "recall_at_k", "precision_at_k", "mrr",
+                 "no_answer_accuracy", "latency_ms", "token_budget_compliance", "cross_user_safety"}
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def slice_dataset(tmp_path_factory) -> Path:
+    doc = json.loads(DATASET.read_text())
+    taken: dict[str, int] = {}
+    chosen = []
+    for case in doc["cases"]:
+        if taken.get(case["kind"], 0) < PER_KIND:
+            taken[case["kind"]] = taken.get(case["kind"], 0) + 1
+            chosen.append(case)
+    path = tmp_path_factory.mktemp("eval") / "slice.json"
+    path.write_text(json.dumps({**doc, "cases": chosen}))
+    return path
+
+
+def run_eval(capsys, *args) -> tuple[int, str]:
+    code = memsvc(["eval", *map(str, args)])
+    return code, capsys.readouterr().out
+
+
+def test_the_slice_holds_the_recall_floor_leaks_nothing_and_cleans_up(live_server, slice_dataset, tmp_path, capsys):
+    report_path = tmp_path / "report.json"
+    code, out = run_eval(capsys, "--url", live_server.url, "--data-dir", live_server.data_dir,
+                         "--dataset", slice_dataset, "--tenant", "eval-slice", "--min-recall", RECALL_FLOOR,
+                         "--min-precision", 0, "--report", report_path)
+    report = json.loads(report_path.read_text())
+    assert code == 0, out
+    assert "PASS" in out and "kind no_answer" in out
+
+    metrics = report["metrics"]
+    assert METRIC_FIELDS <= set(metrics)
+    assert metrics["cases"] == 6 * PER_KIND
+    assert metrics["cross_user_safety"] == 1.0
+    assert metrics["token_budget_compliance"] == 1.0
+    assert metrics["recall_at_k"] >= RECALL_FLOOR
+    assert set(metrics["by_kind"]) == {"paraphrase", "keyword", "mixed", "temporal", "distractor", "no_answer"}
+    assert set(metrics["by_split"]) == {"dev", "test"}
+    assert report["config"]["token_counter"] == "cl100k_base"
+    assert report["passed"] is True and report["failures"] == []
+
+    dataset = {c["id"]: c for c in json.loads(slice_dataset.read_text())["cases"]}
+    for case in report["cases"]:
+        assert set(case) == CASE_FIELDS
+        assert case["leaks"] == []
+        assert 0 < len(case["returned"]) <= 5
+        memories = dataset[case["id"]]["setup_memories"]
+        for item in case["returned"]:  # a key names a memory of the dataset; no content is copied
+            assert item["relevant"] == (memories[int(item["key"])]["content"]
+                                        in dataset[case["id"]]["expected_retrievals"])
+            assert set(item) <= {"key", "score", "scores", "relevant"}
+
+    # --cleanup (the default) deleted the run's memories
+    token = live_server.token(report["config"]["user"], tenant="eval-slice")
+    with httpx.Client(base_url=live_server.url, verify=shared_ssl_context(), timeout=30) as client:
+        left = client.post("/v1/memories/search", headers={"Authorization": f"Bearer {token}"},
+                           json={"namespace_prefix": ["user", report["config"]["user"]], "limit": 100})
+    assert left.status_code == 200 and left.json()["items"] == []
+
+
+def test_a_threshold_above_one_fails_with_exit_1_and_says_why(live_server, slice_dataset, tmp_path, capsys):
+    report_path = tmp_path / "report.json"
+    code, out = run_eval(capsys, "--url", live_server.url, "--data-dir", live_server.data_dir,
+                         "--dataset", slice_dataset, "--cases", 2, "--min-recall", 1.01, "--min-precision", 0,
+                         "--report", report_path)
+    assert code == 1
+    report = json.loads(report_path.read_text())
+    assert report["passed"] is False
+    assert len(report["failures"]) == 1 and report["failures"][0].startswith("recall@k")
+    assert "FAIL: recall@k" in out
+
+
+def test_a_server_that_is_not_there_is_exit_2(slice_dataset, tmp_path, capsys):
+    (tmp_path / "keys").mkdir()
+    code = memsvc(["eval", "--url", "http://127.0.0.1:9", "--token", "a.eyJzdWIiOiJhIn0.s",
+                   "--other-token", "b.eyJzdWIiOiJiIn0.s", "--dataset", str(slice_dataset)])
+    assert code == 2
+    assert "cannot reach" in capsys.readouterr().err
+
+
+def test_serve_runs_against_a_throwaway_local_server(slice_dataset, tmp_path, capsys):
+    report_path = tmp_path / "report.json"
+    code, out = run_eval(capsys, "--serve", "--dataset", slice_dataset, "--kinds", "keyword", "no_answer",
+                         "--min-recall", 0, "--min-precision", 0, "--report", report_path)
+    assert code == 0, out
+    report = json.loads(report_path.read_text())
+    assert report["config"]["served"] is True
+    assert [c["kind"] for c in report["cases"]] == ["keyword"] * PER_KIND + ["no_answer"] * PER_KIND
+    assert report["metrics"]["cross_user_safety"] == 1.0
