@@ -275,7 +275,7 @@ def _ranking(scores: np.ndarray) -> np.ndarray:
     return np.argsort(-scores, kind="stable")
 
 
-def _rank_of(scores: np.ndarray, index: int) -> int:
+def rank_of(scores: np.ndarray, index: int) -> int:
     """1-based rank of ``index``, counting every tie as ahead of it."""
     others = np.delete(scores, index)
     return int((others >= scores[index]).sum()) + 1
@@ -302,7 +302,7 @@ class Metrics:
 def _metrics(per_case: list[tuple[np.ndarray, list[int]]]) -> Metrics:
     recall5, recall1, reciprocal = [], [], []
     for scores, expected in per_case:
-        ranks = sorted(_rank_of(scores, i) for i in expected)
+        ranks = sorted(rank_of(scores, i) for i in expected)
         recall5.append(sum(r <= TOP_K for r in ranks) / len(ranks))
         recall1.append(1.0 if ranks[0] == 1 else 0.0)
         reciprocal.append(1.0 / ranks[0])
