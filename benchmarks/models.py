@@ -54,20 +54,26 @@ class Case:
     query: str
     memories: tuple[str, ...]
     expected: frozenset[str]
+    kind: str = ""  # the dataset's label: paraphrase, keyword, temporal, ...
 
 
-def load_cases(path: Path) -> list[Case]:
-    """Read the golden dataset. An expected retrieval names a setup memory by its exact text."""
+def load_cases(path: Path, *, split: str | None = None) -> list[Case]:
+    """Read the golden dataset (only its ``split`` half, if given).
+
+    An expected retrieval names a setup memory by its exact text.
+    """
     data = json.loads(path.read_text(encoding="utf-8"))
     cases = []
     for raw in data["cases"]:
+        if split is not None and raw.get("split") != split:
+            continue
         memories = tuple(m["content"] if isinstance(m, dict) else m for m in raw["setup_memories"])
         expected = frozenset(raw["expected_retrievals"])
         unknown = expected - set(memories)
         if unknown:
             raise ValueError(f"case {raw['id']}: expected retrievals not among its memories: {sorted(unknown)}")
         if expected:  # a case that expects nothing says nothing about recall
-            cases.append(Case(raw["id"], raw["query"], memories, expected))
+            cases.append(Case(raw["id"], raw["query"], memories, expected, raw.get("kind", "")))
     return cases
 
 
@@ -316,20 +322,21 @@ class Corpus:
     query: str
     documents: tuple[str, ...]
     expected: tuple[int, ...]
+    kind: str = ""
 
 
 def per_case_corpora(cases: list[Case]) -> list[Corpus]:
     out = []
     for case in cases:
         documents = tuple(dict.fromkeys(case.memories))
-        out.append(Corpus(case.query, documents, tuple(documents.index(e) for e in case.expected)))
+        out.append(Corpus(case.query, documents, tuple(documents.index(e) for e in case.expected), case.kind))
     return out
 
 
 def pooled_corpora(cases: list[Case]) -> list[Corpus]:
     documents = tuple(dict.fromkeys(m for case in cases for m in case.memories))
     position = {d: i for i, d in enumerate(documents)}
-    return [Corpus(case.query, documents, tuple(position[e] for e in case.expected)) for case in cases]
+    return [Corpus(case.query, documents, tuple(position[e] for e in case.expected), case.kind) for case in cases]
 
 
 METHODS = ("dense", "bm25", "rrf", "convex")
@@ -397,21 +404,30 @@ HEADER = (
 )
 
 
+def _kind_row(name: str, method: str, by_kind: dict[str, Metrics]) -> str:
+    cells = [f"{m.recall_at_5:.2f} / {m.mrr:.2f}" for m in by_kind.values()]
+    return "| " + " | ".join([name, method, *cells]) + " |"
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", type=Path, default=DEFAULT_DATASET)
+    parser.add_argument("--split", help="only the cases of this split (the dataset's dev or test half)")
     parser.add_argument("--models", nargs="+", choices=sorted(MODELS), default=list(MODELS))
     parser.add_argument("--latency-rounds", type=int, default=3, help="times each query is timed")
+    parser.add_argument("--by-kind", action="store_true", help="also Recall@5 / MRR per kind of case, pooled")
     args = parser.parse_args(argv)
 
-    cases = load_cases(args.dataset)
+    cases = load_cases(args.dataset, split=args.split)
     settings = {"per case": per_case_corpora(cases), "pooled": pooled_corpora(cases)}
     documents = sorted({d for corpus in settings["pooled"] for d in corpus.documents})
     queries = [case.query for case in cases] * args.latency_rounds
+    kinds = sorted({case.kind for case in cases})
     print(f"{args.dataset}: {len(cases)} cases, {len(documents)} distinct memories\n")
 
     tables: dict[str, list[str]] = {setting: [] for setting in settings}
     bm25_rows: dict[str, str] = {}
+    kind_rows: list[str] = []
     for name in args.models:
         try:
             encoder = MODELS[name]()
@@ -433,10 +449,26 @@ def main(argv: Sequence[str] | None = None) -> None:
                     bm25_rows.setdefault(setting, _row("-", method, metrics, None))  # no model in it
                 else:
                     tables[setting].append(_row(name, method, metrics, cost if method == "dense" else None))
+        if args.by_kind:
+            by_kind = {
+                kind: evaluate([c for c in settings["pooled"] if c.kind == kind], embed_query, passages)
+                for kind in kinds
+            }
+            for method in METHODS:
+                if method == "bm25" and any(row.startswith("| - |") for row in kind_rows):
+                    continue  # no model in it: once is enough
+                label = "-" if method == "bm25" else name
+                kind_rows.append(_kind_row(label, method, {k: by_kind[k][method] for k in kinds}))
 
     for setting, rows in tables.items():
         print(f"\n### {setting}\n\n{HEADER}")
         print("\n".join([bm25_rows[setting], *rows] if setting in bm25_rows else rows))
+    if kind_rows:
+        counts = Counter(case.kind for case in cases)
+        print("\n### pooled, Recall@5 / MRR by kind of case\n")
+        print("| model | method | " + " | ".join(f"{k} ({counts[k]})" for k in kinds) + " |")
+        print("|---|---|" + "---:|" * len(kinds))
+        print("\n".join(kind_rows))
 
 
 if __name__ == "__main__":

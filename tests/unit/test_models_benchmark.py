@@ -73,3 +73,14 @@ def test_load_cases_rejects_an_expected_memory_that_is_not_set_up(tmp_path):
     path.write_text(json.dumps({"cases": [case]}))
     with pytest.raises(ValueError, match="m9"):
         load_cases(path)
+
+
+def test_load_cases_keeps_one_split_and_the_kind(tmp_path):
+    path = tmp_path / "golden.json"
+    cases = [
+        {"id": "a", "split": "dev", "kind": "keyword", "setup_memories": ["m1"], "query": "q", "expected_retrievals": ["m1"]},
+        {"id": "b", "split": "test", "kind": "paraphrase", "setup_memories": ["m2"], "query": "q", "expected_retrievals": ["m2"]},
+    ]
+    path.write_text(json.dumps({"cases": cases}))
+    assert [(c.id, c.kind) for c in load_cases(path, split="test")] == [("b", "paraphrase")]
+    assert len(load_cases(path)) == 2
