@@ -15,6 +15,7 @@ from infra.constructs import (
     EncryptionKeys,
     IndexerFunction,
     ItemTable,
+    KeywordTable,
     LambdaPackage,
     LifecycleEvents,
     Operations,
@@ -50,6 +51,8 @@ class MemsvcStack(Stack):
         keys = EncryptionKeys(self, "Keys", alias_prefix=prefix, removal_policy=removal)
         table = ItemTable(self, "Items", table_name=f"{prefix}-items", encryption_key=keys.storage_key,
                           removal_policy=removal, deletion_protection=config.retain_data)
+        keywords = KeywordTable(self, "Keywords", table_name=f"{prefix}-keywords", encryption_key=keys.storage_key,
+                                removal_policy=removal, deletion_protection=config.retain_data)
         vectors = VectorStore(
             self, "Vectors",
             bucket_name=f"{prefix}-vectors-{self.account}",
@@ -73,7 +76,7 @@ class MemsvcStack(Stack):
             log_retention=config.log_retention,
             removal_policy=removal,
         )
-        data = dict(package=package, table=table, vectors=vectors, envelope_key=keys.envelope_key,
+        data = dict(package=package, table=table, keywords=keywords, vectors=vectors, envelope_key=keys.envelope_key,
                     storage_key=keys.storage_key, settings=settings)
         api_fn = ApiFunction(
             self, "Api", function_name=f"{prefix}-api",
@@ -134,7 +137,7 @@ class MemsvcStack(Stack):
             alarm_email=config.alarm_email, removal_policy=removal,
         )
 
-        self.table, self.vectors, self.events, self.keys = table, vectors, events, keys
+        self.table, self.keywords, self.vectors, self.events, self.keys = table, keywords, vectors, events, keys
         self.api_function, self.indexer, self.timeline, self.users = api_fn, indexer, timeline, users
         self.jwt_api, self.iam_api, self.operations = jwt_api, iam_api, ops
 
@@ -148,6 +151,7 @@ class MemsvcStack(Stack):
             "JwtAudience": (",".join(audience) if config.jwt_issuer else audience[0],
                             "Audience (aud or client_id) the JWT authorizer accepts"),
             "TableName": (table.table_name, "DynamoDB item table"),
+            "KeywordTableName": (keywords.table_name, "DynamoDB table of the keyword index"),
             "VectorBucketName": (vectors.bucket_name, "S3 Vectors bucket"),
             "VectorIndexName": (vectors.index_name, "S3 Vectors index"),
             "EventBusName": (events.bus.event_bus_name, "EventBridge bus for lifecycle events"),

@@ -33,6 +33,7 @@ class AwsSettings:
 
     region: str
     table_name: str
+    keyword_table_name: str  # the keyword index's own table (`DynamoKeywordIndex`)
     vector_bucket: str
     vector_index: str
     kms_key_id: str
@@ -49,6 +50,7 @@ class AwsSettings:
         return cls(
             region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             table_name=env["MEMSVC_TABLE_NAME"],
+            keyword_table_name=env["MEMSVC_KEYWORD_TABLE_NAME"],
             vector_bucket=env["MEMSVC_VECTOR_BUCKET"],
             vector_index=env["MEMSVC_VECTOR_INDEX"],
             kms_key_id=env["MEMSVC_KMS_KEY_ID"],

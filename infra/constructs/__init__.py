@@ -7,13 +7,14 @@ from infra.constructs.events import LifecycleEvents
 from infra.constructs.functions import ApiFunction, IndexerFunction, LambdaPackage, ServiceFunction, TimelineFunction
 from infra.constructs.keys import EncryptionKeys
 from infra.constructs.monitoring import Operations
-from infra.constructs.table import ItemTable
+from infra.constructs.table import ItemTable, KeywordTable
 from infra.constructs.users import UserDirectory
 from infra.constructs.vectors import VectorStore
 
 __all__ = [
     "EncryptionKeys",
     "ItemTable",
+    "KeywordTable",
     "VectorStore",
     "LifecycleEvents",
     "LambdaPackage",

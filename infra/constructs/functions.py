@@ -22,7 +22,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 from infra.config import LAMBDA_PYTHON
-from infra.constructs.table import ItemTable
+from infra.constructs.table import ItemTable, KeywordTable
 from infra.constructs.vectors import VectorStore
 from infra.nag import acknowledge
 from layers.build import LayerSpec, build, layer_spec
@@ -44,6 +44,7 @@ __all__ = [
     "service_environment",
     "powertools_service",
     "METRICS_NAMESPACE",
+    "KEYWORD_TABLE_ACTIONS",
 ]
 
 METRICS_NAMESPACE = "memsvc"  # the functions' Powertools EMF namespace
@@ -65,6 +66,13 @@ CHANGE_FILTER_PATTERNS: tuple[dict[str, Any], ...] = (
      "dynamodb": {"NewImage": {"rt": {"S": ["item"]}, "chg": {"S": [{"anything-but": ["index", "refresh"]}]}}}},
 )
 INDEXER_FILTER_PATTERNS = TIMELINE_FILTER_PATTERNS = CHANGE_FILTER_PATTERNS
+
+# What `DynamoKeywordIndex` calls on its table: GetItem (ping), PutItem (a document's record),
+# BatchWriteItem (postings), BatchGetItem (records, statistics), Query (postings, a tenant's
+# records), DeleteItem (a wiped tenant's statistics), and TransactWriteItems of Update and Delete
+# actions (counting and removing records), which IAM authorizes as UpdateItem and DeleteItem.
+KEYWORD_TABLE_ACTIONS = tuple(f"dynamodb:{a}" for a in (
+    "GetItem", "PutItem", "BatchWriteItem", "BatchGetItem", "Query", "UpdateItem", "DeleteItem"))
 
 
 @dataclass(frozen=True)
@@ -142,13 +150,15 @@ def powertools_service(service: str) -> str:
     return f"memsvc-{service}"
 
 
-def service_environment(*, service: str, table: ItemTable, vectors: VectorStore, envelope_key: kms.IKey,
-                        settings: ServiceSettings, event_bus: events.IEventBus | None = None) -> dict[str, str]:
+def service_environment(*, service: str, table: ItemTable, keywords: KeywordTable, vectors: VectorStore,
+                        envelope_key: kms.IKey, settings: ServiceSettings,
+                        event_bus: events.IEventBus | None = None) -> dict[str, str]:
     """Every variable `AwsSettings.from_env` reads, and the Powertools settings. The bus is only
     for the function that publishes (without `MEMSVC_EVENT_BUS_NAME`, nothing is published)."""
     bus = {"MEMSVC_EVENT_BUS_NAME": event_bus.event_bus_name} if event_bus is not None else {}
     return {
         "MEMSVC_TABLE_NAME": table.table_name,
+        "MEMSVC_KEYWORD_TABLE_NAME": keywords.table_name,
         "MEMSVC_VECTOR_BUCKET": vectors.bucket_name,
         "MEMSVC_VECTOR_INDEX": vectors.index_name,
         "MEMSVC_KMS_KEY_ID": envelope_key.key_arn,
@@ -245,10 +255,13 @@ class ApiFunction(Construct):
     """The API Lambda (`functions/api.py`) behind both HTTP APIs.
 
     Calls (from the code): DynamoDB GetItem, BatchGetItem, Query, PutItem, UpdateItem on the
-    table, Query on its three GSIs; KMS GenerateDataKey and Decrypt on the envelope key (new and
-    existing tenant data keys); S3 Vectors QueryVectors (+ GetVectors, which QueryVectors needs
-    for metadata and filters), GetIndex (health), PutVectors and DeleteVectors (`sync_index`
-    indexes inline) on the index; Bedrock InvokeModel on the embedding model.
+    table, Query on its three GSIs; `KEYWORD_TABLE_ACTIONS` on the keyword table (search reads
+    it; `sync_index` and `/index/trigger` index inline, and turning keyword indexing off wipes a
+    tenant's documents, so the API writes it too); KMS GenerateDataKey and Decrypt on the
+    envelope key (new and existing tenant data keys); S3 Vectors QueryVectors (+ GetVectors,
+    which QueryVectors needs for metadata and filters), GetIndex (health), PutVectors and
+    DeleteVectors (`sync_index` indexes inline) on the index; Bedrock InvokeModel on the
+    embedding model.
     """
 
     def __init__(
@@ -259,6 +272,7 @@ class ApiFunction(Construct):
         function_name: str,
         package: LambdaPackage,
         table: ItemTable,
+        keywords: KeywordTable,
         vectors: VectorStore,
         envelope_key: kms.IKey,
         storage_key: kms.IKey,
@@ -277,7 +291,7 @@ class ApiFunction(Construct):
             handler="functions.api.handler",
             description="memsvc HTTP API (API Gateway HTTP API, payload 2.0)",
             package=package,
-            environment={**service_environment(service="api", table=table, vectors=vectors,
+            environment={**service_environment(service="api", table=table, keywords=keywords, vectors=vectors,
                                                envelope_key=envelope_key, settings=settings), **tenant},
             memory_mb=memory_mb,
             timeout=timeout,
@@ -290,6 +304,7 @@ class ApiFunction(Construct):
             "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"])
         s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"],
                 resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING)])
+        s.allow(sid="KeywordTable", actions=KEYWORD_TABLE_ACTIONS, resources=[keywords.table_arn])
         s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],
                 resources=[storage_key.key_arn])
         s.allow(sid="TenantDataKeys", actions=["kms:GenerateDataKey", "kms:Decrypt"],
@@ -317,14 +332,16 @@ class _OnFailureQueue:
 
 
 class IndexerFunction(Construct):
-    """The indexer (`functions/indexer.py`): the table's stream -> Titan -> S3 Vectors.
+    """The indexer (`functions/indexer.py`): the table's stream -> Titan -> S3 Vectors, and the
+    keyword index.
 
     The event-source mapping reports partial batch failures, bisects a failing batch, retries
     a bounded number of times within a bounded record age, and parks the position of what still
     fails in an encrypted SQS queue (`dead_letter_queue`). Calls (from the code): DynamoDB
     GetItem (the item, its tenant's wrapped key) and UpdateItem (the index mark) on the table;
-    stream reads; KMS Decrypt on the envelope key; S3 Vectors PutVectors and DeleteVectors on
-    the index; Bedrock InvokeModel on the embedding model.
+    `KEYWORD_TABLE_ACTIONS` on the keyword table; stream reads; KMS Decrypt on the envelope key;
+    S3 Vectors PutVectors and DeleteVectors on the index; Bedrock InvokeModel on the embedding
+    model.
     """
 
     def __init__(
@@ -335,6 +352,7 @@ class IndexerFunction(Construct):
         function_name: str,
         package: LambdaPackage,
         table: ItemTable,
+        keywords: KeywordTable,
         vectors: VectorStore,
         envelope_key: kms.IKey,
         storage_key: kms.IKey,
@@ -350,7 +368,7 @@ class IndexerFunction(Construct):
             handler="functions.indexer.handler",
             description="memsvc indexer: DynamoDB stream -> Titan embeddings -> S3 Vectors",
             package=package,
-            environment=service_environment(service="indexer", table=table, vectors=vectors,
+            environment=service_environment(service="indexer", table=table, keywords=keywords, vectors=vectors,
                                             envelope_key=envelope_key, settings=settings),
             memory_mb=memory_mb,
             timeout=timeout,
@@ -359,6 +377,7 @@ class IndexerFunction(Construct):
         )
         s = self.service
         s.allow(sid="ItemTable", actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[table.table_arn])
+        s.allow(sid="KeywordTable", actions=KEYWORD_TABLE_ACTIONS, resources=[keywords.table_arn])
         s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],
                 resources=[storage_key.key_arn])
         s.allow(sid="TenantDataKeys", actions=["kms:Decrypt"], resources=[envelope_key.key_arn],
@@ -389,7 +408,7 @@ class TimelineFunction(Construct):
     EventBridge PutEvents on the bus. The storage key for the table's and stream's encryption
     at rest; PutEvents needs no key grant (EventBridge itself uses the bus's key, under its key
     policy, `LifecycleEvents`). No envelope-key access: the timeline copies value ciphertexts
-    into the log and never decrypts them. No vector index, no model.
+    into the log and never decrypts them. No vector index, no keyword table, no model.
     """
 
     def __init__(
@@ -400,6 +419,7 @@ class TimelineFunction(Construct):
         function_name: str,
         package: LambdaPackage,
         table: ItemTable,
+        keywords: KeywordTable,
         vectors: VectorStore,
         envelope_key: kms.IKey,
         storage_key: kms.IKey,
@@ -417,8 +437,8 @@ class TimelineFunction(Construct):
             description="memsvc timeline: DynamoDB stream -> event log -> EventBridge",
             package=package,
             # `AwsSettings.from_env` wants every variable (the app is built whole); the envelope
-            # key's ARN is a name here, its role gets no use of the key.
-            environment=service_environment(service="timeline", table=table, vectors=vectors,
+            # key's ARN and the keyword table's name are names here, its role gets no use of them.
+            environment=service_environment(service="timeline", table=table, keywords=keywords, vectors=vectors,
                                             envelope_key=envelope_key, settings=settings, event_bus=event_bus),
             memory_mb=memory_mb,
             timeout=timeout,

@@ -29,7 +29,7 @@ from tests.aws.test_functions import (
     load_event,
     vectors_by_memory,
 )
-from tests.fakes.aws_stack import BUCKET, INDEX, REGION, TABLE
+from tests.fakes.aws_stack import BUCKET, INDEX, KEYWORD_TABLE, REGION, TABLE
 
 ALICE = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
 TEXTS = {
@@ -196,8 +196,8 @@ def test_kms_failing_to_unwrap_on_a_cold_start_leaves_the_item_as_it_was(stack):
     stack.read_stream()
     # A new execution environment: its data-key cache is empty, so the wrapped key must be unwrapped.
     key_id = stack.clients.kms.list_keys()["Keys"][0]["KeyId"]
-    settings = AwsSettings(region=REGION, table_name=TABLE, vector_bucket=BUCKET, vector_index=INDEX,
-                           kms_key_id=key_id, embedding_dimension=stack.embedder.dimension)
+    settings = AwsSettings(region=REGION, table_name=TABLE, keyword_table_name=KEYWORD_TABLE, vector_bucket=BUCKET,
+                           vector_index=INDEX, kms_key_id=key_id, embedding_dimension=stack.embedder.dimension)
     runtime.set_app(build_aws(settings, clients=stack.clients, embedder=stack.embedder, clock=Clock()))
     injected = stack.fail("kms", "Decrypt", code="DependencyTimeoutException", status=503)
     status, body, _ = call_api(_put_event(TENANT, "second"))

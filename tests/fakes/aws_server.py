@@ -8,9 +8,10 @@ The `live_server` fixture (tests/conftest.py) runs it as the `aws` backend of th
 What runs:
 
 - The router, the service layer and every AWS adapter (`memsvc.adapters.aws.*`) are the
-  production code; their boto3 clients talk to moto's in-process DynamoDB (+ Streams), KMS and
-  S3 Vectors, with the fakes of `aws_stack` for what moto lacks (QueryVectors: exact cosine and
-  the real filter operators; stream `userIdentity` for TTL deletes).
+  production code; their boto3 clients talk to moto's in-process DynamoDB (+ Streams; the item
+  table and the keyword index's table), KMS and S3 Vectors, with the fakes of `aws_stack` for
+  what moto lacks (QueryVectors: exact cosine and the real filter operators; stream
+  `userIdentity` for TTL deletes).
 - The stream consumers are the real Lambdas: a thread calls `AwsStack.drain()` every ~0.2 s,
   which reads the table's records from moto's DynamoDB Streams and hands them, shaped as
   Lambda's event, to `functions.indexer.handler` and to `functions.timeline.handler`, each with

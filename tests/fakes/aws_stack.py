@@ -1,5 +1,6 @@
-"""The AWS backend, offline: moto for DynamoDB (+ Streams), KMS, S3 Vectors, EventBridge and
-SQS, plus the small fakes for what moto lacks (QueryVectors, Titan bodies, TTL expiry, stream
+"""The AWS backend, offline: moto for DynamoDB (+ Streams; the item table and the keyword index's
+table, whose `DynamoKeywordIndex` is `AwsStack.keywords`), KMS, S3 Vectors, EventBridge and SQS,
+plus the small fakes for what moto lacks (QueryVectors, Titan bodies, TTL expiry, stream
 `userIdentity`).
 
 `AwsStack.drain()` reads the table's real stream records from moto's DynamoDB Streams, puts
@@ -45,6 +46,7 @@ from botocore.config import Config
 from moto import mock_aws
 
 from memsvc.adapters.aws.clients import RETRIES, AwsClients
+from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex, keyword_table_definition
 from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, table_definition
 from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
 from memsvc.bootstrap import AwsApp, build_aws
@@ -55,6 +57,7 @@ from tests.fakes.titan import TitanFake, install_titan_fake
 
 REGION = "us-east-1"
 TABLE = "memsvc-test"
+KEYWORD_TABLE = "memsvc-test-keywords"
 BUCKET = "memsvc-test-vectors"
 INDEX = "memories"
 EVENT_BUS = "memsvc-test-events"
@@ -95,6 +98,7 @@ class AwsStack:
     stream_arn: str
     s3vectors: S3VectorsFake
     titan: TitanFake
+    keywords: DynamoKeywordIndex  # on the keywords table, with the app's DynamoDB client
     queue_url: str = ""
     ttl_reader: Any = None  # the DynamoDB client `expire` scans through (default: the app's)
     _iterators: dict[str, str | None] = field(default_factory=dict)
@@ -413,6 +417,7 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
             table = clients["dynamodb"].create_table(**table_definition(TABLE))["TableDescription"]
             clients["dynamodb"].update_time_to_live(
                 TableName=TABLE, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
+            clients["dynamodb"].create_table(**keyword_table_definition(KEYWORD_TABLE))
             key_id = clients["kms"].create_key(Description="memsvc test")["KeyMetadata"]["KeyId"]
             clients["s3vectors"].create_vector_bucket(vectorBucketName=BUCKET)
             clients["s3vectors"].create_index(
@@ -426,15 +431,18 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
                                        dimension=dimension if dimension in (256, 512, 1024) else 1024)
             aws = AwsClients(dynamodb=_AtomicWrites(clients["dynamodb"]), s3vectors=clients["s3vectors"],
                              kms=clients["kms"], events=clients["events"], bedrock_runtime=clients["bedrock-runtime"])
-            settings = AwsSettings(region=REGION, table_name=TABLE, vector_bucket=BUCKET, vector_index=INDEX,
-                                   kms_key_id=key_id, embedding_dimension=dimension, event_bus_name=EVENT_BUS,
+            settings = AwsSettings(region=REGION, table_name=TABLE, keyword_table_name=KEYWORD_TABLE,
+                                   vector_bucket=BUCKET, vector_index=INDEX, kms_key_id=key_id,
+                                   embedding_dimension=dimension, event_bus_name=EVENT_BUS,
                                    default_tenant=default_tenant)
             app = build_aws(settings, clients=aws, embedder=embedder, clock=clock)
             from functions import runtime
 
             runtime.set_app(app)
             stack = AwsStack(app=app, clients=aws, streams=streams, sqs=sqs, stream_arn=table["LatestStreamArn"],
-                             s3vectors=s3vectors, titan=titan, queue_url=queue_url)
+                             s3vectors=s3vectors, titan=titan,
+                             keywords=DynamoKeywordIndex(aws.dynamodb, settings.keyword_table_name),
+                             queue_url=queue_url)
             try:
                 yield stack
             finally:

@@ -1,12 +1,15 @@
-"""The data constructs, each in a bare stack: keys, the item table, the vector store, the bus."""
+"""The data constructs, each in a bare stack: keys, the item table, the keyword table, the vector
+store, the bus."""
 
 from __future__ import annotations
 
 import aws_cdk as cdk
+import pytest
 from aws_cdk import aws_kms as kms
 from aws_cdk.assertions import Template
 
-from infra.constructs import EncryptionKeys, ItemTable, LifecycleEvents, VectorStore
+from infra.constructs import EncryptionKeys, ItemTable, KeywordTable, LifecycleEvents, VectorStore
+from memsvc.adapters.aws.dynamo_keywords import keyword_table_definition
 from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, table_definition
 from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
 from tests.infra.helpers import only, resources_of
@@ -75,6 +78,34 @@ def test_table_is_protected_and_retained_when_asked(bare_stack):
     (table,) = resources_of(template, "AWS::DynamoDB::GlobalTable").values()
     assert table["DeletionPolicy"] == "Retain" and table["UpdateReplacePolicy"] == "Retain"
     assert table["Properties"]["Replicas"][0]["DeletionProtectionEnabled"] is True
+
+
+@pytest.mark.parametrize("retain", [False, True])
+def test_the_keyword_table_is_exactly_keyword_table_definition(bare_stack, retain):
+    """On demand, keys as the adapter's schema, no stream, no TTL, no index; point-in-time
+    recovery and the customer-managed key given; protected and retained when asked."""
+    stack = bare_stack()
+    KeywordTable(stack, "Keywords", table_name="kw", encryption_key=_key(stack),
+                 removal_policy=cdk.RemovalPolicy.RETAIN if retain else cdk.RemovalPolicy.DESTROY,
+                 deletion_protection=retain)
+    template = Template.from_stack(stack).to_json()
+    props = only(template, "AWS::DynamoDB::GlobalTable")
+    want = keyword_table_definition("kw")
+    assert props["TableName"] == want["TableName"] == "kw"
+    assert props["BillingMode"] == want["BillingMode"] == "PAY_PER_REQUEST"
+    assert props["AttributeDefinitions"] == want["AttributeDefinitions"]
+    assert props["KeySchema"] == want["KeySchema"]
+    for absent in ("StreamSpecification", "TimeToLiveSpecification", "GlobalSecondaryIndexes",
+                   "LocalSecondaryIndexes"):
+        assert absent not in props and absent not in want
+    assert props["SSESpecification"] == {"SSEEnabled": True, "SSEType": "KMS"}
+    (replica,) = props["Replicas"]
+    assert replica["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    key_id, attribute = replica["SSESpecification"]["KMSMasterKeyId"]["Fn::GetAtt"]
+    assert attribute == "Arn" and key_id.startswith("Key")
+    assert replica["DeletionProtectionEnabled"] is retain
+    (table,) = resources_of(template, "AWS::DynamoDB::GlobalTable").values()
+    assert table["DeletionPolicy"] == ("Retain" if retain else "Delete")
 
 
 def test_vector_store_index_matches_the_adapter(bare_stack):

@@ -17,7 +17,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
 
 from infra.config import LAMBDA_PYTHON
-from infra.constructs import ApiFunction, IndexerFunction, ItemTable, LambdaPackage, TimelineFunction, VectorStore
+from infra.constructs import (ApiFunction, IndexerFunction, ItemTable, KeywordTable, LambdaPackage, TimelineFunction,
+                              VectorStore)
 from infra.constructs.functions import (
     CHANGE_FILTER_PATTERNS,
     INDEXER_FILTER_PATTERNS,
@@ -44,6 +45,8 @@ def _build(bare_stack) -> tuple[cdk.Stack, dict[str, Any]]:
     storage = kms.Key(stack, "StorageKey", enable_key_rotation=True)
     table = ItemTable(stack, "Items", table_name="items", encryption_key=storage,
                       removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
+    keywords = KeywordTable(stack, "Keywords", table_name="keywords", encryption_key=storage,
+                            removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
     vectors = VectorStore(stack, "Vectors", bucket_name="vb", index_name="memories", dimension=1024,
                           non_filterable_keys=["key"], encryption_key=storage,
                           removal_policy=cdk.RemovalPolicy.DESTROY)
@@ -51,8 +54,8 @@ def _build(bare_stack) -> tuple[cdk.Stack, dict[str, Any]]:
     settings = ServiceSettings(embedding_model_id="amazon.titan-embed-text-v2:0", embedding_dimension=1024,
                                embedding_concurrency=8, data_key_cache_seconds=300, log_level="INFO",
                                log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
-    common = dict(package=package, table=table, vectors=vectors, envelope_key=envelope, storage_key=storage,
-                  settings=settings)
+    common = dict(package=package, table=table, keywords=keywords, vectors=vectors, envelope_key=envelope,
+                  storage_key=storage, settings=settings)
     ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
                 reserved_concurrency=None, **common)
     IndexerFunction(stack, "Indexer", function_name="fn-indexer", memory_mb=1024, timeout=Duration.seconds(300),
@@ -108,6 +111,7 @@ def _short(resource: Any) -> str:
         (r'"ItemsTable[0-9A-F]+", "StreamArn"', "stream"),
         (r'"ItemsTable[0-9A-F]+", "Arn"\]\}, "/index/(\w+)"', r"table/index/\1"),
         (r'^\{"Fn::GetAtt": \["ItemsTable[0-9A-F]+", "Arn"\]\}$', "table"),
+        (r'^\{"Fn::GetAtt": \["KeywordsTable[0-9A-F]+", "Arn"\]\}$', "keyword-table"),
         (r'"(EnvelopeKey|StorageKey)[0-9A-F]+", "Arn"', r"\1"),
         (r'"VectorsIndex[0-9A-F]+", "IndexArn"', "vector-index"),
         (r'"IndexerFailedBatches[0-9A-F]+", "Arn"', "dlq"),
@@ -151,13 +155,16 @@ def test_default_tenant_only_when_configured(bare_stack):
     key = kms.Key(stack, "Key")
     table = ItemTable(stack, "Items", table_name="items", encryption_key=key,
                       removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
+    keywords = KeywordTable(stack, "Keywords", table_name="keywords", encryption_key=key,
+                            removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
     vectors = VectorStore(stack, "Vectors", bucket_name="vb", index_name="memories", dimension=1024,
                           non_filterable_keys=["key"], encryption_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
     settings = ServiceSettings(embedding_model_id="amazon.titan-embed-text-v2:0", embedding_dimension=1024,
                                embedding_concurrency=8, data_key_cache_seconds=300, log_level="INFO",
                                log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
     ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
-                reserved_concurrency=None, default_tenant="shared", table=table, vectors=vectors, envelope_key=key,
+                reserved_concurrency=None, default_tenant="shared", table=table, keywords=keywords, vectors=vectors,
+                envelope_key=key,
                 storage_key=key, settings=settings,
                 package=LambdaPackage(stack, "Package", project_root=PROJECT_ROOT, layer_name="deps"))
     env = _function(Template.from_stack(stack).to_json(), "fn-api")["Environment"]["Variables"]
@@ -166,8 +173,8 @@ def test_default_tenant_only_when_configured(bare_stack):
 
 def test_every_setting_the_code_reads_is_set(built):
     wanted = aws_settings_variables()
-    assert {"MEMSVC_TABLE_NAME", "MEMSVC_VECTOR_BUCKET", "MEMSVC_VECTOR_INDEX", "MEMSVC_KMS_KEY_ID",
-            "MEMSVC_EVENT_BUS_NAME"} <= wanted
+    assert {"MEMSVC_TABLE_NAME", "MEMSVC_KEYWORD_TABLE_NAME", "MEMSVC_VECTOR_BUCKET", "MEMSVC_VECTOR_INDEX",
+            "MEMSVC_KMS_KEY_ID", "MEMSVC_EVENT_BUS_NAME"} <= wanted
     # The bus is the publisher's alone: without it a function publishes nothing (AwsSettings' default).
     publishes = {"fn-timeline"}
     for name, service in (("fn-api", "memsvc-api"), ("fn-indexer", "memsvc-indexer"),
@@ -187,8 +194,14 @@ def test_every_setting_the_code_reads_is_set(built):
         assert env["MEMSVC_VECTOR_INDEX"] == "memories"
         assert "EnvelopeKey" in json.dumps(env["MEMSVC_KMS_KEY_ID"])  # the envelope key, not the storage key
         assert "ItemsTable" in json.dumps(env["MEMSVC_TABLE_NAME"])
+        assert "KeywordsTable" in json.dumps(env["MEMSVC_KEYWORD_TABLE_NAME"])
     assert _function(built, "fn-timeline")["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {
         "Ref": _logical(built, "AWS::Events::EventBus", "Bus")}
+
+
+# What `DynamoKeywordIndex` calls (TransactWriteItems is authorized as its Update and Delete actions).
+KEYWORD_TABLE = {(f"dynamodb:{a}", "keyword-table") for a in
+                 ("GetItem", "PutItem", "BatchWriteItem", "BatchGetItem", "Query", "UpdateItem", "DeleteItem")}
 
 
 def test_api_role_is_exactly_what_the_api_calls(built):
@@ -198,6 +211,7 @@ def test_api_role_is_exactly_what_the_api_calls(built):
         ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
         *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem")},
         *{("dynamodb:Query", f"table/index/{i}") for i in ("by_recent", "by_id", "pending")},
+        *KEYWORD_TABLE,
         ("kms:Decrypt", "StorageKey"), ("kms:DescribeKey", "StorageKey"), ("kms:GenerateDataKey", "StorageKey"),
         ("kms:GenerateDataKey", tenant), ("kms:Decrypt", tenant),
         *{(f"s3vectors:{a}", "vector-index") for a in
@@ -211,6 +225,7 @@ def test_indexer_role_is_exactly_what_the_indexer_calls(built):
         ("logs:CreateLogStream", "own-log-group"), ("logs:PutLogEvents", "own-log-group"),
         ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
         ("dynamodb:GetItem", "table"), ("dynamodb:UpdateItem", "table"),
+        *KEYWORD_TABLE,
         ("dynamodb:DescribeStream", "stream"), ("dynamodb:GetRecords", "stream"),
         ("dynamodb:GetShardIterator", "stream"), ("dynamodb:ListStreams", "*"),
         ("kms:Decrypt", "StorageKey"), ("kms:DescribeKey", "StorageKey"), ("kms:GenerateDataKey", "StorageKey"),

@@ -32,7 +32,7 @@ def _canonical(name: str) -> str:
 def test_spec_is_the_runtime_dependencies_and_the_aws_extra_pinned():
     spec = layer_spec()
     names = {r.split("==")[0] for r in spec.requirements}
-    assert names == {"pydantic", "cryptography", "celine-regorus", "boto3", "aws-lambda-powertools"}
+    assert names == {"pydantic", "cryptography", "celine-regorus", "snowballstemmer", "boto3", "aws-lambda-powertools"}
     for requirement in spec.requirements:
         name, version = requirement.split("==")
         assert spec.pins[name] == version

@@ -41,7 +41,7 @@ def test_each_environment_has_the_whole_service(assembly, env):
     for resource in t["Resources"].values():
         counts[resource["Type"]] = counts.get(resource["Type"], 0) + 1
     expected = {
-        "AWS::DynamoDB::GlobalTable": 1, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
+        "AWS::DynamoDB::GlobalTable": 2, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
         "AWS::Events::EventBus": 1, "AWS::Events::Archive": 1, "AWS::KMS::Key": 3,
         "AWS::Lambda::Function": 3, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 2,
         "AWS::SQS::Queue": 2, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
@@ -57,6 +57,8 @@ def test_each_environment_has_the_whole_service(assembly, env):
     # No Lambda function the stack did not write itself (no custom-resource helpers).
     assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
         f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline"}
+    assert {r["Properties"]["TableName"] for r in resources_of(t, "AWS::DynamoDB::GlobalTable").values()} == {
+        f"memsvc-{env}-items", f"memsvc-{env}-keywords"}
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -138,6 +140,30 @@ def test_only_the_timeline_publishes_and_only_to_the_bus(assembly, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
+def test_the_keyword_table_is_read_and_written_by_the_api_and_the_indexer_only(assembly, env):
+    """Its own table: no stream (postings never reach the stream consumers), the storage key,
+    point-in-time recovery; every function knows its name, the timeline has no access to it."""
+    t = assembly.templates[env]
+    (logical, table), = [(k, r["Properties"]) for k, r in resources_of(t, "AWS::DynamoDB::GlobalTable").items()
+                         if k.startswith("KeywordsTable")]
+    assert "StreamSpecification" not in table and "GlobalSecondaryIndexes" not in table
+    assert "TimeToLiveSpecification" not in table
+    (replica,) = table["Replicas"]
+    assert replica["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
+    storage = next(k for k in resources_of(t, "AWS::KMS::Key") if k.startswith("KeysStorageKey"))
+    assert replica["SSESpecification"]["KMSMasterKeyId"] == {"Fn::GetAtt": [storage, "Arn"]}
+    readers = set()
+    for role in ("ApiServiceRole", "IndexerServiceRole", "TimelineServiceRole"):
+        for st in statements(t, role):
+            if logical in json.dumps(st["Resource"]):
+                assert as_list(st["Resource"]) == [{"Fn::GetAtt": [logical, "Arn"]}]
+                readers.add(role)
+    assert readers == {"ApiServiceRole", "IndexerServiceRole"}
+    for fn in resources_of(t, "AWS::Lambda::Function").values():
+        assert fn["Properties"]["Environment"]["Variables"]["MEMSVC_KEYWORD_TABLE_NAME"] == {"Ref": logical}
+
+
+@pytest.mark.parametrize("env", ENVS)
 def test_both_stream_consumers_have_their_own_mapping_queue_and_alarms(assembly, env):
     t = assembly.templates[env]
     functions = {r["Properties"]["FunctionName"]: k for k, r in resources_of(t, "AWS::Lambda::Function").items()}
@@ -161,8 +187,8 @@ def test_prod_retains_and_protects_dev_cleans_up(assembly):
                       "AWS::KMS::Key", "AWS::Cognito::UserPool", "AWS::Logs::LogGroup", "AWS::Events::Archive"):
             for logical, resource in resources_of(t, type_).items():
                 assert resource.get("DeletionPolicy") == policy, f"{env} {logical}"
-        table = only(t, "AWS::DynamoDB::GlobalTable")
-        assert table["Replicas"][0]["DeletionProtectionEnabled"] is retain
+        for table in resources_of(t, "AWS::DynamoDB::GlobalTable").values():
+            assert table["Properties"]["Replicas"][0]["DeletionProtectionEnabled"] is retain
         assert only(t, "AWS::Cognito::UserPool")["DeletionProtection"] == ("ACTIVE" if retain else "INACTIVE")
     assert assembly.stacks["prod"].termination_protection is True
     assert assembly.stacks["dev"].termination_protection is False
@@ -230,10 +256,11 @@ def test_nothing_but_the_config_selects_what_is_deployed():
 def test_outputs(assembly, env):
     outputs = assembly.templates[env]["Outputs"]
     assert {"JwtApiUrl", "IamApiUrl", "IamInvokePolicyArn", "JwtIssuer", "JwtAudience", "UserPoolId",
-            "UserPoolClientId", "TableName", "VectorBucketName", "VectorIndexName", "EventBusName",
+            "UserPoolClientId", "TableName", "KeywordTableName", "VectorBucketName", "VectorIndexName", "EventBusName",
             "AlarmTopicArn", "DashboardName"} <= set(outputs)
-    assert outputs["TableName"]["Value"] == {"Ref": next(iter(resources_of(assembly.templates[env],
-                                                                          "AWS::DynamoDB::GlobalTable")))}
+    tables = {k.split("Table")[0]: k for k in resources_of(assembly.templates[env], "AWS::DynamoDB::GlobalTable")}
+    assert outputs["TableName"]["Value"] == {"Ref": tables["Items"]}
+    assert outputs["KeywordTableName"]["Value"] == {"Ref": tables["Keywords"]}
 
 
 def test_an_external_issuer_replaces_the_user_pool(tmp_path):

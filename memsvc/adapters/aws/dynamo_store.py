@@ -453,7 +453,7 @@ def _bytes(value: Any) -> bytes | None:
 
 def call_table(client: Any, table: str, operation: str, **kwargs: Any) -> dict[str, Any]:
     """One DynamoDB call on `table` (botocore has retried it), its errors mapped to the service's."""
-    if operation != "BatchGetItem":
+    if operation not in ("BatchGetItem", "BatchWriteItem"):  # these name their tables in the request
         kwargs["TableName"] = table
     try:
         return getattr(client, _snake(operation))(**kwargs)
@@ -461,13 +461,14 @@ def call_table(client: Any, table: str, operation: str, **kwargs: Any) -> dict[s
         raise aws_error(exc, service="DynamoDB", operation=operation) from None
 
 
-def batch_get_rows(client: Any, table: str, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Consistent reads of these keys, 100 to a request, unprocessed keys asked again with backoff.
-    The loop is ours because botocore retries failed requests, not the keys a successful
-    BatchGetItem left unprocessed (DynamoDB's answer to throttling within a batch)."""
+def batch_get_rows(client: Any, table: str, keys: list[dict[str, Any]], *,
+                   consistent: bool = True) -> list[dict[str, Any]]:
+    """Reads of these keys (consistent unless asked otherwise), 100 to a request, unprocessed keys
+    asked again with backoff. The loop is ours because botocore retries failed requests, not the
+    keys a successful BatchGetItem left unprocessed (DynamoDB's answer to throttling within a batch)."""
     rows: list[dict[str, Any]] = []
     for start in range(0, len(keys), 100):
-        request = {table: {"Keys": keys[start : start + 100], "ConsistentRead": True}}
+        request = {table: {"Keys": keys[start : start + 100], "ConsistentRead": consistent}}
         for attempt in range(8):
             response = call_table(client, table, "BatchGetItem", RequestItems=request)
             rows.extend(response.get("Responses", {}).get(table, []))

@@ -1,0 +1,472 @@
+"""The AWS keyword index: BM25 over blind terms, in its own DynamoDB table (docs/aws-design.md,
+"Keyword index", has every record, access path, cost and limit).
+
+Three kinds of record, every key starting with the tenant:
+
+- a **posting** per (memory version, term): `T#<tenant>#W#<term>` / `<ns>\\x1f<memory id>`, with
+  the term's frequency, the document's length, version, key and policy attributes. One term's
+  postings under a prefix are one sort-key range of one partition, and carry all a query needs.
+- a **document record** per memory version: `T#<tenant>#D#<shard>` / `<memory id>`, with its
+  terms (what a delete must remove) and `counted`: whether the statistics include it.
+- **statistics**: `T#<tenant>#S#<shard>` / `P#<encoded prefix>`: documents (`n`) and total length
+  (`len`) under that prefix, for the tenant root (`P#`) and every ancestor of every namespace, so
+  any scope's figures are 16 rows, however many namespaces it holds. Sharded by memory id, so
+  no one row takes every write.
+
+A put writes the record uncounted, then the postings, then counts the record in one transaction
+with its statistics. A delete removes the postings, then the record, in one transaction with
+its statistics if it was counted. Every step is idempotent and `counted` decides each
+transaction, so a retry after a crash anywhere finishes the work, the statistics count each
+document exactly once, and no posting outlives its record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import json
+import random
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table
+from memsvc.adapters.aws.errors import aws_error, error_code
+from memsvc.core.errors import RateLimited
+from memsvc.core.filters import Filter, lookup_in
+from memsvc.core.keywords import bm25, idf
+from memsvc.core.models import KeywordDoc, KeywordHit, KeywordResult
+from memsvc.core.namespaces import ancestors, decode_namespace, encode_namespace
+
+__all__ = ["DynamoKeywordIndex", "keyword_table_definition", "SHARDS", "MAX_TERMS_PER_DOC",
+           "MAX_POSTINGS_PER_TERM"]
+
+SHARDS = 16  # document records and statistics rows per tenant, by memory id
+# A document record holds its terms: 4,000 of them (~20 bytes each) keep it far below DynamoDB's
+# 400 KB item limit, and bound a document's postings (its write cost) to 4,000.
+MAX_TERMS_PER_DOC = 4_000
+# A term with more postings than this under the searched prefix is left out of the query (see
+# `DynamoKeywordIndex.query`): reading them would cost ~3 MB and several sequential pages.
+MAX_POSTINGS_PER_TERM = 20_000
+MAX_ATTEMPTS = 8  # per transaction contended by another writer, or per batch left unprocessed
+_BATCH_WRITE = 25  # BatchWriteItem's limit
+_MAX_ACTIONS = 100  # TransactWriteItems' limits: actions, and 4 MB of items (kept to half)
+_MAX_TRANSACTION_BYTES = 2_000_000
+_WORKERS = 8  # requests in flight per call (the client pools 10 connections)
+_ROOT = "P#"  # statistics sort keys: `P#` + the encoded prefix (`P#` alone: the whole tenant)
+_DOC_END = "\x1f"  # between a posting's namespace and memory id: sorts after SEP (`\x1e`)
+_LAST = "\U0010ffff"  # above any memory id, for the end of a sort-key range
+_POSTING_FIELDS = {"#sk": "sk", "#tf": "tf", "#dl": "dl", "#v": "v", "#k": "k", "#pa": "pa"}
+# Why DynamoDB may cancel a transaction that trying again can get through (anything else is raised).
+_CANCELLED_RETRYABLE = {None, "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError",
+                        "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
+_T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+def keyword_table_definition(table_name: str) -> dict[str, Any]:
+    """`CreateTable` arguments: the schema the CDK stack declares and the tests create on moto.
+    No stream (postings must never reach the item table's consumers), no secondary index."""
+    return {
+        "TableName": table_name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "AttributeDefinitions": [{"AttributeName": n, "AttributeType": "S"} for n in ("pk", "sk")],
+        "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+    }
+
+
+@dataclass(frozen=True)
+class _Record:
+    """A document record as read: the document, and whether the statistics include it."""
+
+    doc: KeywordDoc
+    counted: bool
+
+
+@dataclass(frozen=True)
+class _Posting:
+    memory_id: str
+    ns: str
+    key: str
+    version: int
+    tf: int
+    length: int
+    attributes: str  # the policy attributes' JSON, "" when there are none
+
+
+class DynamoKeywordIndex:
+    """`KeywordIndex` on a DynamoDB table of its own. Thread-safe."""
+
+    def __init__(self, client: Any, table_name: str, *, max_postings_per_term: int = MAX_POSTINGS_PER_TERM,
+                 max_terms_per_doc: int = MAX_TERMS_PER_DOC) -> None:
+        self._db = client
+        self._table = table_name
+        self.max_postings_per_term = max_postings_per_term
+        self.max_terms_per_doc = max_terms_per_doc
+        self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="keyword-index")
+        self.sleep: Callable[[float], None] = time.sleep  # backoff between contended attempts
+        self.random: Callable[[], float] = random.random  # its jitter
+
+    def ping(self) -> None:
+        self._call("GetItem", Key={"pk": {"S": "ping"}, "sk": {"S": "ping"}})
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def put_many(self, docs: Sequence[KeywordDoc]) -> None:
+        unique = {(d.tenant, d.memory_id): self._capped(d) for d in docs}
+        claimed = [d for d in self._map(self._claim, list(unique.values())) if d is not None]
+        self._map(self._batch_write, _chunks([_posting_put(d, t, tf) for d in claimed for t, tf in d.terms.items()]))
+        self._map(self._count, _transaction_groups([_Record(d, counted=False) for d in claimed]))
+
+    def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
+        self._remove(list(self._records(tenant, memory_ids).values()))
+
+    def delete_tenant(self, tenant: str) -> int:
+        removed = 0
+        for shard in range(SHARDS):
+            for rows in self._pages(KeyConditionExpression="pk = :p",
+                                    ExpressionAttributeValues={":p": {"S": f"T#{tenant}#D#{shard}"}}):
+                self._remove([_record_of(tenant, row) for row in rows])
+                removed += len(rows)
+        self._drop_empty_statistics(tenant)
+        return removed
+
+    def _capped(self, doc: KeywordDoc) -> KeywordDoc:
+        """The document with at most `max_terms_per_doc` terms, the most frequent (its length stays
+        what it was: BM25 normalises by the text's length, not by what is kept)."""
+        if len(doc.terms) <= self.max_terms_per_doc:
+            return doc
+        kept = sorted(doc.terms.items(), key=lambda term: (-term[1], term[0]))[: self.max_terms_per_doc]
+        return replace(doc, terms=dict(kept))
+
+    def _claim(self, doc: KeywordDoc) -> KeywordDoc | None:
+        """Step 1 of a put: the record, uncounted, unless the version has one. Returns the document
+        to index (the stored one, if an earlier attempt stopped before counting it), or None when
+        it is indexed already."""
+        try:
+            self._db.put_item(TableName=self._table, Item=_record_item(doc, counted=False),
+                              ConditionExpression="attribute_not_exists(pk)",
+                              ReturnValuesOnConditionCheckFailure="ALL_OLD")
+            return doc
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
+            old = exc.response.get("Item")
+        except BotoCoreError as exc:
+            raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
+        record = _record_of(doc.tenant, old) if old else self._records(doc.tenant, [doc.memory_id]).get(doc.memory_id)
+        return None if record is None or record.counted else record.doc
+
+    def _count(self, group: list[_Record]) -> None:
+        """Step 3 of a put, for uncounted records of one tenant and shard: marked counted, and added
+        to the statistics, in one transaction. When DynamoDB cancels it, the records say why: one
+        is gone (deleted meanwhile, perhaps before our postings landed: they are removed), one is
+        counted (by another writer of the same version), or none changed (a statistics row was
+        busy in another transaction, or throttled: back off)."""
+        pending = group
+        for attempt in range(MAX_ATTEMPTS):
+            marks = [{"Update": {**self._if_counted(r), "UpdateExpression": "SET #c = :t",
+                                 "ExpressionAttributeValues": {":c": {"BOOL": False}, ":t": {"BOOL": True}}}}
+                     for r in pending]
+            if self._transact(marks + self._statistics([r.doc for r in pending], +1)):
+                return
+            now = self._records(pending[0].doc.tenant, [r.doc.memory_id for r in pending])
+            for r in pending:
+                if r.doc.memory_id not in now:
+                    self._write_each(_posting_deletes(r.doc))
+            still = [r for r in pending if r.doc.memory_id in now and not now[r.doc.memory_id].counted]
+            if not still:
+                return
+            if len(still) == len(pending):
+                self._backoff(attempt)
+            pending = still
+        raise _busy()
+
+    def _remove(self, records: list[_Record]) -> None:
+        self._map(self._batch_write, _chunks([p for r in records for p in _posting_deletes(r.doc)]))
+        self._map(self._uncount, _transaction_groups(records))
+
+    def _uncount(self, group: list[_Record]) -> None:
+        """The last step of a delete, for records of one tenant and shard whose postings are
+        removed: the records deleted if still as read, and those counted taken out of the
+        statistics, in one transaction. When DynamoDB cancels it, the records say why: one is gone
+        (another delete), one was counted meanwhile (by a put, which may have written postings
+        after they were removed: they are removed again), or none changed (back off)."""
+        pending = group
+        for attempt in range(MAX_ATTEMPTS):
+            deletes = [{"Delete": self._if_counted(r)} for r in pending]
+            if self._transact(deletes + self._statistics([r.doc for r in pending if r.counted], -1)):
+                return
+            now = self._records(pending[0].doc.tenant, [r.doc.memory_id for r in pending])
+            moved = [now[r.doc.memory_id] for r in pending
+                     if r.doc.memory_id in now and now[r.doc.memory_id].counted != r.counted]
+            for r in moved:
+                self._write_each(_posting_deletes(r.doc))
+            still = [now[r.doc.memory_id] for r in pending if r.doc.memory_id in now]
+            if not still:
+                return
+            if not moved and len(still) == len(pending):
+                self._backoff(attempt)
+            pending = still
+        raise _busy()
+
+    def _if_counted(self, record: _Record) -> dict[str, Any]:
+        """A transaction action's target and condition: the record, still counted as read."""
+        return {"TableName": self._table, "Key": _record_key(record.doc.tenant, record.doc.memory_id),
+                "ConditionExpression": "#c = :c", "ExpressionAttributeNames": {"#c": "counted"},
+                "ExpressionAttributeValues": {":c": {"BOOL": record.counted}}}
+
+    def _statistics(self, docs: list[KeywordDoc], sign: int) -> list[dict[str, Any]]:
+        """A transaction's updates of the statistics rows of these documents (one tenant, one shard):
+        one per prefix that holds any of them, the tenant root included."""
+        totals: dict[str, tuple[int, int]] = {}
+        for d in docs:
+            for prefix in ["", *ancestors(d.namespace)]:
+                n, length = totals.get(prefix, (0, 0))
+                totals[prefix] = (n + 1, length + d.length)
+        return [{"Update": {
+            "TableName": self._table,
+            "Key": {"pk": {"S": f"T#{docs[0].tenant}#S#{_shard(docs[0].memory_id)}"}, "sk": {"S": _ROOT + prefix}},
+            "UpdateExpression": "ADD #n :n, #len :len",
+            "ExpressionAttributeNames": {"#n": "n", "#len": "len"},
+            "ExpressionAttributeValues": {":n": {"N": str(sign * n)}, ":len": {"N": str(sign * length)}},
+        }} for prefix, (n, length) in totals.items()]
+
+    def _transact(self, actions: list[dict[str, Any]]) -> bool:
+        """One transaction; False when DynamoDB cancelled it (a condition failed, another
+        transaction held one of its items, or it was throttled): the caller reads the records to
+        tell which. botocore never retries a cancelled transaction."""
+        try:
+            self._db.transact_write_items(TransactItems=actions)
+            return True
+        except ClientError as exc:
+            reasons = {r.get("Code") for r in exc.response.get("CancellationReasons", [])}
+            if error_code(exc) == "TransactionCanceledException" and reasons <= _CANCELLED_RETRYABLE:
+                return False
+            raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
+        except BotoCoreError as exc:
+            raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
+
+    def _write_each(self, requests: list[dict[str, Any]]) -> None:
+        """BatchWriteItem requests one after the other, from a pool thread (see `_map`)."""
+        for chunk in _chunks(requests):
+            self._batch_write(chunk)
+
+    def _batch_write(self, requests: list[dict[str, Any]]) -> None:
+        """One BatchWriteItem, what it leaves unprocessed sent again with backoff. The loop is ours:
+        botocore retries a failed request, not the items a successful one did not write."""
+        pending = {self._table: requests}
+        for attempt in range(MAX_ATTEMPTS):
+            pending = self._call("BatchWriteItem", RequestItems=pending).get("UnprocessedItems") or {}
+            if not pending:
+                return
+            self._backoff(attempt)
+        raise _busy()
+
+    def _drop_empty_statistics(self, tenant: str) -> None:
+        """A wiped tenant's statistics rows, each only if it counts nothing (a put that counted a
+        document meanwhile keeps its rows)."""
+        for shard in range(SHARDS):
+            for rows in self._pages(KeyConditionExpression="pk = :p", ProjectionExpression="pk, sk",
+                                    ExpressionAttributeValues={":p": {"S": f"T#{tenant}#S#{shard}"}}):
+                for row in rows:
+                    try:
+                        self._db.delete_item(TableName=self._table, Key=row, ConditionExpression="#n = :z",
+                                             ExpressionAttributeNames={"#n": "n"},
+                                             ExpressionAttributeValues={":z": {"N": "0"}})
+                    except ClientError as exc:
+                        if error_code(exc) != "ConditionalCheckFailedException":
+                            raise aws_error(exc, service="DynamoDB", operation="DeleteItem") from None
+                    except BotoCoreError as exc:
+                        raise aws_error(exc, service="DynamoDB", operation="DeleteItem") from None
+
+    # -- query -------------------------------------------------------------------------------
+
+    def query(self, tenant: str, prefix: tuple[str, ...], pushdown: Filter, terms: Sequence[str],
+              top_k: int) -> KeywordResult:
+        """BM25 with the document count and average length of the documents under `prefix` (its
+        statistics rows), and each term's document frequency among its postings under `prefix`
+        that `pushdown` admits. A term with more than `max_postings_per_term` postings under the
+        prefix is left out, of the scores and of `query_weight`: it is that common there, and
+        the postings read so far would rank an arbitrary subset (those first in sort-key order)."""
+        distinct = list(dict.fromkeys(terms))
+        statistics = self._pool.submit(self._statistics_under, tenant, prefix)
+        found = [self._pool.submit(self._postings, tenant, term, prefix) for term in distinct]
+        n_docs, total_length = statistics.result()
+        lists = [f.result() for f in found]
+        if n_docs <= 0:
+            return KeywordResult([], 0.0)
+        avg_length = total_length / n_docs
+        admitted: dict[str, bool] = {}  # by policy attributes' JSON: each distinct one parsed once
+
+        def admits(p: _Posting) -> bool:
+            if pushdown.is_empty:
+                return True
+            if p.attributes not in admitted:
+                admitted[p.attributes] = pushdown.matches(lookup_in(json.loads(p.attributes or "{}")))
+            return admitted[p.attributes]
+
+        scores: dict[str, float] = {}
+        about: dict[str, _Posting] = {}
+        weight = 0.0
+        for postings in lists:
+            if postings is None:
+                continue
+            postings = [p for p in postings if admits(p)]
+            df = min(len(postings), n_docs)  # a document being written can have postings before it counts
+            weight += idf(df, n_docs)
+            for p in postings:
+                scores[p.memory_id] = scores.get(p.memory_id, 0.0) + bm25(p.tf, df, n_docs, p.length, avg_length)
+                about[p.memory_id] = p
+        best = heapq.nsmallest(top_k, scores, key=lambda m: (-scores[m], m))
+        return KeywordResult([KeywordHit(decode_namespace(about[m].ns), about[m].key, m, about[m].version, scores[m])
+                              for m in best], weight)
+
+    def _statistics_under(self, tenant: str, prefix: tuple[str, ...]) -> tuple[int, int]:
+        """(documents, total length) under the prefix: its row in each shard, one BatchGetItem."""
+        sk = {"S": _ROOT + encode_namespace(prefix)}
+        keys = [{"pk": {"S": f"T#{tenant}#S#{shard}"}, "sk": sk} for shard in range(SHARDS)]
+        rows = batch_get_rows(self._db, self._table, keys, consistent=False)
+        return sum(int(r["n"]["N"]) for r in rows), sum(int(r["len"]["N"]) for r in rows)
+
+    def _postings(self, tenant: str, term: str, prefix: tuple[str, ...]) -> list[_Posting] | None:
+        """The term's postings under the prefix; None when there are more than the cap."""
+        values: dict[str, Any] = {":p": {"S": f"T#{tenant}#W#{term}"}}
+        condition = "pk = :p"
+        if prefix:  # the namespace itself (`<ns>\x1f...`) and below it (`<ns>\x1e...`), nothing else
+            exact = encode_namespace(prefix)
+            condition += " AND #sk BETWEEN :lo AND :hi"
+            values |= {":lo": {"S": exact + "\x1e"}, ":hi": {"S": exact + _DOC_END + _LAST}}
+        out: list[_Posting] = []
+        for rows in self._pages(KeyConditionExpression=condition, ExpressionAttributeValues=values,
+                                ProjectionExpression=", ".join(_POSTING_FIELDS),
+                                ExpressionAttributeNames=_POSTING_FIELDS,
+                                limit=lambda: self.max_postings_per_term + 1 - len(out)):
+            out.extend(_posting_of(row) for row in rows)
+            if len(out) > self.max_postings_per_term:
+                return None
+        return out
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _records(self, tenant: str, memory_ids: Iterable[str]) -> dict[str, _Record]:
+        """The records of these memory versions that exist, by memory id (consistent reads)."""
+        keys = [_record_key(tenant, m) for m in dict.fromkeys(memory_ids)]
+        return {row["sk"]["S"]: _record_of(tenant, row) for row in batch_get_rows(self._db, self._table, keys)}
+
+    def _pages(self, *, limit: Callable[[], int] | None = None, **kwargs: Any) -> Iterable[list[dict[str, Any]]]:
+        while True:
+            if limit is not None:
+                kwargs["Limit"] = limit()
+            page = self._call("Query", **kwargs)
+            yield page.get("Items", [])
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _map(self, fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:
+        """`fn` over `items`, `_WORKERS` at a time, results in order. Every call has ended when it
+        returns or raises (the first error), so a failed step never runs on behind the caller.
+        Only ever called from the caller's thread (a pool thread waiting on the pool could
+        starve it)."""
+        if len(items) <= 1:
+            return [fn(i) for i in items]
+        futures = [self._pool.submit(fn, i) for i in items]
+        wait(futures)
+        return [f.result() for f in futures]
+
+    def _backoff(self, attempt: int) -> None:
+        self.sleep(min(0.05 * 2**attempt, 1.0) * (0.5 + self.random() / 2))
+
+    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        return call_table(self._db, self._table, operation, **kwargs)
+
+
+def _shard(memory_id: str) -> int:
+    return int.from_bytes(hashlib.sha256(memory_id.encode()).digest()[:4], "big") % SHARDS
+
+
+def _record_key(tenant: str, memory_id: str) -> dict[str, Any]:
+    return {"pk": {"S": f"T#{tenant}#D#{_shard(memory_id)}"}, "sk": {"S": memory_id}}
+
+
+def _record_item(doc: KeywordDoc, *, counted: bool) -> dict[str, Any]:
+    item = {
+        **_record_key(doc.tenant, doc.memory_id),
+        "ns": {"S": encode_namespace(doc.namespace)}, "k": {"S": doc.key}, "v": {"N": str(doc.version)},
+        "terms": {"M": {t: {"N": str(tf)} for t, tf in doc.terms.items()}}, "dl": {"N": str(doc.length)},
+        "counted": {"BOOL": counted},
+    }
+    if doc.policy_attributes:
+        item["pa"] = {"S": json.dumps(doc.policy_attributes, sort_keys=True)}
+    return item
+
+
+def _record_of(tenant: str, row: dict[str, Any]) -> _Record:
+    doc = KeywordDoc(
+        tenant=tenant, namespace=decode_namespace(row["ns"]["S"]), key=row["k"]["S"], memory_id=row["sk"]["S"],
+        version=int(row["v"]["N"]), policy_attributes=json.loads(row["pa"]["S"]) if "pa" in row else {},
+        terms={t: int(tf["N"]) for t, tf in row["terms"]["M"].items()}, length=int(row["dl"]["N"]))
+    return _Record(doc, row["counted"]["BOOL"])
+
+
+def _posting_key(doc: KeywordDoc, term: str) -> dict[str, Any]:
+    return {"pk": {"S": f"T#{doc.tenant}#W#{term}"},
+            "sk": {"S": encode_namespace(doc.namespace) + _DOC_END + doc.memory_id}}
+
+
+def _posting_put(doc: KeywordDoc, term: str, tf: int) -> dict[str, Any]:
+    item = {**_posting_key(doc, term), "tf": {"N": str(tf)}, "dl": {"N": str(doc.length)},
+            "v": {"N": str(doc.version)}, "k": {"S": doc.key}}
+    if doc.policy_attributes:
+        item["pa"] = {"S": json.dumps(doc.policy_attributes, sort_keys=True)}
+    return {"PutRequest": {"Item": item}}
+
+
+def _posting_deletes(doc: KeywordDoc) -> list[dict[str, Any]]:
+    return [{"DeleteRequest": {"Key": _posting_key(doc, term)}} for term in doc.terms]
+
+
+def _posting_of(row: dict[str, Any]) -> _Posting:
+    ns, _, memory_id = row["sk"]["S"].partition(_DOC_END)  # an encoded namespace never holds it
+    return _Posting(memory_id=memory_id, ns=ns, key=row["k"]["S"], version=int(row["v"]["N"]),
+                    tf=int(row["tf"]["N"]), length=int(row["dl"]["N"]), attributes=row.get("pa", {}).get("S", ""))
+
+
+def _transaction_groups(records: list[_Record]) -> list[list[_Record]]:
+    """The records in groups of one tenant and shard (so their statistics rows are shared and
+    concurrent transactions of one call never contend), each within a transaction's limits."""
+    by_shard: dict[tuple[str, int], list[_Record]] = {}
+    for r in records:
+        by_shard.setdefault((r.doc.tenant, _shard(r.doc.memory_id)), []).append(r)
+    groups = []
+    for members in by_shard.values():
+        group: list[_Record] = []
+        prefixes: set[str] = set()
+        size = 0
+        for r in members:
+            mine = {"", *ancestors(r.doc.namespace)}
+            # an over-estimate of the record's size: its JSON (a transaction takes 4 MB of items)
+            record_bytes = len(json.dumps(_record_item(r.doc, counted=True)))
+            if group and (len(group) + 1 + len(prefixes | mine) > _MAX_ACTIONS
+                          or size + record_bytes > _MAX_TRANSACTION_BYTES):
+                groups.append(group)
+                group, prefixes, size = [], set(), 0
+            group.append(r)
+            prefixes |= mine
+            size += record_bytes
+        groups.append(group)
+    return groups
+
+
+def _chunks(requests: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    return [requests[i : i + _BATCH_WRITE] for i in range(0, len(requests), _BATCH_WRITE)]
+
+
+def _busy() -> RateLimited:
+    return RateLimited("the keyword index is busy (throttled or contended); try again shortly", retry_after_seconds=1,
+                       details={"provider": "DynamoDB"})
