@@ -159,8 +159,10 @@ class Indexer:
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Apply a batch of changes (at least once, in any order); returns the seqs that failed."""
         failed: set[int] = set()
-        # Every change retires what its previous row had indexed.
-        retired = {c.seq: c.old for c in changes if c.old is not None and c.old.indexed_fields is not None}
+        # Every change retires what its previous row had indexed: its marked vectors, and its
+        # keyword document, marked or not (an indexing run that stopped before the mark may have
+        # written part of one; deleting an absent one is cheap).
+        retired = {c.seq: c.old for c in changes if c.old is not None}
         try:
             self._retire(list(retired.values()))
         except Exception:

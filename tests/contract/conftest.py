@@ -4,13 +4,14 @@ The embedder is the same deterministic fake on both, so the backend is what is u
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
 from memsvc.adapters.aws.dynamo_store import change_from_stream_record
-from tests.fakes.aws_stack import BUCKET, INDEX, aws_stack, epoch
+from tests.fakes.aws_stack import BUCKET, INDEX, KEYWORD_TABLE, aws_stack, epoch
 from tests.fakes.embedder import HashEmbedder
 
 
@@ -86,7 +87,9 @@ class Backend:
         if self.local is not None:
             files = sorted(self.data_dir.glob("keywords.db*"))
             return "".join(f.read_bytes().decode("latin-1") for f in files)
-        raise NotImplementedError
+        client = self.aws.clients.dynamodb
+        pages = client.get_paginator("scan").paginate(TableName=KEYWORD_TABLE)
+        return json.dumps([item for page in pages for item in page["Items"]])
 
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids that have vectors in the index."""

@@ -441,7 +441,7 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
             runtime.set_app(app)
             stack = AwsStack(app=app, clients=aws, streams=streams, sqs=sqs, stream_arn=table["LatestStreamArn"],
                              s3vectors=s3vectors, titan=titan,
-                             keywords=DynamoKeywordIndex(aws.dynamodb, settings.keyword_table_name),
+                             keywords=app.keywords,
                              queue_url=queue_url)
             try:
                 yield stack

@@ -135,6 +135,13 @@ class DynamoKeywordIndex:
         self._drop_empty_statistics(tenant)
         return removed
 
+    def memory_ids(self, tenant: str) -> set[str]:
+        """Memory ids with a document record (for tests and diagnostics: 16 Queries)."""
+        return {row["sk"]["S"] for shard in range(SHARDS)
+                for rows in self._pages(KeyConditionExpression="pk = :p",
+                                        ExpressionAttributeValues={":p": {"S": f"T#{tenant}#D#{shard}"}})
+                for row in rows}
+
     def _capped(self, doc: KeywordDoc) -> KeywordDoc:
         """The document with at most `max_terms_per_doc` terms, the most frequent (its length stays
         what it was: BM25 normalises by the text's length, not by what is kept)."""
