@@ -4,8 +4,10 @@ tests/fakes/aws_server.py).
 
 `memsvc eval --serve` covers the local backend. This one needs a repo checkout, because the fake
 AWS stack lives in tests/. Every option after the module name goes to `memsvc eval`, except
---url, --data-dir, --serve and the tokens, which this script sets. Example:
-    python -m benchmarks.eval_aws --split test --report eval-aws.json
+--url, --data-dir, --serve and the tokens, which this script sets, and `--titan`, which embeds
+with the production TitanEmbedder against the Titan fake (a hashed bag of words) instead of
+MiniLM. Example:
+    python -m benchmarks.eval_aws --titan --split test --report eval-aws.json
 """
 
 from __future__ import annotations
@@ -19,8 +21,10 @@ from tests.conftest import start_server, stop_server
 
 
 def main(argv: list[str]) -> int:
+    backend = "aws-titan" if "--titan" in argv else "aws"
+    argv = [a for a in argv if a != "--titan"]
     with tempfile.TemporaryDirectory(prefix="memsvc-eval-aws-") as tmp:
-        server = start_server(Path(tmp) / "data", "aws")
+        server = start_server(Path(tmp) / "data", backend)
         try:
             return memsvc(["eval", "--url", server.url, "--data-dir", str(server.data_dir), "--no-cleanup", *argv])
         finally:

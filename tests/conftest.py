@@ -100,9 +100,9 @@ def _server_command(backend: str, data_dir: Path, port: int) -> list[str]:
     if backend == "local":
         return [sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir), "--port", str(port),
                 "--log-level", "warning"]
-    if backend == "aws":
+    if backend in ("aws", "aws-titan"):  # aws-titan: the Titan fake embeds, not MiniLM
         return [sys.executable, "-m", "tests.fakes.aws_server", "--data-dir", str(data_dir), "--port", str(port),
-                "--log-level", "warning"]
+                "--log-level", "warning", *(["--titan"] if backend == "aws-titan" else [])]
     raise ValueError(f"unknown backend {backend!r}")
 
 

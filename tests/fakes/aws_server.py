@@ -244,7 +244,8 @@ def _check_mock_is_global(stack) -> None:
         raise RuntimeError(f"moto's table is {status!r} from a worker thread: is mock_aws active there?")
 
 
-def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str = "warning") -> int:
+def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str = "warning",
+          titan: bool = False) -> int:
     import uvicorn
 
     from memsvc.adapters.local.embedder import MiniLMEmbedder
@@ -265,13 +266,16 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
 
     _fast_attribute_values()
     _fast_table_queries()
-    embedder = MiniLMEmbedder()
+    # `titan`: the production TitanEmbedder against the Titan fake (a hashed bag of words, 1024
+    # dims), as `memsvc eval` on AWS is reported; otherwise MiniLM, which ranks by meaning.
+    embedder = None if titan else MiniLMEmbedder()
+    dimension = 1024 if titan else embedder.dimension
     stop = threading.Event()
     threads: list[threading.Thread] = []
     try:
         # Configured as a deployment that names `default` as its default tenant (`memsvc serve`'s), so
         # the HTTP tests run unchanged on both backends; the AWS default (none) is tested in tests/aws.
-        with aws_stack(dimension=embedder.dimension, embedder=embedder, default_tenant="default") as stack:
+        with aws_stack(dimension=dimension, embedder=embedder, default_tenant="default") as stack:
             clients = stack.clients
             lock = _serialise_moto([clients.dynamodb, clients.s3vectors, clients.kms, clients.events,
                                     clients.bedrock_runtime, stack.streams, stack.sqs])
@@ -286,7 +290,8 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
 
             threads.append(_every(DRAIN_INTERVAL, stack.drain, stop, "stream-indexer"))
             threads.append(_every(EXPIRE_INTERVAL, expire, stop, "dynamodb-ttl"))
-            print(f"memsvc (aws on moto): keys in {data_dir}, embedder {embedder.model_id}", file=sys.stderr)
+            print(f"memsvc (aws on moto): keys in {data_dir}, embedder {stack.app.embedder.model_id}",
+                  file=sys.stderr)
             print(f"memsvc (aws on moto): listening on http://{host}:{port}", file=sys.stderr)
             try:
                 uvicorn.run(LocalServer(stack.app.router, LocalIssuer(data_dir / "keys")), host=host, port=port,
@@ -306,8 +311,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--data-dir", type=Path, required=True)
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
+    parser.add_argument("--titan", action="store_true", help="embed with TitanEmbedder on the Titan fake, not MiniLM")
     args = parser.parse_args(argv)
-    return serve(args.port, args.data_dir, host=args.host, log_level=args.log_level)
+    return serve(args.port, args.data_dir, host=args.host, log_level=args.log_level, titan=args.titan)
 
 
 if __name__ == "__main__":
