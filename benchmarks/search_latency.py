@@ -1,0 +1,115 @@
+"""`python -m benchmarks.search_latency --items 100000`: search latency over HTTP at sizes where
+`benchmarks.bench` would spend most of an hour embedding.
+
+The data directory is filled in process: `make_value(i)` items (the bench's values: 3 text
+leaves each, so 3 vectors per item) written through the service, then indexed by the real
+indexer with one difference: each text's vector is a pseudo-random unit vector (seeded by the
+text), tagged with MiniLM's model id so that `memsvc serve` opens the index. The keyword index is
+real. Then a fresh `memsvc serve` (real MiniLM, embedding each query) on that directory answers
+`--queries` searches per mode from one sequential client. So the latencies are those of the real
+search path at that size, query embedding included; the rankings mean nothing (the item
+vectors are random) and are not reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from benchmarks.bench import SEARCH_MODES, USER, _namespace, _semantic_queries, make_value, percentile
+from memsvc.core.models import Caller
+from memsvc.service.memories import PutMemory
+
+TENANT = "default"
+
+
+class SeededEmbedder:
+    """Unit vectors seeded by each text's hash, under MiniLM's model id and dimension."""
+
+    model_id = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
+    dimension = 384
+
+    def embed(self, texts):
+        out = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(self.dimension).astype(np.float32)
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+
+
+def fill(data_dir: Path, items: int) -> None:
+    from memsvc.bootstrap import build_local
+
+    app = build_local(data_dir, embedder=SeededEmbedder(), start_workers=False)
+    caller = Caller(tenant_id=TENANT, user_id=USER)
+    started = time.perf_counter()
+    for i in range(items):
+        app.services.memories.put(caller, PutMemory(namespace=_namespace(i), key=f"k{i}", value=make_value(i)))
+        if (i + 1) % 2000 == 0:
+            app.workers.run_cycle("indexer")
+    while app.workers.run_cycle("indexer").total:
+        pass
+    print(f"filled {items} items in {time.perf_counter() - started:.0f} s", file=sys.stderr)
+    app.close()
+
+
+def measure(data_dir: Path, port: int, queries: int) -> dict[str, dict[str, float]]:
+    from memsvc.adapters.local.issuer import LocalIssuer
+
+    server = subprocess.Popen([sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir),
+                               "--port", str(port), "--log-level", "warning"])
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.5)
+        token = LocalIssuer(data_dir / "keys").mint(sub=USER, tenant=TENANT, roles=[], ttl_seconds=3600)
+        texts = [q for q, _ in _semantic_queries(queries, random.Random(7))]
+        out = {}
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {token}"}, timeout=60) as client:
+            for mode in SEARCH_MODES:
+                samples = []
+                for text in texts:
+                    started = time.perf_counter()
+                    r = client.post("/v1/memories/search", json={"namespace_prefix": ["user", USER], "query": text,
+                                                                 "limit": 10, "mode": mode})
+                    samples.append((time.perf_counter() - started) * 1000)
+                    r.raise_for_status()
+                samples.sort()
+                out[mode] = {"p50_ms": percentile(samples, 50), "p95_ms": percentile(samples, 95),
+                             "p99_ms": percentile(samples, 99)}
+                print(f"{mode:>8}: p50 {out[mode]['p50_ms']:.1f} ms  p95 {out[mode]['p95_ms']:.1f} ms  "
+                      f"p99 {out[mode]['p99_ms']:.1f} ms", file=sys.stderr)
+        return out
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--items", type=int, default=100_000)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--port", type=int, default=8766)
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="memsvc-latency-") as tmp:
+        fill(Path(tmp) / "data", args.items)
+        measure(Path(tmp) / "data", args.port, args.queries)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
