@@ -104,7 +104,7 @@ def build_local(
         sweeper, store, index_interval=index_interval, sweep_interval=sweep_interval,
     )
     services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
-                         indexer, event_log, on_write=workers.wake,
+                         indexer, event_log, on_write=workers.wake, concurrent_retrievers=False,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder))
     if start_workers:
@@ -116,14 +116,15 @@ def build_local(
 
 def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, keywords: KeywordIndex,
               embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
-              *, health: Callable[[], dict[str, Any]], on_write: Callable[[], None] = lambda: None) -> Services:
+              *, health: Callable[[], dict[str, Any]], concurrent_retrievers: bool,
+              on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
     return Services(
         memories=memories,
         search=Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
-                      access=access, clock=clock, memories=memories),
+                      access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=CursorCodec(sealer), access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),
@@ -203,7 +204,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
     indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings)
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
-                         clock, indexer, event_log,
+                         clock, indexer, event_log, concurrent_retrievers=True,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
