@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 WRITE_PRICE = 0.625 / 1e6  # $ per write unit, on demand, us-east-1
 READ_PRICE = 0.125 / 1e6  # $ per read unit
@@ -206,19 +207,11 @@ def _moto_table() -> Iterator[Any]:
 
     from memsvc.adapters.aws.dynamo_keywords import keyword_table_definition
 
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
-    try:
+    with mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}):
         with mock_aws():
             client = boto3.client("dynamodb", region_name=REGION)
             client.create_table(**keyword_table_definition(TABLE))
             yield client
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def measure(samples: int = 5, sizes: tuple[tuple[str, int], ...] = SIZES,

@@ -10,6 +10,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from unittest import mock
 
 import boto3
 import pytest
@@ -88,19 +89,11 @@ class Serialised:
 
 @pytest.fixture
 def client() -> Iterator[Any]:
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing")
-    try:
+    with mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}):
         with mock_aws(), _item_rollback_transactions():  # moto's transactions copy only their items
             c = Serialised(boto3.client("dynamodb", region_name=REGION))
             c.create_table(**keyword_table_definition(TABLE))
             yield c
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 @pytest.fixture

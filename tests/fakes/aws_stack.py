@@ -39,6 +39,7 @@ import threading
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
+from unittest import mock
 
 import boto3
 from botocore.awsrequest import AWSResponse
@@ -404,9 +405,8 @@ def _jsonable(value: Any) -> Any:
 @contextmanager
 def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
               default_tenant: str | None = None) -> Iterator[AwsStack]:
-    saved = {k: os.environ.get(k) for k in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION")}
-    os.environ.update(AWS_ACCESS_KEY_ID="testing", AWS_SECRET_ACCESS_KEY="testing", AWS_DEFAULT_REGION=REGION)
-    try:
+    fake_credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
+    with mock.patch.dict(os.environ, fake_credentials):
         with mock_aws(), _item_rollback_transactions(), _cached_jsonpath():
             clients = {name: boto3.client(name, region_name=REGION, config=Config(retries=RETRIES[name]))
                        for name in ("dynamodb", "s3vectors", "kms", "bedrock-runtime", "events")}
@@ -447,12 +447,6 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
                 yield stack
             finally:
                 runtime.set_app(None)
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _event_tap(events: Any, sqs: Any) -> str:
