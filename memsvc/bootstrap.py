@@ -13,10 +13,12 @@ from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.ports import Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, SystemClock, VectorIndex
 from memsvc.service.access import Access
+from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
+from memsvc.service.recall import Recall
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.search import Search
 from memsvc.service.sweeper import Sweeper
@@ -54,6 +56,7 @@ class LocalApp:
     issuer: LocalIssuer
     data_dir: Path
     events: SqliteEventLog
+    accesses: AccessRecorder
     closed: bool = False
 
     def close(self) -> None:
@@ -99,32 +102,35 @@ def build_local(
     indexer = Indexer(store, vectors, embedder, sealer, keywords, settings)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     sweeper = Sweeper(store, settings, clock, events=event_log)
+    accesses = AccessRecorder(store)
     workers = BackgroundWorkers(
         (FeedConsumer(store, "indexer", indexer.apply), FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
-        sweeper, store, index_interval=index_interval, sweep_interval=sweep_interval,
+        sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
     )
     services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
-                         indexer, event_log, on_write=workers.wake, concurrent_retrievers=False,
+                         indexer, event_log, accesses, on_write=workers.wake, concurrent_retrievers=False,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder))
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
                     sealer, settings,
-                    indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log)
+                    indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, accesses)
 
 
 def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, keywords: KeywordIndex,
               embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
-              *, health: Callable[[], dict[str, Any]], concurrent_retrievers: bool,
+              accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], concurrent_retrievers: bool,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
+    search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
+                    access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers)
     return Services(
         memories=memories,
-        search=Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
-                      access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers),
+        search=search,
+        recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=CursorCodec(sealer), access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),
@@ -169,6 +175,7 @@ class AwsApp:
     indexer: Indexer
     clients: AwsClients
     timeline: Timeline
+    accesses: AccessRecorder
 
 
 def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Embedder | None = None,
@@ -203,9 +210,11 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
     indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings)
+    accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
-                         clock, indexer, event_log, concurrent_retrievers=True,
+                         clock, indexer, event_log, accesses, concurrent_retrievers=True,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
-    return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients, Timeline(event_log, publisher))
+    return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients,
+                  Timeline(event_log, publisher), accesses)

@@ -1,5 +1,6 @@
 """Background threads of the local server: one per change-feed consumer (the indexer, the
-timeline), each draining the feed on its own, and one that sweeps TTLs."""
+timeline), each draining the feed on its own, and one that sweeps TTLs and writes recall's
+access counts."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import threading
 from collections.abc import Sequence
 
 from memsvc.adapters.local.sqlite_store import SqliteItemStore
+from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.feed import CycleResult, FeedConsumer
 from memsvc.service.sweeper import Sweeper
 
@@ -22,6 +24,7 @@ class BackgroundWorkers:
         consumers: Sequence[FeedConsumer],
         sweeper: Sweeper,
         store: SqliteItemStore,
+        accesses: AccessRecorder,
         *,
         index_interval: float = 0.5,
         sweep_interval: float = 1.0,
@@ -29,6 +32,7 @@ class BackgroundWorkers:
         self._consumers = {c.consumer: c for c in consumers}
         self._sweeper = sweeper
         self._store = store
+        self._accesses = accesses
         self._interval = index_interval
         self._sweep_interval = sweep_interval
         self._cycle_locks = {name: threading.Lock() for name in self._consumers}
@@ -48,6 +52,7 @@ class BackgroundWorkers:
         self.wake()
         for t in self._threads:
             t.join(timeout=10)
+        self._accesses.flush()  # a clean stop loses no access count
 
     def wake(self) -> None:
         for event in self._wakes.values():
@@ -82,3 +87,4 @@ class BackgroundWorkers:
                 self._store.prune_changes()
             except Exception:
                 log.exception("sweeper cycle failed")
+            self._accesses.flush()  # logs its own failures
