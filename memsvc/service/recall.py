@@ -208,7 +208,8 @@ class Recall:
     def _candidate(self, tenant: str, r: Ranked, q: RecallQuery, query: str, weights: Weights, decay: float,
                    min_match: float, now: datetime) -> _Candidate | None:
         memory = r.memory
-        typed = TypedMemory.from_value(memory.value)
+        message = _is_session_message(memory.namespace)  # a message's {role, content} is no typed memory
+        typed = None if message else TypedMemory.from_value(memory.value)
         if q.types is not None and (typed is None or typed.type not in q.types):
             return None
         if typed is not None and typed.superseded and not q.include_superseded:
@@ -231,7 +232,7 @@ class Recall:
             memory=memory,
             layer=layer.name if layer else None,
             content=content,
-            type=typed.type if typed is not None else ("message" if _is_session_message(memory.namespace) else None),
+            type=typed.type if typed is not None else ("message" if message else None),
             relevance=round(score, 6),
             match=round(match, 6),
             importance=typed.importance if typed is not None else None,
