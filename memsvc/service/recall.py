@@ -44,10 +44,10 @@ log = logging.getLogger(__name__)
 
 MAX_QUERY_CHARS = 8192  # seed 004: longer queries are cut, not refused
 NEUTRAL_IMPORTANCE = 0.5  # what a plain item (no importance of its own) counts as: the typed default
-# What each layer hands over, by match, before the composite ranks them: enough that the types
-# filter, superseded memories and near-duplicates rarely leave a page short.
-CANDIDATES_PER_LIMIT = 3
-MAX_CANDIDATES_PER_LAYER = 100
+# What each layer hands over, by match, before the composite ranks them: the page, and a few more
+# for the superseded memories and near-duplicates that recall leaves out after the search (the
+# types filter is applied within the search). Every candidate is read and decrypted, so few.
+CANDIDATE_SLACK = 5
 # Near-duplicates are looked for among the best 2 x limit results: a returned memory is never a
 # near-duplicate of another returned one, and the cost stays a few hundred vector comparisons.
 DEDUP_POOL_PER_LIMIT = 2
@@ -136,7 +136,7 @@ class Recall:
         embedded = time.perf_counter()
         vector = self._search.embed(query) if scopes and q.mode != "keyword" else None
         retrieving = time.perf_counter()
-        per_layer = min(MAX_CANDIDATES_PER_LAYER, CANDIDATES_PER_LIMIT * q.limit)
+        per_layer = q.limit + CANDIDATE_SLACK
         found = list(self._pool.map(
             lambda s: self._search.ranked(caller.tenant_id, s.prefix, s.plan, query, mode=q.mode, limit=per_layer,
                                           embed=lambda: vector),

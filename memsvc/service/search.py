@@ -143,19 +143,21 @@ class Search:
                embed: Callable[[], list[float]]) -> list["Ranked"]:
         """The best `limit` memories under an authorized `scope` by the mode's score (recall's
         retrieval, one layer at a time). `embed` gives the query's vector (recall embeds it once
-        for every layer)."""
+        for every layer). Each retriever first hands over `limit` candidates (search asks for at
+        least 50): recall searches several layers per request, and every candidate is read and
+        decrypted; fewer admitted than `limit` widens the search as usual."""
         return self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=limit, min_score=None,
-                                  embed=embed)
+                                  embed=embed, first_page=limit)
 
     def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, *,
                       offset: int, limit: int, min_score: float | None,
-                      embed: Callable[[], list[float]]) -> list["Ranked"]:
+                      embed: Callable[[], list[float]], first_page: int | None = None) -> list["Ranked"]:
         """Rank by the mode's relevance. Each retriever (semantic, keyword) hands over its best
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
         asked for more, until enough, or none is left that could score `min_score`."""
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
         wanted = offset + limit
-        top_k = max(50, wanted * 4)
+        top_k = first_page or max(50, wanted * 4)
         decided: dict[str, Memory | None] = {}  # by memory id: a wider query never opens one twice
         signals: dict[str, dict[str, _Signal]] = {}
         while True:

@@ -351,3 +351,25 @@ def test_each_recall_is_logged_without_query_or_content(backend, caplog):
     assert len(record.query_sha256) == 16 and record.latency_ms > 0
     text = " ".join(str(v) for v in record.__dict__.values())
     assert "vault" not in text and "4471" not in text
+
+
+@pytest.mark.slow
+def test_us1_in_the_seeds_own_words_with_minilm(tmp_path, clock):
+    """Seed 004 US1 with the real local embedder (the fake above matches words, not meaning):
+    the preference is found for the seed's question, and an unrelated question injects nothing,
+    although the memory is important, pinned and fresh (`recall_min_match`)."""
+    from memsvc.bootstrap import build_local
+
+    app = build_local(tmp_path / "data", clock=clock, start_workers=False)
+    try:
+        app.services.memories.put(alice(), PutMemory(namespace=USER, key="pm", index_fields=["content"], value={
+            "content": "User prefers uv over pip for Python dependency management", "type": "preference",
+            "importance": 1.0, "pinned": True}))
+        app.workers.run_cycle("indexer")
+        found = app.services.recall.recall(alice(), RecallQuery(
+            query="What package manager should I use for my Python project?"))
+        assert [r.memory.key for r in found.memories] == ["pm"]
+        nothing = app.services.recall.recall(alice(), RecallQuery(query="What is the weather like on Mars?"))
+        assert nothing.memories == [] and nothing.total_count == 0
+    finally:
+        app.close()

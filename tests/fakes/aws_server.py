@@ -290,6 +290,7 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
 
             threads.append(_every(DRAIN_INTERVAL, stack.drain, stop, "stream-indexer"))
             threads.append(_every(EXPIRE_INTERVAL, expire, stop, "dynamodb-ttl"))
+            threads.append(_every(DRAIN_INTERVAL, stack.app.accesses.flush, stop, "recall-accesses"))  # the Lambda's thread
             print(f"memsvc (aws on moto): keys in {data_dir}, embedder {stack.app.embedder.model_id}",
                   file=sys.stderr)
             print(f"memsvc (aws on moto): listening on http://{host}:{port}", file=sys.stderr)

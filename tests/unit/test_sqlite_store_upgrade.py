@@ -16,10 +16,12 @@ _OLD_ITEMS = """CREATE TABLE items (
 
 def test_an_old_file_gains_the_access_columns(tmp_path):
     path = tmp_path / "memsvc.db"
-    with sqlite3.connect(path) as db:
+    db = sqlite3.connect(path)
+    with db:
         db.execute(_OLD_ITEMS)
         db.execute("INSERT INTO items VALUES ('t', 'a', 'k', 'm1', 1, NULL, NULL, '{}', 'null', 0, 0, NULL, NULL, "
                    "NULL, NULL)")
+    db.close()
     store = SqliteItemStore(path)
     item = store.get("t", ("a",), "k")
     assert (item.id, item.access_count, item.last_accessed_at) == ("m1", 0, None)
