@@ -243,7 +243,7 @@ class CompiledPolicies:
             # Never _describe(result): a violation may quote the value it refuses.
             raise InvalidArgument(
                 'governance policy must return violations as a set of {"policy": string, "message": string}')
-        return result
+        return [{"policy": v["policy"], "message": v["message"]} for v in result]
 
     def _eval(self, rule: str, inp: dict[str, Any]) -> Any:
         # The rule's JSON value for this input, None when undefined; raises PolicyBudgetExceeded

@@ -53,12 +53,11 @@ class Access:
         policies = self.policies.get(caller.tenant_id)
         violations = policies.violations(namespace, key, value, attributes, caller.policy_context())
         if violations:
+            violations.sort(key=lambda v: (v["policy"], v["message"]))
             names = sorted({v["policy"] for v in violations})
-            reasons = "; ".join(sorted({v["message"] for v in violations}))
-            raise PolicyViolation(
-                f"refused by the tenant's governance policy {', '.join(names)}: {reasons}",
-                details={"policies": names, "violations": sorted(violations, key=lambda v: (v["policy"], v["message"]))},
-            )
+            reasons = "; ".join(v["message"] for v in violations)
+            raise PolicyViolation(f"refused by the tenant's governance policy {', '.join(names)}: {reasons}",
+                                  details={"policies": names, "violations": violations})
 
     def admin(self, caller: Caller) -> CompiledPolicies:
         return self.authorize(caller, "admin", (), None)

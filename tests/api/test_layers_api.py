@@ -151,11 +151,12 @@ def test_a_governance_policy_over_budget_is_refused_or_fails_only_its_request(ma
     bad_admin = make_client("root", tenant=bad, roles=["admin"])
     policies = dict(bad_admin.get("/admin/v1/memories/policies").json()["policies"])
     always = f'package memories.governance\n\nviolations contains {{"policy": "p", "message": "m"}} if {HEAVY} < 0\n'
-    err = assert_error(bad_admin.put("/admin/v1/memories/policies", json={"policies": {**policies, "governance.rego": always}}),
-                       400, "INVALID_ARGUMENT")
+    r = bad_admin.put("/admin/v1/memories/policies", json={"policies": {**policies, "governance.rego": always}})
+    err = assert_error(r, 400, "INVALID_ARGUMENT")
     assert err["details"]["rule"] == "data.memories.governance.violations"
     on_boom = ('package memories.governance\n\n'
-               f'violations contains {{"policy": "p", "message": "m"}} if {{\n\tinput.key == "boom"\n\t{HEAVY} < 0\n}}\n')
+               'violations contains {"policy": "p", "message": "m"} if {\n'
+               f'\tinput.key == "boom"\n\t{HEAVY} < 0\n}}\n')
     r = bad_admin.put("/admin/v1/memories/policies", json={"policies": {**policies, "governance.rego": on_boom}})
     assert r.status_code == 200, r.text
     ns = ["user", uid]

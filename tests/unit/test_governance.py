@@ -257,6 +257,14 @@ def test_a_wrong_shape_at_run_time_is_a_400_that_does_not_echo_the_value():
     assert "hunter2" not in repr(info.value.to_body())
 
 
+def test_only_policy_and_message_of_a_violation_are_reported():
+    source = ('package memories.governance\n\n'
+              'violations contains {"policy": "p", "message": "m", "found": input.value.secret} if input.value.secret\n')
+    compiled = compile_bundle({**THREE_FILES, "governance.rego": source})
+    assert compiled.violations(["user", "alice"], "k", {"secret": "hunter2"}, None, ctx()) == [
+        {"policy": "p", "message": "m"}]
+
+
 def test_a_governance_policy_that_fails_refuses_the_write():
     source = ('package memories.governance\n\n'
               'violations contains {"policy": "p", "message": "m"} if input.value.n + 1 > 0\n')
@@ -287,3 +295,4 @@ def test_a_runaway_governance_evaluation_fails_that_write_alone(pol):
     assert info.value.details == {"rule": "data.memories.governance.violations", "budget_instructions": 25_000}
     assert heavy.violations(["user", "alice"], "fine", {}, None, ctx()) == []
     assert pol.violations(["user", "alice"], "boom", {}, None, ctx()) == []  # another tenant's bundle
+
