@@ -31,6 +31,9 @@ def main(argv: list[str] | None = None) -> int:
     token.add_argument("--sub", required=True, help="the user id (JWT subject)")
     token.add_argument("--tenant", default=None, help="tenant id (default: 'default')")
     token.add_argument("--roles", default="", help="comma-separated roles, e.g. admin")
+    for layer, plural in (("project", "projects"), ("team", "teams"), ("org", "orgs")):
+        token.add_argument(f"--{plural}", default="",
+                           help=f"comma-separated ids of the {layer} layers the user may use (claim {plural!r})")
     token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
     token.add_argument("--data-dir", type=Path, default=env.data_dir)
 
@@ -111,9 +114,12 @@ def _eval(args: argparse.Namespace) -> int:
 def _token(args: argparse.Namespace) -> int:
     from memsvc.adapters.local.issuer import LocalIssuer
 
-    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
-    print(LocalIssuer(args.data_dir / "keys").mint(sub=args.sub, tenant=args.tenant, roles=roles,
-                                                  ttl_seconds=args.ttl))
+    def comma_list(text: str) -> list[str]:
+        return [i.strip() for i in text.split(",") if i.strip()]
+
+    print(LocalIssuer(args.data_dir / "keys").mint(sub=args.sub, tenant=args.tenant, roles=comma_list(args.roles),
+                                                  ttl_seconds=args.ttl, projects=comma_list(args.projects),
+                                                  teams=comma_list(args.teams), orgs=comma_list(args.orgs)))
     return 0
 
 

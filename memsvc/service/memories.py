@@ -76,6 +76,7 @@ class Memories:
                     details={"field": "index_fields", "max_fields": MAX_INDEXED_FIELDS},
                 )
         policies = self._access.authorize(caller, "write", ns, key)
+        self._access.govern(caller, ns, key, cmd.value, cmd.attributes)
         policy_attributes = policies.extract_attributes(ns, key, cmd.value, cmd.attributes, caller.policy_context())
 
         for attempt in range(_WRITE_ATTEMPTS):
