@@ -1,4 +1,4 @@
-"""The `memsvc` command: serve, token, eval."""
+"""The `memsvc` command: serve, token, eval, mcp."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mcp"]:  # its options are the MCP server's own, parsed where it lives
+        return _mcp(argv[1:])
     env = LocalSettings.from_env()
     parser = argparse.ArgumentParser(prog="memsvc", description="A memory service for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -67,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--mlflow", action="store_true", help="also log to MLflow (the mlflow extra)")
     evaluate.add_argument("--mlflow-experiment", default="memsvc-eval")
 
+    sub.add_parser("mcp", add_help=False,
+                   help="serve query_memory, remember, get_memory and forget over MCP on stdio, for an agent host "
+                        "(MEMORY_SERVICE_URL, MEMORY_SERVICE_TOKEN; `memsvc mcp --help` for the options)")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
@@ -106,6 +113,18 @@ def _eval(args: argparse.Namespace) -> int:
         report=args.report, mlflow_experiment=args.mlflow_experiment if args.mlflow else None,
         check_dataset=args.check_dataset,
     ))
+
+
+def _mcp(argv: list[str]) -> int:
+    # The server is the client package's (memsvc_client.mcp_server), so an agent host can run it with
+    # `pip install 'memsvc-client[mcp]'` alone; this is the same command under the service's name.
+    try:
+        from memsvc_client.mcp_server import main as serve_mcp
+    except ImportError as exc:
+        print(f"memsvc mcp needs the client with its mcp extra: pip install './clients/python[mcp]' ({exc})",
+              file=sys.stderr)
+        return 2
+    return serve_mcp(argv, prog="memsvc mcp")
 
 
 def _token(args: argparse.Namespace) -> int:
