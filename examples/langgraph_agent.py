@@ -4,7 +4,9 @@ saves it with `remember`, and uses it in another thread through `query_memory`.
 Threads are LangGraph's (the checkpointer keeps each thread's messages apart); what crosses threads
 is only what memsvc holds. No LLM is needed: `ScriptedChatModel` stands in for one with two fixed
 rules, so the example runs offline. Put a real chat model (anything with `bind_tools`) in its place
-and nothing else changes.
+and nothing else changes. (LangGraph 1.x marks `create_react_agent` deprecated in favour of
+`langchain.agents.create_agent`, from the separate `langchain` package; that one takes the same
+LangChain tools.)
 
 Run it against a local server (`make run` in another shell):
 
