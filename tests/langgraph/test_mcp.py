@@ -211,7 +211,7 @@ async def test_memsvc_mcp_over_stdio(live_server, uid, tmp_path):
 
                 found = await session.call_tool("query_memory", {"query": "Which seat do I like on a flight?"})
                 assert not found.is_error
-                assert [m["content"] for m in found.structured_content["memories"]] == [content]
+                assert found.structured_content["memories"][0]["content"] == content
                 assert "error" not in found.structured_content["metadata"]
 
                 item = await session.call_tool("get_memory", {"namespace": namespace, "key": key})
