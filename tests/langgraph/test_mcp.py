@@ -159,7 +159,8 @@ def test_a_token_means_bearer_and_no_token_means_sigv4(monkeypatch, tmp_path):
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIDEXAMPLE")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY")
-    signed = client_from_settings(ClientSettings(url="https://abc.execute-api.eu-west-1.amazonaws.com/prod", token=None))
+    execute_api = "https://abc.execute-api.eu-west-1.amazonaws.com/prod"
+    signed = client_from_settings(ClientSettings(url=execute_api, token=None))
     assert isinstance(signed.store.auth, AwsSigV4Auth) and signed.store.auth.region == "eu-west-1"
     with pytest.raises(ValueError, match="region"):
         client_from_settings(ClientSettings(url="https://memory.example.com", token=None))

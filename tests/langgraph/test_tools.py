@@ -34,7 +34,6 @@ REMEMBERED = {
     "neighbors": [],
     "judge": {"asked": False, "same_fact": None},
 }
-FAILED_CLOSED = {"memories": [], "metadata": {"count": 0, "error": None}}
 
 
 class Service:
@@ -61,12 +60,9 @@ def error(status, code, *, retryable=False):
 
 
 def client_for(service: Service, **kw) -> MemsvcClient:
-    return MemsvcClient(URL, "tok", transport=httpx.MockTransport(service), async_transport=_async(service),
-                        backoff=0.001, max_retries=1, **kw)
-
-
-def _async(service: Service) -> httpx.MockTransport:
-    return httpx.MockTransport(service)  # MockTransport serves both kinds of client
+    transport = httpx.MockTransport(service)  # serves the sync and the async calls alike
+    return MemsvcClient(URL, "tok", transport=transport, async_transport=transport, backoff=0.001, max_retries=1,
+                        **kw)
 
 
 @pytest.fixture(autouse=True)

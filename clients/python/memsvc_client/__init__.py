@@ -5,7 +5,6 @@ is `memsvc_client.mcp_server`)."""
 
 from memsvc_client.client import AsyncMemsvcClient, MemsvcClient
 from memsvc_client.settings import ClientSettings
-from memsvc_client.tools import MemoryTools, langchain_tools, tool_specs
 from memsvc_client.store import (
     AsyncMemsvcStore,
     AuthError,
@@ -17,6 +16,7 @@ from memsvc_client.store import (
     NotFoundError,
     TransientError,
 )
+from memsvc_client.tools import MemoryTools, langchain_tools, tool_specs
 
 __all__ = [
     "MemsvcStore",

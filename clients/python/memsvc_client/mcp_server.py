@@ -48,7 +48,9 @@ When using retrieved memories:
 """
 IDENTIFIERS = ("user_id", "agent_id", "session_id", "project_id", "team_id", "org_id")
 
-Namespace = Annotated[list[str], Field(min_length=1, description="The memory's namespace, e.g. [\"user\", \"alice\", \"memories\"]")]
+Namespace = Annotated[
+    list[str], Field(min_length=1, description='The memory\'s namespace, e.g. ["user", "alice", "memories"]')
+]
 Key = Annotated[str, Field(min_length=1, description="The memory's key within its namespace")]
 
 
