@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -116,15 +118,13 @@ def _eval(args: argparse.Namespace) -> int:
 
 
 def _mcp(argv: list[str]) -> int:
-    # The server is the client package's (memsvc_client.mcp_server), so an agent host can run it with
-    # `pip install 'memsvc-client[mcp]'` alone; this is the same command under the service's name.
-    try:
-        from memsvc_client.mcp_server import main as serve_mcp
-    except ImportError as exc:
-        print(f"memsvc mcp needs the client with its mcp extra: pip install './clients/python[mcp]' ({exc})",
-              file=sys.stderr)
+    # The MCP server is the client package's (memsvc_client.mcp_server), so an agent host can run it
+    # with `pip install 'memsvc-client[mcp]'` alone. The service never imports the client (house rule,
+    # tests/unit/test_layers.py): this command hands the process over to it.
+    if importlib.util.find_spec("memsvc_client") is None:
+        print("memsvc mcp needs the client with its mcp extra: pip install './clients/python[mcp]'", file=sys.stderr)
         return 2
-    return serve_mcp(argv, prog="memsvc mcp")
+    os.execv(sys.executable, [sys.executable, "-m", "memsvc_client.mcp_server", *argv])
 
 
 def _token(args: argparse.Namespace) -> int:

@@ -177,7 +177,7 @@ def test_memsvc_mcp_without_a_url_says_what_to_set():
     done = subprocess.run([sys.executable, "-m", "memsvc.cli", "mcp"], env=env, cwd=ROOT, capture_output=True,
                           text=True, stdin=subprocess.DEVNULL, timeout=120)
     assert done.returncode == 2
-    assert "memsvc mcp: set MEMORY_SERVICE_URL" in done.stderr
+    assert "memsvc-mcp: set MEMORY_SERVICE_URL" in done.stderr
 
 
 # -- over stdio, against the live local server -------------------------------------------------

@@ -20,9 +20,13 @@ import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.server.mcpserver.exceptions import ToolError
+except ImportError as exc:  # pragma: no cover - the extra is installed wherever the tests run
+    raise ImportError(f"the MCP server needs the official SDK: pip install 'memsvc-client[mcp]' ({exc})") from exc
 
 from memsvc_client.client import AsyncMemsvcClient, MemoryType
 from memsvc_client.settings import ClientSettings

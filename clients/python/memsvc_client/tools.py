@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, Field, ValidationError  # comes with langgraph-checkpoint (via langchain-core)
 
 from memsvc_client.client import AsyncMemsvcClient, MemoryType, MemsvcClient
 from memsvc_client.store import MemsvcError
