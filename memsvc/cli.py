@@ -1,9 +1,11 @@
-"""The `memsvc` command: serve, token, eval."""
+"""The `memsvc` command: serve, token, eval, mcp."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +16,9 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mcp"]:  # its options are the MCP server's own, parsed where it lives
+        return _mcp(argv[1:])
     env = LocalSettings.from_env()
     parser = argparse.ArgumentParser(prog="memsvc", description="A memory service for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -70,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--mlflow", action="store_true", help="also log to MLflow (the mlflow extra)")
     evaluate.add_argument("--mlflow-experiment", default="memsvc-eval")
 
+    sub.add_parser("mcp", add_help=False,
+                   help="serve query_memory, remember, get_memory and forget over MCP on stdio, for an agent host "
+                        "(MEMORY_SERVICE_URL, MEMORY_SERVICE_TOKEN; `memsvc mcp --help` for the options)")
+
     args = parser.parse_args(argv)
     if args.command == "serve":
         return _serve(args)
@@ -109,6 +118,16 @@ def _eval(args: argparse.Namespace) -> int:
         report=args.report, mlflow_experiment=args.mlflow_experiment if args.mlflow else None,
         check_dataset=args.check_dataset,
     ))
+
+
+def _mcp(argv: list[str]) -> int:
+    # The MCP server is the client package's (memsvc_client.mcp_server), so an agent host can run it
+    # with `pip install 'memsvc-client[mcp]'` alone. The service never imports the client (house rule,
+    # tests/unit/test_layers.py): this command hands the process over to it.
+    if importlib.util.find_spec("memsvc_client") is None:
+        print("memsvc mcp needs the client with its mcp extra: pip install './clients/python[mcp]'", file=sys.stderr)
+        return 2
+    os.execv(sys.executable, [sys.executable, "-m", "memsvc_client.mcp_server", *argv])
 
 
 def _token(args: argparse.Namespace) -> int:
