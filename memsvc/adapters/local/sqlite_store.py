@@ -201,6 +201,16 @@ class SqliteItemStore:
         rows = self._conn().execute(f"SELECT DISTINCT ns FROM items WHERE {where}", params).fetchall()
         return [decode_namespace(r[0]) for r in rows]
 
+    def storage_usage(self, now: datetime) -> list[tuple[str, tuple[str, ...], int, int]]:
+        """(tenant, namespace, live items, their sealed bytes: value and attributes ciphertext),
+        for `GET /metrics`. One pass over the table, read when the metrics are scraped."""
+        rows = self._conn().execute(
+            "SELECT tenant, ns, count(*), coalesce(sum(length(value_ct)), 0) + coalesce(sum(length(attributes_ct)), 0) "
+            "FROM items WHERE deleted IS NULL AND (expires_at IS NULL OR expires_at > ?) GROUP BY tenant, ns",
+            (to_epoch_us(now),),
+        ).fetchall()
+        return [(tenant, decode_namespace(ns), items, size) for tenant, ns, items, size in rows]
+
     def expired(self, now: datetime, limit: int) -> list[StoredItem]:
         rows = self._conn().execute(
             f"SELECT {_COLUMNS} FROM items WHERE deleted IS NULL AND expires_at IS NOT NULL "
