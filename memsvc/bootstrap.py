@@ -109,7 +109,7 @@ def build_local(
                          indexer, event_log, on_write=workers.wake, concurrent_retrievers=False,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder),
-                         metrics=PrometheusMetrics(storage=lambda: store.storage_usage(clock.now())))
+                         metrics=PrometheusMetrics(storage=store.storage_usage))
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,

@@ -176,3 +176,53 @@ def test_an_error_code_that_is_not_one_is_unknown(code):
 
     sample = operation_sample(Handled(), Response(500, {"error": {"code": code}}), 1.0)
     assert sample.code == "UNKNOWN" and sample.operation == "UNMATCHED" and sample.tenant == "-"
+
+
+def test_storage_usage_follows_every_write_and_is_counted_again_for_an_old_database(local_app, clock):
+    """The per-namespace counts kept on each write equal a count over the items, through adds,
+    a growing update, a delete, an expiry swept, a purge; and a database without them (from
+    before the table) gets them on open."""
+    from memsvc.adapters.local.sqlite_store import SqliteItemStore
+    from memsvc.core.models import Caller
+    from memsvc.service.memories import PutMemory
+
+    alice = Caller(tenant_id="acme", user_id="alice", roles=("user",))
+    memories, store = local_app.services.memories, local_app.store
+    db = local_app.data_dir / "memsvc.db"
+
+    def counted_over_items(conn) -> list[tuple]:
+        return sorted(conn.execute(
+            "SELECT tenant, ns, count(*), sum(coalesce(length(value_ct), 0) + coalesce(length(attributes_ct), 0)) "
+            "FROM items WHERE deleted IS NULL GROUP BY tenant, ns").fetchall())
+
+    def kept(conn) -> list[tuple]:
+        return sorted(conn.execute("SELECT tenant, ns, items, bytes FROM usage").fetchall())
+
+    for key in ("a", "b", "c"):
+        memories.put(alice, PutMemory(namespace=LAYER_NS, key=key, value={"text": key}))
+    memories.put(alice, PutMemory(namespace=OTHER_NS, key="t", value={"text": "soon gone"}, ttl_seconds=60))
+    memories.put(alice, PutMemory(namespace=LAYER_NS, key="a", value={"text": "a much longer text " * 20},
+                                  attributes={"tag": "x"}))
+    memories.delete(alice, tuple(LAYER_NS), "b")
+    conn = store._conn()
+    assert [n for _, _, n, _ in kept(conn)] == [2, 1] and kept(conn) == counted_over_items(conn)
+    clock.advance(61)
+    assert local_app.sweeper.sweep().expired == 1
+    assert kept(conn) == counted_over_items(conn) and len(kept(conn)) == 1  # the emptied namespace is gone
+    (tenant, layer, items, size), = store.storage_usage()
+    assert (tenant, layer, items) == ("acme", "user", 2) and size > 400
+
+    conn.execute("DELETE FROM usage")  # as a database from before the table
+    assert kept(SqliteItemStore(db)._conn()) == counted_over_items(conn)
+
+
+def test_storage_layers_are_read_from_stored_namespaces_that_are_percent_encoded(local_app):
+    from memsvc.core.models import Caller
+    from memsvc.service.memories import PutMemory
+
+    admin = Caller(tenant_id="acme", user_id="root", roles=("admin",))
+    for ns in (["user", "a b/c", "agents", "ä x"], ["user", "a b/c", "memories"], ["project", "p%1"],
+               ["user", "a b/c", "agents"], ["company"], ["team"]):
+        local_app.services.memories.put(admin, PutMemory(namespace=ns, key="k", value={}))
+    layers = {layer: items for _, layer, items, _ in local_app.store.storage_usage()}
+    assert layers == {"agent": 1, "user": 1, "project": 1, "company": 1, None: 2}

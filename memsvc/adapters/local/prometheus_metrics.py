@@ -9,7 +9,6 @@ milliseconds, as seed 001 says, not Prometheus' usual seconds.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -18,13 +17,12 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from memsvc.api.metering import NO_LAYER
-from memsvc.core.layers import layer_of
 from memsvc.ports import OperationSample
 
 __all__ = ["PrometheusMetrics", "StorageUsage"]
 
-# (tenant, namespace, live items, sealed bytes), one row per namespace
-StorageUsage = Callable[[], Iterable[tuple[str, tuple[str, ...], int, int]]]
+# (tenant, layer or None outside every layer, live items, sealed bytes)
+StorageUsage = Callable[[], Iterable[tuple[str, str | None, int, int]]]
 LATENCY_BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 RESULT_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100)
 
@@ -66,21 +64,15 @@ class _StorageCollector(Collector):
         self._usage = usage
 
     def collect(self) -> Iterator[Metric]:
-        items: dict[tuple[str, str], int] = defaultdict(int)
-        size: dict[tuple[str, str], int] = defaultdict(int)
-        for tenant, namespace, count, sealed in self._usage():
-            layer = layer_of(namespace)
-            labels = (tenant, layer.name if layer is not None else NO_LAYER)
-            items[labels] += count
-            size[labels] += sealed
-        gauges = (GaugeMetricFamily("memory_storage_size", "Live memories, by tenant and layer",
-                                    labels=["tenant", "layer"]),
-                  GaugeMetricFamily("memory_storage_bytes", "Sealed bytes of the live memories (value and "
-                                    "attributes ciphertext), by tenant and layer", labels=["tenant", "layer"]))
-        for labels in items:
-            gauges[0].add_metric(labels, items[labels])
-            gauges[1].add_metric(labels, size[labels])
-        yield from gauges
+        items = GaugeMetricFamily("memory_storage_size", "Live memories, by tenant and layer",
+                                  labels=["tenant", "layer"])
+        size = GaugeMetricFamily("memory_storage_bytes", "Sealed bytes of the live memories (value and "
+                                 "attributes ciphertext), by tenant and layer", labels=["tenant", "layer"])
+        for tenant, layer, count, sealed in self._usage():
+            items.add_metric([tenant, layer or NO_LAYER], count)
+            size.add_metric([tenant, layer or NO_LAYER], sealed)
+        yield items
+        yield size
 
     def describe(self) -> list[Metric]:
         return []  # nothing to read at registration: the store is read only when scraped

@@ -17,7 +17,8 @@ from typing import Any
 from memsvc.core.errors import Conflict
 from memsvc.core.models import Change, ChangeKind, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.adapters.local.sqlite_db import SqliteFile
-from memsvc.core.namespaces import decode_namespace, encode_namespace, prefix_range
+from memsvc.core.layers import layer_of
+from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
 
 __all__ = ["SqliteItemStore"]
 
@@ -46,6 +47,15 @@ CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE deleted IS N
 CREATE INDEX IF NOT EXISTS items_tombstones ON items (tenant, updated_at) WHERE deleted IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_unindexed ON items (tenant, updated_at)
     WHERE deleted IS NULL AND indexed_fields IS NULL AND index_fields != 'false';
+-- Live items and their sealed bytes per namespace, kept by `write` in the item's transaction, so
+-- `GET /metrics` reads one row per namespace instead of scanning the items.
+CREATE TABLE IF NOT EXISTS usage (
+    tenant TEXT NOT NULL,
+    ns TEXT NOT NULL,
+    items INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    PRIMARY KEY (tenant, ns)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     tenant TEXT NOT NULL,
@@ -82,6 +92,12 @@ class SqliteItemStore:
         self._tx = self._db.tx
         for name in consumers:
             self._conn().execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
+        with self._tx() as conn:
+            # A row exists for every namespace holding a live item, so an empty table means either
+            # no live item or a database from before the table: counting them again is right in both.
+            if conn.execute("SELECT 1 FROM usage LIMIT 1").fetchone() is None:
+                conn.execute(f"INSERT INTO usage SELECT tenant, ns, count(*), sum({_SEALED_BYTES}) FROM items "
+                             "WHERE deleted IS NULL GROUP BY tenant, ns")
 
     def ping(self) -> None:
         self._conn().execute("SELECT 1").fetchone()
@@ -131,6 +147,7 @@ class SqliteItemStore:
                     details={"expected_version": expected, "current_version": current},
                 )
             conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 15)})", _row(item))
+            _count_usage(conn, ns, before, item)
             conn.execute(
                 "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
                 (
@@ -201,15 +218,19 @@ class SqliteItemStore:
         rows = self._conn().execute(f"SELECT DISTINCT ns FROM items WHERE {where}", params).fetchall()
         return [decode_namespace(r[0]) for r in rows]
 
-    def storage_usage(self, now: datetime) -> list[tuple[str, tuple[str, ...], int, int]]:
-        """(tenant, namespace, live items, their sealed bytes: value and attributes ciphertext),
-        for `GET /metrics`. One pass over the table, read when the metrics are scraped."""
-        rows = self._conn().execute(
-            "SELECT tenant, ns, count(*), coalesce(sum(length(value_ct)), 0) + coalesce(sum(length(attributes_ct)), 0) "
-            "FROM items WHERE deleted IS NULL AND (expires_at IS NULL OR expires_at > ?) GROUP BY tenant, ns",
-            (to_epoch_us(now),),
-        ).fetchall()
-        return [(tenant, decode_namespace(ns), items, size) for tenant, ns, items, size in rows]
+    def storage_usage(self) -> list[tuple[str, str | None, int, int]]:
+        """(tenant, layer or None outside every layer, live items, their sealed bytes: value and
+        attributes ciphertext), for `GET /metrics`. An item past its expiry counts until the
+        sweeper tombstones it (within a second, by default)."""
+        totals: dict[tuple[str, str | None], list[int]] = {}
+        for tenant, ns, items, size in self._conn().execute("SELECT tenant, ns, items, bytes FROM usage"):
+            # A layer is decided by segments 0 and 2 and the depth (up to 4), and its words are the
+            # same percent-encoded: the first four stored segments decide it without decoding.
+            layer = layer_of(ns.split(SEP, 3))
+            total = totals.setdefault((tenant, layer.name if layer is not None else None), [0, 0])
+            total[0] += items
+            total[1] += size
+        return [(tenant, layer, items, size) for (tenant, layer), (items, size) in totals.items()]
 
     def expired(self, now: datetime, limit: int) -> list[StoredItem]:
         rows = self._conn().execute(
@@ -322,6 +343,30 @@ class SqliteItemStore:
     def _offset(conn: sqlite3.Connection, consumer: str) -> int:
         row = conn.execute("SELECT offset FROM consumers WHERE name = ?", (consumer,)).fetchone()
         return row[0] if row else 0
+
+
+_SEALED_BYTES = "coalesce(length(value_ct), 0) + coalesce(length(attributes_ct), 0)"
+
+
+def _count_usage(conn: sqlite3.Connection, ns: str, before: StoredItem | None, after: StoredItem) -> None:
+    """Move the namespace's live count and sealed bytes from what `before` held to what `after` holds."""
+    items = _usage(after)[0] - _usage(before)[0]
+    size = _usage(after)[1] - _usage(before)[1]
+    if not (items or size):
+        return
+    conn.execute(
+        "INSERT INTO usage (tenant, ns, items, bytes) VALUES (?, ?, ?, ?) ON CONFLICT (tenant, ns) "
+        "DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes",
+        (after.tenant, ns, items, size),
+    )
+    if items < 0:
+        conn.execute("DELETE FROM usage WHERE tenant = ? AND ns = ? AND items <= 0", (after.tenant, ns))
+
+
+def _usage(item: StoredItem | None) -> tuple[int, int]:
+    if item is None or item.deleted is not None:
+        return 0, 0
+    return 1, len(item.value_ct or b"") + len(item.attributes_ct or b"")
 
 
 def _live_under(tenant: str, prefix: tuple[str, ...], now: datetime) -> tuple[str, list[Any]]:
