@@ -183,7 +183,9 @@ def test_storage_usage_follows_every_write_and_is_counted_again_for_an_old_datab
     a growing update, a delete, an expiry swept, a purge; and a database without them (from
     before the table) gets them on open."""
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
+    from memsvc.core.layers import layer_of
     from memsvc.core.models import Caller
+    from memsvc.core.namespaces import decode_namespace
     from memsvc.service.memories import PutMemory
 
     alice = Caller(tenant_id="acme", user_id="alice", roles=("user",))
@@ -191,12 +193,19 @@ def test_storage_usage_follows_every_write_and_is_counted_again_for_an_old_datab
     db = local_app.data_dir / "memsvc.db"
 
     def counted_over_items(conn) -> list[tuple]:
-        return sorted(conn.execute(
-            "SELECT tenant, ns, count(*), sum(coalesce(length(value_ct), 0) + coalesce(length(attributes_ct), 0)) "
-            "FROM items WHERE deleted IS NULL GROUP BY tenant, ns").fetchall())
+        """(tenant, layer, items, bytes) counted from the live items, their namespaces decoded."""
+        totals: dict[tuple[str, str], list[int]] = {}
+        for tenant, ns, items, size in conn.execute(
+                "SELECT tenant, ns, count(*), sum(coalesce(length(value_ct), 0) + coalesce(length(attributes_ct), 0)) "
+                "FROM items WHERE deleted IS NULL GROUP BY tenant, ns"):
+            layer = layer_of(decode_namespace(ns))
+            total = totals.setdefault((tenant, layer.name if layer else ""), [0, 0])
+            total[0] += items
+            total[1] += size
+        return sorted((tenant, layer, n, size) for (tenant, layer), (n, size) in totals.items())
 
     def kept(conn) -> list[tuple]:
-        return sorted(conn.execute("SELECT tenant, ns, items, bytes FROM usage").fetchall())
+        return sorted(conn.execute("SELECT tenant, layer, items, bytes FROM usage").fetchall())
 
     for key in ("a", "b", "c"):
         memories.put(alice, PutMemory(namespace=LAYER_NS, key=key, value={"text": key}))
@@ -205,10 +214,11 @@ def test_storage_usage_follows_every_write_and_is_counted_again_for_an_old_datab
                                   attributes={"tag": "x"}))
     memories.delete(alice, tuple(LAYER_NS), "b")
     conn = store._conn()
-    assert [n for _, _, n, _ in kept(conn)] == [2, 1] and kept(conn) == counted_over_items(conn)
+    assert [(layer, n) for _, layer, n, _ in kept(conn)] == [("", 1), ("user", 2)]
+    assert kept(conn) == counted_over_items(conn)
     clock.advance(61)
     assert local_app.sweeper.sweep().expired == 1
-    assert kept(conn) == counted_over_items(conn) and len(kept(conn)) == 1  # the emptied namespace is gone
+    assert kept(conn) == counted_over_items(conn) and len(kept(conn)) == 1  # the emptied row is gone
     (tenant, layer, items, size), = store.storage_usage()
     assert (tenant, layer, items) == ("acme", "user", 2) and size > 400
 
@@ -217,6 +227,7 @@ def test_storage_usage_follows_every_write_and_is_counted_again_for_an_old_datab
 
 
 def test_storage_layers_are_read_from_stored_namespaces_that_are_percent_encoded(local_app):
+    from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.core.models import Caller
     from memsvc.service.memories import PutMemory
 
@@ -226,3 +237,7 @@ def test_storage_layers_are_read_from_stored_namespaces_that_are_percent_encoded
         local_app.services.memories.put(admin, PutMemory(namespace=ns, key="k", value={}))
     layers = {layer: items for _, layer, items, _ in local_app.store.storage_usage()}
     assert layers == {"agent": 1, "user": 1, "project": 1, "company": 1, None: 2}
+    # recounted from the stored (encoded) namespaces, as when a database without the table is opened
+    local_app.store._conn().execute("DELETE FROM usage")
+    recounted = SqliteItemStore(local_app.data_dir / "memsvc.db").storage_usage()
+    assert {layer: items for _, layer, items, _ in recounted} == layers

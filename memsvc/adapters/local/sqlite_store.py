@@ -47,14 +47,14 @@ CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE deleted IS N
 CREATE INDEX IF NOT EXISTS items_tombstones ON items (tenant, updated_at) WHERE deleted IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_unindexed ON items (tenant, updated_at)
     WHERE deleted IS NULL AND indexed_fields IS NULL AND index_fields != 'false';
--- Live items and their sealed bytes per namespace, kept by `write` in the item's transaction, so
--- `GET /metrics` reads one row per namespace instead of scanning the items.
+-- Live items and their sealed bytes per tenant and layer ('' outside every layer), kept by `write`
+-- in the item's transaction, so `GET /metrics` reads a few rows instead of scanning the items.
 CREATE TABLE IF NOT EXISTS usage (
     tenant TEXT NOT NULL,
-    ns TEXT NOT NULL,
+    layer TEXT NOT NULL,
     items INTEGER NOT NULL,
     bytes INTEGER NOT NULL,
-    PRIMARY KEY (tenant, ns)
+    PRIMARY KEY (tenant, layer)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -93,11 +93,17 @@ class SqliteItemStore:
         for name in consumers:
             self._conn().execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
         with self._tx() as conn:
-            # A row exists for every namespace holding a live item, so an empty table means either
-            # no live item or a database from before the table: counting them again is right in both.
+            # A row exists for every layer holding a live item, so an empty table means either no
+            # live item or a database from before the table: counting them again is right in both.
             if conn.execute("SELECT 1 FROM usage LIMIT 1").fetchone() is None:
-                conn.execute(f"INSERT INTO usage SELECT tenant, ns, count(*), sum({_SEALED_BYTES}) FROM items "
-                             "WHERE deleted IS NULL GROUP BY tenant, ns")
+                totals: dict[tuple[str, str], list[int]] = {}
+                for tenant, ns, items, size in conn.execute(f"SELECT tenant, ns, count(*), sum({_SEALED_BYTES}) "
+                                                            "FROM items WHERE deleted IS NULL GROUP BY tenant, ns"):
+                    total = totals.setdefault((tenant, _layer(ns.split(SEP, 3))), [0, 0])
+                    total[0] += items
+                    total[1] += size
+                conn.executemany("INSERT INTO usage (tenant, layer, items, bytes) VALUES (?, ?, ?, ?)",
+                                 [(tenant, layer, items, size) for (tenant, layer), (items, size) in totals.items()])
 
     def ping(self) -> None:
         self._conn().execute("SELECT 1").fetchone()
@@ -147,7 +153,7 @@ class SqliteItemStore:
                     details={"expected_version": expected, "current_version": current},
                 )
             conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 15)})", _row(item))
-            _count_usage(conn, ns, before, item)
+            _count_usage(conn, before, item)
             conn.execute(
                 "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
                 (
@@ -222,15 +228,8 @@ class SqliteItemStore:
         """(tenant, layer or None outside every layer, live items, their sealed bytes: value and
         attributes ciphertext), for `GET /metrics`. An item past its expiry counts until the
         sweeper tombstones it (within a second, by default)."""
-        totals: dict[tuple[str, str | None], list[int]] = {}
-        for tenant, ns, items, size in self._conn().execute("SELECT tenant, ns, items, bytes FROM usage"):
-            # A layer is decided by segments 0 and 2 and the depth (up to 4), and its words are the
-            # same percent-encoded: the first four stored segments decide it without decoding.
-            layer = layer_of(ns.split(SEP, 3))
-            total = totals.setdefault((tenant, layer.name if layer is not None else None), [0, 0])
-            total[0] += items
-            total[1] += size
-        return [(tenant, layer, items, size) for (tenant, layer), (items, size) in totals.items()]
+        rows = self._conn().execute("SELECT tenant, layer, items, bytes FROM usage").fetchall()
+        return [(tenant, layer or None, items, size) for tenant, layer, items, size in rows]
 
     def expired(self, now: datetime, limit: int) -> list[StoredItem]:
         rows = self._conn().execute(
@@ -348,19 +347,31 @@ class SqliteItemStore:
 _SEALED_BYTES = "coalesce(length(value_ct), 0) + coalesce(length(attributes_ct), 0)"
 
 
-def _count_usage(conn: sqlite3.Connection, ns: str, before: StoredItem | None, after: StoredItem) -> None:
-    """Move the namespace's live count and sealed bytes from what `before` held to what `after` holds."""
+def _count_usage(conn: sqlite3.Connection, before: StoredItem | None, after: StoredItem) -> None:
+    """Move the layer's live count and sealed bytes from what `before` held to what `after` holds
+    (the same key, so the same layer)."""
     items = _usage(after)[0] - _usage(before)[0]
     size = _usage(after)[1] - _usage(before)[1]
-    if not (items or size):
-        return
+    if items or size:
+        _add_usage(conn, after.tenant, _layer(after.namespace), items, size)
+
+
+def _add_usage(conn: sqlite3.Connection, tenant: str, layer: str, items: int, size: int) -> None:
     conn.execute(
-        "INSERT INTO usage (tenant, ns, items, bytes) VALUES (?, ?, ?, ?) ON CONFLICT (tenant, ns) "
+        "INSERT INTO usage (tenant, layer, items, bytes) VALUES (?, ?, ?, ?) ON CONFLICT (tenant, layer) "
         "DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes",
-        (after.tenant, ns, items, size),
+        (tenant, layer, items, size),
     )
     if items < 0:
-        conn.execute("DELETE FROM usage WHERE tenant = ? AND ns = ? AND items <= 0", (after.tenant, ns))
+        conn.execute("DELETE FROM usage WHERE tenant = ? AND layer = ? AND items <= 0", (tenant, layer))
+
+
+def _layer(namespace: Sequence[str]) -> str:
+    """The layer's name, '' outside every layer. A layer is decided by segments 0 and 2 and the
+    depth up to 4, whose words percent-encoding leaves as they are: a stored namespace's first
+    four segments (`ns.split(SEP, 3)`) decide it as well as the decoded namespace."""
+    layer = layer_of(namespace)
+    return layer.name if layer is not None else ""
 
 
 def _usage(item: StoredItem | None) -> tuple[int, int]:
