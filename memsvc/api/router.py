@@ -194,7 +194,7 @@ class Handled:
 
 class Router:
     def __init__(self, routes: Sequence[Route], services: Any, identify: Callable[[dict[str, Any]], Caller],
-                 metrics: Metrics | None = None) -> None:
+                 metrics: Metrics) -> None:
         self.routes = tuple(routes)
         self._services = services
         self._identify = identify
@@ -222,7 +222,7 @@ class Router:
             )
         response.headers.setdefault("x-request-id", request_id)
         answer = response.to_event()
-        if self._metrics is not None and not (handled.route is not None and handled.route.public):
+        if not (handled.route is not None and handled.route.public):
             self._record(handled, response, (time.perf_counter() - started) * 1000)
         return answer
 
