@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
-from memsvc.ports import Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, SystemClock, VectorIndex
+from memsvc.ports import (Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics, SystemClock,
+                          VectorIndex)
 from memsvc.service.access import Access
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
@@ -80,6 +81,7 @@ def build_local(
     from memsvc.adapters.local.jsonl_publisher import JsonlPublisher
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.keys import FileKeyProvider
+    from memsvc.adapters.local.prometheus_metrics import PrometheusMetrics
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
@@ -106,7 +108,8 @@ def build_local(
     services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
                          indexer, event_log, on_write=workers.wake, concurrent_retrievers=False,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
-                                                      embedder=embedder))
+                                                      embedder=embedder),
+                         metrics=PrometheusMetrics(storage=store.storage_usage))
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
@@ -116,7 +119,7 @@ def build_local(
 
 def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, keywords: KeywordIndex,
               embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
-              *, health: Callable[[], dict[str, Any]], concurrent_retrievers: bool,
+              *, health: Callable[[], dict[str, Any]], metrics: Metrics, concurrent_retrievers: bool,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
@@ -129,6 +132,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),
         health=health,
+        metrics=metrics,
     )
 
 
@@ -179,6 +183,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
+    from memsvc.adapters.aws.emf_metrics import EmfMetrics
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
@@ -206,6 +211,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
                          clock, indexer, event_log, concurrent_retrievers=True,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
-                                                      embedder=embedder))
+                                                      embedder=embedder),
+                         metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
     return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients, Timeline(event_log, publisher))

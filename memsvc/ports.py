@@ -6,7 +6,8 @@ contract suite in `tests/contract`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
@@ -14,7 +15,7 @@ from memsvc.core.filters import Filter
 from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, StoredItem, TimelineEvent, VectorHit,
                                 VectorRef, VectorWrite)
 
-__all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
+__all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics", "OperationSample"]
 
 
 class ItemStore(Protocol):
@@ -219,6 +220,30 @@ class KeyProvider(Protocol):
         """A fresh 256-bit data key: (plaintext, wrapped)."""
 
     def decrypt_data_key(self, tenant: str, wrapped: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class OperationSample:
+    """One answered API operation, as seed 001's metrics see it. Every field is from a small fixed
+    set or is the tenant id: nothing a caller stored or asked for (no namespace, key, value or query)."""
+
+    operation: str  # the route template, `POST /v1/memories/search`; `UNMATCHED` when no route matched
+    tenant: str  # the caller's tenant id; `-` when the caller is not known (no route, or refused identity)
+    status: int
+    code: str | None  # the error code of a failed answer (`NOT_FOUND`), else None
+    latency_ms: float
+    results: Mapping[str, int] | None = None  # search and recall: results per layer, and `all`
+
+
+class Metrics(Protocol):
+    """Seed 001's metrics (`memory.operations.*`, `memory.search.results`): pushed as CloudWatch EMF
+    on AWS, scraped from `GET /metrics` locally."""
+
+    def record(self, sample: OperationSample) -> None: ...
+
+    def exposition(self) -> tuple[bytes, str] | None:
+        """The metrics in Prometheus' text format and its content type, where they are scraped;
+        None where they are pushed."""
 
 
 class Clock(Protocol):

@@ -14,7 +14,9 @@ from typing import Any
 from memsvc.api import schemas as s
 from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Call, Response, Route, Router
+from memsvc.core.errors import NotFound
 from memsvc.core.models import Caller
+from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
 from memsvc.service.memories import Memories
 from memsvc.service.search import ListNamespaces, Search
@@ -31,6 +33,7 @@ class Services:
     timeline: TimelineReader
     admin: Admin
     health: Callable[[], dict[str, Any]]
+    metrics: Metrics
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -91,6 +94,14 @@ def _health(app: Services, c: Call) -> Response:
     return Response(503 if report.status == "unhealthy" else 200, report)
 
 
+def _metrics(app: Services, c: Call) -> Response:
+    exposition = app.metrics.exposition()
+    if exposition is None:
+        raise NotFound("metrics are published to CloudWatch as EMF here, not served over HTTP")
+    text, content_type = exposition
+    return Response(200, text, {"content-type": content_type})
+
+
 def _openapi(app: Services, c: Call) -> Response:
     return Response(200, openapi_document(ROUTES))
 
@@ -120,9 +131,11 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/admin/v1/memories/{id:uuid}", "Force-delete a memory by id", _force_delete, status=204),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),
+    Route("GET", "/metrics", "Seed 001's metrics, in Prometheus' text format (memsvc serve)", _metrics,
+          public=True, content_type="text/plain; version=0.0.4"),
 )
 
 
 def build_router(services: Services, identify: Callable[[dict[str, Any]], Caller]) -> Router:
     """`identify` reads the caller from the authorizer's part of the event (`memsvc.api.identity`)."""
-    return Router(ROUTES, services, identify)
+    return Router(ROUTES, services, identify, services.metrics)
