@@ -112,13 +112,13 @@ def supersede(existing: TypedMemory, by_key: str) -> TypedMemory:
     return dataclasses.replace(existing, superseded_by=by_key, tags=tuple(tags))
 
 
-def candidate_key(namespace: Sequence[str], content: str, *, occupied_by: Sequence[str] = ()) -> str:
+def candidate_key(namespace: Sequence[str], content: str, *, slot: int = 0) -> str:
     """A created memory's key: a UUIDv5 of its namespace and normalised content, so the same
     statement remembered twice (a retry, a replayed background job, two racing requests) lands
-    on the same key and is `unchanged`, never a copy. When that key already holds a memory the
-    candidate must not reuse (one it superseded since, or a plain item), the key is salted with
-    the occupants' ids, still deterministic."""
-    name = "\x1f".join([*namespace, "", normalize_content(content), *occupied_by])
+    on the same key and is `unchanged`, never a copy. When that key holds a memory the candidate
+    must not reuse (one superseded since, one merged into a newer statement, a plain item), the
+    caller tries the next `slot`: still deterministic, so racing writers probe the same keys."""
+    name = "\x1f".join([*namespace, "", normalize_content(content)] + ([str(slot)] if slot else []))
     return str(uuid.uuid5(_KEY_NAMESPACE, name))
 
 
