@@ -97,9 +97,10 @@ def build_local(
     from memsvc.adapters.local.workers import BackgroundWorkers
 
     if embedder is None:
+        from memsvc.adapters.local.cached_embedder import CachedEmbedder
         from memsvc.adapters.local.embedder import MiniLMEmbedder
 
-        embedder = MiniLMEmbedder()
+        embedder = CachedEmbedder(MiniLMEmbedder())
     clock = clock or SystemClock()
     data_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
