@@ -144,9 +144,11 @@ class MemsvcStack(Stack):
         ops = Operations(
             self, "Operations", name=prefix, thresholds=config.alarms,
             apis={"jwt-api": jwt_api.api, "iam-api": iam_api.api},
-            functions={"api": api_fn.function, "indexer": indexer.function, "timeline": timeline.function},
+            functions={"api": api_fn.function, "indexer": indexer.function, "timeline": timeline.function,
+                       "remember": remember.function},
             stream_consumers={"indexer": indexer.function, "timeline": timeline.function},
-            dead_letter_queues={"indexer": indexer.dead_letter_queue, "timeline": timeline.dead_letter_queue},
+            dead_letter_queues={"indexer": indexer.dead_letter_queue, "timeline": timeline.dead_letter_queue,
+                                "remember": remember_queue.dead_letter_queue},
             alarm_email=config.alarm_email, removal_policy=removal,
         )
 

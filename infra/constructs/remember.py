@@ -12,7 +12,7 @@ from __future__ import annotations
 import aws_cdk as cdk
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
@@ -43,7 +43,8 @@ class RememberQueue(Construct):
             self, "DeadLetters", queue_name=f"{queue_name}-dlq", encryption=sqs.QueueEncryption.SQS_MANAGED,
             enforce_ssl=True, retention_period=dlq_retention, removal_policy=removal_policy)
         acknowledge(self.dead_letter_queue, "AwsSolutions-SQS3",
-                    "This queue is itself the remember queue's dead-letter queue.")
+                    "This queue is itself the remember queue's dead-letter queue: nothing consumes it "
+                    "automatically (an operator redrives it), so a DLQ behind it would never receive a message.")
         self.queue = sqs.Queue(
             self, "Queue", queue_name=queue_name, encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
             visibility_timeout=visibility_timeout, retention_period=dlq_retention, removal_policy=removal_policy,
@@ -59,7 +60,7 @@ class RememberFunction(Construct):
     GenerateDataKey and Decrypt on the envelope key (the tenant's data key opens the sealed
     candidate); S3 Vectors QueryVectors and GetVectors (the neighbour search), PutVectors and
     DeleteVectors; Bedrock InvokeModel on the embedding model and on the judge model (Converse is
-    authorized as InvokeModel). The SQS event source grants the queue's consume actions.
+    authorized as InvokeModel); the queue's consume actions for its event source mapping.
     """
 
     def __init__(self, scope: Construct, id: str, *, function_name: str, package: LambdaPackage, table: ItemTable,
@@ -89,8 +90,13 @@ class RememberFunction(Construct):
             "s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:PutVectors", "s3vectors:DeleteVectors"])
         s.allow(sid="Models", actions=["bedrock:InvokeModel"],
                 resources=[model_arn(self, settings.embedding_model_id), model_arn(self, judge_model_id)])
-        s.function.add_event_source(sources.SqsEventSource(
-            queue.queue, batch_size=10, report_batch_item_failures=True))
+        # A mapping with a fixed id (SqsEventSource names it after the queue, which differs per
+        # environment), and the consume grant it needs.
+        queue.queue.grant_consume_messages(s.role)
+        self.mapping = lambda_.EventSourceMapping(
+            self, "QueueMapping", target=s.function, event_source_arn=queue.queue.queue_arn, batch_size=10,
+            report_batch_item_failures=True)
+        self.mapping.node.add_dependency(s.role)
         self.function = s.function
         self.role = s.role
         self.log_group = s.log_group

@@ -37,7 +37,7 @@ _CALENDAR = frozenset(
     "jan feb mar apr jun jul aug sep sept oct nov dec "
     "monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday".split()
 )
-# "may" and "march" are also verbs; only capitalised ones count as months.
+# "may" and "march" are also verbs; they count as months only capitalised inside a sentence.
 _AMBIGUOUS_CALENDAR = frozenset({"may", "march"})
 # Negated verbs only: "no sugar" qualifies a thing, "do not like" denies the statement.
 _NEGATIONS = frozenset({"not", "never", "cannot"})
@@ -83,7 +83,8 @@ def statement(text: str) -> Statement:
             if low in _NEGATIONS or low.endswith("n't"):
                 negated = True
             capitalised = word[:1].isupper() and low not in _PRONOUNS
-            if (low in _CALENDAR and (low not in _AMBIGUOUS_CALENDAR or capitalised)) or (capitalised and n > 0):
+            named = capitalised and n > 0  # a capital that does not just start the sentence
+            if (low in _CALENDAR and (low not in _AMBIGUOUS_CALENDAR or named)) or named:
                 values.add(low)
     value_terms = {t for v in values for t in analyze(v)}
     words = frozenset(t for t in analyze(text)

@@ -8,12 +8,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter, rate_counter_key
 from tests.fakes.aws_stack import TABLE, aws_stack
+from tests.fakes.embedder import HashEmbedder
 
 EXPIRES = datetime(2026, 1, 1, 2, tzinfo=timezone.utc)
 
 
 def test_counts_to_the_limit_per_user_and_window():
-    with aws_stack() as stack:
+    with aws_stack(embedder=HashEmbedder()) as stack:
         limiter = DynamoRateLimiter(stack.clients.dynamodb, TABLE)
         assert [limiter.try_acquire("acme", "alice", 7, 2, EXPIRES) for _ in range(3)] == [True, True, False]
         assert limiter.try_acquire("acme", "bob", 7, 2, EXPIRES)  # another user: another item
@@ -27,7 +28,7 @@ def test_counts_to_the_limit_per_user_and_window():
 
 
 def test_concurrent_calls_never_count_past_the_limit():
-    with aws_stack() as stack:
+    with aws_stack(embedder=HashEmbedder()) as stack:
         limiter = DynamoRateLimiter(stack.clients.dynamodb, TABLE)
         with ThreadPoolExecutor(8) as pool:
             allowed = list(pool.map(lambda _: limiter.try_acquire("acme", "alice", 1, 5, EXPIRES), range(20)))

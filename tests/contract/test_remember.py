@@ -129,6 +129,17 @@ class TestSeed002:
         assert back.action == "superseded" and back.memory.key not in (old.memory.key, new.memory.key)
         assert app.memories.get(alice(), list(NS), new.memory.key).value["superseded_by"] == back.memory.key
 
+    def test_a_judge_that_fails_creates(self, app):
+        if app.aws is None:
+            pytest.skip("the local judge is deterministic and always answers")
+        a, b = "I work as a nurse at the city hospital", "I am a nurse at the city hospital"
+        remember(app, a)
+        app.aws.converse.fail = "ThrottlingException"
+        second = remember(app, b)
+        assert second.action == "created" and len(app.aws.converse.requests) == 1
+        assert (second.decision.judge_asked, second.decision.judge_failed) == (False, True)
+        assert len(memories(app)) == 2  # nothing lost, nothing merged on a guess
+
     def test_contradiction_above_auto_update_asks_no_judge(self, app):
         a = "My monthly budget is 500 dollars for groceries and rent and fun"
         b = "My monthly budget is 800 dollars for groceries and rent and fun"
@@ -257,6 +268,16 @@ class TestBadInput:
         with pytest.raises(PolicyViolation):
             remember(app, "AKIA secret")
         assert app.changes() == []
+
+
+class TestSettings:
+    def test_calibrated_defaults_and_the_range_rule(self, backend):
+        settings = backend.settings.get("acme")  # the tests' embedder: seed 002's values
+        assert (settings.semantic_auto_update, settings.semantic_check_low) == (0.90, 0.80)
+        assert (settings.neighbors_k, settings.remember_per_hour, settings.episodic_merge_window_hours) == (10, 120, 72)
+        with pytest.raises(InvalidArgument, match="semantic_check_low must not exceed semantic_auto_update"):
+            backend.settings.update("acme", SettingsPatch(semantic_check_low=0.95))
+        assert backend.settings.get("acme").semantic_check_low == 0.80
 
 
 class TestRateLimit:
