@@ -204,6 +204,8 @@ class Remember:
             merged = merge(best.typed, candidate, key)
             item = write(best.memory.key, merged, old=self._current(tenant, best.memory), action="updated",
                          ttl_seconds=cmd.ttl_seconds or best.memory.ttl_seconds)
+            # Seed 002's "access_count + 1, last_accessed_at now" for the merged memory goes to the
+            # item row's access counters (recall's, outside the sealed value), here, once they exist.
             outcome = "updated"
         else:
             assert best is not None
