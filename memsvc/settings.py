@@ -45,6 +45,7 @@ class AwsSettings:
     default_tenant: str | None = None  # for callers that name no tenant; None: they are refused
     metrics_namespace: str = "memsvc"  # seed 001's EMF metrics: CloudWatch namespace and `service` dimension
     metrics_service: str = "memsvc-api"
+    remember_queue_url: str = ""  # the SQS queue of `remember` calls with `wait: false`
 
     @classmethod
     def from_env(cls) -> "AwsSettings":
@@ -64,4 +65,5 @@ class AwsSettings:
             default_tenant=env.get("MEMSVC_DEFAULT_TENANT") or None,
             metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE") or "memsvc",
             metrics_service=env.get("POWERTOOLS_SERVICE_NAME") or "memsvc-api",
+            remember_queue_url=env.get("MEMSVC_REMEMBER_QUEUE_URL", ""),
         )

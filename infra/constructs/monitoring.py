@@ -30,6 +30,8 @@ _PARKED_BATCH_REMEDY = {
     "timeline": "fix the cause, then replay the parked range of the stream (the message names the shard and "
                 "sequence numbers) to the timeline function within 24 h: it records nothing twice and "
                 "publishes again.",
+    "remember": "fix the cause, then redrive the remember dead-letter queue to the remember queue (SQS "
+                "StartMessageMoveTask): the candidates are sealed, and deciding one twice creates no copy.",
 }
 
 

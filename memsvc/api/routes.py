@@ -19,6 +19,7 @@ from memsvc.core.models import Caller
 from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
 from memsvc.service.memories import Memories
+from memsvc.service.remember import Accepted, Remember
 from memsvc.service.search import ListNamespaces, Search
 from memsvc.service.tenant_config import TenantSettings
 from memsvc.service.timeline import EventsQuery, TimelineReader
@@ -34,6 +35,7 @@ class Services:
     admin: Admin
     health: Callable[[], dict[str, Any]]
     metrics: Metrics
+    remember: Remember
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -55,6 +57,13 @@ def _search(app: Services, c: Call) -> s.SearchOut:
 
 def _list_namespaces(app: Services, c: Call) -> s.NamespacesOut:
     return s.NamespacesOut(namespaces=[list(ns) for ns in app.search.list_namespaces(c.caller, c.query)])
+
+
+def _remember(app: Services, c: Call) -> Response:
+    outcome = app.remember.remember(c.caller, c.body)
+    if isinstance(outcome, Accepted):
+        return Response(202, s.RememberAcceptedOut(candidate_id=outcome.candidate_id))
+    return Response(200, s.RememberOut.of(outcome))
 
 
 def _events(app: Services, c: Call) -> s.EventsOut:
@@ -113,6 +122,8 @@ ROUTES: tuple[Route, ...] = (
           status=204),
     Route("POST", "/v1/memories/search", "Filter and semantic search", _search, body=s.SearchBody,
           response=s.SearchOut),
+    Route("POST", "/v1/memories/remember", "Remember a typed memory, consolidating it with its neighbours",
+          _remember, body=s.RememberBody, response=s.RememberOut),
     Route("GET", "/v1/memories/namespaces", "List namespaces", _list_namespaces, query=ListNamespaces,
           response=s.NamespacesOut),
     Route("GET", "/v1/memories/events", "The event timeline, oldest first", _events, query=EventsQuery,

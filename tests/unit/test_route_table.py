@@ -32,7 +32,12 @@ def test_the_document_says_what_the_parser_refuses():
     assert names.startswith("^") and names.endswith(r"\.rego$")
     settings = SCHEMAS["SettingsBody"]
     assert settings["additionalProperties"] is False and set(settings["properties"]) == {
-        "max_depth", "tombstone_retention_days", "keyword_index"}
+        "max_depth", "tombstone_retention_days", "keyword_index", "semantic_auto_update", "semantic_check_low",
+        "episodic_auto_update", "episodic_check_low", "episodic_merge_window_hours", "neighbors_k",
+        "remember_per_hour", "judge_model_id"}
+    remember = SCHEMAS["RememberBody"]
+    assert remember["additionalProperties"] is False and remember["required"] == ["content"]
+    assert remember["properties"]["content"]["pattern"] == r"\S"
     get_params = {p["name"]: p for p in DOC["paths"]["/v1/memories"]["get"]["parameters"]}
     assert get_params["ns"]["required"] and get_params["ns"]["schema"]["minItems"] == 1
     assert get_params["key"]["schema"]["minLength"] == 1

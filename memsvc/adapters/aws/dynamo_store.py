@@ -347,6 +347,8 @@ class DynamoItemStore:
             row["tts"] = {"N": str(item.ttl_seconds)}
         if item.indexed_fields is not None:
             row["idx"] = {"S": json.dumps(list(item.indexed_fields))}
+        if item.action is not None:
+            row["rma"] = {"S": item.action}  # what remember did (plaintext: the outcome, not the content)
         if item.deleted is not None:
             row["del"] = {"S": item.deleted}
             retention = timedelta(days=self._tombstone_days(item.tenant))
@@ -431,6 +433,7 @@ def _item(row: dict[str, Any]) -> StoredItem:
         deleted=r.get("del"),
         ttl_seconds=int(r["tts"]) if "tts" in r else None,
         indexed_fields=tuple(json.loads(r["idx"])) if "idx" in r else None,
+        action=r.get("rma"),
     )
 
 
