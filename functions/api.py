@@ -14,6 +14,8 @@ Metrics (namespace `POWERTOOLS_METRICS_NAMESPACE`, default `memsvc`), per reques
   query, `sync_index`) and the embedder is Titan.
 - `VectorsWritten` / `VectorsDeleted` when it wrote vectors (`sync_index`).
 - `ColdStart` (Powertools, dimensions `function_name` + `service`).
+- Seed 001's `memory.operations.total`, `.errors`, `.latency` and `memory.search.results`, printed
+  by the router through `memsvc.adapters.aws.emf_metrics` (per operation and per tenant).
 """
 
 from __future__ import annotations

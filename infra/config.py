@@ -120,6 +120,11 @@ class EnvConfig:
     timeline_memory_mb: int = 512
     timeline_timeout_seconds: int = 120  # PutEvents retries back off for ~1.5 s at most per request
     timeline_stream: StreamConsumerSettings = TIMELINE_STREAM
+    # remember (`wait: false` runs on its own function, fed by an SQS queue). The judge model is
+    # the tenants' default `judge_model_id`; the roles may invoke only this one.
+    judge_model_id: str = "amazon.nova-micro-v1:0"
+    remember_memory_mb: int = 1024
+    remember_timeout_seconds: int = 60
     event_archive_retention_days: int = 30
     dlq_retention_days: int = 14
     log_level: str = "INFO"

@@ -25,6 +25,7 @@ from infra.constructs import (
     VectorStore,
 )
 from infra.constructs.functions import ServiceSettings, StreamSettings
+from infra.constructs.remember import RememberFunction, RememberQueue, let_api_enqueue
 from infra.routes import service_routes
 from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
 
@@ -104,6 +105,18 @@ class MemsvcStack(Stack):
             memory_mb=config.timeline_memory_mb, timeout=Duration.seconds(config.timeline_timeout_seconds),
             stream=stream_settings(config.timeline_stream), event_bus=events.bus, **data)
 
+        # remember with `wait: false`: the API enqueues, the remember function decides. The queue's
+        # visibility timeout is six times the function's, as Lambda's SQS mapping wants.
+        remember_timeout = Duration.seconds(config.remember_timeout_seconds)
+        remember_queue = RememberQueue(self, "RememberQueue", queue_name=f"{prefix}-remember",
+                                       visibility_timeout=Duration.seconds(6 * config.remember_timeout_seconds),
+                                       dlq_retention=Duration.days(config.dlq_retention_days), removal_policy=removal)
+        remember = RememberFunction(
+            self, "Remember", function_name=f"{prefix}-remember", queue=remember_queue,
+            judge_model_id=config.judge_model_id, memory_mb=config.remember_memory_mb, timeout=remember_timeout,
+            **data)
+        let_api_enqueue(api_fn.service, remember_queue, config.judge_model_id)
+
         users = None
         if config.jwt_issuer is None:
             users = UserDirectory(self, "Users", pool_name=f"{prefix}-users",
@@ -131,15 +144,18 @@ class MemsvcStack(Stack):
         ops = Operations(
             self, "Operations", name=prefix, thresholds=config.alarms,
             apis={"jwt-api": jwt_api.api, "iam-api": iam_api.api},
-            functions={"api": api_fn.function, "indexer": indexer.function, "timeline": timeline.function},
+            functions={"api": api_fn.function, "indexer": indexer.function, "timeline": timeline.function,
+                       "remember": remember.function},
             stream_consumers={"indexer": indexer.function, "timeline": timeline.function},
-            dead_letter_queues={"indexer": indexer.dead_letter_queue, "timeline": timeline.dead_letter_queue},
+            dead_letter_queues={"indexer": indexer.dead_letter_queue, "timeline": timeline.dead_letter_queue,
+                                "remember": remember_queue.dead_letter_queue},
             alarm_email=config.alarm_email, removal_policy=removal,
         )
 
         self.table, self.keywords, self.vectors, self.events, self.keys = table, keywords, vectors, events, keys
         self.api_function, self.indexer, self.timeline, self.users = api_fn, indexer, timeline, users
         self.jwt_api, self.iam_api, self.operations = jwt_api, iam_api, ops
+        self.remember, self.remember_queue = remember, remember_queue
 
         assert iam_api.invoke_policy is not None
         outputs = {

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -11,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
-from memsvc.ports import Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, SystemClock, VectorIndex
+from memsvc.core.consolidation import thresholds_for
+from memsvc.ports import (Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics, RateLimiter,
+                          RememberQueue, SameFactJudge, SystemClock, VectorIndex)
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
@@ -19,6 +22,7 @@ from memsvc.service.feed import FeedConsumer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
 from memsvc.service.recall import Recall
+from memsvc.service.remember import Remember
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.search import Search
 from memsvc.service.sweeper import Sweeper
@@ -26,13 +30,17 @@ from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 from memsvc.service.timeline import Timeline, TimelineReader
 
 if TYPE_CHECKING:
+    from memsvc.adapters.aws.bedrock_judge import BedrockJudge
     from memsvc.adapters.aws.clients import AwsClients
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
+    from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
+    from memsvc.adapters.aws.sqs_remember_queue import SqsRememberQueue
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
     from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
+    from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
@@ -56,6 +64,7 @@ class LocalApp:
     issuer: LocalIssuer
     data_dir: Path
     events: SqliteEventLog
+    remember_jobs: SqliteRememberQueue
     accesses: AccessRecorder
     closed: bool = False
 
@@ -83,14 +92,19 @@ def build_local(
     from memsvc.adapters.local.jsonl_publisher import JsonlPublisher
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.keys import FileKeyProvider
+    from memsvc.adapters.local.prometheus_metrics import PrometheusMetrics
+    from memsvc.adapters.local.rate_limiter import SqliteRateLimiter
+    from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
+    from memsvc.adapters.local.same_fact_judge import HeuristicJudge
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
 
     if embedder is None:
+        from memsvc.adapters.local.cached_embedder import CachedEmbedder
         from memsvc.adapters.local.embedder import MiniLMEmbedder
 
-        embedder = MiniLMEmbedder()
+        embedder = CachedEmbedder(MiniLMEmbedder())
     clock = clock or SystemClock()
     data_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
@@ -98,29 +112,41 @@ def build_local(
     vectors = LocalVectorIndex(data_dir / "vectors.db", dimension=embedder.dimension, model_id=embedder.model_id)
     keywords = LocalKeywordIndex(data_dir / "keywords.db")
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
-    settings = SettingsRegistry(store)
+    settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id))
     indexer = Indexer(store, vectors, embedder, sealer, keywords, settings)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
+    remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     sweeper = Sweeper(store, settings, clock, events=event_log)
     accesses = AccessRecorder(store)
     workers = BackgroundWorkers(
         (FeedConsumer(store, "indexer", indexer.apply), FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
         sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
+        remember_jobs=lambda: remember_jobs.drain(services.remember.run_job),
     )
     services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
                          indexer, event_log, accesses, on_write=workers.wake, concurrent_retrievers=False,
+                         judge=HeuristicJudge(), limiter=SqliteRateLimiter(data_dir / "rate_limits.db"),
+                         remember_queue=remember_jobs,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
-                                                      embedder=embedder))
+                                                      embedder=embedder),
+                         metrics=PrometheusMetrics(storage=store.storage_usage))
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
                     sealer, settings,
-                    indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, accesses)
+                    indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs,
+                    accesses)
+
+
+def _remember_defaults_for(model_id: str) -> dict[str, Any]:
+    """Remember's thresholds, calibrated for the embedding model in use (`core.consolidation`)."""
+    return dataclasses.asdict(thresholds_for(model_id))
 
 
 def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, keywords: KeywordIndex,
               embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
-              accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], concurrent_retrievers: bool,
+              accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
+              concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
@@ -131,10 +157,13 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         memories=memories,
         search=search,
         recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses),
+        remember=Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
+                          judge=judge, limiter=limiter, queue=remember_queue),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=CursorCodec(sealer), access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),
         health=health,
+        metrics=metrics,
     )
 
 
@@ -182,10 +211,14 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
               clock: Clock | None = None) -> AwsApp:
     """DynamoDB, S3 Vectors, Titan and KMS. `clients` lets tests pass clients with fakes
     installed; a Lambda builds its own once per cold start."""
+    from memsvc.adapters.aws.bedrock_judge import BedrockJudge
     from memsvc.adapters.aws.clients import AwsClients
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
+    from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
+    from memsvc.adapters.aws.sqs_remember_queue import SqsRememberQueue
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
+    from memsvc.adapters.aws.emf_metrics import EmfMetrics
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
@@ -195,7 +228,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     clock = clock or SystemClock()
     # Tenant settings are read through the table's config rows first, so that the item store
     # can be given each tenant's tombstone retention without a wiring cycle.
-    tenant_settings = SettingsRegistry(DynamoItemStore(clients.dynamodb, settings.table_name))
+    tenant_settings = SettingsRegistry(DynamoItemStore(clients.dynamodb, settings.table_name),
+                                       defaults=_remember_defaults_for(settings.embedding_model_id if embedder is None
+                                                                       else embedder.model_id))
     retention = lambda tenant: tenant_settings.get(tenant).tombstone_retention_days  # noqa: E731
     store = DynamoItemStore(clients.dynamodb, settings.table_name, tombstone_days=retention)
     vectors = S3VectorsIndex(clients.s3vectors, bucket=settings.vector_bucket, index=settings.vector_index,
@@ -213,8 +248,13 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
                          clock, indexer, event_log, accesses, concurrent_retrievers=True,
+                         judge=BedrockJudge(clients.judge_runtime or clients.bedrock_runtime,
+                                            lambda tenant: tenant_settings.get(tenant).judge_model_id),
+                         limiter=DynamoRateLimiter(clients.dynamodb, settings.table_name),
+                         remember_queue=SqsRememberQueue(clients.sqs, settings.remember_queue_url),
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
-                                                      embedder=embedder))
+                                                      embedder=embedder),
+                         metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
     return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients,
                   Timeline(event_log, publisher), accesses)

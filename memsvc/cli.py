@@ -1,9 +1,11 @@
-"""The `memsvc` command: serve, token, eval."""
+"""The `memsvc` command: serve, token, eval, mcp."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import logging
+import os
 import sys
 from pathlib import Path
 
@@ -14,6 +16,9 @@ __all__ = ["main"]
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["mcp"]:  # its options are the MCP server's own, parsed where it lives
+        return _mcp(argv[1:])
     env = LocalSettings.from_env()
     parser = argparse.ArgumentParser(prog="memsvc", description="A memory service for LLM agents.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -31,6 +36,9 @@ def main(argv: list[str] | None = None) -> int:
     token.add_argument("--sub", required=True, help="the user id (JWT subject)")
     token.add_argument("--tenant", default=None, help="tenant id (default: 'default')")
     token.add_argument("--roles", default="", help="comma-separated roles, e.g. admin")
+    for layer, plural in (("project", "projects"), ("team", "teams"), ("org", "orgs")):
+        token.add_argument(f"--{plural}", default="",
+                           help=f"comma-separated ids of the {layer} layers the user may use (claim {plural!r})")
     token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
     token.add_argument("--data-dir", type=Path, default=env.data_dir)
 
@@ -66,6 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--report", type=Path, default=None, help="write the JSON report here")
     evaluate.add_argument("--mlflow", action="store_true", help="also log to MLflow (the mlflow extra)")
     evaluate.add_argument("--mlflow-experiment", default="memsvc-eval")
+
+    sub.add_parser("mcp", add_help=False,
+                   help="serve query_memory, remember, get_memory and forget over MCP on stdio, for an agent host "
+                        "(MEMORY_SERVICE_URL, MEMORY_SERVICE_TOKEN; `memsvc mcp --help` for the options)")
 
     args = parser.parse_args(argv)
     if args.command == "serve":
@@ -108,12 +120,25 @@ def _eval(args: argparse.Namespace) -> int:
     ))
 
 
+def _mcp(argv: list[str]) -> int:
+    # The MCP server is the client package's (memsvc_client.mcp_server), so an agent host can run it
+    # with `pip install 'memsvc-client[mcp]'` alone. The service never imports the client (house rule,
+    # tests/unit/test_layers.py): this command hands the process over to it.
+    if importlib.util.find_spec("memsvc_client") is None:
+        print("memsvc mcp needs the client with its mcp extra: pip install './clients/python[mcp]'", file=sys.stderr)
+        return 2
+    os.execv(sys.executable, [sys.executable, "-m", "memsvc_client.mcp_server", *argv])
+
+
 def _token(args: argparse.Namespace) -> int:
     from memsvc.adapters.local.issuer import LocalIssuer
 
-    roles = [r.strip() for r in args.roles.split(",") if r.strip()]
-    print(LocalIssuer(args.data_dir / "keys").mint(sub=args.sub, tenant=args.tenant, roles=roles,
-                                                  ttl_seconds=args.ttl))
+    def comma_list(text: str) -> list[str]:
+        return [i.strip() for i in text.split(",") if i.strip()]
+
+    print(LocalIssuer(args.data_dir / "keys").mint(sub=args.sub, tenant=args.tenant, roles=comma_list(args.roles),
+                                                  ttl_seconds=args.ttl, projects=comma_list(args.projects),
+                                                  teams=comma_list(args.teams), orgs=comma_list(args.orgs)))
     return 0
 
 

@@ -6,15 +6,20 @@ contract suite in `tests/contract`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from memsvc.core.filters import Filter
-from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, StoredItem, TimelineEvent, VectorHit,
-                                VectorRef, VectorWrite)
+from memsvc.core.same_fact import Verdict
+from memsvc.core.typed_memory import TypedMemory
+from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
+                                VectorHit, VectorRef, VectorWrite)
 
-__all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog", "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock"]
+__all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
+           "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics",
+           "OperationSample", "SameFactJudge", "RateLimiter", "RememberQueue"]
 
 
 class ItemStore(Protocol):
@@ -229,6 +234,52 @@ class KeyProvider(Protocol):
         """A fresh 256-bit data key: (plaintext, wrapped)."""
 
     def decrypt_data_key(self, tenant: str, wrapped: bytes) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class OperationSample:
+    """One answered API operation, as seed 001's metrics see it. Every field is from a small fixed
+    set or is the tenant id: nothing a caller stored or asked for (no namespace, key, value or query)."""
+
+    operation: str  # the route template, `POST /v1/memories/search`; `UNMATCHED` when no route matched
+    tenant: str  # the caller's tenant id; `-` when the caller is not known (no route, or refused identity)
+    status: int
+    code: str | None  # the error code of a failed answer (`NOT_FOUND`), else None
+    latency_ms: float
+    results: Mapping[str, int] | None = None  # search and recall: results per layer, and `all`
+
+
+class Metrics(Protocol):
+    """Seed 001's metrics (`memory.operations.*`, `memory.search.results`): pushed as CloudWatch EMF
+    on AWS, scraped from `GET /metrics` locally."""
+
+    def record(self, sample: OperationSample) -> None: ...
+
+    def exposition(self) -> tuple[bytes, str] | None:
+        """The metrics in Prometheus' text format and its content type, where they are scraped;
+        None where they are pushed."""
+class SameFactJudge(Protocol):
+    """Seed 002's same-fact classifier, asked about a candidate and a neighbour in the check range."""
+
+    def judge(self, tenant: str, existing: TypedMemory, candidate: TypedMemory) -> Verdict | None:
+        """Same fact, contradiction or different; None when no answer came (a timeout, a refusal,
+        an unreadable answer): the caller then creates a new memory, so nothing is ever lost."""
+
+
+class RateLimiter(Protocol):
+    """Counts uses per (tenant, subject, fixed window)."""
+
+    def try_acquire(self, tenant: str, subject: str, window: int, limit: int, expires_at: datetime) -> bool:
+        """Count one use in `window` (a window number: e.g. epoch hours) if fewer than `limit` were
+        counted there; False, counting nothing, when the window is full. `expires_at`: when the
+        counter may be forgotten."""
+
+
+class RememberQueue(Protocol):
+    """Durable hand-off of `remember` calls with `wait: false` to a background worker."""
+
+    def enqueue(self, job: RememberJob) -> None:
+        """Store the job durably (it survives the process), then return."""
 
 
 class Clock(Protocol):

@@ -43,6 +43,9 @@ class AwsSettings:
     data_key_cache_seconds: float = 300.0
     event_bus_name: str = ""  # the timeline publishes here; empty: not published
     default_tenant: str | None = None  # for callers that name no tenant; None: they are refused
+    metrics_namespace: str = "memsvc"  # seed 001's EMF metrics: CloudWatch namespace and `service` dimension
+    metrics_service: str = "memsvc-api"
+    remember_queue_url: str = ""  # the SQS queue of `remember` calls with `wait: false`
 
     @classmethod
     def from_env(cls) -> "AwsSettings":
@@ -60,4 +63,7 @@ class AwsSettings:
             data_key_cache_seconds=float(env.get("MEMSVC_DATA_KEY_CACHE_SECONDS", "300")),
             event_bus_name=env.get("MEMSVC_EVENT_BUS_NAME", ""),
             default_tenant=env.get("MEMSVC_DEFAULT_TENANT") or None,
+            metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE") or "memsvc",
+            metrics_service=env.get("POWERTOOLS_SERVICE_NAME") or "memsvc-api",
+            remember_queue_url=env.get("MEMSVC_REMEMBER_QUEUE_URL", ""),
         )

@@ -30,6 +30,8 @@ _PARKED_BATCH_REMEDY = {
     "timeline": "fix the cause, then replay the parked range of the stream (the message names the shard and "
                 "sequence numbers) to the timeline function within 24 h: it records nothing twice and "
                 "publishes again.",
+    "remember": "fix the cause, then redrive the remember dead-letter queue to the remember queue (SQS "
+                "StartMessageMoveTask): the candidates are sealed, and deciding one twice creates no copy.",
 }
 
 
@@ -174,6 +176,22 @@ class Operations(Construct):
                 _service_metric(service, name) for service in ("api", "indexer")
                 for name in ("EmbeddingCalls", "EmbeddingCacheHits", "EmbeddingThrottles", "EmbeddingFailures")]),
         )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Memory operations by operation (seed 001)", width=6, left=[
+                _seed_metric_search("memory.operations.total", "operation", "Sum")]),
+            cw.GraphWidget(title="Memory operation errors by code (seed 001)", width=6, left=[
+                _seed_metric_search("memory.operations.errors", "operation,code", "Sum")]),
+            cw.GraphWidget(title="Memory operation latency p99 (ms, seed 001)", width=6, left=[
+                _seed_metric_search("memory.operations.latency", "operation", "p99")]),
+            cw.GraphWidget(title="Results per search, by layer (seed 001)", width=6, left=[
+                _seed_metric_search("memory.search.results", "operation,layer", "Average")]),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Memory operations by tenant (seed 001, top 10)", width=12, left=[
+                _seed_metric_search("memory.operations.total", "tenant", "Sum", top=10)]),
+            cw.GraphWidget(title="Memory operation errors by tenant (seed 001, top 10)", width=12, left=[
+                _seed_metric_search("memory.operations.errors", "tenant,code", "Sum", top=10)]),
+        )
         self.dashboard.add_widgets(cw.AlarmStatusWidget(
             title="Alarms", width=24, alarms=list(self.alarms.values())))
 
@@ -201,3 +219,14 @@ def _service_metric(service: str, name: str) -> cw.Metric:
     return cw.Metric(namespace=METRICS_NAMESPACE, metric_name=name,
                      dimensions_map={"service": powertools_service(service)},
                      statistic="Sum", period=_FIVE_MINUTES, label=f"{service} {name}")
+
+
+def _seed_metric_search(name: str, dimensions: str, statistic: str, *, top: int | None = None) -> cw.MathExpression:
+    """Every series of one of seed 001's EMF metrics (memsvc.adapters.aws.emf_metrics) with these
+    dimensions, found by a CloudWatch SEARCH: operations, codes, layers and tenants are not known
+    when the dashboard is deployed. `top`: only the busiest series, for per-tenant graphs."""
+    search = (f"SEARCH('{{{METRICS_NAMESPACE},{dimensions},service}} MetricName=\"{name}\" "
+              f"service=\"{powertools_service('api')}\"', '{statistic}', {int(_FIVE_MINUTES.to_seconds())})")
+    if top is not None:
+        search = f"SLICE(SORT({search}, SUM, DESC), 0, {top})"
+    return cw.MathExpression(expression=search, using_metrics={}, label="", period=_FIVE_MINUTES)

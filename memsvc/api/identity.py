@@ -8,6 +8,10 @@ whitespace (never on commas). Role and group names must therefore not contain wh
 (Cognito group names cannot). `memsvc serve` passes claims as the token has them, so there a list
 element is exactly one role. A plain string claim is a space- or comma-separated list.
 
+The shared layers' memberships come from `projects`, `teams` and `orgs` (API-AGENT.md "Layers"): each
+becomes a list of ids in `jwt_claims`, so policies see one form. A list element is one id; API
+Gateway's "[a b]" is split on whitespace, as roles are; any other string is one id.
+
 The tenant comes from `tenant_id` (or Cognito's `custom:tenant_id`). A token without one gets the
 deployment's default tenant, if it names one (`memsvc serve`: `default`; on AWS none unless
 configured); otherwise it is refused.
@@ -25,11 +29,12 @@ from typing import Any
 from memsvc.core.errors import InvalidArgument, Unauthorized
 from memsvc.core.models import Caller
 
-__all__ = ["Identity", "caller_from_event", "parse_roles", "LOCAL_DEFAULT_TENANT"]
+__all__ = ["Identity", "caller_from_event", "parse_roles", "parse_ids", "MEMBERSHIP_CLAIMS", "LOCAL_DEFAULT_TENANT"]
 
 LOCAL_DEFAULT_TENANT = "default"  # `memsvc serve`: a `memsvc token` without --tenant lands here
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _TENANT_CLAIMS = ("tenant_id", "custom:tenant_id")
+MEMBERSHIP_CLAIMS = ("projects", "teams", "orgs")  # the ids of the project, team and org layers a user is in
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,8 @@ class Identity:
             roles=tuple(roles),
             client_id=str(claims.get("client_id") or claims.get("azp") or ""),
             principal_type="user",
-            jwt_claims={**claims, "roles": roles},
+            jwt_claims={**claims, "roles": roles,
+                        **{name: parse_ids(claims[name]) for name in MEMBERSHIP_CLAIMS if name in claims}},
         )
 
     def _from_iam(self, iam: dict[str, Any], tenant_header: str | None) -> Caller:
@@ -104,3 +110,17 @@ def parse_roles(raw: Any) -> list[str]:
     if text.startswith("[") and text.endswith("]"):
         return text[1:-1].split()
     return [r for r in re.split(r"[\s,]+", text) if r]
+
+
+def parse_ids(raw: Any) -> list[str]:
+    """Ids from a list (one id per string element), API Gateway's "[a b]" form (split on
+    whitespace), or one plain string id. Unlike roles, a plain string is never split: "p1" is
+    the one id that a single-valued claim holds."""
+    if isinstance(raw, list):
+        return [i for i in raw if isinstance(i, str) and i]
+    if not isinstance(raw, str):
+        return []
+    text = raw.strip()
+    if text.startswith("[") and text.endswith("]"):
+        return text[1:-1].split()
+    return [text] if text else []

@@ -41,6 +41,8 @@ def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
         ok: dict[str, Any] = {"description": "OK" if r.status != 204 else "No content"}
         if r.response is not None:
             ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{r.response.__name__}"}}}
+        elif r.content_type != "application/json":
+            ok["content"] = {r.content_type: {"schema": {"type": "string"}}}
         responses: dict[str, Any] = {str(r.status): ok}
         if not r.public:
             for code, text in _ERRORS.items():

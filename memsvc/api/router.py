@@ -13,6 +13,7 @@ import json
 import logging
 import math
 import re
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -23,11 +24,13 @@ from urllib.parse import parse_qsl
 
 from pydantic import BaseModel
 
+from memsvc.api.metering import operation_sample
 from memsvc.core.errors import InvalidArgument, MemsvcError, NotFound, RateLimited
 from memsvc.core.models import Caller
 from memsvc.core.validation import Command
+from memsvc.ports import Metrics
 
-__all__ = ["Request", "Response", "Router", "Route", "Call", "query_fields", "query_kind"]
+__all__ = ["Request", "Response", "Router", "Route", "Call", "Handled", "query_fields", "query_kind"]
 
 log = logging.getLogger(__name__)
 
@@ -116,7 +119,8 @@ def _find_refused(root: Any) -> tuple[str, str]:
 
 @dataclass
 class Response:
-    """`body` is a JSON-able value or a pydantic model (serialized by pydantic's own encoder)."""
+    """`body` is a JSON-able value or a pydantic model (serialized by pydantic's own encoder), or
+    bytes of UTF-8 text sent as they are (with their own `content-type` in `headers`)."""
 
     status: int
     body: Any = None
@@ -129,6 +133,8 @@ class Response:
             headers.pop("content-type")
         elif isinstance(self.body, BaseModel):
             body = self.body.model_dump_json()
+        elif isinstance(self.body, bytes):
+            body = self.body.decode("utf-8")
         else:
             body = json.dumps(self.body, separators=(",", ":"), ensure_ascii=False)
         return {"statusCode": self.status, "headers": headers, "body": body, "isBase64Encoded": False}
@@ -164,6 +170,7 @@ class Route:
     response: type[BaseModel] | None = None
     status: int = 200
     public: bool = False
+    content_type: str = "application/json"  # of the answer, for the OpenAPI document
 
     @cached_property
     def pattern(self) -> re.Pattern[str]:
@@ -175,21 +182,35 @@ class Route:
         return re.compile("^" + regex + "$")
 
 
+@dataclass
+class Handled:
+    """What became of one request, for its metrics: filled in as far as the request got."""
+
+    route: Route | None = None
+    caller: Caller | None = None
+    body: Any = None
+    result: Any = None  # the answer's body (a model, usually)
+
+
 class Router:
-    def __init__(self, routes: Sequence[Route], services: Any, identify: Callable[[dict[str, Any]], Caller]) -> None:
+    def __init__(self, routes: Sequence[Route], services: Any, identify: Callable[[dict[str, Any]], Caller],
+                 metrics: Metrics) -> None:
         self.routes = tuple(routes)
         self._services = services
         self._identify = identify
+        self._metrics = metrics
 
     def handle(self, event: dict[str, Any], *, on_route: Callable[[Route], None] | None = None) -> dict[str, Any]:
         """Resolve one API Gateway v2 event to its response event. Never raises.
 
         `on_route` is told which route matched (before it runs), so a caller can label metrics
         and logs with the route template (`route.method`, `route.path`), never the raw path."""
+        started = time.perf_counter()
         ctx = event.get("requestContext") or {}
         request_id = ctx.get("requestId") or str(uuid.uuid4())
+        handled = Handled()
         try:
-            response = self._dispatch(event, request_id, on_route)
+            response = self._dispatch(event, request_id, on_route, handled)
         except MemsvcError as exc:
             response = _error_response(exc)
         except Exception:
@@ -200,10 +221,19 @@ class Router:
                            "details": {"request_id": request_id}}},
             )
         response.headers.setdefault("x-request-id", request_id)
-        return response.to_event()
+        answer = response.to_event()
+        if not (handled.route is not None and handled.route.public):
+            self._record(handled, response, (time.perf_counter() - started) * 1000)
+        return answer
 
-    def _dispatch(self, event: dict[str, Any], request_id: str,
-                  on_route: Callable[[Route], None] | None = None) -> Response:
+    def _record(self, handled: Handled, response: Response, latency_ms: float) -> None:
+        try:
+            self._metrics.record(operation_sample(handled, response, latency_ms))
+        except Exception:  # a metric that cannot be recorded must not fail the request it describes
+            log.exception("recording metrics failed")
+
+    def _dispatch(self, event: dict[str, Any], request_id: str, on_route: Callable[[Route], None] | None,
+                  handled: Handled) -> Response:
         ctx = event.get("requestContext") or {}
         method = (ctx.get("http") or {}).get("method", "GET").upper()
         path = event.get("rawPath") or "/"
@@ -230,7 +260,8 @@ class Router:
             )
             if on_route is not None:
                 on_route(route)
-            caller = None if route.public else self._identify(event)
+            handled.route = route
+            handled.caller = caller = None if route.public else self._identify(event)
             call = Call(
                 caller=caller,
                 query=None if route.query is None else route.query.parse(query_fields(route.query, request)),
@@ -238,10 +269,11 @@ class Router:
                 path=request.path_params,
                 request=request,
             )
+            handled.body = call.body
             result = route.handler(self._services, call)
-            if isinstance(result, Response):
-                return result
-            return Response(route.status, result)
+            response = result if isinstance(result, Response) else Response(route.status, result)
+            handled.result = response.body
+            return response
         if allowed:
             return Response(
                 405,

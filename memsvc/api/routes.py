@@ -14,10 +14,13 @@ from typing import Any
 from memsvc.api import schemas as s
 from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Call, Response, Route, Router
+from memsvc.core.errors import NotFound
 from memsvc.core.models import Caller
+from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
 from memsvc.service.memories import Memories
 from memsvc.service.recall import Recall
+from memsvc.service.remember import Accepted, Remember
 from memsvc.service.search import ListNamespaces, Search
 from memsvc.service.tenant_config import TenantSettings
 from memsvc.service.timeline import EventsQuery, TimelineReader
@@ -33,6 +36,8 @@ class Services:
     timeline: TimelineReader
     admin: Admin
     health: Callable[[], dict[str, Any]]
+    metrics: Metrics
+    remember: Remember
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -58,6 +63,13 @@ def _recall(app: Services, c: Call) -> s.RecallOut:
 
 def _list_namespaces(app: Services, c: Call) -> s.NamespacesOut:
     return s.NamespacesOut(namespaces=[list(ns) for ns in app.search.list_namespaces(c.caller, c.query)])
+
+
+def _remember(app: Services, c: Call) -> Response:
+    outcome = app.remember.remember(c.caller, c.body)
+    if isinstance(outcome, Accepted):
+        return Response(202, s.RememberAcceptedOut(candidate_id=outcome.candidate_id))
+    return Response(200, s.RememberOut.of(outcome))
 
 
 def _events(app: Services, c: Call) -> s.EventsOut:
@@ -97,6 +109,14 @@ def _health(app: Services, c: Call) -> Response:
     return Response(503 if report.status == "unhealthy" else 200, report)
 
 
+def _metrics(app: Services, c: Call) -> Response:
+    exposition = app.metrics.exposition()
+    if exposition is None:
+        raise NotFound("metrics are published to CloudWatch as EMF here, not served over HTTP")
+    text, content_type = exposition
+    return Response(200, text, {"content-type": content_type})
+
+
 def _openapi(app: Services, c: Call) -> Response:
     return Response(200, openapi_document(ROUTES))
 
@@ -110,6 +130,8 @@ ROUTES: tuple[Route, ...] = (
           response=s.SearchOut),
     Route("POST", "/v1/memories/recall", "Recall across layers: ranked, deduplicated, within a token budget",
           _recall, body=s.RecallBody, response=s.RecallOut),
+    Route("POST", "/v1/memories/remember", "Remember a typed memory, consolidating it with its neighbours",
+          _remember, body=s.RememberBody, response=s.RememberOut),
     Route("GET", "/v1/memories/namespaces", "List namespaces", _list_namespaces, query=ListNamespaces,
           response=s.NamespacesOut),
     Route("GET", "/v1/memories/events", "The event timeline, oldest first", _events, query=EventsQuery,
@@ -128,9 +150,11 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", "/admin/v1/memories/{id:uuid}", "Force-delete a memory by id", _force_delete, status=204),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),
+    Route("GET", "/metrics", "Seed 001's metrics, in Prometheus' text format (memsvc serve)", _metrics,
+          public=True, content_type="text/plain; version=0.0.4"),
 )
 
 
 def build_router(services: Services, identify: Callable[[dict[str, Any]], Caller]) -> Router:
     """`identify` reads the caller from the authorizer's part of the event (`memsvc.api.identity`)."""
-    return Router(ROUTES, services, identify)
+    return Router(ROUTES, services, identify, services.metrics)

@@ -14,6 +14,7 @@ from memsvc.core.validation import Command, Namespace
 from memsvc.service.admin import IndexRun, IndexStatus, PolicyBundle
 from memsvc.service.memories import PutMemory
 from memsvc.service.recall import RecallQuery, RecallResult, Recalled
+from memsvc.service.remember import RememberMemory, Remembered
 from memsvc.service.search import SearchQuery
 from memsvc.service.tenant_config import SettingsPatch
 from memsvc.service.timeline import EventPage, EventView
@@ -41,6 +42,9 @@ __all__ = [
     "IndexTriggerOut",
     "HealthOut",
     "ErrorOut",
+    "RememberBody",
+    "RememberOut",
+    "RememberAcceptedOut",
 ]
 
 # The request bodies are the services' commands, under the component names the API has always
@@ -57,6 +61,10 @@ class SearchBody(SearchQuery):
 
 class RecallBody(RecallQuery):
     """`POST /v1/memories/recall`."""
+
+
+class RememberBody(RememberMemory):
+    """`POST /v1/memories/remember`."""
 
 
 class PoliciesBody(PolicyBundle):
@@ -190,13 +198,15 @@ class EventOut(BaseModel):
     expires_at: Rfc3339 | None
     memory_id: str
     version: int
+    action: Literal["created", "updated", "superseded"] | None = Field(
+        None, description="what remember did, for a version it wrote (memory.created/updated/superseded)")
 
     @classmethod
     def of(cls, view: EventView) -> Self:
         e = view.event
         return cls(id=e.id, namespace=list(e.namespace), key=e.key, kind=e.kind, occurred_at=e.occurred_at,
                    value=view.value, attributes=view.attributes, expires_at=e.expires_at, memory_id=e.memory_id,
-                   version=e.version)
+                   version=e.version, action=e.action)
 
 
 class EventsOut(BaseModel):
@@ -247,6 +257,38 @@ class IndexTriggerOut(BaseModel):
 class HealthOut(BaseModel):
     status: Literal["healthy", "degraded", "unhealthy"]
     components: dict[str, dict[str, Any]]
+
+
+class NeighborOut(BaseModel):
+    key: str
+    score: float = Field(description="cosine similarity of the contents")
+
+
+class JudgeOut(BaseModel):
+    asked: bool
+    same_fact: bool | None
+    contradiction: bool | None = Field(None, description="the judge found the two contradict (then superseded)")
+    failed: bool = Field(False, description="the judge was asked but gave no answer: treated as not asked, created")
+
+
+class RememberOut(BaseModel):
+    action: Literal["created", "updated", "unchanged", "superseded"]
+    memory: MemoryOut
+    neighbors: list[NeighborOut]
+    judge: JudgeOut
+
+    @classmethod
+    def of(cls, r: Remembered) -> Self:
+        d = r.decision
+        judge = JudgeOut(asked=bool(d and d.judge_asked), same_fact=d.same_fact if d else None,
+                         contradiction=(d.action == "supersede") if d and d.judge_asked else None,
+                         failed=bool(d and d.judge_failed))
+        return cls(action=r.action, memory=MemoryOut.of(r.memory),
+                   neighbors=[NeighborOut(key=k, score=score) for k, score in r.neighbors], judge=judge)
+
+
+class RememberAcceptedOut(BaseModel):
+    candidate_id: str = Field(description="decided in the background; the outcome appears on the timeline")
 
 
 class _ErrorBody(BaseModel):

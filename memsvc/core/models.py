@@ -14,6 +14,8 @@ __all__ = [
     "StoredItem",
     "Change",
     "ChangeKind",
+    "RememberAction",
+    "RememberJob",
     "TimelineEvent",
     "expiry_event_id",
     "Memory",
@@ -31,6 +33,9 @@ __all__ = [
 ]
 
 ChangeKind = Literal["add", "update", "delete", "expired"]
+# What a remember call did with a version it wrote (API-AGENT.md: `memory.created`,
+# `memory.updated`, `memory.superseded`); None for every other write.
+RememberAction = Literal["created", "updated", "superseded"]
 # None: every string leaf; False: not indexed; a list: these paths.
 IndexFields = list[str] | None | Literal[False]
 
@@ -104,6 +109,9 @@ class StoredItem:
     ttl_seconds: int | None = None  # kept so a read can refresh the expiry (LangGraph's refresh_ttl)
     # The fields whose vectors are written for this version; None until the indexer marks it.
     indexed_fields: tuple[str, ...] | None = None
+    # Set by remember on the version it wrote, in plaintext, so the change and its timeline event
+    # say what consolidation did. Names only the outcome, never the content.
+    action: RememberAction | None = None
     # Recall's bookkeeping (plaintext, like the timestamps): how often the key's memory was
     # returned, and when last. Updated in place, without a new version or a change record.
     access_count: int = 0
@@ -122,6 +130,7 @@ class StoredItem:
             updated_at=at,
             deleted=kind,
             indexed_fields=None,
+            action=None,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -142,6 +151,7 @@ class StoredItem:
             "deleted": self.deleted,
             "ttl_seconds": self.ttl_seconds,
             "indexed_fields": list(self.indexed_fields) if self.indexed_fields is not None else None,
+            "action": self.action,
             "access_count": self.access_count,
             "last_accessed_at": to_epoch_us(self.last_accessed_at) if self.last_accessed_at else None,
         }
@@ -164,6 +174,7 @@ class StoredItem:
             deleted=r["deleted"],
             ttl_seconds=r.get("ttl_seconds"),
             indexed_fields=tuple(r["indexed_fields"]) if r.get("indexed_fields") is not None else None,
+            action=r.get("action"),
             access_count=r.get("access_count") or 0,
             last_accessed_at=from_epoch_us(r["last_accessed_at"]) if r.get("last_accessed_at") else None,
         )
@@ -208,6 +219,7 @@ class TimelineEvent:
     value_ct: bytes | None = None  # sealed for (tenant, namespace, key, version); add/update only
     attributes_ct: bytes | None = None
     occurred_at: datetime | None = None
+    action: RememberAction | None = None  # add/update written by remember: what it did
 
     @classmethod
     def of_change(cls, change: "Change") -> list["TimelineEvent"]:
@@ -231,6 +243,7 @@ class TimelineEvent:
             policy_attributes=about.policy_attributes,
             value_ct=None if removed else new.value_ct,
             attributes_ct=None if removed else new.attributes_ct,
+            action=None if removed else new.action,
         )]
         if (change.kind != "expired" and old is not None and old.deleted is None
                 and old.expires_at is not None and old.expires_at <= change.occurred_at):
@@ -253,6 +266,18 @@ def expiry_event_id(memory_id: str) -> str:
     """The id of the `expired` event (and tombstone) of a memory that expired: derived from the
     memory's id, so every path that notices the expiry names it the same way."""
     return str(uuid.uuid5(uuid.NAMESPACE_URL, f"expired:{memory_id}"))
+
+
+@dataclass(frozen=True)
+class RememberJob:
+    """A `remember` call with `wait: false`, waiting for its decision. `sealed` holds the caller
+    and the request, sealed under the tenant's data key for (tenant, candidate id): a queue or a
+    job table never holds the content in plaintext."""
+
+    tenant: str
+    candidate_id: str
+    sealed: bytes
+    attempts: int = 0
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,9 @@
 """The policy engine: Rego bundles compiled and evaluated in-process with regorus.
 
-Three entrypoints, as in API.md "Policies (Rego)": `data.memories.authz.allow`,
-`data.memories.attributes.attributes` and `data.memories.search.result`.
+Four entrypoints: `data.memories.authz.allow`, `data.memories.attributes.attributes` and
+`data.memories.search.result` (API.md "Policies (Rego)"), and `data.memories.governance.violations`
+(API-AGENT.md "Governance and limits"). A bundle without a `memories.governance` package gets the
+built-in governance.rego, so a bundle written before governance existed stays governed.
 
 Every evaluation has a budget, so that one tenant's policy cannot stall the process for everyone
 (an `Engine` holds the GIL while it evaluates). regorus's interpreter has no limit its Python
@@ -51,11 +53,13 @@ __all__ = [
 MAX_FILES = 64
 MAX_FILE_BYTES = 256 * 1024
 
-_DEFAULT_FILES = ("authz.rego", "attributes.rego", "search.rego")
+_DEFAULT_FILES = ("authz.rego", "attributes.rego", "search.rego", "governance.rego")
 _REQUIRED_PACKAGES = ("memories.authz", "memories.attributes", "memories.search")
+_GOVERNANCE_PACKAGE, _GOVERNANCE_FILE = "data.memories.governance", "governance.rego"
 _AUTHZ = "data.memories.authz.allow"
 _ATTRIBUTES = "data.memories.attributes.attributes"
 _SEARCH = "data.memories.search.result"
+_GOVERNANCE = "data.memories.governance.violations"
 _UNDEFINED = '"<undefined>"'  # what eval_rule_as_json returns for an undefined rule
 POLICY_FILE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\.rego$"
 _FILE_NAME = re.compile(POLICY_FILE_NAME)
@@ -215,6 +219,32 @@ class CompiledPolicies:
             )
         return prefix, attribute_filter
 
+    def violations(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Any,
+        attributes: Mapping[str, Any] | None,
+        context: dict,
+    ) -> list[dict[str, str]]:
+        """The governance policy's violations for a write, `[]` when it has none or is undefined.
+        Any error refuses the write (fail closed)."""
+        inp = {
+            "namespace": list(namespace),
+            "key": key,
+            "value": value,
+            "attributes": None if attributes is None else dict(attributes),
+            "context": context,
+        }
+        result = self._eval_or_raise(_GOVERNANCE, inp, "governance")
+        if result is None:
+            return []
+        if not isinstance(result, list) or not all(_is_violation(v) for v in result):
+            # Never _describe(result): a violation may quote the value it refuses.
+            raise InvalidArgument(
+                'governance policy must return violations as a set of {"policy": string, "message": string}')
+        return [{"policy": v["policy"], "message": v["message"]} for v in result]
+
     def _eval(self, rule: str, inp: dict[str, Any]) -> Any:
         # The rule's JSON value for this input, None when undefined; raises PolicyBudgetExceeded
         # or what regorus raises.
@@ -260,6 +290,7 @@ class CompiledPolicies:
                 raise InvalidArgument(f"authz policy returned allow = {_describe(decision)}; expected a boolean")
             self.extract_attributes(namespace, "k", {"text": "hello"}, {"topic": "smoke"}, context)
             self.inject_search("search", ["user"], {"topic": "smoke"}, context)
+            self.violations(namespace, "k", {"text": "hello"}, {"topic": "smoke"}, context)
 
 
 def compile_bundle(policies: dict[str, str], version: str | None = None) -> CompiledPolicies:
@@ -270,10 +301,6 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
     """
     _check_sources(policies)
     sources = dict(policies)
-    digest = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
-    if version is None:
-        version = "builtin" if sources == default_bundle() else digest[:16]
-
     packages = set(_build_engine(sources).get_packages())  # the compiler's messages name the file
     missing = [p for p in _REQUIRED_PACKAGES if f"data.{p}" not in packages]
     if missing:
@@ -281,6 +308,17 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
             f"policy bundle is missing package {', '.join(missing)}",
             details={"missing_packages": missing},
         )
+    if _GOVERNANCE_PACKAGE not in packages:
+        if _GOVERNANCE_FILE in sources:
+            raise InvalidArgument(
+                f"{_GOVERNANCE_FILE} must hold package memories.governance: a bundle without that package gets "
+                f"the built-in {_GOVERNANCE_FILE}, so rename this file",
+                details={"file": _GOVERNANCE_FILE},
+            )
+        sources[_GOVERNANCE_FILE] = default_bundle()[_GOVERNANCE_FILE]
+    digest = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
+    if version is None:
+        version = "builtin" if sources == default_bundle() else digest[:16]
 
     _thread_engine(digest, sources)  # the Rego VM's compiler may refuse what the interpreter takes
     compiled = CompiledPolicies(PolicyBundle(version=version, policies=sources), digest)
@@ -328,7 +366,7 @@ def _build_engine(sources: Mapping[str, str]) -> regorus.Engine:
 def _build_meters(sources: Mapping[str, str]) -> dict[str, Any]:
     """A Rego VM per entrypoint, to count instructions; None for a rule the bundle does not define."""
     meters: dict[str, Any] = {}
-    for rule in (_AUTHZ, _ATTRIBUTES, _SEARCH):
+    for rule in (_AUTHZ, _ATTRIBUTES, _SEARCH, _GOVERNANCE):
         try:
             meters[rule] = _build_meter(sources, rule)
         except BaseException as exc:
@@ -399,6 +437,11 @@ def _invalid(exc: BaseException, prefix: str, file: str | None = None) -> Invali
 def _is_attribute_value(value: Any) -> bool:
     scalar = (str, int, float, bool)
     return isinstance(value, scalar) or (isinstance(value, list) and all(isinstance(v, scalar) for v in value))
+
+
+def _is_violation(value: Any) -> bool:
+    return (isinstance(value, dict) and isinstance(value.get("policy"), str)
+            and isinstance(value.get("message"), str))
 
 
 def _describe(value: Any) -> str:

@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from memsvc.core.models import TimelineEvent, to_rfc3339
 
-__all__ = ["SOURCE", "DETAIL_TYPES", "KINDS", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
+__all__ = ["SOURCE", "DETAIL_TYPES", "REMEMBER_DETAIL_TYPES", "KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
 
 SOURCE = "memsvc"
 DETAIL_TYPES = {
@@ -22,6 +22,13 @@ DETAIL_TYPES = {
     "expired": "Memory Expired",
 }
 KINDS = frozenset(DETAIL_TYPES)
+# A version remember wrote is published under its outcome instead (API-AGENT.md), with the
+# change's `kind` (add/update) still in the detail.
+REMEMBER_DETAIL_TYPES = {
+    "created": "memory.created",
+    "updated": "memory.updated",
+    "superseded": "memory.superseded",
+}
 
 
 def next_stamp(changed_at_us: int, last_stamp_us: int | None) -> int:
@@ -44,7 +51,12 @@ def event_detail(event: TimelineEvent) -> dict[str, Any]:
         "kind": event.kind,
         "occurred_at": to_rfc3339(event.occurred_at),
         "expires_at": to_rfc3339(event.expires_at),
+        **({"action": event.action} if event.action else {}),
     }
+
+
+def detail_type(event: TimelineEvent) -> str:
+    return REMEMBER_DETAIL_TYPES[event.action] if event.action else DETAIL_TYPES[event.kind]
 
 
 def namespace_path(namespace) -> str:
@@ -59,7 +71,7 @@ def put_events_entry(event: TimelineEvent, bus_name: str) -> dict[str, Any]:
     assert event.occurred_at is not None
     return {
         "Source": SOURCE,
-        "DetailType": DETAIL_TYPES[event.kind],
+        "DetailType": detail_type(event),
         "Detail": json.dumps(event_detail(event), separators=(",", ":"), ensure_ascii=False),
         "Time": event.occurred_at,
         "EventBusName": bus_name,

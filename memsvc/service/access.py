@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memsvc.core.errors import Forbidden
+from memsvc.core.errors import Forbidden, PolicyViolation
 from memsvc.core.filters import Filter, parse_filter
 from memsvc.core.models import Caller
 from memsvc.core.namespaces import validate_namespace
@@ -48,8 +48,16 @@ class Access:
     def govern(self, caller: Caller, namespace: Sequence[str], key: str, value: dict[str, Any],
                attributes: dict[str, Any] | None) -> None:
         """Raise `PolicyViolation` when the tenant's governance policy refuses this value
-        (API-AGENT.md "Governance and limits"). Every write of a value calls it."""
-        # The governance policy (data.memories.governance.violations) is being added in this change.
+        (API-AGENT.md "Governance and limits"). Every write of a value calls it, after
+        `authorize`: a caller who may not write here learns nothing about the policy."""
+        policies = self.policies.get(caller.tenant_id)
+        violations = policies.violations(namespace, key, value, attributes, caller.policy_context())
+        if violations:
+            violations.sort(key=lambda v: (v["policy"], v["message"]))
+            names = sorted({v["policy"] for v in violations})
+            reasons = "; ".join(v["message"] for v in violations)
+            raise PolicyViolation(f"refused by the tenant's governance policy {', '.join(names)}: {reasons}",
+                                  details={"policies": names, "violations": violations})
 
     def admin(self, caller: Caller) -> CompiledPolicies:
         return self.authorize(caller, "admin", (), None)

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound
-from memsvc.core.models import Caller, Memory, StoredItem, to_rfc3339
+from memsvc.core.models import Caller, IndexFields, Memory, RememberAction, StoredItem, to_rfc3339
 from memsvc.core.namespaces import validate_key
 from memsvc.core.paths import extract_texts, validate_index_fields
 from memsvc.core.timestamps import parse_rfc3339
@@ -78,47 +78,63 @@ class Memories:
                     details={"field": "index_fields", "max_fields": MAX_INDEXED_FIELDS},
                 )
         policies = self._access.authorize(caller, "write", ns, key)
+        self._access.govern(caller, ns, key, cmd.value, cmd.attributes)
         policy_attributes = policies.extract_attributes(ns, key, cmd.value, cmd.attributes, caller.policy_context())
 
         for attempt in range(_WRITE_ATTEMPTS):
             _backoff(attempt)
             old = self._items.get(caller.tenant_id, ns, key)
-            now = self._clock.now()
-            live_old = old if old is not None and old.is_live(now) else None
-            version = old.version + 1 if old else 1
-            access_count, last_accessed_at = _carried_counters(live_old, cmd.value)
-            sealed = self._sealer.seal_item(caller.tenant_id, ns, key, version, value=cmd.value,
-                                            attributes=cmd.attributes)
-            item = StoredItem(
-                tenant=caller.tenant_id,
-                namespace=ns,
-                key=key,
-                id=str(uuid.uuid4()),
-                version=version,
-                value_ct=sealed.value_ct,
-                attributes_ct=sealed.attributes_ct,
-                policy_attributes=policy_attributes,
-                index_fields=index_fields,
-                created_at=live_old.created_at if live_old else now,
-                updated_at=now,
-                expires_at=now + timedelta(seconds=cmd.ttl_seconds) if cmd.ttl_seconds else None,
-                ttl_seconds=cmd.ttl_seconds,
-                access_count=access_count,
-                last_accessed_at=last_accessed_at,
-            )
             try:
-                self._items.write(item, kind="update" if live_old else "add", old=old)
+                item = self.write_version(caller.tenant_id, ns, key, cmd.value, old=old, attributes=cmd.attributes,
+                                          policy_attributes=policy_attributes, index_fields=index_fields,
+                                          ttl_seconds=cmd.ttl_seconds)
                 break
             except Conflict:
                 continue  # another writer won the race; upsert on top of its version
         else:
             raise Conflict("too many concurrent writes to this key; retry", details={"key": key})
+        self.settle([item], sync_index=cmd.sync_index)
+        return memory_of(item, value={}, attributes=cmd.attributes)
+
+    def write_version(self, tenant: str, ns: tuple[str, ...], key: str, value: dict[str, Any], *,
+                      old: StoredItem | None, attributes: dict[str, Any] | None, policy_attributes: dict[str, Any],
+                      index_fields: IndexFields, ttl_seconds: int | None,
+                      action: RememberAction | None = None) -> StoredItem:
+        """Write `value` as the key's next version, if the key is still at `old` (absent when None);
+        raises `Conflict` otherwise. The expiry restarts from now (`ttl_seconds`)."""
+        now = self._clock.now()
+        live_old = old if old is not None and old.is_live(now) else None
+        version = old.version + 1 if old else 1
+        access_count, last_accessed_at = _carried_counters(live_old, value)
+        sealed = self._sealer.seal_item(tenant, ns, key, version, value=value, attributes=attributes)
+        item = StoredItem(
+            tenant=tenant,
+            namespace=ns,
+            key=key,
+            id=str(uuid.uuid4()),
+            version=version,
+            value_ct=sealed.value_ct,
+            attributes_ct=sealed.attributes_ct,
+            policy_attributes=policy_attributes,
+            index_fields=index_fields,
+            created_at=live_old.created_at if live_old else now,
+            updated_at=now,
+            expires_at=now + timedelta(seconds=ttl_seconds) if ttl_seconds else None,
+            ttl_seconds=ttl_seconds,
+            action=action,
+            access_count=access_count,
+            last_accessed_at=last_accessed_at,
+        )
+        self._items.write(item, kind="update" if live_old else "add", old=old)
+        return item
+
+    def settle(self, items: list[StoredItem], *, sync_index: bool) -> None:
+        """After writes: index them now when asked (`sync_index`), then wake the feed workers."""
         try:
-            if cmd.sync_index:
-                self._indexer.index_items([item])
+            if sync_index and items:
+                self._indexer.index_items(items)
         finally:
             self._on_write()  # after inline indexing, so the feed worker finds the version done
-        return memory_of(item, value={}, attributes=cmd.attributes)
 
     def get(self, caller: Caller, namespace: Sequence[str], key: str, *, refresh_ttl: bool = False) -> Memory:
         ns = self._access.namespace_to_read(caller, namespace)

@@ -81,6 +81,16 @@ class Sealer:
         except Exception as exc:  # a sealed part that won't open is corruption, not bad input
             raise InternalError("a stored memory could not be decrypted") from exc
 
+    def seal_job(self, tenant: str, job_id: str, payload: dict[str, Any]) -> bytes:
+        """A background job's payload (it may hold a memory's content), bound to its tenant and id."""
+        return seal(self.data_key(tenant), _json(payload), _job_aad(tenant, job_id))
+
+    def open_job(self, tenant: str, job_id: str, sealed: bytes) -> dict[str, Any]:
+        try:
+            return json.loads(open_sealed(self.data_key(tenant, create=False), sealed, _job_aad(tenant, job_id)))
+        except (SealError, LookupError, ValueError) as exc:
+            raise InternalError("a queued job could not be decrypted") from exc
+
     def field_id(self, tenant: str, field: str) -> str:
         """The keyed hash that stands for a value's field path wherever it is stored in the clear
         (indexed fields, the change feed, vector keys and metadata)."""
@@ -141,6 +151,10 @@ class CursorCodec:
         if not isinstance(position, dict):
             raise invalid
         return position
+
+
+def _job_aad(tenant: str, job_id: str) -> bytes:
+    return json.dumps(["job", tenant, job_id], separators=(",", ":")).encode()
 
 
 def _cursor_aad(tenant: str, purpose: str) -> bytes:

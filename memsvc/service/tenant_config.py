@@ -10,7 +10,7 @@ import threading
 import time
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
@@ -63,6 +63,21 @@ class TenantSettings(BaseModel):
         True, description="Index memories' texts as blind keyword terms for keyword and hybrid search. Turning it "
                           "off removes the tenant's keyword index at once; turning it on indexes new writes.")
 
+    # Remember (API-AGENT.md "Typed memories", seed 002). The deployment's defaults depend on the
+    # embedding model (`core.consolidation.CALIBRATED_THRESHOLDS`); these are seed 002's.
+    semantic_auto_update: float = Field(0.90, ge=0, le=1, description="Cosine at or above which a semantic "
+                                        "memory's nearest neighbour is updated instead of a memory created.")
+    semantic_check_low: float = Field(0.80, ge=0, le=1, description="Cosine from which (up to "
+                                      "semantic_auto_update) the same-fact judge decides; below it, a new memory.")
+    episodic_auto_update: float = Field(0.92, ge=0, le=1, description="As semantic_auto_update, for episodic memories.")
+    episodic_check_low: float = Field(0.85, ge=0, le=1, description="As semantic_check_low, for episodic memories.")
+    episodic_merge_window_hours: int = Field(72, ge=1, le=24 * 365, description="An episodic memory merges only "
+                                             "into a neighbour created at most this many hours ago.")
+    neighbors_k: int = Field(10, ge=1, le=50, description="Neighbours remember compares a candidate with.")
+    remember_per_hour: int = Field(120, ge=1, le=1_000_000, description="Remember calls per user per clock hour; "
+                                   "more are refused with 429 RATE_LIMITED and Retry-After.")
+    judge_model_id: str = Field("amazon.nova-micro-v1:0", min_length=1, max_length=256,
+                                description="The Bedrock model (Converse API) that judges same-fact pairs on AWS.")
     recall_weights: RecallWeights = Field(default_factory=RecallWeights,
                                           description="Recall's composite relevance weights; they sum to 1.")
     decay_rate_per_day: float = Field(
@@ -77,6 +92,13 @@ class TenantSettings(BaseModel):
         self.reachable_depth = max(self.reachable_depth, self.max_depth)
         return self
 
+    @model_validator(mode="after")
+    def _check_range_below_auto_update(self) -> "TenantSettings":
+        for kind in ("semantic", "episodic"):
+            if getattr(self, f"{kind}_check_low") > getattr(self, f"{kind}_auto_update"):
+                raise ValueError(f"{kind}_check_low must not exceed {kind}_auto_update")
+        return self
+
 
 class SettingsPatch(Command):
     """`PUT /admin/v1/memories/settings`: the settings to change; the others keep their values."""
@@ -85,6 +107,14 @@ class SettingsPatch(Command):
     max_depth: StrictInt = Field(None, ge=1, le=MAX_DEPTH_LIMIT)  # type: ignore[assignment]
     tombstone_retention_days: StrictInt = Field(None, ge=1, le=3650)  # type: ignore[assignment]
     keyword_index: StrictBool = Field(None)  # type: ignore[assignment]
+    semantic_auto_update: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    semantic_check_low: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    episodic_auto_update: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    episodic_check_low: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    episodic_merge_window_hours: StrictInt = Field(None, ge=1, le=24 * 365)  # type: ignore[assignment]
+    neighbors_k: StrictInt = Field(None, ge=1, le=50)  # type: ignore[assignment]
+    remember_per_hour: StrictInt = Field(None, ge=1, le=1_000_000)  # type: ignore[assignment]
+    judge_model_id: StrictStr = Field(None, min_length=1, max_length=256)  # type: ignore[assignment]
     recall_weights: RecallWeights = Field(None)  # type: ignore[assignment]
     decay_rate_per_day: StrictFloat = Field(None, ge=0, lt=1)  # type: ignore[assignment]
     recall_min_match: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
@@ -107,19 +137,30 @@ class _TtlCache:
 
 
 class SettingsRegistry:
-    def __init__(self, store: TenantConfigStore, *, cache_seconds: float = 2.0) -> None:
+    """`defaults` are the deployment's defaults where they differ from `TenantSettings`' own (the
+    remember thresholds calibrated for the embedding model in use); a tenant's stored settings
+    override them."""
+
+    def __init__(self, store: TenantConfigStore, *, cache_seconds: float = 2.0,
+                 defaults: dict[str, Any] | None = None) -> None:
         self._store = store
         self._cache = _TtlCache(cache_seconds)
+        self._defaults = defaults or {}
 
     def get(self, tenant: str) -> TenantSettings:
         cached = self._cache.get(tenant)
         if cached is None:
-            cached = TenantSettings.model_validate(self._store.get_config(tenant, "settings") or {})
+            cached = TenantSettings.model_validate({**self._defaults, **(self._store.get_config(tenant, "settings") or {})})
             self._cache.put(tenant, cached)
         return cached
 
     def update(self, tenant: str, patch: SettingsPatch) -> TenantSettings:
-        merged = TenantSettings.model_validate({**self.get(tenant).model_dump(), **patch.model_dump(exclude_unset=True)})
+        try:
+            merged = TenantSettings.model_validate({**self.get(tenant).model_dump(),
+                                                    **patch.model_dump(exclude_unset=True)})
+        except ValidationError as exc:  # a rule across fields (a check range above its auto-update)
+            raise InvalidArgument(exc.errors()[0]["msg"].removeprefix("Value error, "),
+                                  details={"field": "settings"}) from None
         self._store.put_config(tenant, "settings", merged.model_dump())
         self._cache.put(tenant, merged)
         return merged

@@ -637,6 +637,7 @@ def test_openapi_document_lists_every_route(make_client):
         "/admin/v1/memories/index/trigger": {"post"},
         "/admin/v1/memories/settings": {"get", "put"},
         "/health": {"get"},
+        "/metrics": {"get"},
     }
     for path, methods in expected.items():
         assert path in doc["paths"], path

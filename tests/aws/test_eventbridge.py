@@ -8,6 +8,8 @@ parse); whole-request failures with `AwsStack.fail`."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import base64
 import json
 import re
@@ -22,7 +24,7 @@ from botocore.stub import Stubber
 from memsvc.adapters.aws import eventbridge
 from memsvc.adapters.aws.eventbridge import EventBridgePublisher, entry_size
 from memsvc.core.models import Caller, TimelineEvent
-from memsvc.core.timeline import DETAIL_TYPES, KINDS, SOURCE, event_detail, put_events_entry
+from memsvc.core.timeline import DETAIL_TYPES, KINDS, REMEMBER_DETAIL_TYPES, SOURCE, event_detail, put_events_entry
 from memsvc.service.memories import PutMemory
 from tests.conftest import ManualClock
 from tests.fakes.aws_stack import EVENT_BUS, REGION, epoch
@@ -362,7 +364,13 @@ def test_the_documented_schema_is_the_published_one():
     doc = (ROOT / "docs" / "events.md").read_text()
     section = doc[doc.index("## The detail"):doc.index("## Delivery")]
     fields = set(re.findall(r"^\| `(\w+)` \|", section, flags=re.M))
-    assert fields == DETAIL_FIELDS == set(event_detail(event(1)))
+    assert fields == DETAIL_FIELDS | {"action"}  # `action` only on versions remember wrote
+    assert set(event_detail(event(1))) == DETAIL_FIELDS
+    remembered = dataclasses.replace(event(1), action="superseded")
+    assert set(event_detail(remembered)) == DETAIL_FIELDS | {"action"}
+    assert put_events_entry(remembered, "bus")["DetailType"] == "memory.superseded"
     for kind, detail_type in DETAIL_TYPES.items():
         assert f"`{detail_type}`" in doc and f"`{kind}`" in doc
+    for action, detail_type in REMEMBER_DETAIL_TYPES.items():
+        assert f"`{detail_type}`" in doc and f"`{action}`" in doc
     assert f"`{SOURCE}`" in doc

@@ -525,7 +525,8 @@ def test_api_metrics_are_labelled_with_route_templates(stack, stdout):
     for doc in docs:  # dimension sets: per route and per service; errors per code
         dims = [d for directive in doc["_aws"]["CloudWatchMetrics"] for d in directive["Dimensions"]]
         assert sorted(map(sorted, dims)) in ([["route", "service"], ["service"]], [["code", "service"]],
-                                             [["function_name", "service"]])  # the last: ColdStart
+                                             [["function_name", "service"]],  # ColdStart
+                                             *SEED_001_DIMENSION_SETS)
     # neither the raw path nor the query nor the namespace reaches a log line or a metric
     for leaked in ("lost-passport", "alice-diary", "travel", SUB, "/v1/notes"):
         assert leaked not in out, leaked
@@ -534,6 +535,48 @@ def test_api_metrics_are_labelled_with_route_templates(stack, stdout):
         ("PUT /v1/memories", 200, None), ("GET /v1/memories", 404, "NOT_FOUND"),
         ("UNMATCHED", 404, "NOT_FOUND"), ("UNMATCHED", 405, "INVALID_ARGUMENT")]
     assert lines[0]["correlation_id"] == "LmT0qgVxoAMEY1A="  # API Gateway's request id
+
+
+# seed 001's metrics (memsvc.adapters.aws.emf_metrics): per operation and per tenant, never both
+SEED_001_DIMENSION_SETS = (
+    [["operation", "service"], ["service", "tenant"]],  # memory.operations.total, .latency
+    [["code", "operation", "service"], ["code", "service", "tenant"]],  # memory.operations.errors
+    [["layer", "operation", "service"]],  # memory.search.results
+)
+
+
+def test_seed_001_metrics_are_emf_documents_per_operation_and_tenant(stack, stdout):
+    assert call_api(load_event("api_jwt_put"))[0] == 200
+    missing = load_event("api_jwt_get")
+    missing["rawQueryString"] = missing["rawQueryString"].replace("key=hotel", "key=lost-passport")
+    assert call_api(missing)[0] == 404
+    stack.drain()  # indexed, so the search finds it
+    search = load_event("api_iam_search")
+    status, found, _ = call_api(search)
+    assert status == 200 and len(found["items"]) == 1
+    in_layer = copy.deepcopy(search)
+    in_layer["body"] = json.dumps({"namespace_prefix": ["user", SUB, "memories"], "query": "quiet hotel room"})
+    assert call_api(in_layer)[0] == 200  # in the user layer, where nothing is stored
+
+    out = stdout()
+    docs = emf_documents(out)
+    put, get, find = "PUT /v1/memories", "GET /v1/memories", "POST /v1/memories/search"
+    assert metric(docs, "memory.operations.total", operation=put, service="memsvc-api") == [1.0]
+    assert metric(docs, "memory.operations.total", operation=find) == [1.0, 1.0]
+    assert metric(docs, "memory.operations.total", tenant=TENANT) == [1.0, 1.0, 1.0, 1.0]
+    assert len(metric(docs, "memory.operations.latency", operation=get)) == 1
+    assert metric(docs, "memory.operations.errors", operation=get, code="NOT_FOUND", tenant=TENANT) == [1.0]
+    assert metric(docs, "memory.operations.errors", operation=put) == []
+    assert metric(docs, "memory.search.results", operation=find, layer="all") == [1.0, 0.0]
+    assert metric(docs, "memory.search.results", operation=find, layer="user") == [0.0]
+    seed = [d for d in docs if any(m["Name"].startswith("memory.") for c in d["_aws"]["CloudWatchMetrics"]
+                                   for m in c["Metrics"])]
+    for doc in seed:
+        dims = [sorted(d) for c in doc["_aws"]["CloudWatchMetrics"] for d in c["Dimensions"]]
+        assert sorted(dims) in SEED_001_DIMENSION_SETS, dims
+        assert doc["_aws"]["CloudWatchMetrics"][0]["Namespace"] == "memsvc"
+    for leaked in ("lost-passport", "travel", SUB, "quiet"):
+        assert leaked not in json.dumps(seed), leaked
 
 
 def test_cold_start_is_counted_once(stack, stdout):

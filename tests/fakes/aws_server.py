@@ -17,6 +17,8 @@ What runs:
   Lambda's event, to `functions.indexer.handler` and to `functions.timeline.handler`, each with
   its own position (what two event source mappings do). The timeline publishes to a moto
   EventBridge bus.
+- The remember queue (`wait: false`) is drained by a thread calling `AwsStack.run_remember_jobs()`
+  every ~0.2 s: SQS (moto) -> the real `functions.remember.handler`, as its event source mapping.
 - DynamoDB TTL is a thread calling `AwsStack.expire(now)` every ~1 s (moto never expires
   anything). Its REMOVE records carry the TTL service identity, as on AWS. As on AWS, reads hide
   an expired item from the moment it expires, whenever TTL gets to delete it.
@@ -290,6 +292,8 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
 
             threads.append(_every(DRAIN_INTERVAL, stack.drain, stop, "stream-indexer"))
             threads.append(_every(EXPIRE_INTERVAL, expire, stop, "dynamodb-ttl"))
+            # The remember queue's event source mapping: SQS -> the remember Lambda.
+            threads.append(_every(DRAIN_INTERVAL, stack.run_remember_jobs, stop, "sqs-remember"))
             threads.append(_every(DRAIN_INTERVAL, stack.app.accesses.flush, stop, "recall-accesses"))  # the Lambda's thread
             print(f"memsvc (aws on moto): keys in {data_dir}, embedder {stack.app.embedder.model_id}",
                   file=sys.stderr)

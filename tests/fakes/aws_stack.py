@@ -53,6 +53,7 @@ from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
 from memsvc.bootstrap import AwsApp, build_aws
 from memsvc.core.models import to_epoch_us
 from memsvc.settings import AwsSettings
+from tests.fakes.converse import ConverseFake, install_converse_fake
 from tests.fakes.s3vectors import S3VectorsFake, install_query_vectors_fake
 from tests.fakes.titan import TitanFake, install_titan_fake
 
@@ -64,6 +65,8 @@ INDEX = "memories"
 EVENT_BUS = "memsvc-test-events"
 EVENT_RULE = "memsvc-test-all-events"
 EVENT_QUEUE = "memsvc-test-events-tap"
+REMEMBER_QUEUE = "memsvc-test-remember"
+REMEMBER_DLQ = "memsvc-test-remember-dlq"
 CONSUMERS = ("indexer", "timeline")  # the table stream's event source mappings
 
 
@@ -101,6 +104,9 @@ class AwsStack:
     titan: TitanFake
     keywords: DynamoKeywordIndex  # on the keywords table, with the app's DynamoDB client
     queue_url: str = ""
+    converse: ConverseFake | None = None  # the same-fact judge's model
+    remember_queue_url: str = ""
+    remember_dlq_url: str = ""
     ttl_reader: Any = None  # the DynamoDB client `expire` scans through (default: the app's)
     _iterators: dict[str, str | None] = field(default_factory=dict)
     _ttl_deleted: set[tuple[str, str]] = field(default_factory=set)
@@ -193,6 +199,39 @@ class AwsStack:
                 self.pending[consumer] = self.pending[consumer][len(batch):]
             total += calls
         return total
+
+    def run_remember_jobs(self, *, max_messages: int = 10) -> dict[str, Any]:
+        """What the remember queue's event source mapping does: receive a batch and invoke the
+        real `functions.remember.handler` with it (the SQS event shape), delete what it did not
+        report as failed. Failed messages stay for a later receive (their visibility timeout is
+        0 here, so the next call sees them again)."""
+        from functions import remember
+
+        page = self.sqs.receive_message(QueueUrl=self.remember_queue_url, MaxNumberOfMessages=max_messages,
+                                        AttributeNames=["ApproximateReceiveCount"], WaitTimeSeconds=0)
+        messages = page.get("Messages") or []
+        if not messages:
+            return {"batchItemFailures": [], "records": 0}
+        records = [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"], "body": m["Body"],
+                    "attributes": m.get("Attributes", {}), "eventSource": "aws:sqs"} for m in messages]
+        response = remember.handler({"Records": records}, LambdaContext())
+        failed = {f["itemIdentifier"] for f in response["batchItemFailures"]}
+        for m in messages:
+            if m["MessageId"] in failed:
+                self.sqs.change_message_visibility(QueueUrl=self.remember_queue_url, ReceiptHandle=m["ReceiptHandle"],
+                                                   VisibilityTimeout=0)
+            else:
+                self.sqs.delete_message(QueueUrl=self.remember_queue_url, ReceiptHandle=m["ReceiptHandle"])
+        return {**response, "records": len(records)}
+
+    def remember_queue_bodies(self) -> list[str]:
+        """The bodies of the messages now on the remember queue (made visible again at once)."""
+        page = self.sqs.receive_message(QueueUrl=self.remember_queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=0)
+        messages = page.get("Messages") or []
+        for m in messages:
+            self.sqs.change_message_visibility(QueueUrl=self.remember_queue_url, ReceiptHandle=m["ReceiptHandle"],
+                                               VisibilityTimeout=0)
+        return [m["Body"] for m in messages]
 
     def published(self) -> list[dict[str, Any]]:
         """Every event published to the bus so far, in arrival order, as the EventBridge
@@ -426,15 +465,22 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
                 metadataConfiguration={"nonFilterableMetadataKeys": list(NON_FILTERABLE_METADATA_KEYS)},
             )
             queue_url = _event_tap(clients["events"], sqs)
+            remember_dlq_url = sqs.create_queue(QueueName=REMEMBER_DLQ)["QueueUrl"]
+            remember_dlq_arn = sqs.get_queue_attributes(QueueUrl=remember_dlq_url, AttributeNames=["QueueArn"])[
+                "Attributes"]["QueueArn"]
+            remember_queue_url = sqs.create_queue(QueueName=REMEMBER_QUEUE, Attributes={
+                "RedrivePolicy": json.dumps({"deadLetterTargetArn": remember_dlq_arn, "maxReceiveCount": "5"})})["QueueUrl"]
             s3vectors = install_query_vectors_fake(clients["s3vectors"])
             titan = install_titan_fake(clients["bedrock-runtime"],
                                        dimension=dimension if dimension in (256, 512, 1024) else 1024)
+            converse = install_converse_fake(clients["bedrock-runtime"])
             aws = AwsClients(dynamodb=_AtomicWrites(clients["dynamodb"]), s3vectors=clients["s3vectors"],
-                             kms=clients["kms"], events=clients["events"], bedrock_runtime=clients["bedrock-runtime"])
+                             kms=clients["kms"], events=clients["events"], bedrock_runtime=clients["bedrock-runtime"],
+                             sqs=sqs)
             settings = AwsSettings(region=REGION, table_name=TABLE, keyword_table_name=KEYWORD_TABLE,
                                    vector_bucket=BUCKET, vector_index=INDEX, kms_key_id=key_id,
                                    embedding_dimension=dimension, event_bus_name=EVENT_BUS,
-                                   default_tenant=default_tenant)
+                                   default_tenant=default_tenant, remember_queue_url=remember_queue_url)
             app = build_aws(settings, clients=aws, embedder=embedder, clock=clock)
             from functions import runtime
 
@@ -442,7 +488,8 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
             stack = AwsStack(app=app, clients=aws, streams=streams, sqs=sqs, stream_arn=table["LatestStreamArn"],
                              s3vectors=s3vectors, titan=titan,
                              keywords=app.keywords,
-                             queue_url=queue_url)
+                             queue_url=queue_url, converse=converse, remember_queue_url=remember_queue_url,
+                             remember_dlq_url=remember_dlq_url)
             try:
                 yield stack
             finally:

@@ -170,5 +170,13 @@ def test_operations_alarm_on_everything_the_issue_names(bare_stack):
     assert publish["Principal"] == {"Service": "cloudwatch.amazonaws.com"} and publish["Action"] == "sns:Publish"
     assert only(template, "AWS::SNS::Subscription")["Endpoint"] == "ops@example.com"
     assert only(template, "AWS::CloudWatch::Dashboard")["DashboardName"] == "svc"
+    parts = only(template, "AWS::CloudWatch::Dashboard")["DashboardBody"]["Fn::Join"][1]
+    dashboard = json.loads("".join(p if isinstance(p, str) else "us-east-1" for p in parts))  # Ref: region
+    searches = [m[0]["expression"] for w in dashboard["widgets"] for m in w["properties"].get("metrics", [])
+                if isinstance(m[0], dict) and "expression" in m[0]]
+    for name in ("memory.operations.total", "memory.operations.errors", "memory.operations.latency",
+                 "memory.search.results"):  # seed 001's EMF metrics, found by SEARCH on their dimensions
+        assert any(f'MetricName="{name}" service="memsvc-api"' in e for e in searches), name
+    assert any(e.startswith("SLICE(SORT(SEARCH('{memsvc,tenant,service}") for e in searches)
     (key,) = resources_of(template, "AWS::KMS::Key").values()
     assert key["Properties"]["EnableKeyRotation"] is True

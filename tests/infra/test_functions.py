@@ -180,8 +180,9 @@ def test_every_setting_the_code_reads_is_set(built):
     for name, service in (("fn-api", "memsvc-api"), ("fn-indexer", "memsvc-indexer"),
                           ("fn-timeline", "memsvc-timeline")):
         env = _function(built, name)["Environment"]["Variables"]
-        # The default tenant only where an environment names one (test_default_tenant_only_when_configured).
-        needed = wanted - {"MEMSVC_DEFAULT_TENANT"}
+        # The default tenant only where an environment names one (test_default_tenant_only_when_configured);
+        # the remember queue's URL only on the API, set by the stack (test_stacks: the remember queue).
+        needed = wanted - {"MEMSVC_DEFAULT_TENANT", "MEMSVC_REMEMBER_QUEUE_URL"}
         needed = needed if name in publishes else needed - {"MEMSVC_EVENT_BUS_NAME"}
         assert needed <= set(env), f"{name} misses {sorted(needed - set(env))}"
         assert ("MEMSVC_EVENT_BUS_NAME" in env) == (name in publishes), name

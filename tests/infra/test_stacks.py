@@ -43,20 +43,21 @@ def test_each_environment_has_the_whole_service(assembly, env):
     expected = {
         "AWS::DynamoDB::GlobalTable": 2, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
         "AWS::Events::EventBus": 1, "AWS::Events::Archive": 1, "AWS::KMS::Key": 3,
-        "AWS::Lambda::Function": 3, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 2,
-        "AWS::SQS::Queue": 2, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
+        "AWS::Lambda::Function": 4, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 3,
+        "AWS::SQS::Queue": 4, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
         "AWS::ApiGatewayV2::Authorizer": 1, "AWS::Cognito::UserPool": 1, "AWS::Cognito::UserPoolClient": 1,
-        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 3,
+        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 4,
         "AWS::IAM::ManagedPolicy": 1,
     }
     for type_, n in expected.items():
         assert counts.get(type_) == n, f"{env}: {type_} x{counts.get(type_)}, expected {n}"
     assert counts["AWS::ApiGatewayV2::Route"] == 2 * len(service_routes())
-    # 2 APIs x (5xx, p99) + 3 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
-    assert counts["AWS::CloudWatch::Alarm"] == 14
+    # 2 APIs x (5xx, p99) + 4 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
+    # + the remember queue's DLQ
+    assert counts["AWS::CloudWatch::Alarm"] == 17
     # No Lambda function the stack did not write itself (no custom-resource helpers).
     assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
-        f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline"}
+        f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember"}
     assert {r["Properties"]["TableName"] for r in resources_of(t, "AWS::DynamoDB::GlobalTable").values()} == {
         f"memsvc-{env}-items", f"memsvc-{env}-keywords"}
 
@@ -140,7 +141,7 @@ def test_only_the_timeline_publishes_and_only_to_the_bus(assembly, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_the_keyword_table_is_read_and_written_by_the_api_and_the_indexer_only(assembly, env):
+def test_the_keyword_table_is_read_and_written_by_the_api_the_indexer_and_remember_only(assembly, env):
     """Its own table: no stream (postings never reach the stream consumers), the storage key,
     point-in-time recovery; every function knows its name, the timeline has no access to it."""
     t = assembly.templates[env]
@@ -153,12 +154,13 @@ def test_the_keyword_table_is_read_and_written_by_the_api_and_the_indexer_only(a
     storage = next(k for k in resources_of(t, "AWS::KMS::Key") if k.startswith("KeysStorageKey"))
     assert replica["SSESpecification"]["KMSMasterKeyId"] == {"Fn::GetAtt": [storage, "Arn"]}
     readers = set()
-    for role in ("ApiServiceRole", "IndexerServiceRole", "TimelineServiceRole"):
+    for role in ("ApiServiceRole", "IndexerServiceRole", "TimelineServiceRole", "RememberServiceRole"):
         for st in statements(t, role):
             if logical in json.dumps(st["Resource"]):
                 assert as_list(st["Resource"]) == [{"Fn::GetAtt": [logical, "Arn"]}]
                 readers.add(role)
-    assert readers == {"ApiServiceRole", "IndexerServiceRole"}
+    # remember indexes the memory it writes inline, as the API's sync_index does
+    assert readers == {"ApiServiceRole", "IndexerServiceRole", "RememberServiceRole"}
     for fn in resources_of(t, "AWS::Lambda::Function").values():
         assert fn["Properties"]["Environment"]["Variables"]["MEMSVC_KEYWORD_TABLE_NAME"] == {"Ref": logical}
 
@@ -168,7 +170,8 @@ def test_both_stream_consumers_have_their_own_mapping_queue_and_alarms(assembly,
     t = assembly.templates[env]
     functions = {r["Properties"]["FunctionName"]: k for k, r in resources_of(t, "AWS::Lambda::Function").items()}
     mappings = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"]
-                for m in resources_of(t, "AWS::Lambda::EventSourceMapping").values()}
+                for m in resources_of(t, "AWS::Lambda::EventSourceMapping").values()
+                if m["Properties"]["FunctionName"]["Ref"] != functions[f"memsvc-{env}-remember"]}
     assert set(mappings) == {functions[f"memsvc-{env}-indexer"], functions[f"memsvc-{env}-timeline"]}
     destinations = {json.dumps(m["DestinationConfig"]) for m in mappings.values()}
     assert len(destinations) == 2
@@ -307,3 +310,32 @@ def test_a_reservation_must_leave_the_account_100_unreserved():
     with pytest.raises(ValueError, match="at least 200"):
         EnvConfig(**{**dev, "api_reserved_concurrency": 100, "account_concurrency_quota": 199})
     assert EnvConfig(**{**dev, "api_reserved_concurrency": 100, "account_concurrency_quota": 200})
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_remember_queue_dead_letters_and_who_may_use_it(assembly, env):
+    """`wait: false`: the API only sends to the remember queue; the remember function consumes it
+    (partial batch failures), and what fails 5 times moves to the encrypted dead-letter queue."""
+    t = assembly.templates[env]
+    queues = {k: r["Properties"] for k, r in resources_of(t, "AWS::SQS::Queue").items()}
+    (queue_id,) = [k for k, q in queues.items() if q.get("QueueName") == f"memsvc-{env}-remember"]
+    (dlq_id,) = [k for k, q in queues.items() if q.get("QueueName") == f"memsvc-{env}-remember-dlq"]
+    queue = queues[queue_id]
+    assert queue["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]}, "maxReceiveCount": 5}
+    assert queue["SqsManagedSseEnabled"] is True and queues[dlq_id]["SqsManagedSseEnabled"] is True
+    functions = {r["Properties"]["FunctionName"]: (k, r["Properties"]) for k, r in
+                 resources_of(t, "AWS::Lambda::Function").items()}
+    remember_id, remember = functions[f"memsvc-{env}-remember"]
+    assert remember["Handler"] == "functions.remember.handler"
+    assert queue["VisibilityTimeout"] == 6 * remember["Timeout"]
+    (mapping,) = [m["Properties"] for m in resources_of(t, "AWS::Lambda::EventSourceMapping").values()
+                  if m["Properties"]["FunctionName"]["Ref"] == remember_id]
+    assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
+    assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    api_env = functions[f"memsvc-{env}-api"][1]["Environment"]["Variables"]
+    assert api_env["MEMSVC_REMEMBER_QUEUE_URL"] == {"Ref": queue_id}
+    sends = [st for st in statements(t, "ApiServiceRole") if "sqs:SendMessage" in as_list(st["Action"])]
+    assert [as_list(st["Resource"]) for st in sends] == [[{"Fn::GetAtt": [queue_id, "Arn"]}]]
+    judge = [st for role in ("ApiServiceRole", "RememberServiceRole") for st in statements(t, role)
+             if "amazon.nova-micro-v1:0" in json.dumps(st["Resource"])]
+    assert len(judge) == 2 and all(as_list(st["Action"]) == ["bedrock:InvokeModel"] for st in judge)

@@ -1,5 +1,7 @@
-"""examples/agent_memory.py runs against the live server: facts written in one thread are recalled,
-by meaning, in another."""
+"""The examples run against the live server. examples/agent_memory.py: facts written in one thread
+are recalled, by meaning, in another. examples/langgraph_agent.py: a create_react_agent with the
+memory tools uses, in one thread, a preference it was told in another (needs the `remember` and
+`recall` routes)."""
 
 from __future__ import annotations
 
@@ -11,11 +13,11 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "agent_memory.py"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
-def _load_example():
-    spec = importlib.util.spec_from_file_location("agent_memory_example", EXAMPLE)
+def _load_example(name: str = "agent_memory"):
+    spec = importlib.util.spec_from_file_location(f"{name}_example", EXAMPLES / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
     spec.loader.exec_module(module)
@@ -42,3 +44,32 @@ def test_example_runs_from_the_environment(live_server, uid, monkeypatch, capsys
     out = capsys.readouterr().out
     assert f"[thread-2] {uid}: How do I like my coffee?" in out
     assert "[thread-2] agent: From memory: I take my coffee black, no sugar." in out
+
+
+def test_the_agent_uses_in_one_thread_a_preference_it_was_told_in_another(live_server, uid):
+    from memsvc_client import MemsvcClient
+
+    example = _load_example("langgraph_agent")
+    with MemsvcClient(live_server.url, live_server.token(uid)) as client:
+        told, asked = example.main(client, quiet=True)
+        assert (told.thread, told.reply) == ("monday", "Noted, I will remember that.")
+        assert [r["action"] for r in told.tool_results] == ["created"]
+        assert told.tool_results[0]["namespace"] == ["user", uid, "memories"]
+
+        assert asked.thread == "friday"
+        [recalled] = asked.tool_results  # the agent looked in memory: nothing of monday is in friday's thread
+        assert recalled["memories"][0]["content"] == "I prefer window seats on flights"
+        assert recalled["memories"][0]["type"] == "preference"
+        assert asked.reply == "Based on what you told me before: I prefer window seats on flights."
+
+        again, _ = example.main(client, quiet=True)  # the same statement again is one memory, not two
+        assert [r["action"] for r in again.tool_results] == ["unchanged"]
+
+
+def test_the_agent_example_runs_from_the_environment(live_server, uid, monkeypatch, capsys):
+    monkeypatch.setenv("MEMORY_SERVICE_URL", live_server.url)
+    monkeypatch.setenv("MEMORY_SERVICE_TOKEN", live_server.token(uid))
+    _load_example("langgraph_agent").main()
+    out = capsys.readouterr().out
+    assert "[monday] user: Remember that I prefer window seats on flights." in out
+    assert "[friday] agent: Based on what you told me before: I prefer window seats on flights." in out

@@ -40,3 +40,19 @@ def test_namespace_path_makes_a_string_prefix_a_subtree():
     assert namespace_path(["user", "alice", "x"]).startswith(namespace_path(["user", "alice"]))
     assert not namespace_path(["user", "alicea"]).startswith(namespace_path(["user", "alice"]))
     assert not namespace_path(["user", "alice/x"]).startswith(namespace_path(["user", "alice"]))
+
+
+def test_remember_outcomes_are_published_under_their_own_detail_types(tmp_path, clock):
+    from memsvc.service.remember import RememberMemory
+
+    path = tmp_path / "events.jsonl"
+    app = build_local(tmp_path / "data", embedder=HashEmbedder(), clock=clock, start_workers=False, events_file=path)
+    try:
+        app.services.remember.remember(alice(), RememberMemory(content="I live in Berlin"))
+        app.workers.run_cycle("timeline")
+    finally:
+        app.close()
+    (line,) = [json.loads(line) for line in path.read_text().splitlines()]
+    assert line["detail-type"] == "memory.created"
+    assert (line["detail"]["kind"], line["detail"]["action"]) == ("add", "created")
+    assert "Berlin" not in path.read_text()

@@ -9,6 +9,7 @@ import pytest
 
 from memsvc.adapters.local.issuer import AUDIENCE, ISSUER, InvalidToken, LocalIssuer
 from memsvc.adapters.local.keys import FileKeyProvider
+from memsvc.cli import main
 
 
 def mode(path) -> int:
@@ -46,3 +47,13 @@ def test_tokens_are_checked_like_the_api_gateway_authorizer(tmp_path):
     forged = jwt.encode({"sub": "alice", "iss": ISSUER, "aud": AUDIENCE, "exp": 9999999999}, "an-hmac-secret-that-is-32-bytes!", algorithm="HS256")
     with pytest.raises(InvalidToken):
         issuer.verify(forged)
+
+
+def test_tokens_carry_the_shared_layers_only_when_given(tmp_path, capsys):
+    issuer = LocalIssuer(tmp_path / "keys")
+    claims = issuer.verify(issuer.mint(sub="alice", projects=["p1", "p2"], teams=["t1"], orgs=["o1"]))
+    assert (claims["projects"], claims["teams"], claims["orgs"]) == (["p1", "p2"], ["t1"], ["o1"])
+    assert not {"projects", "teams", "orgs"} & set(issuer.verify(issuer.mint(sub="alice")))
+    assert main(["token", "--sub", "bob", "--projects", "p1, p2", "--orgs", "o1", "--data-dir", str(tmp_path)]) == 0
+    claims = issuer.verify(capsys.readouterr().out.strip())
+    assert (claims["projects"], claims["orgs"]) == (["p1", "p2"], ["o1"]) and "teams" not in claims

@@ -36,9 +36,9 @@ def pol() -> CompiledPolicies:
 # --- the default bundle -------------------------------------------------------------------------
 
 
-def test_default_bundle_loads_three_files_and_is_a_copy():
+def test_default_bundle_loads_four_files_and_is_a_copy():
     bundle = default_bundle()
-    assert set(bundle) == {"authz.rego", "attributes.rego", "search.rego"}
+    assert set(bundle) == {"authz.rego", "attributes.rego", "search.rego", "governance.rego"}
     assert "package memories.authz" in bundle["authz.rego"]
     bundle["authz.rego"] = "changed"
     assert default_bundle()["authz.rego"] != "changed"

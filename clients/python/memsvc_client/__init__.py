@@ -1,6 +1,9 @@
 """memsvc-client: LangGraph's `BaseStore` over the memsvc HTTP API (`MemsvcStore`, and
-`AsyncMemsvcStore` shaped like LangGraph's async stores)."""
+`AsyncMemsvcStore` shaped like LangGraph's async stores), the agent-memory routes
+(`MemsvcClient`, `AsyncMemsvcClient`) and the agent tools (`memsvc_client.tools`; the MCP server
+is `memsvc_client.mcp_server`)."""
 
+from memsvc_client.client import AsyncMemsvcClient, MemsvcClient
 from memsvc_client.settings import ClientSettings
 from memsvc_client.store import (
     AsyncMemsvcStore,
@@ -13,10 +16,16 @@ from memsvc_client.store import (
     NotFoundError,
     TransientError,
 )
+from memsvc_client.tools import MemoryTools, langchain_tools, tool_specs
 
 __all__ = [
     "MemsvcStore",
     "AsyncMemsvcStore",
+    "MemsvcClient",
+    "AsyncMemsvcClient",
+    "MemoryTools",
+    "langchain_tools",
+    "tool_specs",
     "ClientSettings",
     "AwsSigV4Auth",
     "MemsvcError",

@@ -27,7 +27,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-__all__ = ["AwsClients", "RETRIES"]
+__all__ = ["AwsClients", "RETRIES", "JUDGE_READ_TIMEOUT_SECONDS"]
 
 # `total_max_attempts` counts the first request (botocore's `max_attempts` counts only retries).
 RETRIES: dict[str, dict[str, Any]] = {
@@ -36,7 +36,11 @@ RETRIES: dict[str, dict[str, Any]] = {
     "kms": {"mode": "standard", "total_max_attempts": 3},
     "events": {"mode": "standard", "total_max_attempts": 3},
     "bedrock-runtime": {"mode": "adaptive", "total_max_attempts": 1},
+    "sqs": {"mode": "standard", "total_max_attempts": 3},
 }
+# The same-fact judge (Bedrock Converse) waits at most this long for an answer, then remember
+# creates a new memory instead: a short answer from a small model takes well under a second.
+JUDGE_READ_TIMEOUT_SECONDS = 4.0
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,8 @@ class AwsClients:
     kms: Any
     events: Any
     bedrock_runtime: Any
+    sqs: Any = None  # the remember queue (`wait: false`)
+    judge_runtime: Any = None  # bedrock-runtime for the same-fact judge, short timeout; default bedrock_runtime
 
     @classmethod
     def create(cls, region: str, *, embedding_concurrency: int) -> AwsClients:
@@ -64,4 +70,6 @@ class AwsClients:
             # One pooled connection per concurrent InvokeModel; a text takes seconds at most.
             bedrock_runtime=client("bedrock-runtime", connect_timeout=3.0, read_timeout=15.0,
                                    max_pool_connections=max(10, embedding_concurrency)),
+            sqs=client("sqs"),
+            judge_runtime=client("bedrock-runtime", connect_timeout=2.0, read_timeout=JUDGE_READ_TIMEOUT_SECONDS),
         )

@@ -370,6 +370,8 @@ class DynamoItemStore:
             row["acc"] = {"N": str(item.access_count)}
         if item.last_accessed_at is not None:
             row["lat"] = {"N": str(to_epoch_us(item.last_accessed_at))}
+        if item.action is not None:
+            row["rma"] = {"S": item.action}  # what remember did (plaintext: the outcome, not the content)
         if item.deleted is not None:
             row["del"] = {"S": item.deleted}
             retention = timedelta(days=self._tombstone_days(item.tenant))
@@ -456,6 +458,7 @@ def _item(row: dict[str, Any]) -> StoredItem:
         indexed_fields=tuple(json.loads(r["idx"])) if "idx" in r else None,
         access_count=int(r.get("acc", 0)),
         last_accessed_at=from_epoch_us(int(r["lat"])) if "lat" in r else None,
+        action=r.get("rma"),
     )
 
 

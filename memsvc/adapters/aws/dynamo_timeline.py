@@ -288,6 +288,8 @@ def _items(e: TimelineEvent, stamp: int, ttl: int) -> list[dict[str, Any]]:
     }
     if e.expires_at is not None:
         plain["exp"] = {"N": str(to_epoch_us(e.expires_at))}
+    if e.action is not None:
+        plain["rma"] = {"S": e.action}
     sealed = {name: {"B": ct} for name, ct in (("vct", e.value_ct), ("act", e.attributes_ct)) if ct is not None}
     full = {"pk": {"S": _root_pk(e.tenant, root)}, "sk": sk, **plain, **sealed}
     tenant_wide = {"pk": {"S": _all_pk(e.tenant)}, "sk": sk, **plain}
@@ -311,6 +313,7 @@ def _event(tenant: str, row: dict[str, Any], sealed: dict[str, Any]) -> Timeline
         value_ct=_bytes(sealed["vct"]["B"]) if "vct" in sealed else None,
         attributes_ct=_bytes(sealed["act"]["B"]) if "act" in sealed else None,
         occurred_at=from_epoch_us(int(row["sk"]["S"][:20])),
+        action=row["rma"]["S"] if "rma" in row else None,  # type: ignore[arg-type]
     )
 
 

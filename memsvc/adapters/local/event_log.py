@@ -37,6 +37,7 @@ CREATE TABLE IF NOT EXISTS events (
     policy_attributes TEXT NOT NULL,
     value_ct BLOB,
     attributes_ct BLOB,
+    action TEXT,
     PRIMARY KEY (tenant, stamp, id)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_id ON events (tenant, id);
@@ -46,7 +47,7 @@ CREATE TABLE IF NOT EXISTS clocks (tenant TEXT PRIMARY KEY, last INTEGER NOT NUL
 
 _COLUMNS = (
     "tenant, stamp, id, kind, root, ns, key, memory_id, version, changed_at, expires_at, "
-    "policy_attributes, value_ct, attributes_ct"
+    "policy_attributes, value_ct, attributes_ct, action"
 )
 
 
@@ -55,6 +56,9 @@ class SqliteEventLog:
 
     def __init__(self, path: Path) -> None:
         self._db = SqliteFile(path, _SCHEMA)
+        columns = {row[1] for row in self._db.conn().execute("PRAGMA table_info(events)")}
+        if "action" not in columns:  # a data dir from before remember
+            self._db.conn().execute("ALTER TABLE events ADD COLUMN action TEXT")
 
     def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
         out: list[TimelineEvent] = []
@@ -73,7 +77,7 @@ class SqliteEventLog:
                 stamp = next_stamp(to_epoch_us(event.changed_at), clocks[event.tenant])
                 clocks[event.tenant] = stamp
                 recorded = dataclasses.replace(event, occurred_at=from_epoch_us(stamp))
-                conn.execute(f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 14)})", _row(recorded))
+                conn.execute(f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 15)})", _row(recorded))
                 out.append(recorded)
             for tenant, last in clocks.items():
                 conn.execute(
@@ -161,6 +165,7 @@ def _row(e: TimelineEvent) -> tuple[Any, ...]:
         json.dumps(e.policy_attributes),
         e.value_ct,
         e.attributes_ct,
+        e.action,
     )
 
 
@@ -179,4 +184,5 @@ def _event(row: Sequence[Any]) -> TimelineEvent:
         policy_attributes=json.loads(row[11]),
         value_ct=bytes(row[12]) if row[12] is not None else None,
         attributes_ct=bytes(row[13]) if row[13] is not None else None,
+        action=row[14],
     )

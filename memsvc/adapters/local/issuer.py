@@ -32,7 +32,9 @@ class LocalIssuer:
         self.key_id = "local-1"
 
     def mint(self, *, sub: str, tenant: str | None = None, roles: list[str] | None = None,
-             ttl_seconds: int = 3600, client_id: str = "memsvc-cli") -> str:
+             ttl_seconds: int = 3600, client_id: str = "memsvc-cli", projects: list[str] | None = None,
+             teams: list[str] | None = None, orgs: list[str] | None = None) -> str:
+        """A signed token; `projects`, `teams` and `orgs` are the shared layers the user is a member of."""
         now = int(time.time())
         claims: dict[str, Any] = {
             "iss": ISSUER, "aud": AUDIENCE, "sub": sub, "iat": now, "nbf": now,
@@ -42,6 +44,9 @@ class LocalIssuer:
             claims["tenant_id"] = tenant
         if roles:
             claims["roles"] = roles
+        for name, ids in (("projects", projects), ("teams", teams), ("orgs", orgs)):
+            if ids:
+                claims[name] = ids
         return jwt.encode(claims, self._private, algorithm="RS256", headers={"kid": self.key_id})
 
     def verify(self, token: str) -> dict[str, Any]:

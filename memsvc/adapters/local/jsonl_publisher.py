@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memsvc.core.models import TimelineEvent, to_rfc3339
-from memsvc.core.timeline import DETAIL_TYPES, SOURCE, event_detail
+from memsvc.core.timeline import SOURCE, detail_type, event_detail
 
 __all__ = ["JsonlPublisher"]
 
@@ -26,7 +26,7 @@ class JsonlPublisher:
             json.dumps({
                 "id": e.id,
                 "source": SOURCE,
-                "detail-type": DETAIL_TYPES[e.kind],
+                "detail-type": detail_type(e),
                 "time": to_rfc3339(e.occurred_at),
                 "detail": event_detail(e),
             }, ensure_ascii=False)

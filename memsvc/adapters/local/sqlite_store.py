@@ -17,7 +17,8 @@ from typing import Any
 from memsvc.core.errors import Conflict
 from memsvc.core.models import Change, ChangeKind, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.adapters.local.sqlite_db import SqliteFile
-from memsvc.core.namespaces import decode_namespace, encode_namespace, prefix_range
+from memsvc.core.layers import layer_of
+from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
 
 __all__ = ["SqliteItemStore"]
 
@@ -48,6 +49,15 @@ CREATE INDEX IF NOT EXISTS items_expiry ON items (expires_at) WHERE deleted IS N
 CREATE INDEX IF NOT EXISTS items_tombstones ON items (tenant, updated_at) WHERE deleted IS NOT NULL;
 CREATE INDEX IF NOT EXISTS items_unindexed ON items (tenant, updated_at)
     WHERE deleted IS NULL AND indexed_fields IS NULL AND index_fields != 'false';
+-- Live items and their sealed bytes per tenant and layer ('' outside every layer), kept by `write`
+-- in the item's transaction, so `GET /metrics` reads a few rows instead of scanning the items.
+CREATE TABLE IF NOT EXISTS usage (
+    tenant TEXT NOT NULL,
+    layer TEXT NOT NULL,
+    items INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    PRIMARY KEY (tenant, layer)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     tenant TEXT NOT NULL,
@@ -91,6 +101,18 @@ class SqliteItemStore:
                     conn.execute(f"ALTER TABLE items ADD COLUMN {column} {declaration}")
         for name in consumers:
             self._conn().execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
+        with self._tx() as conn:
+            # A row exists for every layer holding a live item, so an empty table means either no
+            # live item or a database from before the table: counting them again is right in both.
+            if conn.execute("SELECT 1 FROM usage LIMIT 1").fetchone() is None:
+                totals: dict[tuple[str, str], list[int]] = {}
+                for tenant, ns, items, size in conn.execute(f"SELECT tenant, ns, count(*), sum({_SEALED_BYTES}) "
+                                                            "FROM items WHERE deleted IS NULL GROUP BY tenant, ns"):
+                    total = totals.setdefault((tenant, _layer(ns.split(SEP, 3))), [0, 0])
+                    total[0] += items
+                    total[1] += size
+                conn.executemany("INSERT INTO usage (tenant, layer, items, bytes) VALUES (?, ?, ?, ?)",
+                                 [(tenant, layer, items, size) for (tenant, layer), (items, size) in totals.items()])
 
     def ping(self) -> None:
         self._conn().execute("SELECT 1").fetchone()
@@ -140,6 +162,7 @@ class SqliteItemStore:
                     details={"expected_version": expected, "current_version": current},
                 )
             conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 17)})", _row(item))
+            _count_usage(conn, before, item)
             conn.execute(
                 "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
                 (
@@ -221,6 +244,13 @@ class SqliteItemStore:
         where, params = _live_under(tenant, prefix, now)
         rows = self._conn().execute(f"SELECT DISTINCT ns FROM items WHERE {where}", params).fetchall()
         return [decode_namespace(r[0]) for r in rows]
+
+    def storage_usage(self) -> list[tuple[str, str | None, int, int]]:
+        """(tenant, layer or None outside every layer, live items, their sealed bytes: value and
+        attributes ciphertext), for `GET /metrics`. An item past its expiry counts until the
+        sweeper tombstones it (within a second, by default)."""
+        rows = self._conn().execute("SELECT tenant, layer, items, bytes FROM usage").fetchall()
+        return [(tenant, layer or None, items, size) for tenant, layer, items, size in rows]
 
     def expired(self, now: datetime, limit: int) -> list[StoredItem]:
         rows = self._conn().execute(
@@ -333,6 +363,42 @@ class SqliteItemStore:
     def _offset(conn: sqlite3.Connection, consumer: str) -> int:
         row = conn.execute("SELECT offset FROM consumers WHERE name = ?", (consumer,)).fetchone()
         return row[0] if row else 0
+
+
+_SEALED_BYTES = "coalesce(length(value_ct), 0) + coalesce(length(attributes_ct), 0)"
+
+
+def _count_usage(conn: sqlite3.Connection, before: StoredItem | None, after: StoredItem) -> None:
+    """Move the layer's live count and sealed bytes from what `before` held to what `after` holds
+    (the same key, so the same layer)."""
+    items = _usage(after)[0] - _usage(before)[0]
+    size = _usage(after)[1] - _usage(before)[1]
+    if items or size:
+        _add_usage(conn, after.tenant, _layer(after.namespace), items, size)
+
+
+def _add_usage(conn: sqlite3.Connection, tenant: str, layer: str, items: int, size: int) -> None:
+    conn.execute(
+        "INSERT INTO usage (tenant, layer, items, bytes) VALUES (?, ?, ?, ?) ON CONFLICT (tenant, layer) "
+        "DO UPDATE SET items = items + excluded.items, bytes = bytes + excluded.bytes",
+        (tenant, layer, items, size),
+    )
+    if items < 0:
+        conn.execute("DELETE FROM usage WHERE tenant = ? AND layer = ? AND items <= 0", (tenant, layer))
+
+
+def _layer(namespace: Sequence[str]) -> str:
+    """The layer's name, '' outside every layer. A layer is decided by segments 0 and 2 and the
+    depth up to 4, whose words percent-encoding leaves as they are: a stored namespace's first
+    four segments (`ns.split(SEP, 3)`) decide it as well as the decoded namespace."""
+    layer = layer_of(namespace)
+    return layer.name if layer is not None else ""
+
+
+def _usage(item: StoredItem | None) -> tuple[int, int]:
+    if item is None or item.deleted is not None:
+        return 0, 0
+    return 1, len(item.value_ct or b"") + len(item.attributes_ct or b"")
 
 
 def _live_under(tenant: str, prefix: tuple[str, ...], now: datetime) -> tuple[str, list[Any]]:

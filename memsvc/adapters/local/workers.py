@@ -1,12 +1,12 @@
 """Background threads of the local server: one per change-feed consumer (the indexer, the
-timeline), each draining the feed on its own, and one that sweeps TTLs and writes recall's
-access counts."""
+timeline), each draining the feed on its own, one that sweeps TTLs and writes recall's access
+counts, and one that decides the queued `remember` calls (`wait: false`)."""
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from memsvc.adapters.local.sqlite_store import SqliteItemStore
 from memsvc.service.access_recorder import AccessRecorder
@@ -28,8 +28,12 @@ class BackgroundWorkers:
         *,
         index_interval: float = 0.5,
         sweep_interval: float = 1.0,
+        remember_jobs: Callable[[], int] | None = None,
     ) -> None:
         self._consumers = {c.consumer: c for c in consumers}
+        self._remember_jobs = remember_jobs  # runs the due jobs, returns how many
+        self._jobs_wake = threading.Event()
+        self._jobs_lock = threading.Lock()
         self._sweeper = sweeper
         self._store = store
         self._accesses = accesses
@@ -42,6 +46,8 @@ class BackgroundWorkers:
 
     def start(self) -> None:
         targets = [(lambda n=name: self._feed_loop(n), f"memsvc-{name}") for name in self._consumers]
+        if self._remember_jobs is not None:  # jobs left by a previous process run at once
+            targets.append((self._jobs_loop, "memsvc-remember"))
         for target, thread_name in [*targets, (self._sweep_loop, "memsvc-sweeper")]:
             t = threading.Thread(target=target, name=thread_name, daemon=True)
             t.start()
@@ -57,6 +63,24 @@ class BackgroundWorkers:
     def wake(self) -> None:
         for event in self._wakes.values():
             event.set()
+        self._jobs_wake.set()
+
+    def run_remember_jobs(self) -> int:
+        """Run the queued remember jobs that are due now (tests call it); returns how many ran."""
+        assert self._remember_jobs is not None
+        with self._jobs_lock:
+            return self._remember_jobs()
+
+    def _jobs_loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                ran = self.run_remember_jobs()
+            except Exception:
+                log.exception("remember jobs cycle failed")
+                ran = 0
+            if not ran:
+                self._jobs_wake.wait(self._interval)
+                self._jobs_wake.clear()
 
     def run_cycle(self, consumer: str) -> CycleResult:
         """Drain what is pending now for one consumer (the admin trigger and tests call it)."""

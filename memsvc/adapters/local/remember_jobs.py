@@ -1,0 +1,91 @@
+"""The local queue of `remember` calls with `wait: false`: durable rows in SQLite (the data
+directory's `jobs.db`), drained by the background workers and left in place until decided, so a
+process that stops midway resumes them at its next start.
+
+A job that fails is retried with backoff; one that fails `max_attempts` times, or with an error
+that retrying cannot fix (the caller lost the right to write there, a policy refuses it), is
+parked (kept, with its error, for an operator) instead of deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from memsvc.adapters.local.sqlite_db import SqliteFile
+from memsvc.core.errors import MemsvcError
+from memsvc.core.models import RememberJob, to_epoch_us
+from memsvc.ports import Clock
+
+__all__ = ["SqliteRememberQueue"]
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS remember_jobs (
+    tenant TEXT NOT NULL, candidate_id TEXT NOT NULL, sealed BLOB NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0, not_before INTEGER NOT NULL, enqueued_at INTEGER NOT NULL,
+    parked TEXT,
+    PRIMARY KEY (tenant, candidate_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS remember_jobs_due ON remember_jobs (not_before) WHERE parked IS NULL;
+"""
+
+
+class SqliteRememberQueue:
+    """`RememberQueue`. Jobs are keyed by (tenant, candidate id): the candidate id is derived
+    from the namespace and content, so the same candidate queued twice is one job."""
+
+    def __init__(self, path: Path, clock: Clock, *, max_attempts: int = 5,
+                 on_enqueue: Callable[[], None] = lambda: None) -> None:
+        self._db = SqliteFile(path, _SCHEMA)
+        self._clock = clock
+        self._max_attempts = max_attempts
+        self._on_enqueue = on_enqueue  # wakes the worker
+
+    def enqueue(self, job: RememberJob) -> None:
+        now = to_epoch_us(self._clock.now())
+        with self._db.tx() as conn:
+            conn.execute("INSERT OR IGNORE INTO remember_jobs (tenant, candidate_id, sealed, not_before, enqueued_at) "
+                         "VALUES (?, ?, ?, ?, ?)", (job.tenant, job.candidate_id, job.sealed, now, now))
+        self._on_enqueue()
+
+    def drain(self, run: Callable[[RememberJob], Any], *, limit: int = 100) -> int:
+        """Run the jobs that are due, oldest first; returns how many were run."""
+        rows = self._db.conn().execute(
+            "SELECT tenant, candidate_id, sealed, attempts FROM remember_jobs WHERE parked IS NULL "
+            "AND not_before <= ? ORDER BY enqueued_at LIMIT ?", (to_epoch_us(self._clock.now()), limit)).fetchall()
+        for tenant, candidate_id, sealed, attempts in rows:
+            job = RememberJob(tenant, candidate_id, bytes(sealed), attempts)
+            try:
+                run(job)
+            except Exception as exc:
+                self._failed(job, exc)
+            else:
+                with self._db.tx() as conn:
+                    conn.execute("DELETE FROM remember_jobs WHERE tenant = ? AND candidate_id = ?",
+                                 (tenant, candidate_id))
+        return len(rows)
+
+    def _failed(self, job: RememberJob, exc: Exception) -> None:
+        attempts = job.attempts + 1
+        hopeless = isinstance(exc, MemsvcError) and not exc.retryable and exc.status < 500
+        parked = f"{type(exc).__name__}: {getattr(exc, 'code', '')}" if hopeless or attempts >= self._max_attempts else None
+        log.warning("a remember job failed", extra={"tenant": job.tenant, "candidate_id": job.candidate_id,
+                                                    "attempts": attempts, "parked": bool(parked)})
+        backoff_us = min(2**attempts, 300) * 1_000_000
+        with self._db.tx() as conn:
+            conn.execute("UPDATE remember_jobs SET attempts = ?, not_before = ?, parked = ? "
+                         "WHERE tenant = ? AND candidate_id = ?",
+                         (attempts, to_epoch_us(self._clock.now()) + backoff_us, parked, job.tenant, job.candidate_id))
+
+    def pending(self, tenant: str) -> int:
+        return self._db.conn().execute("SELECT count(*) FROM remember_jobs WHERE tenant = ? AND parked IS NULL",
+                                       (tenant,)).fetchone()[0]
+
+    def parked(self, tenant: str) -> list[tuple[str, str]]:
+        """(candidate id, error) of the tenant's parked jobs."""
+        return self._db.conn().execute("SELECT candidate_id, parked FROM remember_jobs WHERE tenant = ? "
+                                       "AND parked IS NOT NULL", (tenant,)).fetchall()

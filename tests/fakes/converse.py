@@ -1,0 +1,96 @@
+"""A stand-in for a small model behind Bedrock's Converse API, on a real boto3
+`bedrock-runtime` client (the same `before-call` technique as `tests/fakes/titan.py`).
+
+botocore validates every request against the real Converse model before this fake sees it, so
+a wrong parameter (a bad `inferenceConfig`, a missing `messages`) fails as it would against AWS.
+The fake then answers with the response shape Converse returns, as recorded from Amazon Nova
+Micro (`RECORDED_*` below: `output.message.content[].text`, `stopReason`, `usage`, `metrics`),
+with one of:
+- `answer="heuristic"` (the default): the JSON the judge prompt asks for, decided by the
+  deterministic judge (`core.same_fact`) on the prompt's two statements: a model that agrees
+  with the heuristics. It is no model: what it tests is the adapter around the call.
+- `answer=<text>`: that text verbatim (fenced JSON, prose, a truncated object ...).
+- `fail=<code>`: the modelled error Bedrock sends (`ThrottlingException`, `AccessDeniedException`,
+  `ModelTimeoutException`, ...); `fail="timeout"`: botocore's `ReadTimeoutError`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from botocore.awsrequest import AWSResponse
+from botocore.exceptions import ReadTimeoutError
+
+from memsvc.core.same_fact import judge_statements
+
+__all__ = ["ConverseFake", "install_converse_fake", "RECORDED_PLAIN", "RECORDED_FENCED"]
+
+# Converse answers as recorded (Nova Micro, temperature 0): the JSON alone, and the JSON fenced.
+RECORDED_PLAIN = {
+    "output": {"message": {"role": "assistant",
+                           "content": [{"text": '{"same_fact": true, "contradiction": false}'}]}},
+    "stopReason": "end_turn",
+    "usage": {"inputTokens": 168, "outputTokens": 15, "totalTokens": 183},
+    "metrics": {"latencyMs": 296},
+}
+RECORDED_FENCED = {
+    "output": {"message": {"role": "assistant",
+                           "content": [{"text": '```json\n{"same_fact": false, "contradiction": true}\n```'}]}},
+    "stopReason": "end_turn",
+    "usage": {"inputTokens": 171, "outputTokens": 21, "totalTokens": 192},
+    "metrics": {"latencyMs": 338},
+}
+_LINE = re.compile(r"^([AB])(?: \(category: (.*)\))?: (.*)$")
+
+
+class ConverseFake:
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.requests: list[dict[str, Any]] = []
+        self.answer: str = "heuristic"
+        self.fail: str | None = None
+        self.stop_reason = "end_turn"
+        self._uid = f"converse-fake-{id(self)}"
+        client.meta.events.register("before-call.bedrock-runtime.Converse", self._on_call, unique_id=self._uid)
+
+    def uninstall(self) -> None:
+        self._client.meta.events.unregister("before-call.bedrock-runtime.Converse", unique_id=self._uid)
+
+    def _on_call(self, params: dict[str, Any], **_: Any) -> tuple[AWSResponse, dict[str, Any]]:
+        body = json.loads(params["body"])
+        self.requests.append(body)
+        url = params.get("url", "https://bedrock-runtime.us-east-1.amazonaws.com/")
+        if self.fail == "timeout":
+            raise ReadTimeoutError(endpoint_url=url)
+        if self.fail is not None:
+            status = 429 if self.fail == "ThrottlingException" else 400 if "Validation" in self.fail else 403 \
+                if self.fail == "AccessDeniedException" else 500
+            parsed = {"Error": {"Code": self.fail, "Message": f"injected {self.fail}"},
+                      "ResponseMetadata": {"HTTPStatusCode": status, "HTTPHeaders": {}, "RetryAttempts": 0}}
+            return AWSResponse(url, status, {}, None), parsed
+        text = self._heuristic(body) if self.answer == "heuristic" else self.answer
+        parsed = {
+            "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+            "stopReason": self.stop_reason,
+            "usage": {"inputTokens": 170, "outputTokens": 15, "totalTokens": 185},
+            "metrics": {"latencyMs": 300},
+            "ResponseMetadata": {"HTTPStatusCode": 200, "HTTPHeaders": {}, "RetryAttempts": 0},
+        }
+        return AWSResponse(url, 200, {}, None), parsed
+
+    @staticmethod
+    def _heuristic(body: dict[str, Any]) -> str:
+        lines = {}
+        for line in body["messages"][0]["content"][0]["text"].splitlines():
+            m = _LINE.match(line)
+            if m:
+                lines[m.group(1)] = (m.group(3), m.group(2))
+        (a, a_cat), (b, b_cat) = lines["A"], lines["B"]
+        relation = judge_statements(a, b, existing_category=a_cat, candidate_category=b_cat).relation
+        return json.dumps({"same_fact": relation == "same", "contradiction": relation == "contradiction"})
+
+
+def install_converse_fake(client: Any) -> ConverseFake:
+    return ConverseFake(client)
