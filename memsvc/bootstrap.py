@@ -158,7 +158,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         search=search,
         recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses),
         remember=Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
-                          judge=judge, limiter=limiter, queue=remember_queue),
+                          judge=judge, limiter=limiter, queue=remember_queue, accesses=accesses),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=CursorCodec(sealer), access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),

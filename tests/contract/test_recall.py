@@ -276,6 +276,24 @@ class TestAccessCounting:
         row = backend.store.get("acme", tuple(USER), "tea")
         assert (row.version, row.access_count) == (2, 1)
 
+    def test_a_consolidating_remember_counts_an_access(self, backend):
+        """Seed 002: a merge is "access_count + 1, last_accessed_at now", on the same counters."""
+        from memsvc.service.remember import RememberMemory
+
+        backend.settings.update("acme", SettingsPatch(semantic_auto_update=0.9, semantic_check_low=0.6))
+        first = backend.app.services.remember.remember(alice(), RememberMemory(
+            content="The user prefers Python for scripting tasks at work"))
+        backend.clock.advance(60)
+        second = backend.app.services.remember.remember(alice(), RememberMemory(
+            content="The user prefers Python for scripting tasks at work daily"))
+        assert second.action == "updated" and second.memory.key == first.memory.key
+        flush(backend)
+        row = backend.store.get("acme", tuple(USER), first.memory.key)
+        assert (row.version, row.access_count, row.last_accessed_at) == (2, 1, backend.clock.now())
+        recall(backend, alice(), query="python scripting at work")
+        flush(backend)
+        assert backend.store.get("acme", tuple(USER), first.memory.key).access_count == 2
+
     def test_only_returned_memories_count(self, backend):
         remember(backend, USER, "tea", "alice drinks green tea", caller=alice())
         remember(backend, USER, "car", "alice drives a blue car", caller=alice())
