@@ -34,7 +34,7 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 	touch $(RUN_STAMP)
 
 $(STAMP): $(RUN_STAMP) clients/python/pyproject.toml
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,eval,test,infra]' -e './clients/python[langchain,mcp]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,test,infra]' -e './clients/python[langchain,mcp]'
 	$(MAKE) langgraph-suite
 	touch $(STAMP)
 

@@ -12,6 +12,9 @@ def aws_app() -> AwsApp:
     global _app
     if _app is None:
         _app = build_aws(AwsSettings.from_env())
+        # Recall's access counts are written by this thread, off the requests (see AccessRecorder
+        # for what Lambda's freezing between invocations means for them).
+        _app.accesses.start()
     return _app
 
 

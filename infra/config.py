@@ -30,8 +30,10 @@ __all__ = [
 # The Lambda runtime and the layer's wheels move together: `layers/build.py` installs cp312
 # wheels for these platforms. x86_64 because celine-regorus (the Rego engine) ships its Linux
 # wheel only as x86_64 manylinux_2_34, which the Amazon Linux 2023 runtimes (glibc 2.34) load.
+# pip does not widen an explicit --platform to older glibcs, so each manylinux level a pinned
+# wheel needs is named: tiktoken (recall's tokenizer) ships x86_64 only as manylinux_2_28.
 LAMBDA_PYTHON = "3.12"
-LAMBDA_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_34_x86_64")
+LAMBDA_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64", "manylinux_2_34_x86_64")
 
 TITAN_EMBED_TEXT_V2 = "amazon.titan-embed-text-v2:0"
 TITAN_DIMENSIONS = (256, 512, 1024)  # what Titan Text Embeddings V2 can return

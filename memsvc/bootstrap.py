@@ -16,10 +16,12 @@ from memsvc.core.consolidation import thresholds_for
 from memsvc.ports import (Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics, RateLimiter,
                           RememberQueue, SameFactJudge, SystemClock, VectorIndex)
 from memsvc.service.access import Access
+from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
+from memsvc.service.recall import Recall
 from memsvc.service.remember import Remember
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.search import Search
@@ -63,6 +65,7 @@ class LocalApp:
     data_dir: Path
     events: SqliteEventLog
     remember_jobs: SqliteRememberQueue
+    accesses: AccessRecorder
     closed: bool = False
 
     def close(self) -> None:
@@ -114,13 +117,14 @@ def build_local(
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     sweeper = Sweeper(store, settings, clock, events=event_log)
+    accesses = AccessRecorder(store)
     workers = BackgroundWorkers(
         (FeedConsumer(store, "indexer", indexer.apply), FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
-        sweeper, store, index_interval=index_interval, sweep_interval=sweep_interval,
+        sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
         remember_jobs=lambda: remember_jobs.drain(services.remember.run_job),
     )
     services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
-                         indexer, event_log, on_write=workers.wake, concurrent_retrievers=False,
+                         indexer, event_log, accesses, on_write=workers.wake, concurrent_retrievers=False,
                          judge=HeuristicJudge(), limiter=SqliteRateLimiter(data_dir / "rate_limits.db"),
                          remember_queue=remember_jobs,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
@@ -130,7 +134,8 @@ def build_local(
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
                     sealer, settings,
-                    indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs)
+                    indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs,
+                    accesses)
 
 
 def _remember_defaults_for(model_id: str) -> dict[str, Any]:
@@ -140,8 +145,8 @@ def _remember_defaults_for(model_id: str) -> dict[str, Any]:
 
 def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, keywords: KeywordIndex,
               embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
-              *, health: Callable[[], dict[str, Any]], metrics: Metrics, concurrent_retrievers: bool,
-              judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
+              accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
+              concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
@@ -151,8 +156,9 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
     return Services(
         memories=memories,
         search=search,
+        recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses),
         remember=Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
-                          judge=judge, limiter=limiter, queue=remember_queue),
+                          judge=judge, limiter=limiter, queue=remember_queue, accesses=accesses),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=CursorCodec(sealer), access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),
@@ -198,6 +204,7 @@ class AwsApp:
     indexer: Indexer
     clients: AwsClients
     timeline: Timeline
+    accesses: AccessRecorder
 
 
 def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Embedder | None = None,
@@ -238,8 +245,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
     indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings)
+    accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
-                         clock, indexer, event_log, concurrent_retrievers=True,
+                         clock, indexer, event_log, accesses, concurrent_retrievers=True,
                          judge=BedrockJudge(clients.judge_runtime or clients.bedrock_runtime,
                                             lambda tenant: tenant_settings.get(tenant).judge_model_id),
                          limiter=DynamoRateLimiter(clients.dynamodb, settings.table_name),
@@ -248,4 +256,5 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                                                       embedder=embedder),
                          metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
-    return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients, Timeline(event_log, publisher))
+    return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients,
+                  Timeline(event_log, publisher), accesses)

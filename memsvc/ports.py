@@ -43,6 +43,13 @@ class ItemStore(Protocol):
     ) -> bool:
         """Move a live item's expiry if it is still at `version`; no new version, no change record."""
 
+    def record_accesses(
+        self, tenant: str, accesses: Sequence[tuple[tuple[str, ...], str, str, int]], at: datetime
+    ) -> None:
+        """For each (namespace, key, memory id, count): add `count` to the row's `access_count` and
+        set `last_accessed_at` to `at`, if the key's live row is still that memory (a newer version
+        or a tombstone is left alone). No new version, no change record."""
+
     def scan_live(
         self, tenant: str, prefix: tuple[str, ...], now: datetime, *, page_size: int = 200
     ) -> Iterator[StoredItem]:
@@ -181,6 +188,9 @@ class VectorIndex(Protocol):
     ) -> list[VectorHit]:
         """Best `top_k` vectors (not memories) by cosine similarity, best first. Fewer than `top_k`
         means no more match only where `short_page_is_end` says so."""
+
+    def vectors_of(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
+        """The stored vectors of these (memory id, field) pairs, unit length; absent ones are left out."""
 
     def ping(self) -> None: ...
 

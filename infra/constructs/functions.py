@@ -258,8 +258,9 @@ class ApiFunction(Construct):
     table, Query on its three GSIs; `KEYWORD_TABLE_ACTIONS` on the keyword table (search reads
     it; `sync_index` and `/index/trigger` index inline, and turning keyword indexing off wipes a
     tenant's documents, so the API writes it too); KMS GenerateDataKey and Decrypt on the
-    envelope key (new and existing tenant data keys); S3 Vectors QueryVectors (+ GetVectors,
-    which QueryVectors needs for metadata and filters), GetIndex (health), PutVectors and
+    envelope key (new and existing tenant data keys); S3 Vectors QueryVectors, GetVectors (which
+    QueryVectors needs for metadata and filters, and recall calls itself to compare the stored
+    vectors of near-duplicates), GetIndex (health), PutVectors and
     DeleteVectors (`sync_index` indexes inline) on the index; Bedrock InvokeModel on the
     embedding model.
     """

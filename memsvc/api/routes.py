@@ -19,6 +19,7 @@ from memsvc.core.models import Caller
 from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
 from memsvc.service.memories import Memories
+from memsvc.service.recall import Recall
 from memsvc.service.remember import Accepted, Remember
 from memsvc.service.search import ListNamespaces, Search
 from memsvc.service.tenant_config import TenantSettings
@@ -31,6 +32,7 @@ __all__ = ["ROUTES", "Services", "build_router"]
 class Services:
     memories: Memories
     search: Search
+    recall: Recall
     timeline: TimelineReader
     admin: Admin
     health: Callable[[], dict[str, Any]]
@@ -53,6 +55,10 @@ def _delete_memory(app: Services, c: Call) -> None:
 
 def _search(app: Services, c: Call) -> s.SearchOut:
     return s.SearchOut(items=[s.SearchItemOut.of(m) for m in app.search.search(c.caller, c.body)])
+
+
+def _recall(app: Services, c: Call) -> s.RecallOut:
+    return s.RecallOut.of(app.recall.recall(c.caller, c.body, request_id=c.request.request_id))
 
 
 def _list_namespaces(app: Services, c: Call) -> s.NamespacesOut:
@@ -122,6 +128,8 @@ ROUTES: tuple[Route, ...] = (
           status=204),
     Route("POST", "/v1/memories/search", "Filter and semantic search", _search, body=s.SearchBody,
           response=s.SearchOut),
+    Route("POST", "/v1/memories/recall", "Recall across layers: ranked, deduplicated, within a token budget",
+          _recall, body=s.RecallBody, response=s.RecallOut),
     Route("POST", "/v1/memories/remember", "Remember a typed memory, consolidating it with its neighbours",
           _remember, body=s.RememberBody, response=s.RememberOut),
     Route("GET", "/v1/memories/namespaces", "List namespaces", _list_namespaces, query=ListNamespaces,

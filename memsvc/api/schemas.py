@@ -13,6 +13,7 @@ from memsvc.core.policy import CompiledPolicies
 from memsvc.core.validation import Command, Namespace
 from memsvc.service.admin import IndexRun, IndexStatus, PolicyBundle
 from memsvc.service.memories import PutMemory
+from memsvc.service.recall import RecallQuery, RecallResult, Recalled
 from memsvc.service.remember import RememberMemory, Remembered
 from memsvc.service.search import SearchQuery
 from memsvc.service.tenant_config import SettingsPatch
@@ -21,6 +22,7 @@ from memsvc.service.timeline import EventPage, EventView
 __all__ = [
     "PutMemoryBody",
     "SearchBody",
+    "RecallBody",
     "PoliciesBody",
     "SettingsBody",
     "MemoryQuery",
@@ -29,6 +31,9 @@ __all__ = [
     "MemoryOut",
     "SearchItemOut",
     "SearchOut",
+    "RecalledOut",
+    "RecallMetadataOut",
+    "RecallOut",
     "NamespacesOut",
     "EventOut",
     "EventsOut",
@@ -52,6 +57,10 @@ class PutMemoryBody(PutMemory):
 
 class SearchBody(SearchQuery):
     """`POST /v1/memories/search`."""
+
+
+class RecallBody(RecallQuery):
+    """`POST /v1/memories/recall`."""
 
 
 class RememberBody(RememberMemory):
@@ -124,6 +133,58 @@ class SearchItemOut(MemoryOut):
 
 class SearchOut(BaseModel):
     items: list[SearchItemOut]
+
+
+class RecalledOut(BaseModel):
+    id: str
+    namespace: list[str]
+    key: str
+    layer: str | None = Field(description="the layer the namespace lies in; null outside every layer")
+    content: str = Field(description="a typed memory's content; a plain item's best-matching indexed text")
+    type: str | None = Field(description="fact, preference, decision or note; message for a session message; "
+                                         "null for another plain item")
+    relevance: float = Field(description="the composite score, 0..1")
+    match: float = Field(description="the hybrid match, 0..1")
+    importance: float | None
+    pinned: bool
+    tags: list[str]
+    category: str | None
+    source: str | None
+    created_at: Rfc3339
+    updated_at: Rfc3339
+    truncated: bool = Field(description="content cut to fit the token budget (the last memory only)")
+
+    @classmethod
+    def of(cls, r: Recalled) -> Self:
+        m = r.memory
+        return cls(id=m.id, namespace=list(m.namespace), key=m.key, layer=r.layer, content=r.content, type=r.type,
+                   relevance=r.relevance, match=r.match, importance=r.importance, pinned=r.pinned, tags=list(r.tags),
+                   category=r.category, source=r.source, created_at=m.created_at, updated_at=m.updated_at,
+                   truncated=r.truncated)
+
+
+class RecallMetadataOut(BaseModel):
+    count: int
+    total_count: int = Field(description="memories that matched, before limit and token budget")
+    truncated: bool = Field(description="the token budget cut the last memory or left matches out")
+    token_count: int = Field(description="cl100k_base tokens of the returned contents")
+    token_budget: int
+    searched_layers: list[str]
+    query_embedding_ms: float
+    retrieval_ms: float
+
+
+class RecallOut(BaseModel):
+    memories: list[RecalledOut]
+    metadata: RecallMetadataOut
+
+    @classmethod
+    def of(cls, result: RecallResult) -> Self:
+        return cls(memories=[RecalledOut.of(r) for r in result.memories], metadata=RecallMetadataOut(
+            count=len(result.memories), total_count=result.total_count, truncated=result.truncated,
+            token_count=result.token_count, token_budget=result.token_budget,
+            searched_layers=result.searched_layers, query_embedding_ms=result.query_embedding_ms,
+            retrieval_ms=result.retrieval_ms))
 
 
 class EventOut(BaseModel):

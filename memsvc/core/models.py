@@ -112,6 +112,10 @@ class StoredItem:
     # Set by remember on the version it wrote, in plaintext, so the change and its timeline event
     # say what consolidation did. Names only the outcome, never the content.
     action: RememberAction | None = None
+    # Recall's bookkeeping (plaintext, like the timestamps): how often the key's memory was
+    # returned, and when last. Updated in place, without a new version or a change record.
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
 
     def is_live(self, now: datetime) -> bool:
         return self.deleted is None and (self.expires_at is None or self.expires_at > now)
@@ -148,6 +152,8 @@ class StoredItem:
             "ttl_seconds": self.ttl_seconds,
             "indexed_fields": list(self.indexed_fields) if self.indexed_fields is not None else None,
             "action": self.action,
+            "access_count": self.access_count,
+            "last_accessed_at": to_epoch_us(self.last_accessed_at) if self.last_accessed_at else None,
         }
 
     @classmethod
@@ -169,6 +175,8 @@ class StoredItem:
             ttl_seconds=r.get("ttl_seconds"),
             indexed_fields=tuple(r["indexed_fields"]) if r.get("indexed_fields") is not None else None,
             action=r.get("action"),
+            access_count=r.get("access_count") or 0,
+            last_accessed_at=from_epoch_us(r["last_accessed_at"]) if r.get("last_accessed_at") else None,
         )
 
 

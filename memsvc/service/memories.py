@@ -8,15 +8,17 @@ import random
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound
-from memsvc.core.models import Caller, IndexFields, Memory, RememberAction, StoredItem
+from memsvc.core.models import Caller, IndexFields, Memory, RememberAction, StoredItem, to_rfc3339
 from memsvc.core.namespaces import validate_key
 from memsvc.core.paths import extract_texts, validate_index_fields
+from memsvc.core.timestamps import parse_rfc3339
+from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.validation import Command, Namespace, NoIndexing
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
@@ -103,6 +105,7 @@ class Memories:
         now = self._clock.now()
         live_old = old if old is not None and old.is_live(now) else None
         version = old.version + 1 if old else 1
+        access_count, last_accessed_at = _carried_counters(live_old, value)
         sealed = self._sealer.seal_item(tenant, ns, key, version, value=value, attributes=attributes)
         item = StoredItem(
             tenant=tenant,
@@ -119,6 +122,8 @@ class Memories:
             expires_at=now + timedelta(seconds=ttl_seconds) if ttl_seconds else None,
             ttl_seconds=ttl_seconds,
             action=action,
+            access_count=access_count,
+            last_accessed_at=last_accessed_at,
         )
         self._items.write(item, kind="update" if live_old else "add", old=old)
         return item
@@ -183,7 +188,31 @@ class Memories:
 
 def open_memory(sealer: Sealer, item: StoredItem, *, score: float | None = None) -> Memory:
     value, attributes = sealer.open_item(item)
-    return memory_of(item, value=value or {}, attributes=attributes, score=score)
+    return memory_of(item, value=_with_counters(value or {}, item), attributes=attributes, score=score)
+
+
+def _with_counters(value: dict[str, Any], item: StoredItem) -> dict[str, Any]:
+    """A recalled typed memory's value shows the row's access counters (API-AGENT.md: bookkeeping
+    the service maintains). A value never recalled reads back exactly as written."""
+    if item.access_count and TypedMemory.from_value(value) is not None:
+        return {**value, "access_count": item.access_count, "last_accessed_at": to_rfc3339(item.last_accessed_at)}
+    return value
+
+
+def _carried_counters(live_old: StoredItem | None, value: dict[str, Any]) -> tuple[int, datetime | None]:
+    """A new version of a key keeps its access counters. A typed memory's value may carry higher
+    ones (a consolidating write counts an access, seed 002); the higher of the two is kept."""
+    count, last = (live_old.access_count, live_old.last_accessed_at) if live_old else (0, None)
+    typed = TypedMemory.from_value(value)
+    if typed is not None:
+        count = max(count, typed.access_count)
+        try:
+            stated = parse_rfc3339(typed.last_accessed_at) if typed.last_accessed_at else None
+        except (ValueError, OverflowError):
+            stated = None
+        if stated is not None and (last is None or stated > last):
+            last = stated
+    return count, last
 
 
 def memory_of(item: StoredItem, *, value: dict[str, Any], attributes: dict[str, Any] | None,

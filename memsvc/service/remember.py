@@ -34,6 +34,7 @@ from memsvc.core.typed_memory import CONTENT_FIELDS, MAX_CONTENT_CHARS, MemoryKi
 from memsvc.core.validation import Command, Namespace
 from memsvc.ports import Clock, ItemStore, RateLimiter, RememberQueue, SameFactJudge
 from memsvc.service.access import Access
+from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.memories import MAX_TTL_SECONDS, Memories, open_memory
 from memsvc.service.sealing import Sealer
 from memsvc.service.search import Search, SearchQuery
@@ -96,8 +97,10 @@ class _Neighbour:
 
 class Remember:
     def __init__(self, *, items: ItemStore, memories: Memories, search: Search, access: Access, sealer: Sealer,
-                 clock: Clock, judge: SameFactJudge, limiter: RateLimiter, queue: RememberQueue) -> None:
+                 clock: Clock, judge: SameFactJudge, limiter: RateLimiter, queue: RememberQueue,
+                 accesses: AccessRecorder) -> None:
         self._items = items
+        self._accesses = accesses
         self._memories = memories
         self._search = search
         self._access = access
@@ -204,8 +207,9 @@ class Remember:
             merged = merge(best.typed, candidate, key)
             item = write(best.memory.key, merged, old=self._current(tenant, best.memory), action="updated",
                          ttl_seconds=cmd.ttl_seconds or best.memory.ttl_seconds)
-            # Seed 002's "access_count + 1, last_accessed_at now" for the merged memory goes to the
-            # item row's access counters (recall's, outside the sealed value), here, once they exist.
+            # Seed 002's "access_count + 1, last_accessed_at now" for the merged memory: on the item
+            # row's counters (recall's, outside the sealed value; the new version kept the old ones).
+            self._accesses.record(tenant, [(item.namespace, item.key, item.id)], self._clock.now())
             outcome = "updated"
         else:
             assert best is not None

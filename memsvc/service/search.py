@@ -27,7 +27,7 @@ from memsvc.service.access import Access
 from memsvc.service.memories import Memories, check_nesting, open_memory
 from memsvc.service.sealing import Sealer
 
-__all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "MAX_OFFSET"]
+__all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "Ranked", "MAX_OFFSET"]
 
 MAX_OFFSET = 10_000
 MAX_QUERY_TERMS = 64  # a query's first distinct terms; a longer one is a document, not a question
@@ -113,7 +113,10 @@ class Search:
                     raise InvalidArgument(f"{name} ranks by relevance, so it needs a query", details={"field": name})
             found = self._by_filter(caller.tenant_id, scope, plan, q.limit, q.offset)
         else:
-            found = self._by_relevance(caller.tenant_id, scope, plan, q, q.mode or "hybrid")
+            ranked = self._by_relevance(caller.tenant_id, scope, plan, q.query, q.mode or "hybrid",
+                                        offset=q.offset, limit=q.limit, min_score=q.min_score,
+                                        embed=lambda: self.embed(q.query))
+            found = [r.memory for r in ranked]
         return self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found
 
     def _admit(self, plan: FilterPlan, item: StoredItem) -> Memory | None:
@@ -136,14 +139,25 @@ class Search:
                     break
         return out
 
-    def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, q: SearchQuery,
-                      mode: str) -> list[Memory]:
+    def ranked(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, *, mode: str, limit: int,
+               embed: Callable[[], list[float]]) -> list["Ranked"]:
+        """The best `limit` memories under an authorized `scope` by the mode's score (recall's
+        retrieval, one layer at a time). `embed` gives the query's vector (recall embeds it once
+        for every layer). Each retriever first hands over `limit` candidates (search asks for at
+        least 50): recall searches several layers per request, and every candidate is read and
+        decrypted; fewer admitted than `limit` widens the search as usual."""
+        return self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=limit, min_score=None,
+                                  embed=embed, first_page=limit)
+
+    def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, *,
+                      offset: int, limit: int, min_score: float | None,
+                      embed: Callable[[], list[float]], first_page: int | None = None) -> list["Ranked"]:
         """Rank by the mode's relevance. Each retriever (semantic, keyword) hands over its best
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
         asked for more, until enough, or none is left that could score `min_score`."""
-        retrievers = self._retrievers(tenant, scope, plan, q.query, mode)
-        wanted = q.offset + q.limit
-        top_k = max(50, wanted * 4)
+        retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
+        wanted = offset + limit
+        top_k = first_page or max(50, wanted * 4)
         decided: dict[str, Memory | None] = {}  # by memory id: a wider query never opens one twice
         signals: dict[str, dict[str, _Signal]] = {}
         while True:
@@ -163,30 +177,30 @@ class Search:
                 current = item is not None and item.id == memory_id and item.is_live(now)
                 decided[memory_id] = self._admit(plan, item) if current else None
             ranked = [self._scored(m, signals[m.id], mode) for m in decided.values() if m is not None]
-            if q.min_score is not None:
-                ranked = [m for m in ranked if (m.score or 0.0) >= q.min_score]
+            if min_score is not None:
+                ranked = [r for r in ranked if (r.memory.score or 0.0) >= min_score]
             exhausted = all(r.exhausted for r in retrievers)
             # What a memory that no retriever has handed over yet could score at most.
             ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode)
-            hopeless = q.min_score is not None and ceiling < q.min_score
+            hopeless = min_score is not None and ceiling < min_score
             if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
         # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order);
         # a tie goes to the closer meaning, then to the newer memory.
-        ranked.sort(key=lambda m: (-round(m.score or 0.0, 6), -round(m.scores["semantic"] or -1.0, 6),
-                                   -m.updated_at.timestamp()))
-        return ranked[q.offset : wanted]
+        ranked.sort(key=lambda r: (-round(r.memory.score or 0.0, 6), -round(r.memory.scores["semantic"] or -1.0, 6),
+                                   -r.memory.updated_at.timestamp()))
+        return ranked[offset:wanted]
 
     def _retrievers(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str,
-                    mode: str) -> list["_Retriever"]:
+                    mode: str, embed: Callable[[], list[float]]) -> list["_Retriever"]:
         keyword_on = self._access.settings.get(tenant).keyword_index
         if mode == "keyword" and not keyword_on:
             raise InvalidArgument("keyword indexing is off for this tenant (setting keyword_index)",
                                   details={"field": "mode"})
         out: list[_Retriever] = []
         if mode in ("hybrid", "semantic"):
-            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, lambda: self._embed(query)))
+            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, embed))
         if mode in ("hybrid", "keyword") and keyword_on:
             try:
                 terms = self._sealer.term_ids(tenant, analyze(query)[:MAX_QUERY_TERMS], create=False)
@@ -195,7 +209,7 @@ class Search:
             out.append(_KeywordRetriever(self._keywords, tenant, scope, plan.scope, terms))
         return out
 
-    def _embed(self, query: str) -> list[float]:
+    def embed(self, query: str) -> list[float]:
         try:
             return self._embedder.embed([query])[0]
         except MemsvcError:
@@ -204,9 +218,11 @@ class Search:
             raise EmbeddingFailed("the embedding model failed to embed the query") from exc
 
     @staticmethod
-    def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str) -> Memory:
+    def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str) -> "Ranked":
         raw = {name: (signals[name].raw if name in signals else None) for name in ("semantic", "keyword")}
-        return dataclasses.replace(memory, score=_fused(signals, mode), scores=raw)
+        semantic = signals.get("semantic")
+        return Ranked(dataclasses.replace(memory, score=_fused(signals, mode), scores=raw),
+                      semantic.field if semantic else None)
 
     def list_namespaces(self, caller: Caller, q: ListNamespaces) -> list[tuple[str, ...]]:
         depth = self._access.settings_of(caller).reachable_depth
@@ -232,12 +248,23 @@ class Search:
 
 
 @dataclass(frozen=True)
+class Ranked:
+    """A memory ranked by a query (`score`, `scores` set), and the keyed hash of its best-matching
+    indexed field (None when only the keyword retriever found it)."""
+
+    memory: Memory
+    field: str | None
+
+
+@dataclass(frozen=True)
 class _Signal:
     """One retriever's evidence for a memory: `value` on the scale fusion takes (cosine; keyword
-    match 0..1), `raw` as the caller sees it in `scores` (cosine; BM25)."""
+    match 0..1), `raw` as the caller sees it in `scores` (cosine; BM25); for a semantic hit, the
+    field that matched."""
 
     value: float
     raw: float
+    field: str | None = None
 
 
 def _fused(signals: dict[str, _Signal], mode: str) -> float:
@@ -278,7 +305,7 @@ class _SemanticRetriever(_Retriever):
         hits = vectors.query(tenant, scope, pushdown, self._vector, top_k)
         best: dict[str, tuple[tuple[tuple[str, ...], str], _Signal]] = {}
         for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
-            best.setdefault(hit.memory_id, ((hit.namespace, hit.key), _Signal(hit.score, hit.score)))
+            best.setdefault(hit.memory_id, ((hit.namespace, hit.key), _Signal(hit.score, hit.score, hit.field)))
         # A short page ends the search only where the index says so: S3 Vectors may return
         # fewer than top_k hits when a filter applies, with more to be found.
         self.exhausted = len(hits) < top_k and vectors.short_page_is_end

@@ -17,7 +17,7 @@ from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
 from memsvc.core.validation import Command
 from memsvc.ports import TenantConfigStore
 
-__all__ = ["TenantSettings", "SettingsPatch", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES",
+__all__ = ["TenantSettings", "SettingsPatch", "RecallWeights", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES",
            "MAX_DEPTH_LIMIT"]
 
 # A memory's value and attributes, as compact UTF-8 JSON, together. DynamoDB items stop at
@@ -26,6 +26,24 @@ MAX_VALUE_BYTES = 256 * 1024
 
 
 MAX_DEPTH_LIMIT = 32
+
+
+class RecallWeights(BaseModel):
+    """Recall's composite relevance (seed 002): `match*m + importance*i + recency*r + pinned*p`."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    match: float = Field(0.55, ge=0, le=1, description="weight of the hybrid match (0..1)")
+    importance: float = Field(0.20, ge=0, le=1, description="weight of the memory's importance (0..1)")
+    recency: float = Field(0.15, ge=0, le=1, description="weight of the decay (1 - decay_rate_per_day)^days")
+    pinned: float = Field(0.10, ge=0, le=1, description="weight of pinned (1 when pinned, else 0)")
+
+    @model_validator(mode="after")
+    def _sum_to_one(self) -> "RecallWeights":
+        total = self.match + self.importance + self.recency + self.pinned
+        if abs(total - 1.0) > 1e-6:  # relevance is in 0..1 only if the weights sum to 1
+            raise ValueError(f"the recall weights must sum to 1, not {total:g}")
+        return self
 
 
 class TenantSettings(BaseModel):
@@ -60,6 +78,14 @@ class TenantSettings(BaseModel):
                                    "more are refused with 429 RATE_LIMITED and Retry-After.")
     judge_model_id: str = Field("amazon.nova-micro-v1:0", min_length=1, max_length=256,
                                 description="The Bedrock model (Converse API) that judges same-fact pairs on AWS.")
+    recall_weights: RecallWeights = Field(default_factory=RecallWeights,
+                                          description="Recall's composite relevance weights; they sum to 1.")
+    decay_rate_per_day: float = Field(
+        0.01, ge=0, lt=1, description="Recall's recency: (1 - rate)^days since the memory was last written.")
+    recall_min_match: float = Field(
+        0.25, ge=0, le=1,
+        description="The hybrid match under which a memory is no match for recall, whatever its importance, "
+                    "recency or pin (calibrated to MiniLM: unrelated texts score up to about 0.24).")
 
     @model_validator(mode="after")
     def _reach_what_was_writable(self) -> "TenantSettings":
@@ -89,6 +115,9 @@ class SettingsPatch(Command):
     neighbors_k: StrictInt = Field(None, ge=1, le=50)  # type: ignore[assignment]
     remember_per_hour: StrictInt = Field(None, ge=1, le=1_000_000)  # type: ignore[assignment]
     judge_model_id: StrictStr = Field(None, min_length=1, max_length=256)  # type: ignore[assignment]
+    recall_weights: RecallWeights = Field(None)  # type: ignore[assignment]
+    decay_rate_per_day: StrictFloat = Field(None, ge=0, lt=1)  # type: ignore[assignment]
+    recall_min_match: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
 
 
 class _TtlCache:

@@ -254,6 +254,12 @@ def _cross_user_requests(b: Baseline, uid: str) -> dict[str, tuple[str, str, dic
         "search-their-prefix-query": (
             "POST", "/v1/memories/search", {"json": {"namespace_prefix": ["user", uid], "query": "anything"}}),
         "search-outside-user": ("POST", "/v1/memories/search", {"json": {"namespace_prefix": ["global"]}}),
+        "recall-their-layers": ("POST", "/v1/memories/recall", {"json": {"query": "anything",
+                                                                          "identifiers": {"user_id": uid}}}),
+        "recall-their-prefix": ("POST", "/v1/memories/recall", {"json": {"query": "anything",
+                                                                          "namespace_prefix": ["user", uid]}}),
+        "recall-their-layer-by-name": ("POST", "/v1/memories/recall", {"json": {
+            "query": "anything", "layers": ["user"], "identifiers": {"user_id": uid}}}),
         "list-their-prefix": ("GET", "/v1/memories/namespaces", {"params": [("prefix", "user"), ("prefix", uid)]}),
         "list-outside-user": ("GET", "/v1/memories/namespaces", {"params": [("prefix", "global")]}),
     }
@@ -261,6 +267,7 @@ def _cross_user_requests(b: Baseline, uid: str) -> dict[str, tuple[str, str, dic
 
 CROSS_USER = ["get", "get-absent", "overwrite", "write-new", "write-top-level", "write-outside-user", "delete",
               "search-their-prefix", "search-their-subtree", "search-their-prefix-query", "search-outside-user",
+              "recall-their-layers", "recall-their-prefix", "recall-their-layer-by-name",
               "list-their-prefix", "list-outside-user"]
 
 

@@ -481,3 +481,21 @@ def test_fake_refuses_the_network(aws):
     install_query_vectors_fake(local)
     with pytest.raises(NetworkRefused):
         local.list_vectors(vectorBucketName=BUCKET, indexName=INDEX)
+
+
+def test_vectors_of_reads_stored_vectors_100_keys_a_call(aws):
+    """Recall's near-duplicate check reads the stored vectors (GetVectors, returnData) instead of
+    embedding the finalists again."""
+    gets = count_calls(aws, "GetVectors")
+    fields = [f"f{i}" for i in range(150)]
+    put(aws, vectors=[(f, [3.0, 4.0, 0, 0, 0, 0, 0, 0]) for f in fields])
+    found = aws.index.vectors_of("acme", [(MEMORY_A, f) for f in fields] + [(MEMORY_B, "f0")])
+    assert gets == [100, 51]
+    assert set(found) == {(MEMORY_A, f) for f in fields}  # an absent vector is left out
+    assert found[(MEMORY_A, "f7")] == pytest.approx([0.6, 0.8, 0, 0, 0, 0, 0, 0])  # unit length
+
+
+def test_vectors_of_cannot_name_another_tenants_vector(aws):
+    put(aws, tenant="tenant-a")
+    assert aws.index.vectors_of("tenant-b", [(MEMORY_A, "text")]) == {}
+    assert aws.index.vectors_of("tenant-a", [(MEMORY_A, "text")]) == {(MEMORY_A, "text"): pytest.approx(e(0))}

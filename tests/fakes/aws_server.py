@@ -294,6 +294,7 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
             threads.append(_every(EXPIRE_INTERVAL, expire, stop, "dynamodb-ttl"))
             # The remember queue's event source mapping: SQS -> the remember Lambda.
             threads.append(_every(DRAIN_INTERVAL, stack.run_remember_jobs, stop, "sqs-remember"))
+            threads.append(_every(DRAIN_INTERVAL, stack.app.accesses.flush, stop, "recall-accesses"))  # the Lambda's thread
             print(f"memsvc (aws on moto): keys in {data_dir}, embedder {stack.app.embedder.model_id}",
                   file=sys.stderr)
             print(f"memsvc (aws on moto): listening on http://{host}:{port}", file=sys.stderr)

@@ -436,7 +436,7 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
         "bedrock": _calls("memsvc/adapters/aws/titan.py", (r"self\._client\.(\w+)\(",)),
     }
     assert calls["dynamodb"] == {"GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem"}
-    assert calls["s3vectors"] == {"PutVectors", "DeleteVectors", "QueryVectors", "GetIndex"}
+    assert calls["s3vectors"] == {"PutVectors", "DeleteVectors", "QueryVectors", "GetVectors", "GetIndex"}
     assert calls["kms"] == {"GenerateDataKey", "Decrypt"}
     assert calls["bedrock"] == {"InvokeModel"}
     granted = {action for action, _ in _grants(built, "ApiServiceRole")}

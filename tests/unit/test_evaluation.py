@@ -215,8 +215,8 @@ def test_without_mlflow_installed_the_run_says_how_to_get_it(monkeypatch):
 
 
 def test_the_harness_needs_nothing_beyond_the_standard_library_but_its_optional_extras():
-    """`memsvc eval` runs with `memsvc[local]` alone: http.client, not httpx; tiktoken and MLflow
-    only when their extras are installed."""
+    """`memsvc eval` runs with `memsvc[local]` alone: http.client, not httpx; tokens counted by
+    the service's own tokenizer (`memsvc.tokens`); MLflow only when its extra is installed."""
     import ast
     from pathlib import Path
 
@@ -225,4 +225,4 @@ def test_the_harness_needs_nothing_beyond_the_standard_library_but_its_optional_
     tree = ast.parse(Path(memsvc.evaluation.__file__).read_text())
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert names - set(sys.stdlib_module_names) == {"memsvc", "tiktoken", "tiktoken_ext", "mlflow"}
+    assert names - set(sys.stdlib_module_names) == {"memsvc", "mlflow"}

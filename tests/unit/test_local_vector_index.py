@@ -39,3 +39,11 @@ def test_prefix_and_tenant_bound_and_durable(tmp_path):
     reopened = index(tmp_path)
     assert [h.memory_id for h in reopened.query("t", (), Filter(), v, 10)] == ["m1"]
     assert [h.key for h in reopened.query("u", (), Filter(), v, 10)] == ["c"]
+
+
+def test_vectors_of_returns_stored_unit_vectors_of_that_tenant_only(tmp_path):
+    vectors = index(tmp_path, 2)
+    vectors.put_many([VectorWrite("t1", ("a",), "k", "m1", 1, {}, (("f", [3.0, 4.0]),))])
+    assert vectors.vectors_of("t1", [("m1", "f"), ("m1", "g"), ("m2", "f")]) == {("m1", "f"): [0.6000000238418579,
+                                                                                      0.800000011920929]}
+    assert vectors.vectors_of("t2", [("m1", "f")]) == {}

@@ -34,10 +34,14 @@ def test_the_document_says_what_the_parser_refuses():
     assert settings["additionalProperties"] is False and set(settings["properties"]) == {
         "max_depth", "tombstone_retention_days", "keyword_index", "semantic_auto_update", "semantic_check_low",
         "episodic_auto_update", "episodic_check_low", "episodic_merge_window_hours", "neighbors_k",
-        "remember_per_hour", "judge_model_id"}
+        "remember_per_hour", "judge_model_id", "recall_weights", "decay_rate_per_day", "recall_min_match"}
     remember = SCHEMAS["RememberBody"]
     assert remember["additionalProperties"] is False and remember["required"] == ["content"]
     assert remember["properties"]["content"]["pattern"] == r"\S"
+    recall = SCHEMAS["RecallBody"]
+    assert recall["additionalProperties"] is False and recall["required"] == ["query"]
+    assert (recall["properties"]["limit"]["minimum"], recall["properties"]["limit"]["maximum"]) == (1, 50)
+    assert recall["properties"]["token_budget"]["maximum"] == 8000
     get_params = {p["name"]: p for p in DOC["paths"]["/v1/memories"]["get"]["parameters"]}
     assert get_params["ns"]["required"] and get_params["ns"]["schema"]["minItems"] == 1
     assert get_params["key"]["schema"]["minLength"] == 1

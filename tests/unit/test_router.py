@@ -85,3 +85,25 @@ def test_the_local_server_hands_a_non_utf8_body_over_as_api_gateway_does():
     event = build_event(method="PUT", path="/", raw_query="", headers={}, source_ip="::1", authorizer=None,
                         body="é".encode())
     assert (event["body"], event["isBase64Encoded"]) == ("é", False)
+
+
+def test_recall_answers_the_contracts_shape(local_app):
+    body = {"namespace": ["user", "alice", "memories"], "key": "tea", "index_fields": ["content"],
+            "value": {"content": "alice drinks green tea", "type": "preference", "source": "chat"}}
+    assert call(local_app, "PUT", "/v1/memories", body=body, claims=ALICE)[0] == 200
+    local_app.workers.run_cycle("indexer")
+    status, answer, headers = call(local_app, "POST", "/v1/memories/recall", body={"query": "green tea"}, claims=ALICE)
+    assert status == 200
+    [memory] = answer["memories"]
+    assert {"id", "namespace", "key", "layer", "content", "type", "relevance", "match", "importance", "pinned", "tags",
+            "category", "source", "created_at", "updated_at"} <= set(memory)
+    assert (memory["layer"], memory["content"], memory["type"], memory["source"]) == (
+        "user", "alice drinks green tea", "preference", "chat")
+    assert set(answer["metadata"]) >= {"count", "total_count", "truncated", "token_count", "token_budget",
+                                       "searched_layers", "query_embedding_ms", "retrieval_ms"}
+    assert answer["metadata"]["count"] == 1 and answer["metadata"]["token_budget"] == 1000
+    assert answer["metadata"]["retrieval_ms"] > 0
+    status, answer, _ = call(local_app, "POST", "/v1/memories/recall", body={"query": "x", "layers": ["session"]},
+                             claims=ALICE)
+    assert status == 400 and answer["error"]["code"] == "MISSING_IDENTIFIER"
+    assert answer["error"]["details"] == {"layer": "session", "missing": ["session_id"]}

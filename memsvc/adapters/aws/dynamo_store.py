@@ -147,6 +147,25 @@ class DynamoItemStore:
             {":f": {"S": json.dumps(list(fields))}, ":c": {"S": "index"}},
         )
 
+    def record_accesses(self, tenant, accesses, at):
+        """One conditional UpdateItem per key: the count is added only while the row still holds
+        that memory. No new version, so the stream's MODIFY is no change (`change_from_stream_record`)."""
+        for ns, key, memory_id, count in accesses:
+            try:
+                self._db.update_item(
+                    TableName=self._table, Key=_key(tenant, encode_namespace(ns), key),
+                    UpdateExpression="ADD #acc :n SET #lat = :t, #chg = :c",
+                    ConditionExpression="#id = :id AND attribute_not_exists(#del)",
+                    ExpressionAttributeNames={"#acc": "acc", "#lat": "lat", "#chg": "chg", "#id": "id", "#del": "del"},
+                    ExpressionAttributeValues={":n": {"N": str(count)}, ":t": {"N": str(to_epoch_us(at))},
+                                               ":c": {"S": "access"}, ":id": {"S": memory_id}},
+                )
+            except ClientError as exc:
+                if exc.response["Error"]["Code"] != "ConditionalCheckFailedException":  # moved on: not counted
+                    raise aws_error(exc, service="DynamoDB", operation="UpdateItem") from None
+            except BotoCoreError as exc:
+                raise aws_error(exc, service="DynamoDB", operation="UpdateItem") from None
+
     def refresh_expiry(self, tenant, namespace, key, *, version, expires_at):
         exp = to_epoch_us(expires_at)
         return self._update_if_current(
@@ -347,6 +366,10 @@ class DynamoItemStore:
             row["tts"] = {"N": str(item.ttl_seconds)}
         if item.indexed_fields is not None:
             row["idx"] = {"S": json.dumps(list(item.indexed_fields))}
+        if item.access_count:
+            row["acc"] = {"N": str(item.access_count)}
+        if item.last_accessed_at is not None:
+            row["lat"] = {"N": str(to_epoch_us(item.last_accessed_at))}
         if item.action is not None:
             row["rma"] = {"S": item.action}  # what remember did (plaintext: the outcome, not the content)
         if item.deleted is not None:
@@ -433,6 +456,8 @@ def _item(row: dict[str, Any]) -> StoredItem:
         deleted=r.get("del"),
         ttl_seconds=int(r["tts"]) if "tts" in r else None,
         indexed_fields=tuple(json.loads(r["idx"])) if "idx" in r else None,
+        access_count=int(r.get("acc", 0)),
+        last_accessed_at=from_epoch_us(int(r["lat"])) if "lat" in r else None,
         action=r.get("rma"),
     )
 

@@ -51,6 +51,7 @@ __all__ = [
     "NON_FILTERABLE_METADATA_KEYS",
     "MAX_TOP_K",
     "MAX_WRITE_BATCH",
+    "MAX_GET_BATCH",
     "MAX_FILTERABLE_METADATA_BYTES",
     "MAX_METADATA_BYTES",
     "MAX_METADATA_KEYS",
@@ -65,6 +66,7 @@ NON_FILTERABLE_METADATA_KEYS = ("namespace", "key", "memory_id", "version", "fie
 ATTRIBUTE_PREFIX = "pa."
 MAX_TOP_K = 100  # QueryVectors topK
 MAX_WRITE_BATCH = 500  # vectors per PutVectors / keys per DeleteVectors
+MAX_GET_BATCH = 100  # keys per GetVectors
 MAX_FILTERABLE_METADATA_BYTES = 2048  # "Filterable metadata must have at most 2048 bytes"
 MAX_METADATA_BYTES = 40 * 1024  # filterable + non-filterable
 MAX_METADATA_KEYS = 50
@@ -168,6 +170,22 @@ class S3VectorsIndex:
             params["nextToken"] = response["nextToken"]
         hits.sort(key=lambda h: -h.score)  # already ranked by distance; stable for ties
         return hits
+
+    def vectors_of(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
+        """`GetVectors` with `returnData`, up to 100 keys a call. The keys are derived from
+        (tenant, memory id, field), so another tenant's vectors cannot be named."""
+        by_key = {vector_key(tenant, memory_id, field): (memory_id, field) for memory_id, field in refs}
+        out: dict[tuple[str, str], list[float]] = {}
+        for chunk in _chunks(list(by_key), MAX_GET_BATCH):
+            response = self._call("GetVectors", self._client.get_vectors, keys=chunk, returnData=True,
+                                  returnMetadata=False)
+            for found in response.get("vectors", []):
+                ref = by_key.get(found.get("key"))
+                data = (found.get("data") or {}).get("float32")
+                if ref is not None and data:
+                    norm = math.sqrt(sum(x * x for x in data)) or 1.0
+                    out[ref] = [x / norm for x in data]
+        return out
 
     @property
     def short_page_is_end(self) -> bool:

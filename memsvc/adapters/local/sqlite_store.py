@@ -39,6 +39,8 @@ CREATE TABLE IF NOT EXISTS items (
     deleted TEXT,
     ttl_seconds INTEGER,
     indexed_fields TEXT,
+    access_count INTEGER NOT NULL DEFAULT 0,
+    last_accessed_at INTEGER,
     PRIMARY KEY (tenant, ns, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_id ON items (tenant, id);
@@ -79,8 +81,10 @@ CREATE TABLE IF NOT EXISTS config (
 
 _COLUMNS = (
     "tenant, ns, key, id, version, value_ct, attributes_ct, policy_attributes, index_fields, "
-    "created_at, updated_at, expires_at, deleted, ttl_seconds, indexed_fields"
+    "created_at, updated_at, expires_at, deleted, ttl_seconds, indexed_fields, access_count, last_accessed_at"
 )
+# Columns added after the first release: a data directory made before them gets them at open.
+_ADDED_COLUMNS = {"access_count": "INTEGER NOT NULL DEFAULT 0", "last_accessed_at": "INTEGER"}
 
 
 class SqliteItemStore:
@@ -90,6 +94,11 @@ class SqliteItemStore:
         self._db = SqliteFile(path, _SCHEMA)
         self._conn = self._db.conn
         self._tx = self._db.tx
+        with self._tx() as conn:
+            present = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
+            for column, declaration in _ADDED_COLUMNS.items():
+                if column not in present:
+                    conn.execute(f"ALTER TABLE items ADD COLUMN {column} {declaration}")
         for name in consumers:
             self._conn().execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
         with self._tx() as conn:
@@ -152,7 +161,7 @@ class SqliteItemStore:
                     "the memory changed while this write was in flight",
                     details={"expected_version": expected, "current_version": current},
                 )
-            conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 15)})", _row(item))
+            conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 17)})", _row(item))
             _count_usage(conn, before, item)
             conn.execute(
                 "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
@@ -188,6 +197,18 @@ class SqliteItemStore:
             (tenant, to_epoch_us(now), limit),
         ).fetchall()
         return [_item(r) for r in rows]
+
+    def record_accesses(self, tenant, accesses, at):
+        """Add each count to the key's row if the row still holds that memory (live); one
+        transaction, no new version, no change record."""
+        with self._tx() as conn:
+            conn.executemany(
+                "UPDATE items SET access_count = access_count + ?, "
+                "last_accessed_at = max(coalesce(last_accessed_at, 0), ?) "
+                "WHERE tenant = ? AND ns = ? AND key = ? AND id = ? AND deleted IS NULL",
+                [(count, to_epoch_us(at), tenant, encode_namespace(ns), key, memory_id)
+                 for ns, key, memory_id, count in accesses],
+            )
 
     def refresh_expiry(self, tenant, namespace, key, *, version, expires_at):
         with self._tx() as conn:
@@ -408,6 +429,8 @@ def _row(item: StoredItem) -> tuple[Any, ...]:
         item.deleted,
         item.ttl_seconds,
         json.dumps(list(item.indexed_fields)) if item.indexed_fields is not None else None,
+        item.access_count,
+        to_epoch_us(item.last_accessed_at) if item.last_accessed_at else None,
     )
 
 
@@ -428,4 +451,6 @@ def _item(row: Sequence[Any]) -> StoredItem:
         deleted=row[12],
         ttl_seconds=row[13],
         indexed_fields=tuple(json.loads(row[14])) if row[14] is not None else None,
+        access_count=row[15],
+        last_accessed_at=from_epoch_us(row[16]) if row[16] is not None else None,
     )

@@ -200,6 +200,17 @@ class LocalVectorIndex:
                     return hits
                 k = min(rows.size, k * 4)
 
+    def vectors_of(self, tenant, refs):
+        with self._lock:
+            t = self._tenants.get(tenant)
+            out: dict[tuple[str, str], list[float]] = {}
+            for memory_id, field_name in refs:
+                memory = t.memories.get(memory_id) if t else None
+                slot = memory.slots.get(field_name) if memory else None
+                if slot is not None:
+                    out[(memory_id, field_name)] = t.matrix[slot].tolist()
+            return out
+
     @staticmethod
     def _hits(t: _TenantVectors, rows, scores, order, pushdown: Filter, top_k: int) -> list[VectorHit]:
         hits: list[VectorHit] = []

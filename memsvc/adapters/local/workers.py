@@ -1,6 +1,6 @@
 """Background threads of the local server: one per change-feed consumer (the indexer, the
-timeline), each draining the feed on its own, one that sweeps TTLs, and one that decides the
-queued `remember` calls (`wait: false`)."""
+timeline), each draining the feed on its own, one that sweeps TTLs and writes recall's access
+counts, and one that decides the queued `remember` calls (`wait: false`)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from memsvc.adapters.local.sqlite_store import SqliteItemStore
+from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.feed import CycleResult, FeedConsumer
 from memsvc.service.sweeper import Sweeper
 
@@ -23,6 +24,7 @@ class BackgroundWorkers:
         consumers: Sequence[FeedConsumer],
         sweeper: Sweeper,
         store: SqliteItemStore,
+        accesses: AccessRecorder,
         *,
         index_interval: float = 0.5,
         sweep_interval: float = 1.0,
@@ -34,6 +36,7 @@ class BackgroundWorkers:
         self._jobs_lock = threading.Lock()
         self._sweeper = sweeper
         self._store = store
+        self._accesses = accesses
         self._interval = index_interval
         self._sweep_interval = sweep_interval
         self._cycle_locks = {name: threading.Lock() for name in self._consumers}
@@ -55,6 +58,7 @@ class BackgroundWorkers:
         self.wake()
         for t in self._threads:
             t.join(timeout=10)
+        self._accesses.flush()  # a clean stop loses no access count
 
     def wake(self) -> None:
         for event in self._wakes.values():
@@ -107,3 +111,4 @@ class BackgroundWorkers:
                 self._store.prune_changes()
             except Exception:
                 log.exception("sweeper cycle failed")
+            self._accesses.flush()  # logs its own failures

@@ -1,0 +1,299 @@
+"""`POST /v1/memories/recall`: the agent's `query_memory` (API-AGENT.md "recall", seeds 001, 002, 004).
+
+One query, many layers: each layer's namespace is authorized like a search, all are searched
+side by side (the search service's hybrid retrieval, one embedding of the query for all), and
+what they find is scored with the composite relevance, collapsed across near-duplicates, sorted
+and fitted to a token budget (`memsvc.core.recall_ranking`). Every memory returned counts as an
+access, tallied off the request path (`AccessRecorder`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
+
+from memsvc.core.errors import Forbidden, InvalidArgument
+from memsvc.core.filters import parse_filter
+from memsvc.core.keywords import analyze
+from memsvc.core.layers import LAYERS, Layer, accessible_layers, layer_namespace, layer_of, resolve_identifiers
+from memsvc.core.models import Caller, Memory
+from memsvc.core.namespaces import encode_namespace, is_under
+from memsvc.core.paths import extract_texts
+from memsvc.core.recall_ranking import Weights, collapse_near_duplicates, fill_budget, recency, relevance
+from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
+from memsvc.core.validation import Command, NamespacePrefix
+from memsvc.ports import Clock, VectorIndex
+from memsvc.service.access import Access
+from memsvc.service.access_recorder import AccessRecorder
+from memsvc.service.sealing import Sealer
+from memsvc.service.search import FilterPlan, Ranked, Search
+from memsvc.tokens import count_tokens, cut_to_tokens
+
+__all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult", "MAX_QUERY_CHARS"]
+
+log = logging.getLogger(__name__)
+
+MAX_QUERY_CHARS = 8192  # seed 004: longer queries are cut, not refused
+NEUTRAL_IMPORTANCE = 0.5  # what a plain item (no importance of its own) counts as: the typed default
+# What each layer hands over, by match, before the composite ranks them: the page, and a few more
+# for the superseded memories and near-duplicates that recall leaves out after the search (the
+# types filter is applied within the search). Every candidate is read and decrypted, so few.
+CANDIDATE_SLACK = 5
+# Near-duplicates are looked for among the best 2 x limit results: a returned memory is never a
+# near-duplicate of another returned one, and the cost stays a few hundred vector comparisons.
+DEDUP_POOL_PER_LIMIT = 2
+_NO_LAYER = len(LAYERS) + 1  # a namespace outside every layer ranks after company
+
+
+class RecallQuery(Command):
+    """`POST /v1/memories/recall`."""
+
+    query: StrictStr = Field(pattern=r"\S", description="what to recall; cut to 8,192 characters")
+    layers: list[StrictStr] | None = Field(
+        None, min_length=1, description="layers to search (default: every layer the identifiers give)")
+    identifiers: dict[StrictStr, StrictStr | None] | None = Field(
+        None, description="agent_id, user_id (default: the caller), session_id, project_id, team_id, org_id")
+    namespace_prefix: NamespacePrefix | None = Field(
+        None, description="search this subtree instead of layers (not with layers or identifiers)")
+    types: list[Literal["fact", "preference", "decision", "note"]] | None = Field(
+        None, min_length=1, description="only typed memories of these types")
+    limit: StrictInt = Field(10, ge=1, le=50)
+    min_score: StrictFloat = Field(0.3, ge=0, le=1, description="leave out memories of lower relevance")
+    token_budget: StrictInt = Field(1000, ge=1, le=8000, description="cl100k_base tokens of content, at most")
+    mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
+    order: Literal["relevance", "precedence"] = Field(
+        "relevance", description="relevance, or precedence: the most specific layer first, then relevance")
+    include_superseded: StrictBool = False
+
+
+@dataclass(frozen=True)
+class Recalled:
+    memory: Memory
+    layer: str | None
+    content: str
+    type: str | None
+    relevance: float
+    match: float
+    importance: float | None
+    pinned: bool
+    tags: tuple[str, ...]
+    category: str | None
+    source: str | None
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    memories: list[Recalled]
+    total_count: int
+    truncated: bool
+    token_count: int
+    token_budget: int
+    searched_layers: list[str]
+    query_embedding_ms: float
+    retrieval_ms: float
+
+
+@dataclass(frozen=True)
+class _Scope:
+    layer: Layer | None  # None: an explicit namespace_prefix
+    prefix: tuple[str, ...]
+    plan: FilterPlan
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    recalled: Recalled
+    content_field: str  # the keyed hash of the content's path: its vector's name in the index
+    precedence: int
+
+
+class Recall:
+    def __init__(self, *, search: Search, access: Access, vectors: VectorIndex, sealer: Sealer, clock: Clock,
+                 accesses: AccessRecorder) -> None:
+        self._search = search
+        self._access = access
+        self._vectors = vectors
+        self._sealer = sealer
+        self._clock = clock
+        self._accesses = accesses
+        self._pool = ThreadPoolExecutor(max_workers=len(LAYERS), thread_name_prefix="recall")
+
+    def recall(self, caller: Caller, q: RecallQuery, *, request_id: str = "") -> RecallResult:
+        started = time.perf_counter()
+        query = q.query[:MAX_QUERY_CHARS]
+        scopes = self._scopes(caller, q)
+        settings = self._access.settings_of(caller)
+        embedded = time.perf_counter()
+        vector = self._search.embed(query) if scopes and q.mode != "keyword" else None
+        retrieving = time.perf_counter()
+        per_layer = q.limit + CANDIDATE_SLACK
+        found = list(self._pool.map(
+            lambda s: self._search.ranked(caller.tenant_id, s.prefix, s.plan, query, mode=q.mode, limit=per_layer,
+                                          embed=lambda: vector),
+            scopes))
+        retrieved = time.perf_counter()
+
+        now = self._clock.now()
+        weights = Weights(**settings.recall_weights.model_dump())
+        candidates = [c for ranked in found for r in ranked
+                      if (c := self._candidate(caller.tenant_id, r, q, query, weights, settings.decay_rate_per_day,
+                                               settings.recall_min_match, now)) is not None]
+        matches = self._sorted(self._collapsed(caller.tenant_id, candidates, q.limit), q.order)
+        page = matches[: q.limit]
+        budget = fill_budget([c.recalled.content for c in page], q.token_budget, count_tokens, cut_to_tokens)
+        returned = [c.recalled for c in page[: budget.taken]]
+        if budget.cut is not None:
+            returned[-1] = dataclasses.replace(returned[-1], content=budget.cut, truncated=True)
+        if returned:
+            self._accesses.record(caller.tenant_id, [(r.memory.namespace, r.memory.key, r.memory.id)
+                                                     for r in returned], now)
+        result = RecallResult(
+            memories=returned,
+            total_count=len(matches),
+            truncated=budget.cut is not None or len(returned) < len(page),
+            token_count=budget.token_count,
+            token_budget=q.token_budget,
+            searched_layers=[s.layer.name for s in scopes if s.layer is not None],
+            query_embedding_ms=round((retrieving - embedded) * 1000, 3),
+            retrieval_ms=round((retrieved - retrieving) * 1000, 3),
+        )
+        # Never the query or a memory's content: a hash lets one recall be matched to another.
+        log.info("recall", extra={
+            "request_id": request_id, "tenant": caller.tenant_id,
+            "query_sha256": hashlib.sha256(query.encode("utf-8")).hexdigest()[:16],
+            "result_count": len(returned), "total_count": result.total_count,
+            "searched_layers": result.searched_layers,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 3),
+        })
+        return result
+
+    def _scopes(self, caller: Caller, q: RecallQuery) -> list[_Scope]:
+        """What to search, each authorized as a search (`Access.scope`). A layer asked for by
+        name that the caller may not search is a 403; one that only came with the default set
+        is left out (the identifiers name it, but the policies keep it from this caller)."""
+        plan_filter = _types_filter(q.types)
+        if q.namespace_prefix is not None:
+            if q.layers is not None or q.identifiers is not None:
+                raise InvalidArgument("give namespace_prefix or layers and identifiers, not both",
+                                      details={"field": "namespace_prefix"})
+            prefix = self._access.namespace_to_read(caller, q.namespace_prefix, allow_empty=True)
+            scope, pushdown = self._access.scope(caller, "search", prefix, plan_filter.to_json())
+            return [_Scope(None, scope, FilterPlan(pushdown, plan_filter))]
+        identifiers = resolve_identifiers(caller, q.identifiers)
+        layers = accessible_layers(identifiers, q.layers)
+        scopes = []
+        for layer in layers:
+            namespace = self._access.namespace_to_read(caller, layer_namespace(layer, identifiers))
+            try:
+                scope, pushdown = self._access.scope(caller, "search", namespace, plan_filter.to_json())
+                if not is_under(encode_namespace(scope), namespace):  # narrowed outside the layer
+                    raise Forbidden(f"not allowed to search the {layer.name} layer")
+            except Forbidden:
+                if q.layers is not None:
+                    raise
+                continue
+            scopes.append(_Scope(layer, scope, FilterPlan(pushdown, plan_filter)))
+        return scopes
+
+    def _candidate(self, tenant: str, r: Ranked, q: RecallQuery, query: str, weights: Weights, decay: float,
+                   min_match: float, now: datetime) -> _Candidate | None:
+        memory = r.memory
+        message = _is_session_message(memory.namespace)  # a message's {role, content} is no typed memory
+        typed = None if message else TypedMemory.from_value(memory.value)
+        if q.types is not None and (typed is None or typed.type not in q.types):
+            return None
+        if typed is not None and typed.superseded and not q.include_superseded:
+            return None
+        match = max(0.0, memory.score or 0.0)  # a semantic-mode cosine can be negative
+        if match < min_match:
+            return None  # no match, however important, recent or pinned
+        if typed is not None:
+            content, path = typed.content, CONTENT_FIELDS[0]
+        else:
+            content, path = self._best_text(tenant, memory.value, r.field, query)
+        importance = typed.importance if typed is not None else NEUTRAL_IMPORTANCE
+        pinned = typed.pinned if typed is not None else False
+        score = relevance(weights, match=match, importance=importance,
+                          recency=recency(memory.updated_at, now, decay), pinned=pinned)
+        if score < q.min_score:
+            return None
+        layer = layer_of(memory.namespace)
+        recalled = Recalled(
+            memory=memory,
+            layer=layer.name if layer else None,
+            content=content,
+            type=typed.type if typed is not None else ("message" if message else None),
+            relevance=round(score, 6),
+            match=round(match, 6),
+            importance=typed.importance if typed is not None else None,
+            pinned=pinned,
+            tags=typed.tags if typed is not None else (),
+            category=typed.category if typed is not None else None,
+            source=typed.source if typed is not None else None,
+        )
+        return _Candidate(recalled, self._sealer.field_id(tenant, path), layer.precedence if layer else _NO_LAYER)
+
+    def _best_text(self, tenant: str, value: dict[str, Any], field: str | None, query: str) -> tuple[str, str]:
+        """A plain item's content: the indexed text whose vector matched best, or (found by
+        keywords alone) the text sharing the most query terms."""
+        texts = extract_texts(value, None)
+        if field is not None:
+            for path, text in texts:
+                if self._sealer.field_id(tenant, path) == field:
+                    return text, path
+        terms = set(analyze(query))
+        path, text = max(texts, key=lambda pt: len(terms & set(analyze(pt[1]))), default=("", ""))
+        return text, path
+
+    def _collapsed(self, tenant: str, candidates: list[_Candidate], limit: int) -> list[_Candidate]:
+        """Near-duplicates (cosine >= 0.95 between their contents' vectors) collapsed to the most
+        specific layer's copy, among the best 2 x limit by relevance; the rest pass as they are.
+        The vectors are the index's own (`vectors_of`): a lookup of stored vectors, where
+        re-embedding the finalists would cost an embedding call (on AWS, a Titan call per text)."""
+        by_relevance = sorted(candidates, key=lambda c: -c.recalled.relevance)
+        pool, rest = by_relevance[: DEDUP_POOL_PER_LIMIT * limit], by_relevance[DEDUP_POOL_PER_LIMIT * limit:]
+        if len(pool) < 2:
+            return candidates
+        vectors = self._vectors.vectors_of(tenant, [(c.recalled.memory.id, c.content_field) for c in pool])
+        kept = collapse_near_duplicates(
+            [c.recalled.memory.id for c in pool],
+            {c.recalled.memory.id: c.precedence for c in pool},
+            {c.recalled.memory.id: c.recalled.relevance for c in pool},
+            {c.recalled.memory.id: v for c in pool if (v := vectors.get((c.recalled.memory.id, c.content_field)))},
+        )
+        return [c for c in pool if c.recalled.memory.id in kept] + rest
+
+    @staticmethod
+    def _sorted(candidates: Sequence[_Candidate], order: str) -> list[_Candidate]:
+        def newest(c: _Candidate) -> float:
+            return -c.recalled.memory.updated_at.timestamp()
+
+        if order == "precedence":  # seed 001: layer precedence first, then the score
+            return sorted(candidates, key=lambda c: (c.precedence, -c.recalled.relevance, newest(c)))
+        return sorted(candidates, key=lambda c: (-c.recalled.relevance, c.precedence, newest(c)))
+
+
+def _types_filter(types: Sequence[str] | None):
+    """The types condition, checked by the search on each decrypted value (so each layer's
+    candidates are of those types): a value without `type` is a fact (TypedMemory)."""
+    others = [t for t in MEMORY_TYPES if t not in (types or MEMORY_TYPES)]
+    if not others:
+        return parse_filter({})
+    if "fact" in types:
+        return parse_filter({"type": {"nin": others}})
+    return parse_filter({"type": {"in": list(types)}})
+
+
+def _is_session_message(namespace: Sequence[str]) -> bool:
+    """`["user", U, "sessions", S, "messages"]`: where session messages are kept (API-AGENT.md)."""
+    return len(namespace) == 5 and namespace[0] == "user" and namespace[2] == "sessions" and namespace[4] == "messages"
