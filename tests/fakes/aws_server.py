@@ -40,8 +40,9 @@ compared equal with and without them):
   writes to it). Real services are, so every call into moto is serialised by one lock
   (`_serialise_moto`). Conditional writes keep their own atomicity (`aws_stack._AtomicWrites`).
 - Speed, so that the doubled HTTP suite stays within the test budget: moto's response
-  serialiser probes every member of every DynamoDB attribute value (`_fast_attribute_values`
-  writes them directly, byte for byte the same); moto's Query sorts the whole table before
+  serialiser probes every member of every DynamoDB attribute value (`aws_stack`'s
+  `_fast_attribute_values`, which every stack installs, writes them directly, byte for byte the
+  same); moto's Query sorts the whole table before
   looking at it (`_fast_table_queries` hands it the partition, or for an index the unsorted
   table; the query orders its results itself); the TTL thread's Scan reads the due rows from
   moto's table instead of deep-copying and serialising every row every second (`_DueRowsScan`;
@@ -84,52 +85,6 @@ def _every(interval: float, work, stop: threading.Event, name: str) -> threading
     thread = threading.Thread(target=loop, name=name, daemon=True)
     thread.start()
     return thread
-
-
-class _NotWireForm(Exception):
-    pass
-
-
-def _fast_attribute_values() -> None:
-    """Serialise DynamoDB `AttributeValue`s in moto's responses directly instead of through its
-    generic, shape-driven serialiser (which probes all ten members of every attribute value
-    through alias lookups: ~1 ms per item, 2-5 ms per stream record, most of this server's CPU).
-    The output is what the generic path produces: `S`/`N`/`SS`/`NS` strings, `BOOL`/`NULL` as
-    is, `B`/`BS` through the serialiser's own base64, `M`/`L` recursively; anything else takes
-    the generic path."""
-    from moto.core import serialize
-
-    generic = serialize.BaseJSONSerializer._serialize_type_structure
-
-    def wire(serializer, value):
-        if isinstance(value, dict) and len(value) == 1:
-            ((kind, x),) = value.items()
-            if kind in ("S", "N") and isinstance(x, str):
-                return {kind: x}
-            if kind in ("BOOL", "NULL") and isinstance(x, bool):
-                return {kind: x}
-            if kind == "B" and isinstance(x, (bytes, str)):
-                return {kind: serializer._base64(x)}
-            if kind in ("SS", "NS") and isinstance(x, list) and all(isinstance(v, str) for v in x):
-                return {kind: list(x)}
-            if kind == "BS" and isinstance(x, list) and all(isinstance(v, (bytes, str)) for v in x):
-                return {kind: [serializer._base64(v) for v in x]}
-            if kind == "M" and isinstance(x, dict):
-                return {kind: {k: wire(serializer, v) for k, v in x.items()}}
-            if kind == "L" and isinstance(x, list):
-                return {kind: [wire(serializer, v) for v in x]}
-        raise _NotWireForm
-
-    def serialize_structure(self, serialized, value, shape, key):
-        if key and shape.name == "AttributeValue":
-            try:
-                self._default_serialize(serialized, wire(self, value), shape, key)
-                return
-            except _NotWireForm:
-                pass
-        generic(self, serialized, value, shape, key)
-
-    serialize.BaseJSONSerializer._serialize_type_structure = serialize_structure
 
 
 def _fast_table_queries() -> None:
@@ -266,7 +221,6 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
-    _fast_attribute_values()
     _fast_table_queries()
     # `titan`: the production TitanEmbedder against the Titan fake (a hashed bag of words, 1024
     # dims), as `memsvc eval` on AWS is reported; otherwise MiniLM, which ranks by meaning.

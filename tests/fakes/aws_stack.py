@@ -27,12 +27,21 @@ session that is seconds per call and gigabytes of copies. While a stack is up,
 items the transaction touches (and the stream's length), and rolls back in place. Likewise
 moto's EventBridge compiles the same eight JSONPath expressions (with a fresh parser) for every
 event it hands a target; `_cached_jsonpath` keeps the compiled ones.
+
+Building a stack is most of what an AWS test costs, and two things made it slow without
+testing anything. moto sets boto3's default session aside, so `boto3.client` made a session
+per stack, which loaded and parsed every client's service model and the endpoint rules again;
+the stacks' clients now come from one `_session()`. moto serialises each DynamoDB attribute
+value of a response through a generic, shape-driven path (`_fast_attribute_values` writes the
+same bytes directly: a third of a stream-heavy test's time). And moto's KMS generates an RSA-2048 key
+pair for every key it creates, even a symmetric one, which never uses it (`_no_rsa_for_symmetric_keys`).
 """
 
 from __future__ import annotations
 
 import base64
 import copy
+import functools
 import json
 import os
 import threading
@@ -417,12 +426,88 @@ def _item_rollback_transactions() -> Iterator[None]:
         ddb_models.copy = saved_copy
 
 
+@functools.cache
+def _session() -> boto3.Session:
+    """The stacks' one boto3 session: it keeps the service models it has loaded. Each client
+    copies the session's event hooks, so what a test installs on one stack's clients (fakes,
+    injected failures) never reaches another stack's."""
+    return boto3.Session(region_name=REGION)
+
+
+@contextmanager
+def _no_rsa_for_symmetric_keys() -> Iterator[None]:
+    """moto's KMS `Key` generates an RSA-2048 private key whatever its spec (~0.1 s, often more),
+    and only asymmetric keys ever use it (sign, verify, GetPublicKey); a symmetric key encrypts
+    with its own key material. A symmetric key gets no pair; any other spec gets one as before."""
+    from moto.kms import models as kms_models
+
+    original = kms_models.generate_private_key
+
+    def generate(key_spec: str) -> Any:
+        return None if key_spec == "SYMMETRIC_DEFAULT" else original(key_spec)
+
+    kms_models.generate_private_key = generate
+    try:
+        yield
+    finally:
+        kms_models.generate_private_key = original
+
+
+class _NotWireForm(Exception):
+    pass
+
+
+@contextmanager
+def _fast_attribute_values() -> Iterator[None]:
+    """Serialise DynamoDB `AttributeValue`s in moto's responses directly instead of through its
+    generic, shape-driven serialiser (which probes all ten members of every attribute value
+    through alias lookups: ~1 ms per item, 2-5 ms per stream record, most of this server's CPU).
+    The output is what the generic path produces: `S`/`N`/`SS`/`NS` strings, `BOOL`/`NULL` as
+    is, `B`/`BS` through the serialiser's own base64, `M`/`L` recursively; anything else takes
+    the generic path."""
+    from moto.core import serialize
+
+    generic = serialize.BaseJSONSerializer._serialize_type_structure
+
+    def wire(serializer, value):
+        if isinstance(value, dict) and len(value) == 1:
+            ((kind, x),) = value.items()
+            if kind in ("S", "N") and isinstance(x, str):
+                return {kind: x}
+            if kind in ("BOOL", "NULL") and isinstance(x, bool):
+                return {kind: x}
+            if kind == "B" and isinstance(x, (bytes, str)):
+                return {kind: serializer._base64(x)}
+            if kind in ("SS", "NS") and isinstance(x, list) and all(isinstance(v, str) for v in x):
+                return {kind: list(x)}
+            if kind == "BS" and isinstance(x, list) and all(isinstance(v, (bytes, str)) for v in x):
+                return {kind: [serializer._base64(v) for v in x]}
+            if kind == "M" and isinstance(x, dict):
+                return {kind: {k: wire(serializer, v) for k, v in x.items()}}
+            if kind == "L" and isinstance(x, list):
+                return {kind: [wire(serializer, v) for v in x]}
+        raise _NotWireForm
+
+    def serialize_structure(self, serialized, value, shape, key):
+        if key and shape.name == "AttributeValue":
+            try:
+                self._default_serialize(serialized, wire(self, value), shape, key)
+                return
+            except _NotWireForm:
+                pass
+        generic(self, serialized, value, shape, key)
+
+    serialize.BaseJSONSerializer._serialize_type_structure = serialize_structure
+    try:
+        yield
+    finally:
+        serialize.BaseJSONSerializer._serialize_type_structure = generic
+
+
 @contextmanager
 def _cached_jsonpath() -> Iterator[None]:
     """moto's EventBridge parses its fixed input paths (`$.detail`, `$.source`, ...) anew for every
     event and target, ~10 ms each time; compiled expressions are immutable, so keep them."""
-    import functools
-
     import jsonpath_ng.ext
 
     original = jsonpath_ng.ext.parse
@@ -446,12 +531,14 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
               default_tenant: str | None = None) -> Iterator[AwsStack]:
     fake_credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     with mock.patch.dict(os.environ, fake_credentials):
-        with mock_aws(), _item_rollback_transactions(), _cached_jsonpath():
-            clients = {name: boto3.client(name, region_name=REGION, config=Config(retries=RETRIES[name]))
+        with mock_aws(), _item_rollback_transactions(), _cached_jsonpath(), _no_rsa_for_symmetric_keys(), \
+                _fast_attribute_values():
+            session = _session()
+            clients = {name: session.client(name, region_name=REGION, config=Config(retries=RETRIES[name]))
                        for name in ("dynamodb", "s3vectors", "kms", "bedrock-runtime", "events")}
-            sqs = boto3.client("sqs", region_name=REGION)
+            sqs = session.client("sqs", region_name=REGION)
             # botocore now routes stream calls to an account-based host moto 5.2 doesn't serve
-            streams = boto3.client(
+            streams = session.client(
                 "dynamodbstreams", region_name=REGION, endpoint_url=f"https://streams.dynamodb.{REGION}.amazonaws.com")
             table = clients["dynamodb"].create_table(**table_definition(TABLE))["TableDescription"]
             clients["dynamodb"].update_time_to_live(
