@@ -11,6 +11,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,7 @@ import pytest
 from infra.config import LAMBDA_PLATFORMS, LAMBDA_PYTHON
 from infra.stack import PROJECT_ROOT
 from memsvc.tokens import CL100K_SHA256
-from layers.build import LAMBDA_UNZIPPED_LIMIT, LAYER_UNZIPPED_BUDGET, build, layer_spec, pip_command, resolve
+from layers.build import LAMBDA_UNZIPPED_LIMIT, LAYER_UNZIPPED_BUDGET, build, layer_spec, pip_command
 
 
 # Imported here because the test venv has them, and optional where the functions run.
@@ -71,27 +72,42 @@ def test_an_unpinned_dependency_is_refused(tmp_path):
         layer_spec(tmp_path)
 
 
+@dataclass(frozen=True)
+class Resolved:
+    name: str
+    version: str
+    wheel: str  # the file pip would download
+
+
 @pytest.fixture(scope="module")
-def resolved():
-    return resolve()
+def resolved() -> list[Resolved]:
+    """The layer as `layers/build.py --check` resolves it (pip --dry-run for cp312 manylinux
+    x86_64), run as the script from another directory: one resolution serves every test here."""
+    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "layers" / "build.py"), "--check"],
+                          cwd=Path("/"), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = []
+    for line in done.stdout.splitlines():
+        pinned, wheel = line.split()
+        name, version = pinned.split("==")
+        out.append(Resolved(name, version, wheel))
+    return out
 
 
 def test_layer_resolves_for_lambda_from_pins_only(resolved):
-    """pip --dry-run for cp312 manylinux x86_64: every distribution has a wheel for Lambda and
-    is pinned in constraints.txt (resolve() refuses anything else)."""
+    """Every distribution has a wheel for Lambda and is pinned in constraints.txt (resolve()
+    refuses anything else)."""
     spec = layer_spec()
-    got = {_canonical(i["metadata"]["name"]): i for i in resolved}
+    got = {_canonical(r.name): r for r in resolved}
     assert {"pydantic-core", "cffi", "botocore"} <= set(got)
     for name, item in got.items():
-        assert spec.pins[name] == item["metadata"]["version"]
-        wheel = item["download_info"]["url"].rsplit("/", 1)[-1]
-        assert wheel.endswith(".whl"), wheel
-        tags = wheel[:-4].split("-")[-3:]
-        assert tags[2] == "any" or "x86_64" in tags[2], wheel
-        assert tags[1] in ("none", "abi3", f"cp{LAMBDA_PYTHON.replace('.', '')}"), wheel
-    regorus = got["celine-regorus"]["download_info"]["url"]
-    assert "manylinux_2_34_x86_64" in regorus
-    tiktoken = got["tiktoken"]["download_info"]["url"].rsplit("/", 1)[-1]
+        assert spec.pins[name] == item.version
+        assert item.wheel.endswith(".whl"), item.wheel
+        tags = item.wheel[:-4].split("-")[-3:]
+        assert tags[2] == "any" or "x86_64" in tags[2], item.wheel
+        assert tags[1] in ("none", "abi3", f"cp{LAMBDA_PYTHON.replace('.', '')}"), item.wheel
+    assert "manylinux_2_34_x86_64" in got["celine-regorus"].wheel
+    tiktoken = got["tiktoken"].wheel
     assert "manylinux" in tiktoken and "x86_64" in tiktoken, tiktoken  # compiled (Rust): a Linux wheel
 
 
@@ -111,7 +127,7 @@ def test_functions_import_nothing_the_layer_lacks(resolved):
                           timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     top_level = json.loads(done.stdout.strip().splitlines()[-1])
-    layer = {_canonical(i["metadata"]["name"]) for i in resolved}
+    layer = {_canonical(r.name) for r in resolved}
     providers = importlib.metadata.packages_distributions()
     missing = []
     for module in top_level:
@@ -136,10 +152,3 @@ def test_layer_builds_within_its_size_budget(tmp_path, capsys):
     assert size < LAYER_UNZIPPED_BUDGET < LAMBDA_UNZIPPED_LIMIT
     assert "MiB unzipped" in capsys.readouterr().err
     sys.stdout.write(f"\nlayer size: {size / 2**20:.1f} MiB\n")
-
-
-def test_build_script_check_mode_runs():
-    done = subprocess.run([sys.executable, str(PROJECT_ROOT / "layers" / "build.py"), "--check"],
-                          cwd=Path("/"), capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "celine-regorus==" in done.stdout and "manylinux_2_34_x86_64" in done.stdout
