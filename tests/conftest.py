@@ -37,12 +37,33 @@ def clock() -> ManualClock:
     return ManualClock()
 
 
+@functools.cache
+def _token_key_pem() -> bytes:
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
+def local_data_dir(tmp_path: Path) -> Path:
+    """A fresh data dir for `build_local` that already holds a token signing key, one per session:
+    the in-process tests build an app each and mint no tokens, and generating an RSA-2048 pair was
+    half of each build (0.1-1 s). Everything else in the dir (the KEK, the databases) is new."""
+    from memsvc.adapters.local.secret_files import write_private
+
+    data_dir = tmp_path / "data"
+    write_private(data_dir / "keys" / "jwt-private.pem", _token_key_pem())
+    return data_dir
+
+
 @pytest.fixture
 def local_app(tmp_path, clock):
     """The whole local backend in-process (no HTTP, no background threads, fake embedder)."""
     from memsvc.bootstrap import build_local
 
-    app = build_local(tmp_path / "data", embedder=HashEmbedder(), clock=clock, start_workers=False)
+    app = build_local(local_data_dir(tmp_path), embedder=HashEmbedder(), clock=clock, start_workers=False)
     yield app
     app.close()
 
@@ -73,13 +94,20 @@ class LiveServer:
     backend: str = "local"  # "local": `memsvc serve`; "aws": tests/fakes/aws_server.py (moto)
 
     def token(self, sub: str, *, tenant: str | None = None, roles: list[str] | None = None, ttl: int = 3600) -> str:
-        from memsvc.adapters.local.issuer import LocalIssuer
-
-        return LocalIssuer(self.data_dir / "keys").mint(sub=sub, tenant=tenant, roles=roles, ttl_seconds=ttl)
+        return local_issuer(self.data_dir).mint(sub=sub, tenant=tenant, roles=roles, ttl_seconds=ttl)
 
     def client(self, sub: str | None = None, **kw) -> httpx.Client:
         headers = {"Authorization": f"Bearer {self.token(sub, **kw)}"} if sub else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30.0, verify=shared_ssl_context())
+
+
+@functools.cache
+def local_issuer(data_dir: Path):
+    """The server's token issuer, loaded once: loading its RSA key costs ~50 ms, and the
+    LangGraph tests mint a token or more per test."""
+    from memsvc.adapters.local.issuer import LocalIssuer
+
+    return LocalIssuer(Path(data_dir) / "keys")
 
 
 @functools.cache

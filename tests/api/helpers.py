@@ -22,18 +22,10 @@ GET_KEYS = PUT_KEYS | {"value"}
 SEARCH_ITEM_KEYS = {"id", "namespace", "key", "value", "attributes", "score", "created_at", "updated_at", "expires_at"}
 
 
-@functools.cache
-def issuer_for(data_dir: Path):
-    """The server's local token issuer, loaded once (loading the RSA key costs ~50 ms)."""
-    from memsvc.adapters.local.issuer import LocalIssuer
-
-    return LocalIssuer(Path(data_dir) / "keys")
-
-
 def token_for(server, sub: str, *, tenant: str | None = None, roles: list[str] | None = None,
               ttl: int = 3600) -> str:
-    """Same token as `server.token(...)`, without reloading the key every time."""
-    return issuer_for(server.data_dir).mint(sub=sub, tenant=tenant, roles=roles, ttl_seconds=ttl)
+    """Same token as `server.token(...)`."""
+    return server.token(sub, tenant=tenant, roles=roles, ttl=ttl)
 
 
 def client_for(server, sub: str | None, **kw: Any) -> httpx.Client:
