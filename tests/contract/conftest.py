@@ -12,6 +12,7 @@ import pytest
 
 from memsvc.adapters.aws.dynamo_store import change_from_stream_record
 from tests.fakes.aws_stack import BUCKET, INDEX, KEYWORD_TABLE, aws_stack, epoch
+from tests.conftest import local_data_dir
 from tests.fakes.embedder import HashEmbedder
 
 
@@ -111,7 +112,7 @@ def backend(request, tmp_path, clock):
     if request.param == "local":
         from memsvc.bootstrap import build_local
 
-        app = build_local(tmp_path / "data", embedder=embedder, clock=clock, start_workers=False)
+        app = build_local(local_data_dir(tmp_path), embedder=embedder, clock=clock, start_workers=False)
         yield Backend("local", app, app.store, app.vectors, embedder, clock, data_dir=app.data_dir, local=app)
         app.close()
     else:

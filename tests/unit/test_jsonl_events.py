@@ -7,13 +7,13 @@ import json
 
 from memsvc.bootstrap import build_local
 from memsvc.service.memories import PutMemory
-from tests.conftest import alice
+from tests.conftest import alice, local_data_dir
 from tests.fakes.embedder import HashEmbedder
 
 
 def test_events_file_gets_one_line_per_event_without_values(tmp_path, clock):
     path = tmp_path / "out" / "events.jsonl"
-    app = build_local(tmp_path / "data", embedder=HashEmbedder(), clock=clock, start_workers=False, events_file=path)
+    app = build_local(local_data_dir(tmp_path), embedder=HashEmbedder(), clock=clock, start_workers=False, events_file=path)
     try:
         ns = ["user", "alice", "n"]
         written = app.services.memories.put(alice(), PutMemory(namespace=ns, key="k", value={"text": "secret-value-xyz"},
