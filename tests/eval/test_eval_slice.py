@@ -85,6 +85,7 @@ def test_the_slice_holds_the_recall_floor_leaks_nothing_and_cleans_up(live_serve
     assert left.status_code == 200 and left.json()["items"] == []
 
 
+@pytest.mark.parametrize("live_server", ["local"], indirect=True)  # the verdict is the CLI's, not the backend's
 def test_a_threshold_above_one_fails_with_exit_1_and_says_why(live_server, slice_dataset, tmp_path, capsys):
     report_path = tmp_path / "report.json"
     code, out = run_eval(capsys, "--url", live_server.url, "--data-dir", live_server.data_dir,
