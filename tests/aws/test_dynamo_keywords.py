@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from unittest import mock
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
@@ -26,9 +25,8 @@ from memsvc.core.errors import ProviderError, RateLimited
 from memsvc.core.filters import Filter, parse_filter
 from memsvc.core.keywords import bm25, idf, term_counts
 from memsvc.core.models import KeywordDoc
-from tests.fakes.aws_stack import InjectedFailure, _item_rollback_transactions
+from tests.fakes.aws_stack import InjectedFailure, _item_rollback_transactions, moto_client
 
-REGION = "us-east-1"
 TABLE = "keywords-test"
 DATA_KEY = bytes(range(32))
 NONE = Filter(())
@@ -91,7 +89,7 @@ class Serialised:
 def client() -> Iterator[Any]:
     with mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}):
         with mock_aws(), _item_rollback_transactions():  # moto's transactions copy only their items
-            c = Serialised(boto3.client("dynamodb", region_name=REGION))
+            c = Serialised(moto_client("dynamodb"))
             c.create_table(**keyword_table_definition(TABLE))
             yield c
 

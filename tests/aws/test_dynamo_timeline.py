@@ -9,7 +9,6 @@ from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-import boto3
 import pytest
 from botocore.exceptions import ClientError
 from moto import mock_aws
@@ -21,9 +20,8 @@ from memsvc.core.errors import Conflict, InvalidArgument, RateLimited
 from memsvc.core.models import TimelineEvent, to_epoch_us
 from memsvc.core.namespaces import encode_namespace
 from memsvc.core.timeline import KINDS
-from tests.fakes.aws_stack import _AtomicWrites
+from tests.fakes.aws_stack import _AtomicWrites, moto_client
 
-REGION = "us-east-1"
 TABLE = "timeline-test"
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 US = timedelta(microseconds=1)
@@ -88,8 +86,7 @@ class Serialised(_AtomicWrites):
 @pytest.fixture
 def db():
     with mock_aws():
-        client = boto3.client("dynamodb", region_name=REGION, aws_access_key_id="testing",
-                              aws_secret_access_key="testing")
+        client = moto_client("dynamodb", aws_access_key_id="testing", aws_secret_access_key="testing")
         client.create_table(**table_definition(TABLE))
         yield Spy(Serialised(client))
 

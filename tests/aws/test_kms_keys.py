@@ -6,7 +6,6 @@ from types import SimpleNamespace
 
 import threading
 
-import boto3
 import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import EndpointConnectionError
@@ -15,6 +14,7 @@ from moto import mock_aws
 from memsvc.adapters.aws.kms_keys import ENCRYPTION_CONTEXT_KEY, KmsKeyProvider
 from memsvc.core.errors import InternalError, ProviderError, RateLimited
 from memsvc.service.sealing import Sealer
+from tests.fakes.aws_stack import _no_rsa_for_symmetric_keys, moto_client
 
 REGION = "us-east-1"
 
@@ -29,13 +29,13 @@ def aws(monkeypatch):
     }.items():
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    with mock_aws():
+    with mock_aws(), _no_rsa_for_symmetric_keys():
         yield
 
 
 @pytest.fixture
 def kms(aws):
-    return boto3.client("kms", region_name=REGION)
+    return moto_client("kms")
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from memsvc.adapters.aws.s3vectors_index import (
 from memsvc.core.errors import InternalError, InvalidArgument, ProviderError, RateLimited
 from memsvc.core.filters import Filter, parse_filter
 from memsvc.core.models import VectorRef, VectorWrite
+from tests.fakes.aws_stack import moto_client
 from tests.fakes.s3vectors import (
     FilterError,
     NetworkRefused,
@@ -58,7 +59,7 @@ def aws(monkeypatch):
         monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     with mock_aws():
-        client = boto3.client("s3vectors", region_name="us-east-1")
+        client = moto_client("s3vectors")
         fake = install_query_vectors_fake(client)
         client.create_vector_bucket(vectorBucketName=BUCKET)
         client.create_index(

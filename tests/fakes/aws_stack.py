@@ -434,6 +434,11 @@ def _session() -> boto3.Session:
     return boto3.Session(region_name=REGION)
 
 
+def moto_client(service: str, **kwargs: Any) -> Any:
+    """A boto3 client from the stacks' one session, for tests that run moto without a stack."""
+    return _session().client(service, region_name=REGION, **kwargs)
+
+
 @contextmanager
 def _no_rsa_for_symmetric_keys() -> Iterator[None]:
     """moto's KMS `Key` generates an RSA-2048 private key whatever its spec (~0.1 s, often more),
