@@ -42,8 +42,10 @@ def slice_dataset(tmp_path_factory) -> Path:
 
 
 def run_eval(capsys, *args) -> tuple[int, str]:
+    """The exit status, and what was printed (stderr after stdout: an exit 2 says why there)."""
     code = memsvc(["eval", *map(str, args)])
-    return code, capsys.readouterr().out
+    captured = capsys.readouterr()
+    return code, captured.out + captured.err
 
 
 def test_the_slice_holds_the_recall_floor_leaks_nothing_and_cleans_up(live_server, slice_dataset, tmp_path, capsys):
@@ -51,8 +53,8 @@ def test_the_slice_holds_the_recall_floor_leaks_nothing_and_cleans_up(live_serve
     code, out = run_eval(capsys, "--url", live_server.url, "--data-dir", live_server.data_dir,
                          "--dataset", slice_dataset, "--tenant", "eval-slice", "--min-recall", RECALL_FLOOR,
                          "--min-precision", 0, "--report", report_path)
-    report = json.loads(report_path.read_text())
     assert code == 0, out
+    report = json.loads(report_path.read_text())
     assert "PASS" in out and "kind no_answer" in out
 
     metrics = report["metrics"]
