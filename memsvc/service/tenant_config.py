@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
@@ -60,6 +60,16 @@ class TenantSettings(BaseModel):
                                    "more are refused with 429 RATE_LIMITED and Retry-After.")
     judge_model_id: str = Field("amazon.nova-micro-v1:0", min_length=1, max_length=256,
                                 description="The Bedrock model (Converse API) that judges same-fact pairs on AWS.")
+    # Sessions (API-AGENT.md "Agent workflow state", seed 001's promotion at session close).
+    promote_important: bool = Field(True, description="Promote a session's important memories when it is closed.")
+    promotion_threshold: float = Field(0.8, ge=0, le=1, description="Importance from which a session memory is "
+                                       "promoted at close.")
+    promote_to: Literal["user", "agent"] = Field("user", description="The layer promoted memories go to (a session "
+                                                 "whose metadata names a project_id promotes to that project).")
+    session_auto_delete: bool = Field(False, description="Delete a closed session's layer and messages after "
+                                      "session_retention_days.")
+    session_retention_days: int = Field(30, ge=0, le=3650, description="Days a closed session is kept with "
+                                        "session_auto_delete (0: at close).")
 
     @model_validator(mode="after")
     def _reach_what_was_writable(self) -> "TenantSettings":
@@ -89,6 +99,11 @@ class SettingsPatch(Command):
     neighbors_k: StrictInt = Field(None, ge=1, le=50)  # type: ignore[assignment]
     remember_per_hour: StrictInt = Field(None, ge=1, le=1_000_000)  # type: ignore[assignment]
     judge_model_id: StrictStr = Field(None, min_length=1, max_length=256)  # type: ignore[assignment]
+    promote_important: StrictBool = Field(None)  # type: ignore[assignment]
+    promotion_threshold: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    promote_to: Literal["user", "agent"] = Field(None)  # type: ignore[assignment]
+    session_auto_delete: StrictBool = Field(None)  # type: ignore[assignment]
+    session_retention_days: StrictInt = Field(None, ge=0, le=3650)  # type: ignore[assignment]
 
 
 class _TtlCache:
