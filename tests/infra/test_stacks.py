@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 
 import pytest
 from aws_cdk.aws_logs import RetentionDays
@@ -87,6 +88,15 @@ def test_every_route_of_both_apis_has_its_authorizer(assembly, env):
     assert issuer == {"Issuer": {"Fn::GetAtt": [pool, "ProviderURL"]}, "Audience": [{"Ref": client}]}
 
 
+def _parameter_routes() -> tuple[str, ...]:
+    from memsvc.api.routes import ROUTES
+
+    return tuple(f"/$default/{r.method}" + re.sub(r"\{[^}]+\}", "*", r.path) for r in ROUTES if "{" in r.path)
+
+
+_PARAMETER_ROUTES = _parameter_routes()
+
+
 @pytest.mark.parametrize("env", ENVS)
 def test_iam_statements_name_their_resources(assembly, env):
     t = assembly.templates[env]
@@ -106,9 +116,10 @@ def test_iam_statements_name_their_resources(assembly, env):
             for r in resources:
                 flat = flatten_cfn_reference(r)
                 if r != "*" and "*" in flat:
-                    # Only a path parameter of the IAM API's invoke policy: DELETE /admin/v1/memories/{id}.
+                    # Only the path parameters of the IAM API's invoke policy: DELETE
+                    # /admin/v1/memories/{id} and the session routes' {id}.
                     assert logical.startswith("IamApiInvokePolicy"), f"{logical}: {flat}"
-                    assert flat.endswith("/$default/DELETE/admin/v1/memories/*"), flat
+                    assert any(flat.endswith(suffix) for suffix in _PARAMETER_ROUTES), flat
     assert found >= 15
 
 
@@ -121,16 +132,16 @@ def test_no_environment_has_a_default_tenant(assembly, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_only_the_timeline_publishes_and_only_to_the_bus(assembly, env):
+def test_only_the_timeline_and_the_api_publish_and_only_to_the_bus(assembly, env):
     t = assembly.templates[env]
     bus = next(iter(resources_of(t, "AWS::Events::EventBus")))
     found = [(logical, st) for logical, r in resources_of(t, "AWS::IAM::Policy").items()
              for st in r["Properties"]["PolicyDocument"]["Statement"]
              if any(a.startswith("events:") for a in as_list(st["Action"]))]
-    assert len(found) == 1
-    logical, st = found[0]
-    assert logical.startswith("TimelineServiceRole")
-    assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
+    # the timeline (memory events) and the API (memsvc.session.closed)
+    assert sorted(logical.split("ServiceRole")[0] for logical, _ in found) == ["Api", "Timeline"]
+    for _, st in found:
+        assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
     timeline = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
                 if f["Properties"]["FunctionName"] == f"memsvc-{env}-timeline"][0]
     assert timeline["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}
