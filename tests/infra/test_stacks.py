@@ -44,21 +44,22 @@ def test_each_environment_has_the_whole_service(assembly, env):
     expected = {
         "AWS::DynamoDB::GlobalTable": 2, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
         "AWS::Events::EventBus": 1, "AWS::Events::Archive": 1, "AWS::KMS::Key": 3,
-        "AWS::Lambda::Function": 4, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 3,
+        "AWS::Lambda::Function": 5, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 3,
         "AWS::SQS::Queue": 4, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
         "AWS::ApiGatewayV2::Authorizer": 1, "AWS::Cognito::UserPool": 1, "AWS::Cognito::UserPoolClient": 1,
-        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 4,
-        "AWS::IAM::ManagedPolicy": 1,
+        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 5,
+        "AWS::IAM::ManagedPolicy": 1, "AWS::Events::Rule": 1,  # the session retention schedule
     }
     for type_, n in expected.items():
         assert counts.get(type_) == n, f"{env}: {type_} x{counts.get(type_)}, expected {n}"
     assert counts["AWS::ApiGatewayV2::Route"] == 2 * len(service_routes())
-    # 2 APIs x (5xx, p99) + 4 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
+    # 2 APIs x (5xx, p99) + 5 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
     # + the remember queue's DLQ
-    assert counts["AWS::CloudWatch::Alarm"] == 17
+    assert counts["AWS::CloudWatch::Alarm"] == 19
     # No Lambda function the stack did not write itself (no custom-resource helpers).
     assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
-        f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember"}
+        f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember",
+        f"memsvc-{env}-session-retention"}
     assert {r["Properties"]["TableName"] for r in resources_of(t, "AWS::DynamoDB::GlobalTable").values()} == {
         f"memsvc-{env}-items", f"memsvc-{env}-keywords"}
 
@@ -247,8 +248,9 @@ def test_environments_have_the_same_shape(assembly):
                 if r["Type"] != "AWS::Lambda::Permission"}
 
     assert shape("dev") == shape("prod")
+    # the two APIs' invoke permissions, and the retention schedule's
     assert len(resources_of(assembly.templates["dev"], "AWS::Lambda::Permission")) == len(
-        resources_of(assembly.templates["prod"], "AWS::Lambda::Permission")) == 2
+        resources_of(assembly.templates["prod"], "AWS::Lambda::Permission")) == 3
     assert sorted(assembly.templates["dev"]["Outputs"]) == sorted(assembly.templates["prod"]["Outputs"])
 
 
