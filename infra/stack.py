@@ -26,6 +26,7 @@ from infra.constructs import (
 )
 from infra.constructs.functions import ServiceSettings, StreamSettings
 from infra.constructs.remember import RememberFunction, RememberQueue, let_api_enqueue
+from infra.constructs.session_retention import SessionRetentionFunction
 from infra.routes import service_routes
 from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
 
@@ -82,7 +83,8 @@ class MemsvcStack(Stack):
         api_fn = ApiFunction(
             self, "Api", function_name=f"{prefix}-api",
             memory_mb=config.api_memory_mb, timeout=Duration.seconds(config.api_timeout_seconds),
-            reserved_concurrency=config.api_reserved_concurrency, default_tenant=config.default_tenant, **data)
+            reserved_concurrency=config.api_reserved_concurrency, default_tenant=config.default_tenant,
+            event_bus=events.bus, **data)
         def stream_settings(stream: StreamConsumerSettings) -> StreamSettings:
             return StreamSettings(
                 batch_size=stream.batch_size,
@@ -116,6 +118,9 @@ class MemsvcStack(Stack):
             judge_model_id=config.judge_model_id, memory_mb=config.remember_memory_mb, timeout=remember_timeout,
             **data)
         let_api_enqueue(api_fn.service, remember_queue, config.judge_model_id)
+        # session_auto_delete: closed sessions past their retention, removed hourly
+        session_retention = SessionRetentionFunction(self, "SessionRetention",
+                                                     function_name=f"{prefix}-session-retention", **data)
 
         users = None
         if config.jwt_issuer is None:
@@ -145,7 +150,7 @@ class MemsvcStack(Stack):
             self, "Operations", name=prefix, thresholds=config.alarms,
             apis={"jwt-api": jwt_api.api, "iam-api": iam_api.api},
             functions={"api": api_fn.function, "indexer": indexer.function, "timeline": timeline.function,
-                       "remember": remember.function},
+                       "remember": remember.function, "session-retention": session_retention.function},
             stream_consumers={"indexer": indexer.function, "timeline": timeline.function},
             dead_letter_queues={"indexer": indexer.dead_letter_queue, "timeline": timeline.dead_letter_queue,
                                 "remember": remember_queue.dead_letter_queue},
@@ -156,6 +161,7 @@ class MemsvcStack(Stack):
         self.api_function, self.indexer, self.timeline, self.users = api_fn, indexer, timeline, users
         self.jwt_api, self.iam_api, self.operations = jwt_api, iam_api, ops
         self.remember, self.remember_queue = remember, remember_queue
+        self.session_retention = session_retention
 
         assert iam_api.invoke_policy is not None
         outputs = {

@@ -13,8 +13,8 @@ from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.core.consolidation import thresholds_for
-from memsvc.ports import (Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics, RateLimiter,
-                          RememberQueue, SameFactJudge, SystemClock, VectorIndex)
+from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics,
+                          RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex)
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
@@ -25,6 +25,9 @@ from memsvc.service.recall import Recall
 from memsvc.service.remember import Remember
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.search import Search
+from memsvc.service.semantic import SemanticMemories
+from memsvc.service.session_close import CloseSession
+from memsvc.service.sessions import Sessions
 from memsvc.service.sweeper import Sweeper
 from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 from memsvc.service.timeline import Timeline, TimelineReader
@@ -89,7 +92,9 @@ def build_local(
     """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file."""
     from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
+    from memsvc.adapters.local.jsonl_bus import JsonlBusEvents
     from memsvc.adapters.local.jsonl_publisher import JsonlPublisher
+    from memsvc.adapters.local.sqlite_sessions import SqliteSessionStore
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.keys import FileKeyProvider
     from memsvc.adapters.local.prometheus_metrics import PrometheusMetrics
@@ -116,8 +121,10 @@ def build_local(
     indexer = Indexer(store, vectors, embedder, sealer, keywords, settings)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
-    sweeper = Sweeper(store, settings, clock, events=event_log)
     accesses = AccessRecorder(store)
+    sessions_store = SqliteSessionStore(store)
+    sweeper = Sweeper(store, settings, clock, events=event_log,
+                      expired_sessions=lambda: services.sessions.remove_due())
     workers = BackgroundWorkers(
         (FeedConsumer(store, "indexer", indexer.apply), FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
         sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
@@ -126,7 +133,8 @@ def build_local(
     services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
                          indexer, event_log, accesses, on_write=workers.wake, concurrent_retrievers=False,
                          judge=HeuristicJudge(), limiter=SqliteRateLimiter(data_dir / "rate_limits.db"),
-                         remember_queue=remember_jobs,
+                         remember_queue=remember_jobs, sessions_store=sessions_store,
+                         bus=JsonlBusEvents(events_file) if events_file else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder),
                          metrics=PrometheusMetrics(storage=store.storage_usage))
@@ -147,19 +155,27 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
               accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
               concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
+              sessions_store: SessionStore, bus: BusEvents | None,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
     search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
                     access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers)
+    cursors = CursorCodec(sealer)
+    sessions = Sessions(store=sessions_store, items=items, memories=memories, sealer=sealer, cursors=cursors,
+                        access=access, clock=clock)
     return Services(
+        sessions=sessions,
+        close_session=CloseSession(sessions=sessions, items=items, memories=memories, sealer=sealer, access=access,
+                                   settings=settings, clock=clock, metrics=metrics, bus=bus),
+        semantic=SemanticMemories(items=items, memories=memories, sealer=sealer, clock=clock),
         memories=memories,
         search=search,
         recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses),
         remember=Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
                           judge=judge, limiter=limiter, queue=remember_queue, accesses=accesses),
-        timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=CursorCodec(sealer), access=access),
+        timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=cursors, access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),
         health=health,
@@ -216,8 +232,10 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
     from memsvc.adapters.aws.sqs_remember_queue import SqsRememberQueue
+    from memsvc.adapters.aws.dynamo_sessions import DynamoSessionStore
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
+    from memsvc.adapters.aws.eventbridge_bus import EventBridgeBusEvents
     from memsvc.adapters.aws.emf_metrics import EmfMetrics
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
@@ -252,6 +270,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                                             lambda tenant: tenant_settings.get(tenant).judge_model_id),
                          limiter=DynamoRateLimiter(clients.dynamodb, settings.table_name),
                          remember_queue=SqsRememberQueue(clients.sqs, settings.remember_queue_url),
+                         sessions_store=DynamoSessionStore(clients.dynamodb, settings.table_name, store),
+                         bus=EventBridgeBusEvents(clients.events, settings.event_bus_name)
+                         if settings.event_bus_name else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder),
                          metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service))

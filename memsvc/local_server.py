@@ -74,7 +74,9 @@ class LocalServer:
             authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
         event = build_event(
             method=scope["method"],
-            path=scope["path"],
+            # As API Gateway's `rawPath`: still percent-encoded, so an id holding `/` (sent as
+            # `%2F`) stays one path segment; handlers decode their parameters.
+            path=scope["raw_path"].decode("latin-1") if scope.get("raw_path") else scope["path"],
             raw_query=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
             body=bytes(body) if body else None,

@@ -6,20 +6,21 @@ contract suite in `tests/contract`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from memsvc.core.filters import Filter
 from memsvc.core.same_fact import Verdict
+from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
            "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics",
-           "OperationSample", "SameFactJudge", "RateLimiter", "RememberQueue"]
+           "OperationSample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents"]
 
 
 class ItemStore(Protocol):
@@ -258,6 +259,10 @@ class Metrics(Protocol):
     def exposition(self) -> tuple[bytes, str] | None:
         """The metrics in Prometheus' text format and its content type, where they are scraped;
         None where they are pushed."""
+
+    def count(self, name: str, tenant: str, n: int = 1) -> None:
+        """Add `n` to a named counter of the tenant's (`memory.promotion.blocked`)."""
+
 class SameFactJudge(Protocol):
     """Seed 002's same-fact classifier, asked about a candidate and a neighbour in the check range."""
 
@@ -280,6 +285,50 @@ class RememberQueue(Protocol):
 
     def enqueue(self, job: RememberJob) -> None:
         """Store the job durably (it survives the process), then return."""
+
+
+class SessionStore(Protocol):
+    """Session records per (tenant, user), and the appends that number a session's messages.
+    A message is an item (`core.sessions.messages_namespace`) in the item store's own table, so
+    that one transaction moves the session's counter and writes the message's item and its change."""
+
+    def create(self, record: SessionRecord) -> None:
+        """Raises `Conflict` when the session exists."""
+
+    def get(self, tenant: str, user_id: str, session_id: str) -> SessionRecord | None: ...
+
+    def update(self, record: SessionRecord, *, expected_version: int) -> None:
+        """Replace what the API changes (sealed, agent id, times, version, close and deletion
+        marks), never `seq`, if the stored version is `expected_version`; `Conflict` otherwise
+        (also when the session is gone)."""
+
+    def list(self, tenant: str, user_id: str, *, agent_id: str | None, limit: int,
+             after: tuple[datetime, str] | None) -> list[SessionRecord]:
+        """The user's sessions by `last_interaction` newest first (then session id), strictly
+        after the `(last_interaction, session_id)` position `after`."""
+
+    def delete(self, tenant: str, user_id: str, session_id: str) -> None:
+        """Remove the record (absent is fine)."""
+
+    def append(self, tenant: str, user_id: str, session_id: str, at: datetime,
+               message: Callable[[int, StoredItem | None], StoredItem]) -> StoredItem | None:
+        """Atomically: take the session's next seq, write `message(seq, row at that key)` as an
+        `add` through the item store (change feed included), move `last_interaction` to `at`.
+        None when the session does not exist. Raises `StoreUnavailable` when the store fails;
+        then nothing is written."""
+
+    def messages(self, tenant: str, namespace: tuple[str, ...], after_key: str, limit: int) -> list[StoredItem]:
+        """Live items of the namespace with keys above `after_key`, in key order."""
+
+    def due_for_deletion(self, now: datetime, limit: int) -> list[SessionRecord]:
+        """Sessions of every tenant whose `delete_after` has passed."""
+
+
+class BusEvents(Protocol):
+    """Workflow lifecycle events (`memsvc.session.closed`, ...) on the event bus: EventBridge
+    on AWS, the events file locally. Details name objects, never carry their values."""
+
+    def publish(self, detail_type: str, detail: dict[str, Any]) -> None: ...
 
 
 class Clock(Protocol):

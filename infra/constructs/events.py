@@ -15,8 +15,9 @@ class LifecycleEvents(Construct):
     """A custom bus encrypted with `encryption_key`, and an archive of every event on it (for
     replay) kept `archive_retention_days`.
 
-    One publisher: the timeline function, whose role has `events:PutEvents` on `bus` and nothing
-    else here (the schema it publishes is docs/events.md). A publisher needs no grant on the key:
+    Two publishers: the timeline function (memory events) and the API function (workflow events
+    such as `memsvc.session.closed`), whose roles have `events:PutEvents` on `bus` and nothing
+    else here (the schemas are docs/events.md). A publisher needs no grant on the key:
     EventBridge encrypts with it under the key policy below, which lets the EventBridge service
     use it only with this bus's ARN as encryption context (the bus and its archive). There is no
     resource policy on the bus, so no other account can put events on it. Consumers add rules

@@ -262,7 +262,9 @@ class ApiFunction(Construct):
     QueryVectors needs for metadata and filters, and recall calls itself to compare the stored
     vectors of near-duplicates), GetIndex (health), PutVectors and
     DeleteVectors (`sync_index` indexes inline) on the index; Bedrock InvokeModel on the
-    embedding model.
+    embedding model; DynamoDB DeleteItem and TransactWriteItems (authorized as its Put, Update
+    and Delete actions) for the session store (message appends, session deletes); EventBridge
+    PutEvents on the bus for `memsvc.session.closed`.
     """
 
     def __init__(
@@ -281,6 +283,7 @@ class ApiFunction(Construct):
         memory_mb: int,
         timeout: Duration,
         reserved_concurrency: int | None,
+        event_bus: events.IEventBus,
         default_tenant: str | None = None,
     ) -> None:
         super().__init__(scope, id)
@@ -293,7 +296,8 @@ class ApiFunction(Construct):
             description="memsvc HTTP API (API Gateway HTTP API, payload 2.0)",
             package=package,
             environment={**service_environment(service="api", table=table, keywords=keywords, vectors=vectors,
-                                               envelope_key=envelope_key, settings=settings), **tenant},
+                                               envelope_key=envelope_key, settings=settings, event_bus=event_bus),
+                         **tenant},
             memory_mb=memory_mb,
             timeout=timeout,
             log_retention=settings.log_retention,
@@ -302,9 +306,11 @@ class ApiFunction(Construct):
         )
         s = self.service
         s.allow(sid="ItemTable", resources=[table.table_arn], actions=[
-            "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"])
+            "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
+            "dynamodb:DeleteItem"])
         s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"],
                 resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING)])
+        s.allow(sid="SessionEvents", actions=["events:PutEvents"], resources=[event_bus.event_bus_arn])
         s.allow(sid="KeywordTable", actions=KEYWORD_TABLE_ACTIONS, resources=[keywords.table_arn])
         s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],
                 resources=[storage_key.key_arn])

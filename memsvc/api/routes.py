@@ -10,11 +10,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from memsvc.api import schemas as s
 from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Call, Response, Route, Router
-from memsvc.core.errors import NotFound
+from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.models import Caller
 from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
@@ -22,6 +23,9 @@ from memsvc.service.memories import Memories
 from memsvc.service.recall import Recall
 from memsvc.service.remember import Accepted, Remember
 from memsvc.service.search import ListNamespaces, Search
+from memsvc.service.semantic import SemanticMemories, SemanticRef
+from memsvc.service.session_close import CloseSession
+from memsvc.service.sessions import ListMessages, ListSessions, Sessions, parse_if_match
 from memsvc.service.tenant_config import TenantSettings
 from memsvc.service.timeline import EventsQuery, TimelineReader
 
@@ -38,6 +42,9 @@ class Services:
     health: Callable[[], dict[str, Any]]
     metrics: Metrics
     remember: Remember
+    sessions: Sessions
+    close_session: CloseSession
+    semantic: SemanticMemories
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -117,6 +124,66 @@ def _metrics(app: Services, c: Call) -> Response:
     return Response(200, text, {"content-type": content_type})
 
 
+def _session_id(c: Call) -> str:
+    """The path's session id, percent-decoded: an id holding `/` travels as `%2F`."""
+    try:
+        return unquote(c.path["id"], errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidArgument("the session id is not percent-encoded UTF-8", details={"field": "id"}) from None
+
+
+def _create_session(app: Services, c: Call) -> s.SessionOut:
+    return s.SessionOut.of(app.sessions.create(c.caller, c.body))
+
+
+def _list_sessions(app: Services, c: Call) -> s.SessionsOut:
+    views, cursor = app.sessions.list(c.caller, c.query)
+    return s.SessionsOut(sessions=[s.SessionOut.of(v) for v in views], count=len(views), next_cursor=cursor)
+
+
+def _get_session(app: Services, c: Call) -> s.SessionOut:
+    return s.SessionOut.of(app.sessions.get(c.caller, _session_id(c)))
+
+
+def _put_session(app: Services, c: Call) -> s.SessionOut:
+    if_match = parse_if_match(c.request.headers.get("if-match"))
+    return s.SessionOut.of(app.sessions.update(c.caller, _session_id(c), c.body, if_match=if_match))
+
+
+def _delete_session(app: Services, c: Call) -> None:
+    app.sessions.delete(c.caller, _session_id(c))
+
+
+def _append_message(app: Services, c: Call) -> s.AppendedMessageOut:
+    appended = app.sessions.append(c.caller, _session_id(c), c.body)
+    return s.AppendedMessageOut(message_id=appended.message_id, seq=appended.seq, created_at=appended.created_at)
+
+
+def _list_messages(app: Services, c: Call) -> s.MessagesOut:
+    views = app.sessions.messages(c.caller, _session_id(c), c.query)
+    return s.MessagesOut(messages=[s.MessageOut(**vars(v)) for v in views], count=len(views))
+
+
+def _close_session(app: Services, c: Call) -> s.SessionClosedOut:
+    closed = app.close_session.close(c.caller, _session_id(c))
+    return s.SessionClosedOut(promoted=closed.promoted, blocked=closed.blocked, deleted=closed.deleted,
+                              delete_after=closed.delete_after)
+
+
+def _upsert_semantic(app: Services, c: Call) -> s.SemanticUpsertOut:
+    done = app.semantic.upsert(c.caller, c.body)
+    return s.SemanticUpsertOut(id=done.id, external_id=done.external_id, content_hash=done.content_hash,
+                               action=done.action)
+
+
+def _get_semantic(app: Services, c: Call) -> s.SemanticOut:
+    return s.SemanticOut.of(app.semantic.get(c.caller, c.query))
+
+
+def _delete_semantic(app: Services, c: Call) -> None:
+    app.semantic.delete(c.caller, c.query)
+
+
 def _openapi(app: Services, c: Call) -> Response:
     return Response(200, openapi_document(ROUTES))
 
@@ -148,6 +215,27 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT", "/admin/v1/memories/settings", "Change some of the tenant's settings", _put_settings,
           body=s.SettingsBody, response=TenantSettings),
     Route("DELETE", "/admin/v1/memories/{id:uuid}", "Force-delete a memory by id", _force_delete, status=204),
+    Route("POST", "/v1/memory/sessions", "Create a session (409 if it exists)", _create_session,
+          body=s.CreateSessionBody, response=s.SessionOut, status=201),
+    Route("GET", "/v1/memory/sessions", "The caller's sessions, last interaction first", _list_sessions,
+          query=ListSessions, response=s.SessionsOut),
+    Route("GET", "/v1/memory/sessions/{id}", "One of the caller's sessions", _get_session, response=s.SessionOut),
+    Route("PUT", "/v1/memory/sessions/{id}", "Change a session (If-Match: version)", _put_session,
+          body=s.UpdateSessionBody, response=s.SessionOut),
+    Route("DELETE", "/v1/memory/sessions/{id}", "Delete a session, its messages and its layer (idempotent)",
+          _delete_session, status=204),
+    Route("POST", "/v1/memory/sessions/{id}/messages", "Append a message", _append_message,
+          body=s.AppendMessageBody, response=s.AppendedMessageOut, status=201),
+    Route("GET", "/v1/memory/sessions/{id}/messages", "A session's messages in order", _list_messages,
+          query=ListMessages, response=s.MessagesOut),
+    Route("POST", "/v1/memory/sessions/{id}/close", "Close a session: promote its important memories",
+          _close_session, response=s.SessionClosedOut),
+    Route("POST", "/v1/memory/semantic", "Upsert a semantic memory (dedup on external_id or content)",
+          _upsert_semantic, body=s.UpsertSemanticBody, response=s.SemanticUpsertOut),
+    Route("GET", "/v1/memory/semantic", "A semantic memory by external_id or content_hash", _get_semantic,
+          query=SemanticRef, response=s.SemanticOut),
+    Route("DELETE", "/v1/memory/semantic", "Delete a semantic memory (idempotent)", _delete_semantic,
+          query=SemanticRef, status=204),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),
     Route("GET", "/metrics", "Seed 001's metrics, in Prometheus' text format (memsvc serve)", _metrics,

@@ -3,6 +3,7 @@ a query string. Request bodies are the services' own commands."""
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
@@ -16,6 +17,8 @@ from memsvc.service.memories import PutMemory
 from memsvc.service.recall import RecallQuery, RecallResult, Recalled
 from memsvc.service.remember import RememberMemory, Remembered
 from memsvc.service.search import SearchQuery
+from memsvc.service.semantic import SemanticView, UpsertSemantic
+from memsvc.service.sessions import AppendMessage, CreateSession, SessionView, UpdateSession
 from memsvc.service.tenant_config import SettingsPatch
 from memsvc.service.timeline import EventPage, EventView
 
@@ -45,6 +48,18 @@ __all__ = [
     "RememberBody",
     "RememberOut",
     "RememberAcceptedOut",
+    "CreateSessionBody",
+    "UpdateSessionBody",
+    "AppendMessageBody",
+    "UpsertSemanticBody",
+    "SessionOut",
+    "SessionsOut",
+    "AppendedMessageOut",
+    "MessageOut",
+    "MessagesOut",
+    "SessionClosedOut",
+    "SemanticUpsertOut",
+    "SemanticOut",
 ]
 
 # The request bodies are the services' commands, under the component names the API has always
@@ -300,3 +315,97 @@ class _ErrorBody(BaseModel):
 
 class ErrorOut(BaseModel):
     error: _ErrorBody
+
+
+# -- sessions, messages, semantic upsert (API-AGENT.md "Agent workflow state") ---------------------
+
+
+class CreateSessionBody(CreateSession):
+    """`POST /v1/memory/sessions`."""
+
+
+class UpdateSessionBody(UpdateSession):
+    """`PUT /v1/memory/sessions/{id}`."""
+
+
+class AppendMessageBody(AppendMessage):
+    """`POST /v1/memory/sessions/{id}/messages`."""
+
+
+class UpsertSemanticBody(UpsertSemantic):
+    """`POST /v1/memory/semantic`."""
+
+
+class SessionOut(BaseModel):
+    session_id: str
+    agent_id: str | None
+    title: str | None
+    metadata: dict[str, Any]
+    created_at: Rfc3339
+    updated_at: Rfc3339
+    last_interaction: Rfc3339
+    version: int
+    message_count: int
+    closed_at: Rfc3339 | None
+    delete_after: Rfc3339 | None
+
+    @classmethod
+    def of(cls, v: SessionView) -> Self:
+        return cls(**dataclasses.asdict(v))
+
+
+class SessionsOut(BaseModel):
+    sessions: list[SessionOut]
+    count: int
+    next_cursor: str | None
+
+
+class AppendedMessageOut(BaseModel):
+    message_id: str
+    seq: int
+    created_at: Rfc3339
+
+
+class MessageOut(BaseModel):
+    message_id: str
+    seq: int
+    role: str
+    content: str
+    correlation_id: str | None
+    created_at: Rfc3339
+
+
+class MessagesOut(BaseModel):
+    messages: list[MessageOut]
+    count: int
+
+
+class SessionClosedOut(BaseModel):
+    promoted: int = Field(description="memories copied to the target layer by this close")
+    blocked: int = Field(description="important memories not promoted: marked sensitive or private")
+    deleted: bool = Field(description="the session and its data are deleted (auto-delete, retention 0)")
+    delete_after: str | None = Field(description="when auto-delete removes the session and its data")
+
+
+class SemanticUpsertOut(BaseModel):
+    id: str
+    external_id: str | None
+    content_hash: str
+    action: Literal["created", "updated", "unchanged"]
+
+
+class SemanticOut(BaseModel):
+    id: str
+    external_id: str | None
+    content_hash: str
+    content: str
+    metadata: dict[str, Any]
+    namespace: list[str]
+    key: str
+    version: int
+    created_at: Rfc3339
+    updated_at: Rfc3339
+
+    @classmethod
+    def of(cls, v: SemanticView) -> Self:
+        return cls(**{**dataclasses.asdict(v), "namespace": list(v.namespace)})

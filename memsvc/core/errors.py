@@ -10,6 +10,8 @@ from typing import Any
 
 __all__ = [
     "MemsvcError",
+    "PreconditionFailed",
+    "StoreUnavailable",
     "InvalidArgument",
     "Unauthorized",
     "Forbidden",
@@ -111,3 +113,15 @@ class ProviderError(MemsvcError):
 
 class InternalError(MemsvcError):
     code, status = "INTERNAL", 500
+
+
+class PreconditionFailed(MemsvcError):
+    """`If-Match` named a version the object is no longer at."""
+
+    code, status = "PRECONDITION_FAILED", 412
+
+
+class StoreUnavailable(MemsvcError):
+    """The store refused or failed a write it should have taken; nothing was written."""
+
+    code, status, retryable = "STORE_UNAVAILABLE", 503, True

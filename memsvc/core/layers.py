@@ -12,7 +12,11 @@ from memsvc.core.errors import Forbidden, InvalidArgument, InvalidLayer, Missing
 from memsvc.core.models import Caller
 
 __all__ = ["Layer", "LAYERS", "LAYER_NAMES", "IDENTIFIERS", "resolve_identifiers", "accessible_layers",
-           "layer_namespace", "layer_of"]
+           "layer_namespace", "layer_namespaces", "layer_of", "SEMANTIC_SEGMENT"]
+
+# `POST /v1/memory/semantic` keeps a user's upserted memories in ["user", U, "semantic"]: part of
+# the user layer (a second root of it), so recall of the user layer finds them.
+SEMANTIC_SEGMENT = "semantic"
 
 IDENTIFIERS = ("agent_id", "user_id", "session_id", "project_id", "team_id", "org_id")
 
@@ -87,13 +91,22 @@ def layer_namespace(layer: Layer, identifiers: Mapping[str, str]) -> tuple[str, 
     }[layer.name]()
 
 
+def layer_namespaces(layer: Layer, identifiers: Mapping[str, str]) -> list[tuple[str, ...]]:
+    """Every namespace root of the layer: `layer_namespace`, and for the user layer also its
+    semantic upserts' ["user", U, "semantic"]. Recall searches each."""
+    roots = [layer_namespace(layer, identifiers)]
+    if layer.name == "user":
+        roots.append(("user", identifiers["user_id"], SEMANTIC_SEGMENT))
+    return roots
+
+
 def layer_of(namespace: Sequence[str]) -> Layer | None:
     """The layer a memory's namespace lies in (layers are disjoint), or None for one outside
     every layer."""
     ns = tuple(namespace)
     if len(ns) >= 4 and ns[0] == "user" and ns[2] == "agents":
         return _BY_NAME["agent"]
-    if len(ns) >= 3 and ns[0] == "user" and ns[2] == "memories":
+    if len(ns) >= 3 and ns[0] == "user" and ns[2] in ("memories", SEMANTIC_SEGMENT):
         return _BY_NAME["user"]
     if len(ns) >= 4 and ns[0] == "user" and ns[2] == "sessions":
         return _BY_NAME["session"]

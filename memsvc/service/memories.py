@@ -102,12 +102,25 @@ class Memories:
                       action: RememberAction | None = None) -> StoredItem:
         """Write `value` as the key's next version, if the key is still at `old` (absent when None);
         raises `Conflict` otherwise. The expiry restarts from now (`ttl_seconds`)."""
+        item = self.build_version(tenant, ns, key, value, old=old, attributes=attributes,
+                                  policy_attributes=policy_attributes, index_fields=index_fields,
+                                  ttl_seconds=ttl_seconds, action=action)
+        live_old = old if old is not None and old.is_live(item.updated_at) else None
+        self._items.write(item, kind="update" if live_old else "add", old=old)
+        return item
+
+    def build_version(self, tenant: str, ns: tuple[str, ...], key: str, value: dict[str, Any], *,
+                      old: StoredItem | None, attributes: dict[str, Any] | None, policy_attributes: dict[str, Any],
+                      index_fields: IndexFields, ttl_seconds: int | None,
+                      action: RememberAction | None = None) -> StoredItem:
+        """The key's next version after `old`, sealed, not yet written (a store that writes it
+        in a transaction of its own takes it from here)."""
         now = self._clock.now()
         live_old = old if old is not None and old.is_live(now) else None
         version = old.version + 1 if old else 1
         access_count, last_accessed_at = _carried_counters(live_old, value)
         sealed = self._sealer.seal_item(tenant, ns, key, version, value=value, attributes=attributes)
-        item = StoredItem(
+        return StoredItem(
             tenant=tenant,
             namespace=ns,
             key=key,
@@ -125,8 +138,6 @@ class Memories:
             access_count=access_count,
             last_accessed_at=last_accessed_at,
         )
-        self._items.write(item, kind="update" if live_old else "add", old=old)
-        return item
 
     def settle(self, items: list[StoredItem], *, sync_index: bool) -> None:
         """After writes: index them now when asked (`sync_index`), then wake the feed workers."""

@@ -24,7 +24,7 @@ from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 from memsvc.core.errors import Forbidden, InvalidArgument
 from memsvc.core.filters import parse_filter
 from memsvc.core.keywords import analyze
-from memsvc.core.layers import LAYERS, Layer, accessible_layers, layer_namespace, layer_of, resolve_identifiers
+from memsvc.core.layers import LAYERS, Layer, accessible_layers, layer_namespaces, layer_of, resolve_identifiers
 from memsvc.core.models import Caller, Memory
 from memsvc.core.namespaces import encode_namespace, is_under
 from memsvc.core.paths import extract_texts
@@ -163,7 +163,7 @@ class Recall:
             truncated=budget.cut is not None or len(returned) < len(page),
             token_count=budget.token_count,
             token_budget=q.token_budget,
-            searched_layers=[s.layer.name for s in scopes if s.layer is not None],
+            searched_layers=list(dict.fromkeys(s.layer.name for s in scopes if s.layer is not None)),
             query_embedding_ms=round((retrieving - embedded) * 1000, 3),
             retrieval_ms=round((retrieved - retrieving) * 1000, 3),
         )
@@ -193,16 +193,19 @@ class Recall:
         layers = accessible_layers(identifiers, q.layers)
         scopes = []
         for layer in layers:
-            namespace = self._access.namespace_to_read(caller, layer_namespace(layer, identifiers))
             try:
-                scope, pushdown = self._access.scope(caller, "search", namespace, plan_filter.to_json())
-                if not is_under(encode_namespace(scope), namespace):  # narrowed outside the layer
-                    raise Forbidden(f"not allowed to search the {layer.name} layer")
+                layer_scopes = []
+                for root in layer_namespaces(layer, identifiers):
+                    namespace = self._access.namespace_to_read(caller, root)
+                    scope, pushdown = self._access.scope(caller, "search", namespace, plan_filter.to_json())
+                    if not is_under(encode_namespace(scope), namespace):  # narrowed outside the layer
+                        raise Forbidden(f"not allowed to search the {layer.name} layer")
+                    layer_scopes.append(_Scope(layer, scope, FilterPlan(pushdown, plan_filter)))
             except Forbidden:
                 if q.layers is not None:
                     raise
                 continue
-            scopes.append(_Scope(layer, scope, FilterPlan(pushdown, plan_filter)))
+            scopes.extend(layer_scopes)
         return scopes
 
     def _candidate(self, tenant: str, r: Ranked, q: RecallQuery, query: str, weights: Weights, decay: float,

@@ -91,6 +91,17 @@ class Sealer:
         except (SealError, LookupError, ValueError) as exc:
             raise InternalError("a queued job could not be decrypted") from exc
 
+    def seal_object(self, tenant: str, kind: str, object_id: str, payload: dict[str, Any]) -> bytes:
+        """A workflow object's sealed part (a session's title and metadata), bound to its tenant,
+        kind and id, so it opens nowhere else."""
+        return seal(self.data_key(tenant), _json(payload), _object_aad(tenant, kind, object_id))
+
+    def open_object(self, tenant: str, kind: str, object_id: str, sealed: bytes) -> dict[str, Any]:
+        try:
+            return json.loads(open_sealed(self.data_key(tenant), sealed, _object_aad(tenant, kind, object_id)))
+        except (SealError, ValueError) as exc:
+            raise InternalError(f"a stored {kind} could not be decrypted") from exc
+
     def field_id(self, tenant: str, field: str) -> str:
         """The keyed hash that stands for a value's field path wherever it is stored in the clear
         (indexed fields, the change feed, vector keys and metadata)."""
@@ -155,6 +166,10 @@ class CursorCodec:
 
 def _job_aad(tenant: str, job_id: str) -> bytes:
     return json.dumps(["job", tenant, job_id], separators=(",", ":")).encode()
+
+
+def _object_aad(tenant: str, kind: str, object_id: str) -> bytes:
+    return _json(["object", tenant, kind, object_id])
 
 
 def _cursor_aad(tenant: str, purpose: str) -> bytes:

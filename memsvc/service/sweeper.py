@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -19,11 +20,13 @@ class SweepResult:
     expired: int = 0
     purged: int = 0
     purged_events: int = 0
+    sessions_deleted: int = 0
 
 
 class Sweeper:
     def __init__(self, store: LocalExpiry, settings: SettingsRegistry, clock: Clock, *, events: EventLog | None = None,
-                 batch_size: int = 500) -> None:
+                 batch_size: int = 500, expired_sessions: Callable[[], int] | None = None) -> None:
+        self._expired_sessions = expired_sessions  # removes auto-deleted sessions past retention
         self._store = store
         self._events = events
         self._settings = settings
@@ -47,4 +50,6 @@ class Sweeper:
             for tenant in self._events.tenants():
                 days = self._settings.get(tenant).tombstone_retention_days
                 result.purged_events += self._events.purge(tenant, now - timedelta(days=days))
+        if self._expired_sessions is not None:
+            result.sessions_deleted = self._expired_sessions()
         return result

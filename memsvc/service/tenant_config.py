@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
 
@@ -86,6 +86,16 @@ class TenantSettings(BaseModel):
         0.25, ge=0, le=1,
         description="The hybrid match under which a memory is no match for recall, whatever its importance, "
                     "recency or pin (calibrated to MiniLM: unrelated texts score up to about 0.24).")
+    # Sessions (API-AGENT.md "Agent workflow state", seed 001's promotion at session close).
+    promote_important: bool = Field(True, description="Promote a session's important memories when it is closed.")
+    promotion_threshold: float = Field(0.8, ge=0, le=1, description="Importance from which a session memory is "
+                                       "promoted at close.")
+    promote_to: Literal["user", "agent"] = Field("user", description="The layer promoted memories go to (a session "
+                                                 "whose metadata names a project_id promotes to that project).")
+    session_auto_delete: bool = Field(False, description="Delete a closed session's layer and messages after "
+                                      "session_retention_days.")
+    session_retention_days: int = Field(30, ge=0, le=3650, description="Days a closed session is kept with "
+                                        "session_auto_delete (0: at close).")
 
     @model_validator(mode="after")
     def _reach_what_was_writable(self) -> "TenantSettings":
@@ -118,6 +128,11 @@ class SettingsPatch(Command):
     recall_weights: RecallWeights = Field(None)  # type: ignore[assignment]
     decay_rate_per_day: StrictFloat = Field(None, ge=0, lt=1)  # type: ignore[assignment]
     recall_min_match: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    promote_important: StrictBool = Field(None)  # type: ignore[assignment]
+    promotion_threshold: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    promote_to: Literal["user", "agent"] = Field(None)  # type: ignore[assignment]
+    session_auto_delete: StrictBool = Field(None)  # type: ignore[assignment]
+    session_retention_days: StrictInt = Field(None, ge=0, le=3650)  # type: ignore[assignment]
 
 
 class _TtlCache:

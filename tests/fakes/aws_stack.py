@@ -317,9 +317,13 @@ class InjectedFailure:
 
 class _AtomicWrites:
     """DynamoDB applies a conditional write atomically; moto checks and writes without a lock,
-    so two threads can both pass `version = :v`. This proxy gives moto DynamoDB's atomicity."""
+    so two threads can both pass `version = :v`. This proxy gives moto DynamoDB's atomicity.
+    Reads take the lock too: moto rolls a cancelled transaction back by swapping the table
+    objects (`_item_rollback_transactions` then puts them back), and a read in between would
+    find no table; DynamoDB never shows a reader a half-undone transaction."""
 
-    _WRITES = {"put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item"}
+    _WRITES = {"put_item", "update_item", "delete_item", "transact_write_items", "batch_write_item",
+               "get_item", "query", "batch_get_item"}
 
     def __init__(self, client: Any) -> None:
         self._client = client

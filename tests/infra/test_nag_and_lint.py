@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import re
 
 from infra.lint import IGNORED_CHECKS, lint_templates
+from memsvc.api.routes import ROUTES
 
 # Every suppression in the app, by finding. Adding one means adding it here, with a reason in
 # the code that a reviewer accepts (the reasons are copied into the templates' metadata).
@@ -13,9 +15,10 @@ EXPECTED_ACKNOWLEDGMENTS = {
     "AwsSolutions-L1",  # python3.12, deliberately (the layer's target)
     "AwsSolutions-SQS3",  # the DLQ itself has no DLQ
     "AwsSolutions-APIG4",  # GET /health is public
-    # DELETE /admin/v1/memories/{id} in the IAM invoke policy
-    "AwsSolutions-IAM5[Resource::arn:aws:execute-api:us-east-1:<AWS::AccountId>:<IamApi1CA48018>"
-    "/$default/DELETE/admin/v1/memories/*]",
+    # the routes with a path parameter in the IAM invoke policy: DELETE /admin/v1/memories/{id},
+    # the session routes' {id}
+    *(f"AwsSolutions-IAM5[Resource::arn:aws:execute-api:us-east-1:<AWS::AccountId>:<IamApi1CA48018>"
+      f"/$default/{r.method}{re.sub(r'{[^}]+}', '*', r.path)}]" for r in ROUTES if "{" in r.path),
 }
 
 
@@ -60,7 +63,8 @@ def test_every_suppression_is_known_and_explained(assembly):
     # Suppressions sit on the few resources they are about, not on the stack.
     assert found["AwsSolutions-APIG4"] == {"JwtApiGetHealth9FD64276", "IamApiGetHealthC0EF913C"}
     assert {r.rstrip("0123456789ABCDEF") for r in found["AwsSolutions-L1"]} == {
-        "ApiServiceFunction", "IndexerServiceFunction", "TimelineServiceFunction", "RememberServiceFunction"}
+        "ApiServiceFunction", "IndexerServiceFunction", "TimelineServiceFunction", "RememberServiceFunction",
+        "SessionRetentionServiceFunction"}
 
 
 def test_cfn_lint_is_clean(assembly):

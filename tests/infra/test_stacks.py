@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 
 import pytest
 from aws_cdk.aws_logs import RetentionDays
@@ -43,21 +44,22 @@ def test_each_environment_has_the_whole_service(assembly, env):
     expected = {
         "AWS::DynamoDB::GlobalTable": 2, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
         "AWS::Events::EventBus": 1, "AWS::Events::Archive": 1, "AWS::KMS::Key": 3,
-        "AWS::Lambda::Function": 4, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 3,
+        "AWS::Lambda::Function": 5, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 3,
         "AWS::SQS::Queue": 4, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
         "AWS::ApiGatewayV2::Authorizer": 1, "AWS::Cognito::UserPool": 1, "AWS::Cognito::UserPoolClient": 1,
-        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 4,
-        "AWS::IAM::ManagedPolicy": 1,
+        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 5,
+        "AWS::IAM::ManagedPolicy": 1, "AWS::Events::Rule": 1,  # the session retention schedule
     }
     for type_, n in expected.items():
         assert counts.get(type_) == n, f"{env}: {type_} x{counts.get(type_)}, expected {n}"
     assert counts["AWS::ApiGatewayV2::Route"] == 2 * len(service_routes())
-    # 2 APIs x (5xx, p99) + 4 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
+    # 2 APIs x (5xx, p99) + 5 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
     # + the remember queue's DLQ
-    assert counts["AWS::CloudWatch::Alarm"] == 17
+    assert counts["AWS::CloudWatch::Alarm"] == 19
     # No Lambda function the stack did not write itself (no custom-resource helpers).
     assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
-        f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember"}
+        f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember",
+        f"memsvc-{env}-session-retention"}
     assert {r["Properties"]["TableName"] for r in resources_of(t, "AWS::DynamoDB::GlobalTable").values()} == {
         f"memsvc-{env}-items", f"memsvc-{env}-keywords"}
 
@@ -87,6 +89,15 @@ def test_every_route_of_both_apis_has_its_authorizer(assembly, env):
     assert issuer == {"Issuer": {"Fn::GetAtt": [pool, "ProviderURL"]}, "Audience": [{"Ref": client}]}
 
 
+def _parameter_routes() -> tuple[str, ...]:
+    from memsvc.api.routes import ROUTES
+
+    return tuple(f"/$default/{r.method}" + re.sub(r"\{[^}]+\}", "*", r.path) for r in ROUTES if "{" in r.path)
+
+
+_PARAMETER_ROUTES = _parameter_routes()
+
+
 @pytest.mark.parametrize("env", ENVS)
 def test_iam_statements_name_their_resources(assembly, env):
     t = assembly.templates[env]
@@ -106,9 +117,10 @@ def test_iam_statements_name_their_resources(assembly, env):
             for r in resources:
                 flat = flatten_cfn_reference(r)
                 if r != "*" and "*" in flat:
-                    # Only a path parameter of the IAM API's invoke policy: DELETE /admin/v1/memories/{id}.
+                    # Only the path parameters of the IAM API's invoke policy: DELETE
+                    # /admin/v1/memories/{id} and the session routes' {id}.
                     assert logical.startswith("IamApiInvokePolicy"), f"{logical}: {flat}"
-                    assert flat.endswith("/$default/DELETE/admin/v1/memories/*"), flat
+                    assert any(flat.endswith(suffix) for suffix in _PARAMETER_ROUTES), flat
     assert found >= 15
 
 
@@ -121,16 +133,16 @@ def test_no_environment_has_a_default_tenant(assembly, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_only_the_timeline_publishes_and_only_to_the_bus(assembly, env):
+def test_only_the_timeline_and_the_api_publish_and_only_to_the_bus(assembly, env):
     t = assembly.templates[env]
     bus = next(iter(resources_of(t, "AWS::Events::EventBus")))
     found = [(logical, st) for logical, r in resources_of(t, "AWS::IAM::Policy").items()
              for st in r["Properties"]["PolicyDocument"]["Statement"]
              if any(a.startswith("events:") for a in as_list(st["Action"]))]
-    assert len(found) == 1
-    logical, st = found[0]
-    assert logical.startswith("TimelineServiceRole")
-    assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
+    # the timeline (memory events) and the API (memsvc.session.closed)
+    assert sorted(logical.split("ServiceRole")[0] for logical, _ in found) == ["Api", "Timeline"]
+    for _, st in found:
+        assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
     timeline = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
                 if f["Properties"]["FunctionName"] == f"memsvc-{env}-timeline"][0]
     assert timeline["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}
@@ -236,8 +248,9 @@ def test_environments_have_the_same_shape(assembly):
                 if r["Type"] != "AWS::Lambda::Permission"}
 
     assert shape("dev") == shape("prod")
+    # the two APIs' invoke permissions, and the retention schedule's
     assert len(resources_of(assembly.templates["dev"], "AWS::Lambda::Permission")) == len(
-        resources_of(assembly.templates["prod"], "AWS::Lambda::Permission")) == 2
+        resources_of(assembly.templates["prod"], "AWS::Lambda::Permission")) == 3
     assert sorted(assembly.templates["dev"]["Outputs"]) == sorted(assembly.templates["prod"]["Outputs"])
 
 

@@ -34,7 +34,8 @@ def test_the_document_says_what_the_parser_refuses():
     assert settings["additionalProperties"] is False and set(settings["properties"]) == {
         "max_depth", "tombstone_retention_days", "keyword_index", "semantic_auto_update", "semantic_check_low",
         "episodic_auto_update", "episodic_check_low", "episodic_merge_window_hours", "neighbors_k",
-        "remember_per_hour", "judge_model_id", "recall_weights", "decay_rate_per_day", "recall_min_match"}
+        "remember_per_hour", "judge_model_id", "recall_weights", "decay_rate_per_day", "recall_min_match",
+        "promote_important", "promotion_threshold", "promote_to", "session_auto_delete", "session_retention_days"}
     remember = SCHEMAS["RememberBody"]
     assert remember["additionalProperties"] is False and remember["required"] == ["content"]
     assert remember["properties"]["content"]["pattern"] == r"\S"

@@ -12,8 +12,11 @@ Methods return the decoded JSON answer.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict, Unpack
+
+from urllib.parse import quote
 
 from memsvc_client.store import MemsvcStore, _ns_key
 
@@ -99,8 +102,101 @@ def _json_fields(shape: type, defaults: Mapping[str, Any], fields: Mapping[str, 
     }
 
 
+MessageRole = Literal["user", "assistant", "system", "tool"]
+
+
+def _session(session_id: str, *rest: str) -> str:
+    """A session's path: its id percent-encoded whole, so `a/b` is one segment (`a%2Fb`), and dots
+    too, so `..` is not a relative reference that URL normalisation removes."""
+    return "/v1/memory/sessions/" + quote(session_id, safe="").replace(".", "%2E") + "".join("/" + r for r in rest)
+
+
+def _given(**params: Any) -> list[tuple[str, str]]:
+    return [(name, str(value)) for name, value in params.items() if value is not None]
+
+
+def _body(**fields: Any) -> dict[str, Any]:
+    return {name: value for name, value in fields.items() if value is not None}
+
+
+class _WorkflowCalls:
+    """The calls of API-AGENT.md's "Agent workflow state" routes (sessions, messages, semantic
+    upsert), shared by the sync and async clients, which send them."""
+
+    @staticmethod
+    def create_session(session_id: str, *, agent_id: str | None = None, title: str | None = None,
+                       metadata: Mapping[str, Any] | None = None) -> Any:
+        return ("POST", "/v1/memory/sessions", (), _body(session_id=session_id, agent_id=agent_id, title=title,
+                                                         metadata=dict(metadata or {})))
+
+    @staticmethod
+    def list_sessions(*, limit: int | None = None, cursor: str | None = None, agent_id: str | None = None) -> Any:
+        return ("GET", "/v1/memory/sessions", _given(limit=limit, cursor=cursor, agent_id=agent_id), None)
+
+    @staticmethod
+    def get_session(session_id: str) -> Any:
+        return ("GET", _session(session_id), (), None)
+
+    @staticmethod
+    def update_session(session_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None,
+                       last_interaction: str | None = None, if_match: int | None = None) -> Any:
+        body = _body(title=title, metadata=dict(metadata) if metadata is not None else None,
+                     last_interaction=last_interaction)
+        headers = {"If-Match": str(if_match)} if if_match is not None else {}
+        return ("PUT", _session(session_id), (), body, headers)
+
+    @staticmethod
+    def delete_session(session_id: str) -> Any:
+        return ("DELETE", _session(session_id), (), None)
+
+    @staticmethod
+    def add_message(session_id: str, role: MessageRole, content: str, *, correlation_id: str | None = None) -> Any:
+        return ("POST", _session(session_id, "messages"), (),
+                _body(role=role, content=content, correlation_id=correlation_id))
+
+    @staticmethod
+    def get_messages(session_id: str, *, after_seq: int | None = None, limit: int | None = None) -> Any:
+        return ("GET", _session(session_id, "messages"), _given(after_seq=after_seq, limit=limit), None)
+
+    @staticmethod
+    def close_session(session_id: str) -> Any:
+        return ("POST", _session(session_id, "close"), (), None)
+
+    @staticmethod
+    def upsert_semantic(content: str, *, external_id: str | None = None,
+                        metadata: Mapping[str, Any] | None = None) -> Any:
+        return ("POST", "/v1/memory/semantic", (), _body(content=content, external_id=external_id,
+                                                         metadata=dict(metadata or {})))
+
+    @staticmethod
+    def get_semantic(*, external_id: str | None = None, content_hash: str | None = None) -> Any:
+        return ("GET", "/v1/memory/semantic", _given(external_id=external_id, content_hash=content_hash), None)
+
+    @staticmethod
+    def delete_semantic(*, external_id: str | None = None, content_hash: str | None = None) -> Any:
+        return ("DELETE", "/v1/memory/semantic", _given(external_id=external_id, content_hash=content_hash), None)
+
+
+def _sync(build: Callable[..., Any]) -> Callable[..., Any]:
+    """A `MemsvcClient` method that sends `build`'s call (same signature and docs)."""
+    @functools.wraps(build)
+    def method(self: MemsvcClient, *args: Any, **kwargs: Any) -> Any:
+        return self.store._call(build(*args, **kwargs))
+    return method
+
+
+def _async(build: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(build)
+    async def method(self: AsyncMemsvcClient, *args: Any, **kwargs: Any) -> Any:
+        return await self._send(build(*args, **kwargs))
+    return method
+
+
 class MemsvcClient:
     """The agent-memory API over HTTP, synchronously.
+
+    Sessions, messages and semantic upsert (API-AGENT.md "Agent workflow state") answer the
+    service's JSON (None for a 204); `update_session(..., if_match=version)` sends `If-Match`.
 
     Args:
         url, token, and every other keyword: as `MemsvcStore` takes them (environment defaults,
@@ -128,6 +224,18 @@ class MemsvcClient:
     def delete(self, namespace: Sequence[str], key: str) -> None:
         """`DELETE /v1/memories`: idempotent, as the service is."""
         self.store._call(("DELETE", "/v1/memories", _ns_key(namespace, key), None))
+
+    create_session = _sync(_WorkflowCalls.create_session)
+    list_sessions = _sync(_WorkflowCalls.list_sessions)
+    get_session = _sync(_WorkflowCalls.get_session)
+    update_session = _sync(_WorkflowCalls.update_session)
+    delete_session = _sync(_WorkflowCalls.delete_session)
+    add_message = _sync(_WorkflowCalls.add_message)
+    get_messages = _sync(_WorkflowCalls.get_messages)
+    close_session = _sync(_WorkflowCalls.close_session)
+    upsert_semantic = _sync(_WorkflowCalls.upsert_semantic)
+    get_semantic = _sync(_WorkflowCalls.get_semantic)
+    delete_semantic = _sync(_WorkflowCalls.delete_semantic)
 
     def close(self) -> None:
         self.store.close()
@@ -157,6 +265,18 @@ class AsyncMemsvcClient:
 
     async def delete(self, namespace: Sequence[str], key: str) -> None:
         await self._send(("DELETE", "/v1/memories", _ns_key(namespace, key), None))
+
+    create_session = _async(_WorkflowCalls.create_session)
+    list_sessions = _async(_WorkflowCalls.list_sessions)
+    get_session = _async(_WorkflowCalls.get_session)
+    update_session = _async(_WorkflowCalls.update_session)
+    delete_session = _async(_WorkflowCalls.delete_session)
+    add_message = _async(_WorkflowCalls.add_message)
+    get_messages = _async(_WorkflowCalls.get_messages)
+    close_session = _async(_WorkflowCalls.close_session)
+    upsert_semantic = _async(_WorkflowCalls.upsert_semantic)
+    get_semantic = _async(_WorkflowCalls.get_semantic)
+    delete_semantic = _async(_WorkflowCalls.delete_semantic)
 
     async def _send(self, call: Any) -> Any:
         return await self.store._acall(self.store._async_client(), call)

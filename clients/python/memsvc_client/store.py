@@ -225,7 +225,8 @@ def aws_region_from_url(url: str) -> str | None:
 
 # -- the store --------------------------------------------------------------------------------
 
-_Call = tuple[str, str, Sequence[tuple[str, str]], Any]  # method, path, query, JSON body
+# method, path, query, JSON body, and optionally the request's own headers (If-Match)
+_Call = tuple[str, str, Sequence[tuple[str, str]], Any] | tuple[str, str, Sequence[tuple[str, str]], Any, Mapping[str, str]]
 
 
 @dataclass(frozen=True)
@@ -570,13 +571,13 @@ class MemsvcStore(BaseStore):
     # -- HTTP with retries --
 
     def _request(self, client: httpx.Client | httpx.AsyncClient, call: _Call) -> httpx.Request:
-        method, path, query, body = call
+        method, path, query, body, *extra_headers = call
         url = self.url + path
         if query:
             # RFC 3986 encoding (what SigV4's canonical form uses): a space is %20, never "+".
             url += "?" + "&".join(f"{quote(k, safe='-_.~')}={quote(v, safe='-_.~')}" for k, v in query)
         content = None
-        headers = {}
+        headers = dict(extra_headers[0]) if extra_headers else {}
         if body is not None:
             content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
             headers["Content-Type"] = "application/json"

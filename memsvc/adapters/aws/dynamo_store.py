@@ -140,6 +140,40 @@ class DynamoItemStore:
         except BotoCoreError as exc:
             raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
 
+    def put_action(self, item: StoredItem, *, kind: str, old: StoredItem | None) -> dict[str, Any]:
+        """`write` as one `TransactWriteItems` action (same row, same condition), for a store that
+        writes an item in a transaction with rows of its own (the session store's appends). The
+        caller registers the namespace first (`register_namespace`)."""
+        put: dict[str, Any] = {"TableName": self._table, "Item": self._row(item, kind=kind)}
+        if old is None:
+            put["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            put |= {"ConditionExpression": "#version = :v", "ExpressionAttributeNames": {"#version": "version"},
+                    "ExpressionAttributeValues": {":v": {"N": str(old.version)}}}
+        return {"Put": put}
+
+    def register_namespace(self, tenant: str, namespace: tuple[str, ...]) -> None:
+        self._register(tenant, encode_namespace(namespace))
+
+    def items_after(self, tenant: str, namespace: tuple[str, ...], after_key: str, limit: int) -> list[StoredItem]:
+        """Live items of one namespace with keys above `after_key`, in key order: a `Query` of the
+        namespace's partition (keys of at most 1022 bytes sort as `K#<key>`)."""
+        out: list[StoredItem] = []
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :p AND sk BETWEEN :lo AND :hi", "ConsistentRead": True,
+            "FilterExpression": "attribute_not_exists(#del)", "ExpressionAttributeNames": {"#del": "del"},
+            "ExpressionAttributeValues": {":p": {"S": f"T#{tenant}#N#{encode_namespace(namespace)}"},
+                                          ":lo": {"S": f"K#{after_key}\x00"}, ":hi": {"S": "K#\U0010ffff"}},
+        }
+        while len(out) < limit:
+            kwargs["Limit"] = limit - len(out)
+            page = self._call("Query", **kwargs)
+            out.extend(_item(row) for row in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return out
+
     def mark_indexed(self, tenant, namespace, key, *, version, fields):
         return self._update_if_current(
             tenant, namespace, key, version,

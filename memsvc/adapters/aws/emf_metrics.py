@@ -48,5 +48,11 @@ class EmfMetrics:
             emf.add_metric(name="memory.search.results", unit=MetricUnit.Count, value=count)
             emf.flush_metrics()
 
+    def count(self, name: str, tenant: str, n: int = 1) -> None:
+        emf = EphemeralMetrics(namespace=self._namespace, service=self._service)
+        emf.add_dimensions(service=self._service, tenant=tenant)
+        emf.add_metric(name=name, unit=MetricUnit.Count, value=n)
+        emf.flush_metrics()
+
     def exposition(self) -> None:
         return None  # pushed to CloudWatch, not scraped

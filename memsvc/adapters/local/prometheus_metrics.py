@@ -9,6 +9,7 @@ milliseconds, as seed 001 says, not Prometheus' usual seconds.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable, Iterator
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
@@ -43,6 +44,8 @@ class PrometheusMetrics:
                                   buckets=RESULT_BUCKETS, registry=self.registry)
         if storage is not None:
             self.registry.register(_StorageCollector(storage))
+        self._counters: dict[str, Counter] = {}
+        self._counters_lock = threading.Lock()
 
     def record(self, sample: OperationSample) -> None:
         self._total.labels(sample.operation, sample.tenant, str(sample.status)).inc()
@@ -51,6 +54,14 @@ class PrometheusMetrics:
         self._latency.labels(sample.operation, sample.tenant).observe(sample.latency_ms)
         for layer, count in (sample.results or {}).items():
             self._results.labels(sample.operation, sample.tenant, layer).observe(count)
+
+    def count(self, name: str, tenant: str, n: int = 1) -> None:
+        with self._counters_lock:
+            counter = self._counters.get(name)
+            if counter is None:
+                counter = Counter(name.replace(".", "_"), f"{name}, per tenant", ["tenant"], registry=self.registry)
+                self._counters[name] = counter
+        counter.labels(tenant).inc(n)
 
     def exposition(self) -> tuple[bytes, str]:
         return generate_latest(self.registry), CONTENT_TYPE_PLAIN_0_0_4

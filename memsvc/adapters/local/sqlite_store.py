@@ -146,33 +146,64 @@ class SqliteItemStore:
         return _item(row) if row else None
 
     def write(self, item: StoredItem, *, kind: ChangeKind, old: StoredItem | None) -> None:
-        ns = encode_namespace(item.namespace)
         with self._tx() as conn:
-            row = conn.execute(
-                f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ns = ? AND key = ?", (item.tenant, ns, item.key)
-            ).fetchone()
-            # The change records the row as it really was (like a stream's OldImage): an index
-            # mark made after the writer read it still reaches the consumers.
-            before = _item(row) if row else None
-            current = before.version if before else None
-            expected = old.version if old else None
-            if current != expected:
-                raise Conflict(
-                    "the memory changed while this write was in flight",
-                    details={"expected_version": expected, "current_version": current},
-                )
-            conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 17)})", _row(item))
-            _count_usage(conn, before, item)
-            conn.execute(
-                "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
-                (
-                    item.tenant,
-                    kind,
-                    to_epoch_us(item.updated_at),
-                    json.dumps(item.to_record()),
-                    json.dumps(before.to_record()) if before else None,
-                ),
+            self.write_in(conn, item, kind=kind, old=old)
+
+    def transaction(self):
+        """A `BEGIN IMMEDIATE` transaction on this database, for a store that must write items
+        together with rows of its own (the session store's message appends)."""
+        return self._tx()
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection to the database, for reads of such a store's own rows."""
+        return self._conn()
+
+    def get_in(self, conn: sqlite3.Connection, tenant: str, namespace: tuple[str, ...], key: str) -> StoredItem | None:
+        """`get`, inside the caller's transaction."""
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ns = ? AND key = ?",
+            (tenant, encode_namespace(namespace), key),
+        ).fetchone()
+        return _item(row) if row else None
+
+    def write_in(self, conn: sqlite3.Connection, item: StoredItem, *, kind: ChangeKind,
+                 old: StoredItem | None) -> None:
+        """`write`, inside the caller's transaction."""
+        ns = encode_namespace(item.namespace)
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ns = ? AND key = ?", (item.tenant, ns, item.key)
+        ).fetchone()
+        # The change records the row as it really was (like a stream's OldImage): an index
+        # mark made after the writer read it still reaches the consumers.
+        before = _item(row) if row else None
+        current = before.version if before else None
+        expected = old.version if old else None
+        if current != expected:
+            raise Conflict(
+                "the memory changed while this write was in flight",
+                details={"expected_version": expected, "current_version": current},
             )
+        conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 17)})", _row(item))
+        _count_usage(conn, before, item)
+        conn.execute(
+            "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
+            (
+                item.tenant,
+                kind,
+                to_epoch_us(item.updated_at),
+                json.dumps(item.to_record()),
+                json.dumps(before.to_record()) if before else None,
+            ),
+        )
+
+    def items_after(self, tenant: str, namespace: tuple[str, ...], after_key: str, limit: int) -> list[StoredItem]:
+        """Live items of one namespace with keys above `after_key`, in key order (a session's messages)."""
+        rows = self._conn().execute(
+            f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ns = ? AND key > ? AND deleted IS NULL "
+            "ORDER BY key LIMIT ?",
+            (tenant, encode_namespace(namespace), after_key, limit),
+        ).fetchall()
+        return [_item(r) for r in rows]
 
     def mark_indexed(self, tenant, namespace, key, *, version, fields):
         with self._tx() as conn:

@@ -1,0 +1,48 @@
+"""Sessions (API-AGENT.md "Agent workflow state"): a user's conversation, its messages and its
+layer. Pure: the record the session store keeps, and where a session's data lives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+__all__ = ["SessionRecord", "session_namespace", "messages_namespace", "message_key", "MESSAGE_KEY_DIGITS",
+           "MESSAGE_ROLES"]
+
+MESSAGE_ROLES = ("user", "assistant", "system", "tool")
+MESSAGE_KEY_DIGITS = 12  # keys sort as the seqs do, for the first trillion messages of a session
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """What the session store keeps. `sealed` holds the title and metadata, sealed under the
+    tenant's key; ids, the agent id, times and counters are plaintext (the store sorts and
+    filters on them). `version` counts changes through the API (create, PUT, close); `seq` is
+    the last message's, moved by appends alone, so a chatty session never fails an If-Match."""
+
+    tenant: str
+    user_id: str
+    session_id: str
+    agent_id: str | None
+    sealed: bytes
+    created_at: datetime
+    updated_at: datetime
+    last_interaction: datetime
+    version: int = 1
+    seq: int = 0
+    closed_at: datetime | None = None
+    delete_after: datetime | None = None  # session_auto_delete: when the sweeper removes it all
+
+
+def session_namespace(user_id: str, session_id: str) -> tuple[str, ...]:
+    """The session layer (`core.layers`): its typed memories, and its messages below."""
+    return ("user", user_id, "sessions", session_id)
+
+
+def messages_namespace(user_id: str, session_id: str) -> tuple[str, ...]:
+    return (*session_namespace(user_id, session_id), "messages")
+
+
+def message_key(seq: int) -> str:
+    return f"{seq:0{MESSAGE_KEY_DIGITS}d}"

@@ -1,0 +1,328 @@
+"""Sessions and their messages (API-AGENT.md "Agent workflow state"; seed 004's conversations).
+
+A session belongs to (tenant, user): every lookup is keyed by the caller's own user id, so
+another user's session is simply not there (404, and nothing tells it exists). A message is an
+item under `["user", U, "sessions", S, "messages"]` keyed by its zero-padded seq, written in
+the same store transaction that takes the seq and moves `last_interaction`; the indexer embeds
+it off the write path, like every item, so search and recall find it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from itertools import islice
+from typing import Any, Literal
+
+from pydantic import Field, StrictInt, StrictStr
+
+from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
+from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.core.sessions import SessionRecord, message_key, messages_namespace, session_namespace
+from memsvc.core.validation import Command, Timestamp
+from memsvc.ports import Clock, ItemStore, SessionStore
+from memsvc.service.access import Access
+from memsvc.service.memories import Memories, check_nesting
+from memsvc.service.sealing import CursorCodec, Sealer
+
+__all__ = ["Sessions", "CreateSession", "UpdateSession", "ListSessions", "AppendMessage", "ListMessages",
+           "SessionView", "MessageView", "AppendedMessage", "parse_if_match", "MAX_METADATA_BYTES",
+           "MAX_MESSAGE_BYTES", "MAX_ID_CHARS"]
+
+MAX_ID_CHARS = 256
+MAX_TITLE_CHARS = 1000
+MAX_METADATA_BYTES = 64 * 1024  # title and metadata, as compact UTF-8 JSON
+MAX_MESSAGE_BYTES = 128 * 1024  # a message's content, in UTF-8
+_CURSOR_PURPOSE = "sessions"
+_OBJECT_KIND = "session"
+_DELETE_BATCH = 200
+
+ObjectId = Field(min_length=1, max_length=MAX_ID_CHARS)
+
+
+class CreateSession(Command):
+    """`POST /v1/memory/sessions`."""
+
+    session_id: StrictStr = ObjectId
+    agent_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
+    title: StrictStr | None = Field(None, max_length=MAX_TITLE_CHARS)
+    metadata: dict[StrictStr, Any] = Field(default_factory=dict, description="sealed at rest; a project_id here "
+                                           "makes close promote to that project")
+
+
+class UpdateSession(Command):
+    """`PUT /v1/memory/sessions/{id}`: what is given changes; `last_interaction` defaults to now."""
+
+    last_interaction: Timestamp | None = None
+    title: StrictStr | None = Field(None, max_length=MAX_TITLE_CHARS)
+    metadata: dict[StrictStr, Any] | None = None
+
+
+class ListSessions(Command):
+    """`GET /v1/memory/sessions`."""
+
+    limit: StrictInt = Field(20, ge=1, le=100)
+    cursor: StrictStr | None = Field(None, description="the previous page's next_cursor")
+    agent_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
+
+
+class AppendMessage(Command):
+    """`POST /v1/memory/sessions/{id}/messages`."""
+
+    role: Literal["user", "assistant", "system", "tool"]
+    content: StrictStr = Field(min_length=1)
+    correlation_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
+
+
+class ListMessages(Command):
+    """`GET /v1/memory/sessions/{id}/messages`."""
+
+    after_seq: StrictInt = Field(0, ge=0, description="only messages with a higher seq")
+    limit: StrictInt = Field(100, ge=1, le=500)
+
+
+@dataclass(frozen=True)
+class SessionView:
+    session_id: str
+    agent_id: str | None
+    title: str | None
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    last_interaction: datetime
+    version: int
+    message_count: int
+    closed_at: datetime | None
+    delete_after: datetime | None
+
+
+@dataclass(frozen=True)
+class AppendedMessage:
+    message_id: str
+    seq: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class MessageView:
+    message_id: str
+    seq: int
+    role: str
+    content: str
+    correlation_id: str | None
+    created_at: datetime
+
+
+def parse_if_match(header: str | None) -> int | None:
+    """`If-Match: 3` or `If-Match: "3"` (an ETag's quotes); None without the header."""
+    if header is None:
+        return None
+    text = header.strip().removeprefix("W/").strip('"')
+    if not (text.isascii() and text.isdigit()):
+        raise InvalidArgument("If-Match must be a version number", details={"field": "If-Match"})
+    return int(text)
+
+
+class Sessions:
+    def __init__(self, *, store: SessionStore, items: ItemStore, memories: Memories, sealer: Sealer,
+                 cursors: CursorCodec, access: Access, clock: Clock) -> None:
+        self._store = store
+        self._items = items
+        self._memories = memories
+        self._sealer = sealer
+        self._cursors = cursors
+        self._access = access
+        self._clock = clock
+
+    # -- the session record --------------------------------------------------------------------
+
+    def create(self, caller: Caller, cmd: CreateSession) -> SessionView:
+        session_id = _segment(cmd.session_id, "session_id")
+        self._check_namespace(caller, session_id)
+        now = self._clock.now()
+        record = SessionRecord(
+            tenant=caller.tenant_id, user_id=caller.user_id, session_id=session_id, agent_id=cmd.agent_id,
+            sealed=self._seal(caller, session_id, cmd.title, cmd.metadata), created_at=now, updated_at=now,
+            last_interaction=now,
+        )
+        self._store.create(record)
+        return self._view(record)
+
+    def get(self, caller: Caller, session_id: str) -> SessionView:
+        return self._view(self.record(caller, session_id))
+
+    def record(self, caller: Caller, session_id: str) -> SessionRecord:
+        """The caller's own session; `NotFound` for anyone else's, exactly as for none at all."""
+        record = self._store.get(caller.tenant_id, caller.user_id, session_id)
+        if record is None:
+            raise NotFound("no session with this id", details={"session_id": session_id})
+        return record
+
+    def list(self, caller: Caller, query: ListSessions) -> tuple[list[SessionView], str | None]:
+        after = None
+        if query.cursor is not None:
+            position = self._cursors.decode(caller.tenant_id, _CURSOR_PURPOSE, query.cursor, field="cursor")
+            if position.get("u") != caller.user_id or position.get("a") != query.agent_id:
+                raise InvalidArgument("cursor is from another listing", details={"field": "cursor"})
+            after = (from_epoch_us(position["li"]), position["s"])
+        records = self._store.list(caller.tenant_id, caller.user_id, agent_id=query.agent_id,
+                                   limit=query.limit + 1, after=after)
+        page, more = records[: query.limit], len(records) > query.limit
+        cursor = None
+        if more:
+            last = page[-1]
+            cursor = self._cursors.encode(caller.tenant_id, _CURSOR_PURPOSE, {
+                "u": caller.user_id, "a": query.agent_id, "li": to_epoch_us(last.last_interaction),
+                "s": last.session_id})
+        return [self._view(r) for r in page], cursor
+
+    def update(self, caller: Caller, session_id: str, cmd: UpdateSession, *, if_match: int | None) -> SessionView:
+        record = self.record(caller, session_id)
+        if if_match is not None and if_match != record.version:
+            raise PreconditionFailed("the session is at another version",
+                                     details={"expected_version": if_match, "current_version": record.version})
+        sealed = record.sealed
+        if cmd.title is not None or cmd.metadata is not None:
+            current = self._open(record)
+            title = cmd.title if cmd.title is not None else current.get("title")
+            metadata = cmd.metadata if cmd.metadata is not None else current.get("metadata", {})
+            sealed = self._seal(caller, session_id, title, metadata)
+        now = self._clock.now()
+        updated = _replace(record, sealed=sealed, updated_at=now, version=record.version + 1,
+                           last_interaction=cmd.last_interaction or now)
+        self._store_update(updated, record.version, if_match)
+        return self._view(updated)
+
+    def delete(self, caller: Caller, session_id: str) -> None:
+        """The session, its messages and its layer's memories; idempotent."""
+        self.remove(caller.tenant_id, caller.user_id, session_id)
+
+    def remove(self, tenant: str, user_id: str, session_id: str) -> int:
+        """Tombstone every live item under the session's namespace (its layer, its messages), then
+        drop the record, in that order: a failure midway leaves the session there to delete again."""
+        removed = 0
+        while True:
+            batch = list(islice(self._items.scan_live(tenant, session_namespace(user_id, session_id),
+                                                      self._clock.now()), _DELETE_BATCH))
+            deleted = sum(self._memories.delete_current(tenant, item.namespace, item.key, expected_id=None)
+                          for item in batch)
+            removed += deleted
+            if len(batch) < _DELETE_BATCH or not deleted:
+                break
+        self._store.delete(tenant, user_id, session_id)
+        return removed
+
+    def remove_due(self, limit: int = 100) -> int:
+        """Auto-delete: remove the closed sessions whose `delete_after` has passed (the local
+        sweeper and the AWS retention function call this); how many sessions went."""
+        due = self._store.due_for_deletion(self._clock.now(), limit)
+        for record in due:
+            self.remove(record.tenant, record.user_id, record.session_id)
+        return len(due)
+
+    def mark_closed(self, caller: Caller, record: SessionRecord, *, delete_after: datetime | None) -> SessionRecord:
+        """Close the session (again: the first close's time stays), set or clear its deletion time."""
+        now = self._clock.now()
+        closed = _replace(record, closed_at=record.closed_at or now, delete_after=delete_after, updated_at=now,
+                          version=record.version + 1)
+        self._store_update(closed, record.version, None)
+        return closed
+
+    def open_metadata(self, record: SessionRecord) -> dict[str, Any]:
+        return self._open(record).get("metadata") or {}
+
+    # -- messages --------------------------------------------------------------------------------
+
+    def append(self, caller: Caller, session_id: str, cmd: AppendMessage) -> AppendedMessage:
+        size = len(cmd.content.encode("utf-8"))
+        if size > MAX_MESSAGE_BYTES:
+            raise ContentTooLong(f"content takes {size} bytes; the limit is {MAX_MESSAGE_BYTES}",
+                                 max_bytes=MAX_MESSAGE_BYTES)
+        record = self.record(caller, session_id)
+        if record.closed_at is not None:
+            raise Conflict("the session is closed", details={"session_id": session_id})
+        ns = messages_namespace(caller.user_id, session_id)
+        value: dict[str, Any] = {"role": cmd.role, "content": cmd.content}
+        if cmd.correlation_id is not None:
+            value["correlation_id"] = cmd.correlation_id
+        policies = self._access.authorize(caller, "write", ns, None)
+        self._access.govern(caller, ns, "message", value, None)
+        policy_attributes = policies.extract_attributes(ns, "message", value, None, caller.policy_context())
+
+        def message(seq: int, old: StoredItem | None) -> StoredItem:
+            return self._memories.build_version(caller.tenant_id, ns, message_key(seq), {**value, "seq": seq},
+                                                old=old, attributes=None, policy_attributes=policy_attributes,
+                                                index_fields=["content"], ttl_seconds=None)
+
+        item = self._store.append(caller.tenant_id, caller.user_id, session_id, self._clock.now(), message)
+        if item is None:  # deleted between the read and the append
+            raise NotFound("no session with this id", details={"session_id": session_id})
+        self._memories.settle([item], sync_index=False)
+        return AppendedMessage(message_id=item.id, seq=int(item.key), created_at=item.created_at)
+
+    def messages(self, caller: Caller, session_id: str, query: ListMessages) -> list[MessageView]:
+        self.record(caller, session_id)
+        items = self._store.messages(caller.tenant_id, messages_namespace(caller.user_id, session_id),
+                                     message_key(query.after_seq), query.limit)
+        out = []
+        for item in items:
+            value = self._sealer.open_value(item) or {}
+            out.append(MessageView(message_id=item.id, seq=int(item.key), role=value.get("role", ""),
+                                   content=value.get("content", ""), correlation_id=value.get("correlation_id"),
+                                   created_at=item.created_at))
+        return out
+
+    # -- plumbing --------------------------------------------------------------------------------
+
+    def _check_namespace(self, caller: Caller, session_id: str) -> None:
+        """The session's namespaces must be writable where its messages and memories will go."""
+        self._access.namespace_to_write(caller, messages_namespace(caller.user_id, session_id))
+
+    def _store_update(self, record: SessionRecord, expected: int, if_match: int | None) -> None:
+        try:
+            self._store.update(record, expected_version=expected)
+        except Conflict:
+            if if_match is not None:
+                raise PreconditionFailed("the session changed; read it again",
+                                         details={"expected_version": if_match}) from None
+            raise
+
+    def _seal(self, caller: Caller, session_id: str, title: str | None, metadata: dict[str, Any]) -> bytes:
+        check_nesting(metadata, "metadata")
+        payload = {"title": title, "metadata": metadata}
+        size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+        if size > MAX_METADATA_BYTES:
+            raise ContentTooLong(f"title and metadata take {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}",
+                                 max_bytes=MAX_METADATA_BYTES)
+        return self._sealer.seal_object(caller.tenant_id, _OBJECT_KIND, _object_id(caller.user_id, session_id),
+                                        payload)
+
+    def _open(self, record: SessionRecord) -> dict[str, Any]:
+        return self._sealer.open_object(record.tenant, _OBJECT_KIND, _object_id(record.user_id, record.session_id),
+                                        record.sealed)
+
+    def _view(self, record: SessionRecord) -> SessionView:
+        opened = self._open(record)
+        return SessionView(
+            session_id=record.session_id, agent_id=record.agent_id, title=opened.get("title"),
+            metadata=opened.get("metadata") or {}, created_at=record.created_at, updated_at=record.updated_at,
+            last_interaction=record.last_interaction, version=record.version, message_count=record.seq,
+            closed_at=record.closed_at, delete_after=record.delete_after,
+        )
+
+
+def _segment(value: str, field: str) -> str:
+    if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
+        raise InvalidArgument(f"{field} must not contain control characters", details={"field": field})
+    return value
+
+
+def _object_id(user_id: str, session_id: str) -> str:
+    return json.dumps([user_id, session_id])
+
+
+def _replace(record: SessionRecord, **changes: Any) -> SessionRecord:
+    return dataclasses.replace(record, **changes)
+

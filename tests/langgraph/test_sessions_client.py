@@ -1,0 +1,63 @@
+"""`MemsvcClient` / `AsyncMemsvcClient`'s session, message and semantic-upsert methods against
+the live servers (both backends)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from memsvc_client import AsyncMemsvcClient, MemsvcClient
+from memsvc_client import InvalidArgumentError, MemsvcError, NotFoundError
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def client(live_server, uid):
+    with MemsvcClient(live_server.url, live_server.token(uid)) as client:
+        yield client
+
+
+def test_sessions_and_messages(client):
+    created = client.create_session("trip/2026", agent_id="planner", title="Trip", metadata={"budget": 900})
+    assert created["version"] == 1
+    assert client.add_message("trip/2026", "user", "Find me a hotel in Kyoto")["seq"] == 1
+    assert client.add_message("trip/2026", "assistant", "Hotel Gion, 3 nights", correlation_id="c1")["seq"] == 2
+    got = client.get_messages("trip/2026", after_seq=1)
+    assert [(m["seq"], m["correlation_id"]) for m in got["messages"]] == [(2, "c1")]
+    assert [s["session_id"] for s in client.list_sessions(agent_id="planner")["sessions"]] == ["trip/2026"]
+    updated = client.update_session("trip/2026", title="Kyoto", if_match=1)
+    assert (updated["title"], updated["version"]) == ("Kyoto", 2)
+    with pytest.raises(MemsvcError) as stale:
+        client.update_session("trip/2026", title="stale", if_match=1)
+    assert stale.value.status == 412
+    assert client.close_session("trip/2026")["promoted"] == 0
+    assert client.delete_session("trip/2026") is None
+    with pytest.raises(NotFoundError):
+        client.get_session("trip/2026")
+
+
+def test_semantic_upsert(client):
+    first = client.upsert_semantic("Allergic to shellfish", external_id="allergy", metadata={"src": "intake"})
+    assert first["action"] == "created"
+    assert client.upsert_semantic("Allergic to shellfish", external_id="allergy",
+                                  metadata={"src": "intake"})["action"] == "unchanged"
+    assert client.get_semantic(content_hash=first["content_hash"])["external_id"] == "allergy"
+    client.delete_semantic(external_id="allergy")
+    with pytest.raises(NotFoundError):
+        client.get_semantic(external_id="allergy")
+    with pytest.raises(InvalidArgumentError):
+        client.get_semantic()
+
+
+def test_async_client(live_server, uid):
+    async def run() -> list[int]:
+        async with AsyncMemsvcClient(live_server.url, live_server.token(uid)) as client:
+            await client.create_session("async")
+            seqs = await asyncio.gather(*(client.add_message("async", "user", f"m{i}") for i in range(5)))
+            listed = await client.get_messages("async")
+            assert [m["seq"] for m in listed["messages"]] == [1, 2, 3, 4, 5]
+            return sorted(s["seq"] for s in seqs)
+
+    assert asyncio.run(run()) == [1, 2, 3, 4, 5]
