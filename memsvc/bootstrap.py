@@ -14,12 +14,15 @@ from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.core.consolidation import thresholds_for
 from memsvc.ports import (Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics, RateLimiter,
-                          RememberQueue, SameFactJudge, SystemClock, VectorIndex)
+                          RememberQueue, SameFactJudge, SystemClock, VectorIndex, WorkflowNotices, WorkflowStore)
 from memsvc.service.access import Access
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
+from memsvc.service.plans import Plans
+from memsvc.service.task_contexts import TaskContexts
+from memsvc.service.working_memory import WorkingMemory
 from memsvc.service.remember import Remember
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.search import Search
@@ -86,6 +89,7 @@ def build_local(
     """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file."""
     from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
+    from memsvc.adapters.local.jsonl_notices import JsonlNotices
     from memsvc.adapters.local.jsonl_publisher import JsonlPublisher
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.keys import FileKeyProvider
@@ -96,6 +100,7 @@ def build_local(
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
+    from memsvc.adapters.local.workflow_store import SqliteWorkflowStore
 
     if embedder is None:
         from memsvc.adapters.local.cached_embedder import CachedEmbedder
@@ -123,6 +128,8 @@ def build_local(
                          indexer, event_log, on_write=workers.wake, concurrent_retrievers=False,
                          judge=HeuristicJudge(), limiter=SqliteRateLimiter(data_dir / "rate_limits.db"),
                          remember_queue=remember_jobs,
+                         workflow=SqliteWorkflowStore(data_dir / "workflow.db"),
+                         notices=JsonlNotices(events_file) if events_file else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder),
                          metrics=PrometheusMetrics(storage=store.storage_usage))
@@ -142,6 +149,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
               *, health: Callable[[], dict[str, Any]], metrics: Metrics, concurrent_retrievers: bool,
               judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
+              workflow: WorkflowStore, notices: WorkflowNotices | None,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
@@ -158,6 +166,9 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
                     embedder=embedder, keywords=keywords),
         health=health,
         metrics=metrics,
+        task_contexts=TaskContexts(store=workflow, sealer=sealer, clock=clock, notices=notices),
+        plans=Plans(store=workflow, sealer=sealer, cursors=CursorCodec(sealer), clock=clock, notices=notices),
+        working=WorkingMemory(store=workflow, sealer=sealer, clock=clock),
     )
 
 
@@ -212,7 +223,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     from memsvc.adapters.aws.dynamo_store import DynamoItemStore
     from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
     from memsvc.adapters.aws.emf_metrics import EmfMetrics
+    from memsvc.adapters.aws.dynamo_workflow import DynamoWorkflowStore
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
+    from memsvc.adapters.aws.eventbridge_notices import EventBridgeNotices
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
     from memsvc.adapters.aws.titan import TitanEmbedder
@@ -244,6 +257,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                                             lambda tenant: tenant_settings.get(tenant).judge_model_id),
                          limiter=DynamoRateLimiter(clients.dynamodb, settings.table_name),
                          remember_queue=SqsRememberQueue(clients.sqs, settings.remember_queue_url),
+                         workflow=DynamoWorkflowStore(clients.dynamodb, settings.table_name),
+                         notices=(EventBridgeNotices(clients.events, settings.event_bus_name)
+                                  if settings.event_bus_name else None),
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder),
                          metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service))

@@ -74,7 +74,9 @@ class LocalServer:
             authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
         event = build_event(
             method=scope["method"],
-            path=scope["path"],
+            # As sent (percent-encoded), like API Gateway's rawPath: an id holding `%2F` stays one
+            # path segment, and the handler decodes it.
+            path=scope.get("raw_path", b"").decode("latin-1") or scope["path"],
             raw_query=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
             body=bytes(body) if body else None,

@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 from memsvc.api import schemas as s
 from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Call, Response, Route, Router
-from memsvc.core.errors import NotFound
-from memsvc.core.models import Caller
+from memsvc.core.errors import InvalidArgument, NotFound
+from memsvc.core.models import Caller, to_rfc3339
 from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
 from memsvc.service.memories import Memories
@@ -23,6 +24,10 @@ from memsvc.service.remember import Accepted, Remember
 from memsvc.service.search import ListNamespaces, Search
 from memsvc.service.tenant_config import TenantSettings
 from memsvc.service.timeline import EventsQuery, TimelineReader
+from memsvc.service.plans import CreatePlan, ListPlans, Plans, UpdatePlan
+from memsvc.service.task_contexts import ChangeSubTasks, CreateTaskContext, TaskContexts, UpdateTaskContext
+from memsvc.service.working_memory import PutWorking, WorkingMemory
+from memsvc.service.workflow_rules import if_match
 
 __all__ = ["ROUTES", "Services", "build_router"]
 
@@ -36,6 +41,9 @@ class Services:
     health: Callable[[], dict[str, Any]]
     metrics: Metrics
     remember: Remember
+    task_contexts: TaskContexts
+    plans: Plans
+    working: WorkingMemory
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -111,6 +119,89 @@ def _metrics(app: Services, c: Call) -> Response:
     return Response(200, text, {"content-type": content_type})
 
 
+def _param(c: Call, name: str) -> str:
+    """A path parameter as the caller meant it: percent-decoded, so `a%2Fb` is the id `a/b`."""
+    try:
+        return unquote(c.path[name], errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"{name} is not percent-encoded UTF-8", details={"field": name}) from None
+
+
+def _create_task_context(app: Services, c: Call) -> Response:
+    record = app.task_contexts.create(c.caller, c.body)
+    return Response(201, s.TaskContextCreatedOut(task_id=record.task_id, created_at=to_rfc3339(record.created_at),
+                                                 version=record.version))
+
+
+def _get_task_context(app: Services, c: Call) -> s.TaskContextOut:
+    return s.TaskContextOut(**app.task_contexts.get(c.caller, _param(c, "task_id")).to_json())
+
+
+def _put_task_context(app: Services, c: Call) -> s.TaskContextOut:
+    expected = if_match(c.request.headers.get("if-match"))
+    return s.TaskContextOut(**app.task_contexts.update(c.caller, _param(c, "task_id"), c.body,
+                                                       expected_version=expected).to_json())
+
+
+def _delete_task_context(app: Services, c: Call) -> None:
+    app.task_contexts.delete(c.caller, _param(c, "task_id"))
+
+
+def _task_context_by_subtask(app: Services, c: Call) -> s.TaskContextOut:
+    return s.TaskContextOut(**app.task_contexts.by_subtask(c.caller, _param(c, "subtask_id")).to_json())
+
+
+def _change_sub_tasks(app: Services, c: Call) -> s.SubTasksOut:
+    changed = app.task_contexts.change_sub_tasks(c.caller, _param(c, "task_id"), c.body)
+    return s.SubTasksOut(sub_tasks=list(changed.sub_tasks), remaining=len(changed.sub_tasks),
+                         removed=list(changed.removed), version=changed.version)
+
+
+def _create_plan(app: Services, c: Call) -> Response:
+    return Response(201, s.PlanOut(**app.plans.create(c.caller, c.body).to_json()))
+
+
+def _list_plans(app: Services, c: Call) -> s.PlansOut:
+    page = app.plans.list(c.caller, c.query)
+    plans = [s.PlanOut(**p.to_json()) for p in page.plans]
+    return s.PlansOut(plans=plans, count=len(plans), next_cursor=page.next_cursor)
+
+
+def _get_plan(app: Services, c: Call) -> s.PlanOut:
+    return s.PlanOut(**app.plans.get(c.caller, _param(c, "plan_id")).to_json())
+
+
+def _put_plan(app: Services, c: Call) -> s.PlanOut:
+    expected = if_match(c.request.headers.get("if-match"))
+    return s.PlanOut(**app.plans.update(c.caller, _param(c, "plan_id"), c.body, expected_version=expected).to_json())
+
+
+def _delete_plan(app: Services, c: Call) -> None:
+    app.plans.delete(c.caller, _param(c, "plan_id"))
+
+
+def _put_working(app: Services, c: Call) -> s.WorkingValueOut:
+    return s.WorkingValueOut(**app.working.put(c.caller, _param(c, "plan_id"), _param(c, "key"), c.body).to_json())
+
+
+def _get_working(app: Services, c: Call) -> s.WorkingValueOut:
+    return s.WorkingValueOut(**app.working.get(c.caller, _param(c, "plan_id"), _param(c, "key")).to_json())
+
+
+def _list_working(app: Services, c: Call) -> s.WorkingValuesOut:
+    return s.WorkingValuesOut(items=[s.WorkingValueOut(**w.to_json())
+                                     for w in app.working.list(c.caller, _param(c, "plan_id"))])
+
+
+def _delete_working(app: Services, c: Call) -> None:
+    app.working.delete(c.caller, _param(c, "plan_id"), _param(c, "key"))
+
+
+def _delete_all_working(app: Services, c: Call) -> s.WorkingDeletedOut:
+    plan_id = _param(c, "plan_id")
+    return s.WorkingDeletedOut(deleted_count=app.working.delete_all(c.caller, plan_id), plan_id=plan_id)
+
+
 def _openapi(app: Services, c: Call) -> Response:
     return Response(200, openapi_document(ROUTES))
 
@@ -140,6 +231,37 @@ ROUTES: tuple[Route, ...] = (
     Route("PUT", "/admin/v1/memories/settings", "Change some of the tenant's settings", _put_settings,
           body=s.SettingsBody, response=TenantSettings),
     Route("DELETE", "/admin/v1/memories/{id:uuid}", "Force-delete a memory by id", _force_delete, status=204),
+    Route("POST", "/v1/memory/task-context", "Save a worker's task context (seed 003)", _create_task_context,
+          body=CreateTaskContext, response=s.TaskContextCreatedOut, status=201),
+    Route("GET", "/v1/memory/task-context/by-subtask/{subtask_id}", "The task context holding a sub-task",
+          _task_context_by_subtask, response=s.TaskContextOut),
+    Route("GET", "/v1/memory/task-context/{task_id}", "A task context", _get_task_context,
+          response=s.TaskContextOut),
+    Route("PUT", "/v1/memory/task-context/{task_id}", "Change some fields of a task context (If-Match: version)",
+          _put_task_context, body=UpdateTaskContext, response=s.TaskContextOut),
+    Route("DELETE", "/v1/memory/task-context/{task_id}", "Delete a task context (idempotent)", _delete_task_context,
+          status=204),
+    Route("POST", "/v1/memory/task-context/{task_id}/sub-tasks", "Add and remove sub-tasks atomically",
+          _change_sub_tasks, body=ChangeSubTasks, response=s.SubTasksOut),
+    Route("POST", "/v1/memory/plans", "Create a plan", _create_plan, body=CreatePlan, response=s.PlanOut,
+          status=201),
+    Route("GET", "/v1/memory/plans", "The caller's plans, newest first", _list_plans, query=ListPlans,
+          response=s.PlansOut),
+    Route("GET", "/v1/memory/plans/{plan_id}", "A plan", _get_plan, response=s.PlanOut),
+    Route("PUT", "/v1/memory/plans/{plan_id}", "Change a plan's status, state or goal_data (If-Match: version)",
+          _put_plan, body=UpdatePlan, response=s.PlanOut),
+    Route("DELETE", "/v1/memory/plans/{plan_id}", "Delete a plan and its working memory (idempotent)",
+          _delete_plan, status=204),
+    Route("PUT", "/v1/memory/working/{plan_id}/{key}", "Set a working-memory value", _put_working,
+          body=PutWorking, response=s.WorkingValueOut),
+    Route("GET", "/v1/memory/working/{plan_id}/{key}", "A working-memory value", _get_working,
+          response=s.WorkingValueOut),
+    Route("DELETE", "/v1/memory/working/{plan_id}/{key}", "Delete a working-memory value (404 when absent)",
+          _delete_working, status=204),
+    Route("GET", "/v1/memory/working/{plan_id}", "Every working-memory value of a plan", _list_working,
+          response=s.WorkingValuesOut),
+    Route("DELETE", "/v1/memory/working/{plan_id}", "Delete a plan's working memory", _delete_all_working,
+          response=s.WorkingDeletedOut),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),
     Route("GET", "/metrics", "Seed 001's metrics, in Prometheus' text format (memsvc serve)", _metrics,

@@ -15,6 +15,7 @@ __all__ = [
     "Forbidden",
     "NotFound",
     "Conflict",
+    "PreconditionFailed",
     "ContentTooLong",
     "MissingIdentifier",
     "InvalidLayer",
@@ -84,6 +85,12 @@ class NotFound(MemsvcError):
 
 class Conflict(MemsvcError):
     code, status, retryable = "CONFLICT", 409, True
+
+
+class PreconditionFailed(MemsvcError):
+    """`If-Match` named a version that is no longer the current one (API-AGENT.md "Agent workflow state")."""
+
+    code, status = "PRECONDITION_FAILED", 412
 
 
 class ContentTooLong(MemsvcError):
