@@ -7,7 +7,9 @@
 A client rides on a `MemsvcStore` (its `.store`, a LangGraph `BaseStore`): one connection pool,
 one authentication (bearer token or SigV4), and the store's retries and errors
 (`InvalidArgumentError`, `AuthError`, `NotFoundError`, `TransientError`, `MemsvcError`).
-Methods return the decoded JSON answer.
+Methods return the decoded JSON answer. Seed 003's workflow state (task contexts, plans,
+working memory) comes from `memsvc_client.workflow.WorkflowMethods`; `memsvc_client.worker`
+turns it into a worker's few steps.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, TypedDict, Unpack
 
 from memsvc_client.store import MemsvcStore, _ns_key
+from memsvc_client.workflow import WorkflowMethods
 
 __all__ = [
     "MemsvcClient",
@@ -99,7 +102,7 @@ def _json_fields(shape: type, defaults: Mapping[str, Any], fields: Mapping[str, 
     }
 
 
-class MemsvcClient:
+class MemsvcClient(WorkflowMethods):
     """The agent-memory API over HTTP, synchronously.
 
     Args:
@@ -129,6 +132,9 @@ class MemsvcClient:
         """`DELETE /v1/memories`: idempotent, as the service is."""
         self.store._call(("DELETE", "/v1/memories", _ns_key(namespace, key), None))
 
+    def _run(self, call: Any) -> Any:
+        return self.store._call(call)
+
     def close(self) -> None:
         self.store.close()
 
@@ -139,7 +145,7 @@ class MemsvcClient:
         self.close()
 
 
-class AsyncMemsvcClient:
+class AsyncMemsvcClient(WorkflowMethods):
     """`MemsvcClient`'s methods as coroutines (same arguments, same answers and errors)."""
 
     def __init__(self, url: str | None = None, token: Any = None, *, store: MemsvcStore | None = None,
@@ -160,6 +166,8 @@ class AsyncMemsvcClient:
 
     async def _send(self, call: Any) -> Any:
         return await self.store._acall(self.store._async_client(), call)
+
+    _run = _send  # the workflow methods (`WorkflowMethods`) return its coroutine
 
     async def aclose(self) -> None:
         await self.store.aclose()

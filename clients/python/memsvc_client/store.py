@@ -108,6 +108,10 @@ class NotFoundError(MemsvcError, LookupError):
     """404 NOT_FOUND (`get` turns it into None, as LangGraph's stores do)."""
 
 
+class PreconditionFailedError(MemsvcError):
+    """412 PRECONDITION_FAILED: the object is no longer at the version `if_match` named."""
+
+
 class TransientError(MemsvcError):
     """A retryable failure that outlived the retries: 429, 502/503/504, `retryable: true`, or no
     response (code `UNAVAILABLE`)."""
@@ -138,6 +142,8 @@ def _error_from_response(response: httpx.Response) -> MemsvcError:
         kind = AuthError
     elif status == 404:
         kind = NotFoundError
+    elif status == 412:
+        kind = PreconditionFailedError
     elif retryable:
         kind = TransientError
     else:
@@ -225,7 +231,8 @@ def aws_region_from_url(url: str) -> str | None:
 
 # -- the store --------------------------------------------------------------------------------
 
-_Call = tuple[str, str, Sequence[tuple[str, str]], Any]  # method, path, query, JSON body
+# method, path, query, JSON body, and optionally the request's own headers (If-Match)
+_Call = tuple[str, str, Sequence[tuple[str, str]], Any] | tuple[str, str, Sequence[tuple[str, str]], Any, Mapping[str, str]]
 
 
 @dataclass(frozen=True)
@@ -570,7 +577,7 @@ class MemsvcStore(BaseStore):
     # -- HTTP with retries --
 
     def _request(self, client: httpx.Client | httpx.AsyncClient, call: _Call) -> httpx.Request:
-        method, path, query, body = call
+        method, path, query, body, *extra = call  # extra: the request's own headers (If-Match), if any
         url = self.url + path
         if query:
             # RFC 3986 encoding (what SigV4's canonical form uses): a space is %20, never "+".
@@ -580,6 +587,8 @@ class MemsvcStore(BaseStore):
         if body is not None:
             content = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
             headers["Content-Type"] = "application/json"
+        if extra:
+            headers.update(extra[0])
         return client.build_request(method, url, content=content, headers=headers)
 
     def _retry_delay(self, error: MemsvcError, attempt: int) -> float | None:
