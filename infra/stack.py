@@ -82,7 +82,8 @@ class MemsvcStack(Stack):
         api_fn = ApiFunction(
             self, "Api", function_name=f"{prefix}-api",
             memory_mb=config.api_memory_mb, timeout=Duration.seconds(config.api_timeout_seconds),
-            reserved_concurrency=config.api_reserved_concurrency, default_tenant=config.default_tenant, **data)
+            reserved_concurrency=config.api_reserved_concurrency, default_tenant=config.default_tenant,
+            event_bus=events.bus, **data)
         def stream_settings(stream: StreamConsumerSettings) -> StreamSettings:
             return StreamSettings(
                 batch_size=stream.batch_size,

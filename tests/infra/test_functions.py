@@ -56,14 +56,14 @@ def _build(bare_stack) -> tuple[cdk.Stack, dict[str, Any]]:
                                log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
     common = dict(package=package, table=table, keywords=keywords, vectors=vectors, envelope_key=envelope,
                   storage_key=storage, settings=settings)
+    bus = events.EventBus(stack, "Bus", event_bus_name="bus", kms_key=storage)
     ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
-                reserved_concurrency=None, **common)
+                reserved_concurrency=None, event_bus=bus, **common)
     IndexerFunction(stack, "Indexer", function_name="fn-indexer", memory_mb=1024, timeout=Duration.seconds(300),
                     stream=StreamSettings(batch_size=100, batching_window=Duration.seconds(2), retry_attempts=5,
                                           max_record_age=Duration.hours(6), parallelization_factor=1,
                                           dlq_retention=Duration.days(14)),
                     **common)
-    bus = events.EventBus(stack, "Bus", event_bus_name="bus", kms_key=storage)
     TimelineFunction(stack, "Timeline", function_name="fn-timeline", memory_mb=512, timeout=Duration.seconds(120),
                      stream=StreamSettings(batch_size=50, batching_window=Duration.seconds(0), retry_attempts=4,
                                            max_record_age=Duration.hours(3), parallelization_factor=1,
@@ -164,6 +164,7 @@ def test_default_tenant_only_when_configured(bare_stack):
                                log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
     ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
                 reserved_concurrency=None, default_tenant="shared", table=table, keywords=keywords, vectors=vectors,
+                event_bus=events.EventBus(stack, "Bus", event_bus_name="bus", kms_key=key),
                 envelope_key=key,
                 storage_key=key, settings=settings,
                 package=LambdaPackage(stack, "Package", project_root=PROJECT_ROOT, layer_name="deps"))
@@ -175,8 +176,9 @@ def test_every_setting_the_code_reads_is_set(built):
     wanted = aws_settings_variables()
     assert {"MEMSVC_TABLE_NAME", "MEMSVC_KEYWORD_TABLE_NAME", "MEMSVC_VECTOR_BUCKET", "MEMSVC_VECTOR_INDEX",
             "MEMSVC_KMS_KEY_ID", "MEMSVC_EVENT_BUS_NAME"} <= wanted
-    # The bus is the publisher's alone: without it a function publishes nothing (AwsSettings' default).
-    publishes = {"fn-timeline"}
+    # The bus is the publishers' alone (the timeline; the API for seed 003's workflow events):
+    # without it a function publishes nothing (AwsSettings' default).
+    publishes = {"fn-timeline", "fn-api"}
     for name, service in (("fn-api", "memsvc-api"), ("fn-indexer", "memsvc-indexer"),
                           ("fn-timeline", "memsvc-timeline")):
         env = _function(built, name)["Environment"]["Variables"]
@@ -196,8 +198,9 @@ def test_every_setting_the_code_reads_is_set(built):
         assert "EnvelopeKey" in json.dumps(env["MEMSVC_KMS_KEY_ID"])  # the envelope key, not the storage key
         assert "ItemsTable" in json.dumps(env["MEMSVC_TABLE_NAME"])
         assert "KeywordsTable" in json.dumps(env["MEMSVC_KEYWORD_TABLE_NAME"])
-    assert _function(built, "fn-timeline")["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {
-        "Ref": _logical(built, "AWS::Events::EventBus", "Bus")}
+    for name in publishes:
+        assert _function(built, name)["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {
+            "Ref": _logical(built, "AWS::Events::EventBus", "Bus")}
 
 
 # What `DynamoKeywordIndex` calls (TransactWriteItems is authorized as its Update and Delete actions).
@@ -210,9 +213,11 @@ def test_api_role_is_exactly_what_the_api_calls(built):
     assert _grants(built, "ApiServiceRole") == {
         ("logs:CreateLogStream", "own-log-group"), ("logs:PutLogEvents", "own-log-group"),
         ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
-        *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem")},
+        *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem",
+                                              "DeleteItem", "BatchWriteItem")},  # with seed 003's workflow rows
         *{("dynamodb:Query", f"table/index/{i}") for i in ("by_recent", "by_id", "pending")},
         *KEYWORD_TABLE,
+        ("events:PutEvents", "bus"),  # seed 003's plan-status and task-context-deleted events
         ("kms:Decrypt", "StorageKey"), ("kms:DescribeKey", "StorageKey"), ("kms:GenerateDataKey", "StorageKey"),
         ("kms:GenerateDataKey", tenant), ("kms:Decrypt", tenant),
         *{(f"s3vectors:{a}", "vector-index") for a in
@@ -253,14 +258,16 @@ def test_timeline_role_is_exactly_what_the_timeline_calls(built):
     }
 
 
-def test_only_the_timeline_publishes_and_only_to_its_bus(built):
+def test_only_the_timeline_and_the_api_publish_and_only_to_their_bus(built):
     publishers = {role for role in ("ApiServiceRole", "IndexerServiceRole", "TimelineServiceRole")
                   if any(a.startswith("events:") for a, _ in _grants(built, role))}
-    assert publishers == {"TimelineServiceRole"}
-    (statement,) = [st for p in resources_of(built, "AWS::IAM::Policy").values()
-                    for st in p["Properties"]["PolicyDocument"]["Statement"] if "events:PutEvents" in as_list(st["Action"])]
-    assert statement["Resource"] == {"Fn::GetAtt": [_logical(built, "AWS::Events::EventBus", "Bus"), "Arn"]}
-    assert "Condition" not in statement
+    assert publishers == {"TimelineServiceRole", "ApiServiceRole"}
+    statements = [st for p in resources_of(built, "AWS::IAM::Policy").values()
+                  for st in p["Properties"]["PolicyDocument"]["Statement"] if "events:PutEvents" in as_list(st["Action"])]
+    assert len(statements) == 2
+    for statement in statements:
+        assert statement["Resource"] == {"Fn::GetAtt": [_logical(built, "AWS::Events::EventBus", "Bus"), "Arn"]}
+        assert "Condition" not in statement
 
 
 def test_envelope_key_only_with_the_tenant_as_encryption_context(built):

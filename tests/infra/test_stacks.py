@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 
 import pytest
 from aws_cdk.aws_logs import RetentionDays
@@ -106,9 +107,11 @@ def test_iam_statements_name_their_resources(assembly, env):
             for r in resources:
                 flat = flatten_cfn_reference(r)
                 if r != "*" and "*" in flat:
-                    # Only a path parameter of the IAM API's invoke policy: DELETE /admin/v1/memories/{id}.
+                    # Only a path parameter of the IAM API's invoke policy: DELETE /admin/v1/memories/{id},
+                    # and the ids and keys of seed 003's workflow routes under /v1/memory/.
                     assert logical.startswith("IamApiInvokePolicy"), f"{logical}: {flat}"
-                    assert flat.endswith("/$default/DELETE/admin/v1/memories/*"), flat
+                    assert (flat.endswith("/$default/DELETE/admin/v1/memories/*")
+                            or re.search(r"/\$default/(GET|PUT|POST|DELETE)/v1/memory/", flat)), flat
     assert found >= 15
 
 
@@ -121,19 +124,20 @@ def test_no_environment_has_a_default_tenant(assembly, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_only_the_timeline_publishes_and_only_to_the_bus(assembly, env):
+def test_only_the_timeline_and_the_api_publish_and_only_to_the_bus(assembly, env):
+    """The timeline publishes memory events; the API seed 003's plan-status and task-context events."""
     t = assembly.templates[env]
     bus = next(iter(resources_of(t, "AWS::Events::EventBus")))
     found = [(logical, st) for logical, r in resources_of(t, "AWS::IAM::Policy").items()
              for st in r["Properties"]["PolicyDocument"]["Statement"]
              if any(a.startswith("events:") for a in as_list(st["Action"]))]
-    assert len(found) == 1
-    logical, st = found[0]
-    assert logical.startswith("TimelineServiceRole")
-    assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
-    timeline = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
-                if f["Properties"]["FunctionName"] == f"memsvc-{env}-timeline"][0]
-    assert timeline["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}
+    assert sorted(logical.split("ServiceRole")[0] for logical, _ in found) == ["Api", "Timeline"]
+    for _, st in found:
+        assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
+    for name in ("timeline", "api"):
+        function = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
+                    if f["Properties"]["FunctionName"] == f"memsvc-{env}-{name}"][0]
+        assert function["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}
     # ...and the timeline never gets the envelope key (it copies ciphertext, never decrypts)
     envelope = next(k for k, r in resources_of(t, "AWS::KMS::Key").items() if k.startswith("KeysEnvelopeKey"))
     for st in statements(t, "TimelineServiceRole"):
