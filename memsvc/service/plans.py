@@ -160,7 +160,7 @@ class Plans:
         if previous is not None and previous.status == plan.status:
             return
         notify(self._notices, STATUS_EVENT, {
-            "tenant_id": plan.tenant, "user_id": plan.user, "plan_id": plan.plan_id, "status": plan.status,
+            "tenant": plan.tenant, "user": plan.user, "plan_id": plan.plan_id, "status": plan.status,
             "previous_status": previous.status if previous else None, "version": plan.version,
             "changed_at": to_rfc3339(plan.updated_at)})
 

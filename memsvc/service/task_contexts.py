@@ -180,7 +180,7 @@ class TaskContexts:
             except StaleRecord:
                 continue
             notify(self._notices, DELETED_EVENT, {
-                "tenant_id": caller.tenant_id, "task_id": task_id, "plan_id": old.plan_id,
+                "tenant": caller.tenant_id, "task_id": task_id, "plan_id": old.plan_id,
                 "deleted_at": to_rfc3339(self._clock.now())})
             return
         raise Conflict("too many concurrent writes to this task context; retry", details={"task_id": task_id})

@@ -319,7 +319,7 @@ def test_plan_status_and_task_deletion_go_to_the_bus_without_values(backend, tc,
     assert [(e["detail-type"], e["detail"].get("status")) for e in events] == [
         ("memsvc.plan.status", "running"), ("memsvc.plan.status", "completed"),
         ("memsvc.task-context.deleted", None)]
-    assert events[1]["detail"]["previous_status"] == "running" and events[1]["detail"]["user_id"] == "alice"
+    assert events[1]["detail"]["previous_status"] == "running" and events[1]["detail"]["user"] == "alice"
     assert events[2]["detail"]["task_id"] == "task-123" and events[2]["detail"]["plan_id"] == "p"
     assert all(e["source"] == "memsvc" for e in events)
     assert "canary" not in json.dumps(events)

@@ -34,7 +34,7 @@ def test_plan_status_and_task_deletion_go_to_the_events_file_without_values(tmp_
     assert [(e["source"], e["detail-type"]) for e in lines] == [
         ("memsvc", "memsvc.plan.status"), ("memsvc", "memsvc.plan.status"), ("memsvc", "memsvc.task-context.deleted")]
     assert lines[1]["detail"]["status"] == "failed" and lines[1]["detail"]["previous_status"] == "running"
-    assert lines[2]["detail"] == {"tenant_id": "acme", "task_id": "t", "plan_id": None,
+    assert lines[2]["detail"] == {"tenant": "acme", "task_id": "t", "plan_id": None,
                                   "deleted_at": lines[2]["detail"]["deleted_at"]}
     assert "canary" not in events_file.read_text()
 
