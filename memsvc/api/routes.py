@@ -120,7 +120,12 @@ def _metrics(app: Services, c: Call) -> Response:
 
 
 def _param(c: Call, name: str) -> str:
-    """A path parameter as the caller meant it: percent-decoded, so `a%2Fb` is the id `a/b`."""
+    """A path parameter as the caller meant it, decoded exactly once. API Gateway's HTTP API
+    decodes the path before the Lambda sees it and hands over `pathParameters` decoded; `memsvc
+    serve` passes the path as sent, so its segment is decoded here (`a%2Fb` is the id `a/b`)."""
+    decoded = (c.request.event.get("pathParameters") or {}).get(name)
+    if decoded is not None:
+        return decoded
     try:
         return unquote(c.path[name], errors="strict")
     except UnicodeDecodeError:
