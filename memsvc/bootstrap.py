@@ -14,14 +14,18 @@ from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.core.consolidation import thresholds_for
 from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics,
-                          RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex)
+                          RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex,
+                          WorkflowStore)
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
+from memsvc.service.plans import Plans
 from memsvc.service.recall import Recall
+from memsvc.service.task_contexts import TaskContexts
+from memsvc.service.working_memory import WorkingMemory
 from memsvc.service.remember import Remember
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.search import Search
@@ -104,6 +108,7 @@ def build_local(
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
+    from memsvc.adapters.local.workflow_store import SqliteWorkflowStore
 
     if embedder is None:
         from memsvc.adapters.local.cached_embedder import CachedEmbedder
@@ -134,6 +139,7 @@ def build_local(
                          indexer, event_log, accesses, on_write=workers.wake, concurrent_retrievers=False,
                          judge=HeuristicJudge(), limiter=SqliteRateLimiter(data_dir / "rate_limits.db"),
                          remember_queue=remember_jobs, sessions_store=sessions_store,
+                         workflow=SqliteWorkflowStore(data_dir / "workflow.db"),
                          bus=JsonlBusEvents(events_file) if events_file else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder),
@@ -155,7 +161,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               embedder: Embedder, sealer: Sealer, settings: SettingsRegistry, policies: PolicyRegistry, clock: Clock, indexer: Indexer, event_log: EventLog,
               accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
               concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
-              sessions_store: SessionStore, bus: BusEvents | None,
+              sessions_store: SessionStore, workflow: WorkflowStore, bus: BusEvents | None,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses."""
     access = Access(policies, settings)
@@ -180,6 +186,9 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
                     embedder=embedder, keywords=keywords),
         health=health,
         metrics=metrics,
+        task_contexts=TaskContexts(store=workflow, sealer=sealer, clock=clock, notices=bus),
+        plans=Plans(store=workflow, sealer=sealer, cursors=CursorCodec(sealer), clock=clock, notices=bus),
+        working=WorkingMemory(store=workflow, sealer=sealer, clock=clock),
     )
 
 
@@ -237,6 +246,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     from memsvc.adapters.aws.dynamo_timeline import DynamoEventLog
     from memsvc.adapters.aws.eventbridge_bus import EventBridgeBusEvents
     from memsvc.adapters.aws.emf_metrics import EmfMetrics
+    from memsvc.adapters.aws.dynamo_workflow import DynamoWorkflowStore
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
     from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
@@ -271,6 +281,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                          limiter=DynamoRateLimiter(clients.dynamodb, settings.table_name),
                          remember_queue=SqsRememberQueue(clients.sqs, settings.remember_queue_url),
                          sessions_store=DynamoSessionStore(clients.dynamodb, settings.table_name, store),
+                         workflow=DynamoWorkflowStore(clients.dynamodb, settings.table_name),
                          bus=EventBridgeBusEvents(clients.events, settings.event_bus_name)
                          if settings.event_bus_name else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,

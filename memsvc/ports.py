@@ -15,12 +15,14 @@ from memsvc.core.filters import Filter
 from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
+from memsvc.core.workflow import PlanRecord, TaskRecord, WorkingRecord
 from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
            "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics",
-           "OperationSample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents"]
+           "OperationSample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents",
+           "WorkflowStore"]
 
 
 class ItemStore(Protocol):
@@ -325,10 +327,51 @@ class SessionStore(Protocol):
 
 
 class BusEvents(Protocol):
-    """Workflow lifecycle events (`memsvc.session.closed`, ...) on the event bus: EventBridge
-    on AWS, the events file locally. Details name objects, never carry their values."""
+    """Workflow lifecycle events (`memsvc.session.closed`, `memsvc.plan.status`,
+    `memsvc.task-context.deleted`) on the event bus, published after the write they describe
+    committed: EventBridge on AWS, the events file locally. Details name objects, never carry
+    their values. Best effort: a failure is logged, never raised."""
 
     def publish(self, detail_type: str, detail: dict[str, Any]) -> None: ...
+
+
+class WorkflowStore(Protocol):
+    """Seed 003's agent workflow state (`memsvc.core.workflow`). Conditional writes raise
+    `StaleRecord` when the record is not as `previous` says (absent when None)."""
+
+    def get_task(self, tenant: str, task_id: str) -> TaskRecord | None: ...
+
+    def task_of_subtask(self, tenant: str, subtask_id: str) -> str | None:
+        """The id of the task context whose `sub_tasks` holds `subtask_id`."""
+
+    def save_task(self, task: TaskRecord, *, previous: TaskRecord | None) -> None:
+        """Write `task` and its sub-task index in one transaction. Raises `StaleRecord`, or
+        `Conflict` naming the sub-task when one of its new sub-tasks belongs to another task."""
+
+    def delete_task(self, task: TaskRecord) -> None:
+        """Delete `task` (still at its version) and its sub-task index, in one transaction."""
+
+    def get_plan(self, tenant: str, user: str, plan_id: str) -> PlanRecord | None: ...
+
+    def save_plan(self, plan: PlanRecord, *, previous: PlanRecord | None) -> None: ...
+
+    def delete_plan(self, plan: PlanRecord) -> None:
+        """Delete the plan (still at its version), then its working memory."""
+
+    def list_plans(self, tenant: str, user: str, *, status: str | None, after: tuple[int, str] | None,
+                   limit: int) -> list[PlanRecord]:
+        """The user's plans (of `status`, when given), newest `created_at` first, strictly after
+        the position `after` = (created_at µs, plan_id) of the last one of the previous page."""
+
+    def put_working(self, record: WorkingRecord) -> int:
+        """Upsert; the stored version (one more than the key's last, 1 when new) is returned."""
+
+    def get_working(self, tenant: str, user: str, plan_id: str, key: str) -> WorkingRecord | None: ...
+
+    def list_working(self, tenant: str, user: str, plan_id: str) -> list[WorkingRecord]:
+        """Every key of the plan, by key, expired ones included (the service hides them)."""
+
+    def delete_working(self, tenant: str, user: str, plan_id: str, keys: Sequence[str]) -> None: ...
 
 
 class Clock(Protocol):

@@ -166,7 +166,8 @@ class ServiceHttpApi(Construct):
             acknowledge_wildcard_resources(
                 self.invoke_policy, route_arns,
                 "The wildcard stands for a route's path parameter (the memory id in DELETE "
-                "/admin/v1/memories/{id}); every route is listed by method and path, on this API and stage only.")
+                "/admin/v1/memories/{id}; the task, sub-task and plan ids and working-memory keys under "
+                "/v1/memory/); every route is listed by method and path, on this API and stage only.")
 
     @property
     def url(self) -> str:

@@ -295,6 +295,7 @@ class ApiFunction(Construct):
             handler="functions.api.handler",
             description="memsvc HTTP API (API Gateway HTTP API, payload 2.0)",
             package=package,
+            # The bus: seed 003's plan-status and task-context-deleted events, published by the API.
             environment={**service_environment(service="api", table=table, keywords=keywords, vectors=vectors,
                                                envelope_key=envelope_key, settings=settings, event_bus=event_bus),
                          **tenant},
@@ -305,12 +306,14 @@ class ApiFunction(Construct):
             reserved_concurrency=reserved_concurrency,
         )
         s = self.service
+        # DeleteItem and BatchWriteItem: seed 003's workflow rows (TransactWriteItems is authorized
+        # as its Put/Update/Delete actions), which are deleted outright, never tombstoned.
         s.allow(sid="ItemTable", resources=[table.table_arn], actions=[
             "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem"])
+            "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"])
         s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"],
                 resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING)])
-        s.allow(sid="SessionEvents", actions=["events:PutEvents"], resources=[event_bus.event_bus_arn])
+        s.allow(sid="EventBus", actions=["events:PutEvents"], resources=[event_bus.event_bus_arn])
         s.allow(sid="KeywordTable", actions=KEYWORD_TABLE_ACTIONS, resources=[keywords.table_arn])
         s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],
                 resources=[storage_key.key_arn])

@@ -16,7 +16,7 @@ from memsvc.api import schemas as s
 from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Call, Response, Route, Router
 from memsvc.core.errors import InvalidArgument, NotFound
-from memsvc.core.models import Caller
+from memsvc.core.models import Caller, to_rfc3339
 from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
 from memsvc.service.memories import Memories
@@ -25,9 +25,13 @@ from memsvc.service.remember import Accepted, Remember
 from memsvc.service.search import ListNamespaces, Search
 from memsvc.service.semantic import SemanticMemories, SemanticRef
 from memsvc.service.session_close import CloseSession
-from memsvc.service.sessions import ListMessages, ListSessions, Sessions, parse_if_match
+from memsvc.service.sessions import ListMessages, ListSessions, Sessions
 from memsvc.service.tenant_config import TenantSettings
 from memsvc.service.timeline import EventsQuery, TimelineReader
+from memsvc.service.plans import CreatePlan, ListPlans, Plans, UpdatePlan
+from memsvc.service.task_contexts import ChangeSubTasks, CreateTaskContext, TaskContexts, UpdateTaskContext
+from memsvc.service.working_memory import PutWorking, WorkingMemory
+from memsvc.service.workflow_rules import if_match
 
 __all__ = ["ROUTES", "Services", "build_router"]
 
@@ -45,6 +49,9 @@ class Services:
     sessions: Sessions
     close_session: CloseSession
     semantic: SemanticMemories
+    task_contexts: TaskContexts
+    plans: Plans
+    working: WorkingMemory
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -124,14 +131,6 @@ def _metrics(app: Services, c: Call) -> Response:
     return Response(200, text, {"content-type": content_type})
 
 
-def _session_id(c: Call) -> str:
-    """The path's session id, percent-decoded: an id holding `/` travels as `%2F`."""
-    try:
-        return unquote(c.path["id"], errors="strict")
-    except UnicodeDecodeError:
-        raise InvalidArgument("the session id is not percent-encoded UTF-8", details={"field": "id"}) from None
-
-
 def _create_session(app: Services, c: Call) -> s.SessionOut:
     return s.SessionOut.of(app.sessions.create(c.caller, c.body))
 
@@ -142,30 +141,30 @@ def _list_sessions(app: Services, c: Call) -> s.SessionsOut:
 
 
 def _get_session(app: Services, c: Call) -> s.SessionOut:
-    return s.SessionOut.of(app.sessions.get(c.caller, _session_id(c)))
+    return s.SessionOut.of(app.sessions.get(c.caller, _param(c, "id")))
 
 
 def _put_session(app: Services, c: Call) -> s.SessionOut:
-    if_match = parse_if_match(c.request.headers.get("if-match"))
-    return s.SessionOut.of(app.sessions.update(c.caller, _session_id(c), c.body, if_match=if_match))
+    expected = if_match(c.request.headers.get("if-match"))
+    return s.SessionOut.of(app.sessions.update(c.caller, _param(c, "id"), c.body, if_match=expected))
 
 
 def _delete_session(app: Services, c: Call) -> None:
-    app.sessions.delete(c.caller, _session_id(c))
+    app.sessions.delete(c.caller, _param(c, "id"))
 
 
 def _append_message(app: Services, c: Call) -> s.AppendedMessageOut:
-    appended = app.sessions.append(c.caller, _session_id(c), c.body)
+    appended = app.sessions.append(c.caller, _param(c, "id"), c.body)
     return s.AppendedMessageOut(message_id=appended.message_id, seq=appended.seq, created_at=appended.created_at)
 
 
 def _list_messages(app: Services, c: Call) -> s.MessagesOut:
-    views = app.sessions.messages(c.caller, _session_id(c), c.query)
+    views = app.sessions.messages(c.caller, _param(c, "id"), c.query)
     return s.MessagesOut(messages=[s.MessageOut(**vars(v)) for v in views], count=len(views))
 
 
 def _close_session(app: Services, c: Call) -> s.SessionClosedOut:
-    closed = app.close_session.close(c.caller, _session_id(c))
+    closed = app.close_session.close(c.caller, _param(c, "id"))
     return s.SessionClosedOut(promoted=closed.promoted, blocked=closed.blocked, deleted=closed.deleted,
                               delete_after=closed.delete_after)
 
@@ -182,6 +181,92 @@ def _get_semantic(app: Services, c: Call) -> s.SemanticOut:
 
 def _delete_semantic(app: Services, c: Call) -> None:
     app.semantic.delete(c.caller, c.query)
+def _param(c: Call, name: str) -> str:
+    """A path parameter as the caller meant it, decoded exactly once. API Gateway's HTTP API
+    decodes the path before the Lambda sees it and hands over `pathParameters` decoded; `memsvc
+    serve` passes the path as sent, so its segment is decoded here (`a%2Fb` is the id `a/b`)."""
+    decoded = (c.request.event.get("pathParameters") or {}).get(name)
+    if decoded is not None:
+        return decoded
+    try:
+        return unquote(c.path[name], errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidArgument(f"{name} is not percent-encoded UTF-8", details={"field": name}) from None
+
+
+def _create_task_context(app: Services, c: Call) -> Response:
+    record = app.task_contexts.create(c.caller, c.body)
+    return Response(201, s.TaskContextCreatedOut(task_id=record.task_id, created_at=to_rfc3339(record.created_at),
+                                                 version=record.version))
+
+
+def _get_task_context(app: Services, c: Call) -> s.TaskContextOut:
+    return s.TaskContextOut(**app.task_contexts.get(c.caller, _param(c, "task_id")).to_json())
+
+
+def _put_task_context(app: Services, c: Call) -> s.TaskContextOut:
+    expected = if_match(c.request.headers.get("if-match"))
+    return s.TaskContextOut(**app.task_contexts.update(c.caller, _param(c, "task_id"), c.body,
+                                                       expected_version=expected).to_json())
+
+
+def _delete_task_context(app: Services, c: Call) -> None:
+    app.task_contexts.delete(c.caller, _param(c, "task_id"))
+
+
+def _task_context_by_subtask(app: Services, c: Call) -> s.TaskContextOut:
+    return s.TaskContextOut(**app.task_contexts.by_subtask(c.caller, _param(c, "subtask_id")).to_json())
+
+
+def _change_sub_tasks(app: Services, c: Call) -> s.SubTasksOut:
+    changed = app.task_contexts.change_sub_tasks(c.caller, _param(c, "task_id"), c.body)
+    return s.SubTasksOut(sub_tasks=list(changed.sub_tasks), remaining=len(changed.sub_tasks),
+                         removed=list(changed.removed), version=changed.version)
+
+
+def _create_plan(app: Services, c: Call) -> Response:
+    return Response(201, s.PlanOut(**app.plans.create(c.caller, c.body).to_json()))
+
+
+def _list_plans(app: Services, c: Call) -> s.PlansOut:
+    page = app.plans.list(c.caller, c.query)
+    plans = [s.PlanOut(**p.to_json()) for p in page.plans]
+    return s.PlansOut(plans=plans, count=len(plans), next_cursor=page.next_cursor)
+
+
+def _get_plan(app: Services, c: Call) -> s.PlanOut:
+    return s.PlanOut(**app.plans.get(c.caller, _param(c, "plan_id")).to_json())
+
+
+def _put_plan(app: Services, c: Call) -> s.PlanOut:
+    expected = if_match(c.request.headers.get("if-match"))
+    return s.PlanOut(**app.plans.update(c.caller, _param(c, "plan_id"), c.body, expected_version=expected).to_json())
+
+
+def _delete_plan(app: Services, c: Call) -> None:
+    app.plans.delete(c.caller, _param(c, "plan_id"))
+
+
+def _put_working(app: Services, c: Call) -> s.WorkingValueOut:
+    return s.WorkingValueOut(**app.working.put(c.caller, _param(c, "plan_id"), _param(c, "key"), c.body).to_json())
+
+
+def _get_working(app: Services, c: Call) -> s.WorkingValueOut:
+    return s.WorkingValueOut(**app.working.get(c.caller, _param(c, "plan_id"), _param(c, "key")).to_json())
+
+
+def _list_working(app: Services, c: Call) -> s.WorkingValuesOut:
+    return s.WorkingValuesOut(items=[s.WorkingValueOut(**w.to_json())
+                                     for w in app.working.list(c.caller, _param(c, "plan_id"))])
+
+
+def _delete_working(app: Services, c: Call) -> None:
+    app.working.delete(c.caller, _param(c, "plan_id"), _param(c, "key"))
+
+
+def _delete_all_working(app: Services, c: Call) -> s.WorkingDeletedOut:
+    plan_id = _param(c, "plan_id")
+    return s.WorkingDeletedOut(deleted_count=app.working.delete_all(c.caller, plan_id), plan_id=plan_id)
 
 
 def _openapi(app: Services, c: Call) -> Response:
@@ -236,6 +321,37 @@ ROUTES: tuple[Route, ...] = (
           query=SemanticRef, response=s.SemanticOut),
     Route("DELETE", "/v1/memory/semantic", "Delete a semantic memory (idempotent)", _delete_semantic,
           query=SemanticRef, status=204),
+    Route("POST", "/v1/memory/task-context", "Save a worker's task context (seed 003)", _create_task_context,
+          body=CreateTaskContext, response=s.TaskContextCreatedOut, status=201),
+    Route("GET", "/v1/memory/task-context/by-subtask/{subtask_id}", "The task context holding a sub-task",
+          _task_context_by_subtask, response=s.TaskContextOut),
+    Route("GET", "/v1/memory/task-context/{task_id}", "A task context", _get_task_context,
+          response=s.TaskContextOut),
+    Route("PUT", "/v1/memory/task-context/{task_id}", "Change some fields of a task context (If-Match: version)",
+          _put_task_context, body=UpdateTaskContext, response=s.TaskContextOut),
+    Route("DELETE", "/v1/memory/task-context/{task_id}", "Delete a task context (idempotent)", _delete_task_context,
+          status=204),
+    Route("POST", "/v1/memory/task-context/{task_id}/sub-tasks", "Add and remove sub-tasks atomically",
+          _change_sub_tasks, body=ChangeSubTasks, response=s.SubTasksOut),
+    Route("POST", "/v1/memory/plans", "Create a plan", _create_plan, body=CreatePlan, response=s.PlanOut,
+          status=201),
+    Route("GET", "/v1/memory/plans", "The caller's plans, newest first", _list_plans, query=ListPlans,
+          response=s.PlansOut),
+    Route("GET", "/v1/memory/plans/{plan_id}", "A plan", _get_plan, response=s.PlanOut),
+    Route("PUT", "/v1/memory/plans/{plan_id}", "Change a plan's status, state or goal_data (If-Match: version)",
+          _put_plan, body=UpdatePlan, response=s.PlanOut),
+    Route("DELETE", "/v1/memory/plans/{plan_id}", "Delete a plan and its working memory (idempotent)",
+          _delete_plan, status=204),
+    Route("PUT", "/v1/memory/working/{plan_id}/{key}", "Set a working-memory value", _put_working,
+          body=PutWorking, response=s.WorkingValueOut),
+    Route("GET", "/v1/memory/working/{plan_id}/{key}", "A working-memory value", _get_working,
+          response=s.WorkingValueOut),
+    Route("DELETE", "/v1/memory/working/{plan_id}/{key}", "Delete a working-memory value (404 when absent)",
+          _delete_working, status=204),
+    Route("GET", "/v1/memory/working/{plan_id}", "Every working-memory value of a plan", _list_working,
+          response=s.WorkingValuesOut),
+    Route("DELETE", "/v1/memory/working/{plan_id}", "Delete a plan's working memory", _delete_all_working,
+          response=s.WorkingDeletedOut),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),
     Route("GET", "/metrics", "Seed 001's metrics, in Prometheus' text format (memsvc serve)", _metrics,

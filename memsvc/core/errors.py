@@ -17,6 +17,7 @@ __all__ = [
     "Forbidden",
     "NotFound",
     "Conflict",
+    "PreconditionFailed",
     "ContentTooLong",
     "MissingIdentifier",
     "InvalidLayer",
@@ -88,6 +89,12 @@ class Conflict(MemsvcError):
     code, status, retryable = "CONFLICT", 409, True
 
 
+class PreconditionFailed(MemsvcError):
+    """`If-Match` named a version that is no longer the current one (API-AGENT.md "Agent workflow state")."""
+
+    code, status = "PRECONDITION_FAILED", 412
+
+
 class ContentTooLong(MemsvcError):
     code, status = "CONTENT_TOO_LONG", 413
 
@@ -113,12 +120,6 @@ class ProviderError(MemsvcError):
 
 class InternalError(MemsvcError):
     code, status = "INTERNAL", 500
-
-
-class PreconditionFailed(MemsvcError):
-    """`If-Match` named a version the object is no longer at."""
-
-    code, status = "PRECONDITION_FAILED", 412
 
 
 class StoreUnavailable(MemsvcError):

@@ -81,6 +81,18 @@ class Sealer:
         except Exception as exc:  # a sealed part that won't open is corruption, not bad input
             raise InternalError("a stored memory could not be decrypted") from exc
 
+    def seal_record(self, tenant: str, ids: Sequence[str], payload: dict[str, Any]) -> bytes:
+        """A workflow object's contents (`memsvc.core.workflow`), bound to its tenant and ids
+        (e.g. `("plan", user, plan_id)`), so it opens nowhere else."""
+        return seal(self.data_key(tenant), _json(payload), _record_aad(tenant, ids))
+
+    def open_record(self, tenant: str, ids: Sequence[str], sealed: bytes) -> dict[str, Any]:
+        data_key = self.data_key(tenant)  # a key-provider outage is its own (retryable) error
+        try:
+            return json.loads(open_sealed(data_key, sealed, _record_aad(tenant, ids)))
+        except Exception as exc:  # a sealed part that won't open is corruption, not bad input
+            raise InternalError("a stored workflow object could not be decrypted") from exc
+
     def seal_job(self, tenant: str, job_id: str, payload: dict[str, Any]) -> bytes:
         """A background job's payload (it may hold a memory's content), bound to its tenant and id."""
         return seal(self.data_key(tenant), _json(payload), _job_aad(tenant, job_id))
@@ -170,6 +182,8 @@ def _job_aad(tenant: str, job_id: str) -> bytes:
 
 def _object_aad(tenant: str, kind: str, object_id: str) -> bytes:
     return _json(["object", tenant, kind, object_id])
+def _record_aad(tenant: str, ids: Sequence[str]) -> bytes:
+    return json.dumps(["workflow", tenant, *ids], separators=(",", ":")).encode()
 
 
 def _cursor_aad(tenant: str, purpose: str) -> bytes:

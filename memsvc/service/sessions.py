@@ -28,7 +28,7 @@ from memsvc.service.memories import Memories, check_nesting
 from memsvc.service.sealing import CursorCodec, Sealer
 
 __all__ = ["Sessions", "CreateSession", "UpdateSession", "ListSessions", "AppendMessage", "ListMessages",
-           "SessionView", "MessageView", "AppendedMessage", "parse_if_match", "MAX_METADATA_BYTES",
+           "SessionView", "MessageView", "AppendedMessage", "MAX_METADATA_BYTES",
            "MAX_MESSAGE_BYTES", "MAX_ID_CHARS"]
 
 MAX_ID_CHARS = 256
@@ -113,16 +113,6 @@ class MessageView:
     content: str
     correlation_id: str | None
     created_at: datetime
-
-
-def parse_if_match(header: str | None) -> int | None:
-    """`If-Match: 3` or `If-Match: "3"` (an ETag's quotes); None without the header."""
-    if header is None:
-        return None
-    text = header.strip().removeprefix("W/").strip('"')
-    if not (text.isascii() and text.isdigit()):
-        raise InvalidArgument("If-Match must be a version number", details={"field": "If-Match"})
-    return int(text)
 
 
 class Sessions:

@@ -164,7 +164,8 @@ def test_default_tenant_only_when_configured(bare_stack):
                                log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
     ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
                 reserved_concurrency=None, default_tenant="shared", table=table, keywords=keywords, vectors=vectors,
-                envelope_key=key, event_bus=events.EventBus(stack, "Bus", event_bus_name="bus"),
+                event_bus=events.EventBus(stack, "Bus", event_bus_name="bus", kms_key=key),
+                envelope_key=key,
                 storage_key=key, settings=settings,
                 package=LambdaPackage(stack, "Package", project_root=PROJECT_ROOT, layer_name="deps"))
     env = _function(Template.from_stack(stack).to_json(), "fn-api")["Environment"]["Variables"]
@@ -175,8 +176,8 @@ def test_every_setting_the_code_reads_is_set(built):
     wanted = aws_settings_variables()
     assert {"MEMSVC_TABLE_NAME", "MEMSVC_KEYWORD_TABLE_NAME", "MEMSVC_VECTOR_BUCKET", "MEMSVC_VECTOR_INDEX",
             "MEMSVC_KMS_KEY_ID", "MEMSVC_EVENT_BUS_NAME"} <= wanted
-    # The bus is the publishers' alone (the timeline; the API for session close): without it a
-    # function publishes nothing (AwsSettings' default).
+    # The bus is the publishers' alone (the timeline; the API for session close and seed 003's
+    # workflow events): without it a function publishes nothing (AwsSettings' default).
     publishes = {"fn-timeline", "fn-api"}
     for name, service in (("fn-api", "memsvc-api"), ("fn-indexer", "memsvc-indexer"),
                           ("fn-timeline", "memsvc-timeline")):
@@ -197,8 +198,9 @@ def test_every_setting_the_code_reads_is_set(built):
         assert "EnvelopeKey" in json.dumps(env["MEMSVC_KMS_KEY_ID"])  # the envelope key, not the storage key
         assert "ItemsTable" in json.dumps(env["MEMSVC_TABLE_NAME"])
         assert "KeywordsTable" in json.dumps(env["MEMSVC_KEYWORD_TABLE_NAME"])
-    assert _function(built, "fn-timeline")["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {
-        "Ref": _logical(built, "AWS::Events::EventBus", "Bus")}
+    for name in publishes:
+        assert _function(built, name)["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {
+            "Ref": _logical(built, "AWS::Events::EventBus", "Bus")}
 
 
 # What `DynamoKeywordIndex` calls (TransactWriteItems is authorized as its Update and Delete actions).
@@ -211,11 +213,11 @@ def test_api_role_is_exactly_what_the_api_calls(built):
     assert _grants(built, "ApiServiceRole") == {
         ("logs:CreateLogStream", "own-log-group"), ("logs:PutLogEvents", "own-log-group"),
         ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
-        *{(f"dynamodb:{a}", "table") for a in
-          ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem", "DeleteItem")},
+        *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem",
+                                              "DeleteItem", "BatchWriteItem")},  # with seed 003's workflow rows
         *{("dynamodb:Query", f"table/index/{i}") for i in ("by_recent", "by_id", "pending")},
         *KEYWORD_TABLE,
-        ("events:PutEvents", "bus"),  # memsvc.session.closed
+        ("events:PutEvents", "bus"),  # seed 003's plan-status and task-context-deleted events
         ("kms:Decrypt", "StorageKey"), ("kms:DescribeKey", "StorageKey"), ("kms:GenerateDataKey", "StorageKey"),
         ("kms:GenerateDataKey", tenant), ("kms:Decrypt", tenant),
         *{(f"s3vectors:{a}", "vector-index") for a in
@@ -257,7 +259,7 @@ def test_timeline_role_is_exactly_what_the_timeline_calls(built):
 
 
 def test_only_the_timeline_and_the_api_publish_and_only_to_their_bus(built):
-    """The timeline publishes memory events; the API publishes session close (`EventBridgeBusEvents`)."""
+    """The timeline publishes memory events; the API the workflow events (`EventBridgeBusEvents`)."""
     publishers = {role for role in ("ApiServiceRole", "IndexerServiceRole", "TimelineServiceRole")
                   if any(a.startswith("events:") for a, _ in _grants(built, role))}
     assert publishers == {"TimelineServiceRole", "ApiServiceRole"}

@@ -118,7 +118,7 @@ def test_iam_statements_name_their_resources(assembly, env):
                 flat = flatten_cfn_reference(r)
                 if r != "*" and "*" in flat:
                     # Only the path parameters of the IAM API's invoke policy: DELETE
-                    # /admin/v1/memories/{id} and the session routes' {id}.
+                    # /admin/v1/memories/{id} and the workflow routes' ids and keys.
                     assert logical.startswith("IamApiInvokePolicy"), f"{logical}: {flat}"
                     assert any(flat.endswith(suffix) for suffix in _PARAMETER_ROUTES), flat
     assert found >= 15
@@ -134,18 +134,20 @@ def test_no_environment_has_a_default_tenant(assembly, env):
 
 @pytest.mark.parametrize("env", ENVS)
 def test_only_the_timeline_and_the_api_publish_and_only_to_the_bus(assembly, env):
+    """The timeline publishes memory events; the API the workflow events (session close, plan
+    status, task-context deletion)."""
     t = assembly.templates[env]
     bus = next(iter(resources_of(t, "AWS::Events::EventBus")))
     found = [(logical, st) for logical, r in resources_of(t, "AWS::IAM::Policy").items()
              for st in r["Properties"]["PolicyDocument"]["Statement"]
              if any(a.startswith("events:") for a in as_list(st["Action"]))]
-    # the timeline (memory events) and the API (memsvc.session.closed)
     assert sorted(logical.split("ServiceRole")[0] for logical, _ in found) == ["Api", "Timeline"]
     for _, st in found:
         assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
-    timeline = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
-                if f["Properties"]["FunctionName"] == f"memsvc-{env}-timeline"][0]
-    assert timeline["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}
+    for name in ("timeline", "api"):
+        function = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
+                    if f["Properties"]["FunctionName"] == f"memsvc-{env}-{name}"][0]
+        assert function["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}
     # ...and the timeline never gets the envelope key (it copies ciphertext, never decrypts)
     envelope = next(k for k, r in resources_of(t, "AWS::KMS::Key").items() if k.startswith("KeysEnvelopeKey"))
     for st in statements(t, "TimelineServiceRole"):

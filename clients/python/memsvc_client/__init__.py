@@ -14,8 +14,10 @@ from memsvc_client.store import (
     MemsvcError,
     MemsvcStore,
     NotFoundError,
+    PreconditionFailedError,
     TransientError,
 )
+from memsvc_client.worker import AsyncTaskWorker, SubTaskDone, TaskWorker
 from memsvc_client.tools import MemoryTools, langchain_tools, tool_specs
 
 __all__ = [
@@ -24,6 +26,9 @@ __all__ = [
     "MemsvcClient",
     "AsyncMemsvcClient",
     "MemoryTools",
+    "TaskWorker",
+    "AsyncTaskWorker",
+    "SubTaskDone",
     "langchain_tools",
     "tool_specs",
     "ClientSettings",
@@ -32,6 +37,7 @@ __all__ = [
     "InvalidArgumentError",
     "AuthError",
     "NotFoundError",
+    "PreconditionFailedError",
     "TransientError",
     "InvalidNamespaceError",
 ]

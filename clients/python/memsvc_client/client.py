@@ -7,18 +7,19 @@
 A client rides on a `MemsvcStore` (its `.store`, a LangGraph `BaseStore`): one connection pool,
 one authentication (bearer token or SigV4), and the store's retries and errors
 (`InvalidArgumentError`, `AuthError`, `NotFoundError`, `TransientError`, `MemsvcError`).
-Methods return the decoded JSON answer.
+Methods return the decoded JSON answer. Seed 003's workflow state (task contexts, plans,
+working memory) comes from `memsvc_client.workflow.WorkflowMethods`; `memsvc_client.worker`
+turns it into a worker's few steps.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict, Unpack
-
 from urllib.parse import quote
 
 from memsvc_client.store import MemsvcStore, _ns_key
+from memsvc_client.workflow import WorkflowMethods
 
 __all__ = [
     "MemsvcClient",
@@ -119,84 +120,146 @@ def _body(**fields: Any) -> dict[str, Any]:
     return {name: value for name, value in fields.items() if value is not None}
 
 
-class _WorkflowCalls:
-    """The calls of API-AGENT.md's "Agent workflow state" routes (sessions, messages, semantic
-    upsert), shared by the sync and async clients, which send them."""
+class AgentMemoryMethods:
+    """The routes of API-AGENT.md's typed memories (remember, recall) and conversations
+    (sessions, messages, semantic upsert), and the store routes of API.md that `MemsvcStore`
+    does not cover as a LangGraph `BaseStore`. Each method builds one request and hands it to the
+    client's `_run` (the answer, or a coroutine of it on the async client)."""
 
-    @staticmethod
-    def create_session(session_id: str, *, agent_id: str | None = None, title: str | None = None,
+    _run: Callable[[tuple[Any, ...]], Any]
+
+    # -- typed memories --
+
+    def remember(self, content: str, **fields: Unpack[RememberFields]) -> Any:
+        """`POST /v1/memories/remember`: `{"action", "memory", "neighbors", "judge"}`, or
+        `{"candidate_id"}` with `wait=False`. Fields: `RememberFields`."""
+        return self._run(("POST", "/v1/memories/remember", (), remember_body(content, **fields)))
+
+    def recall(self, query: str, **fields: Unpack[RecallFields]) -> Any:
+        """`POST /v1/memories/recall`: `{"memories": [...], "metadata": {...}}`. Fields: `RecallFields`."""
+        return self._run(("POST", "/v1/memories/recall", (), recall_body(query, **fields)))
+
+    # -- items (API.md) --
+
+    def put(self, namespace: Sequence[str], key: str, value: Mapping[str, Any], *,
+            attributes: Mapping[str, Any] | None = None, ttl_seconds: int | None = None,
+            index_fields: Sequence[str] | Literal[False] | None = None, sync_index: bool = False) -> Any:
+        """`PUT /v1/memories`: `{"id", "version", ...}`."""
+        body = _body(namespace=list(namespace), key=key, value=dict(value),
+                     attributes=dict(attributes) if attributes is not None else None, ttl_seconds=ttl_seconds,
+                     index_fields=list(index_fields) if isinstance(index_fields, (list, tuple)) else index_fields,
+                     sync_index=sync_index)
+        return self._run(("PUT", "/v1/memories", (), body))
+
+    def get(self, namespace: Sequence[str], key: str) -> Any:
+        """`GET /v1/memories`: the item. Raises `NotFoundError` when there is none."""
+        return self._run(("GET", "/v1/memories", _ns_key(namespace, key), None))
+
+    def delete(self, namespace: Sequence[str], key: str) -> Any:
+        """`DELETE /v1/memories`: idempotent, as the service is."""
+        return self._run(("DELETE", "/v1/memories", _ns_key(namespace, key), None))
+
+    def search(self, namespace_prefix: Sequence[str], *, query: str | None = None,
+               filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
+               mode: RecallMode | None = None, min_score: float | None = None, refresh_ttl: bool = False) -> Any:
+        """`POST /v1/memories/search`: `{"items": [...]}`."""
+        body = _body(namespace_prefix=list(namespace_prefix), query=query,
+                     filter=dict(filter) if filter is not None else None, limit=limit, offset=offset, mode=mode,
+                     min_score=min_score, refresh_ttl=refresh_ttl)
+        return self._run(("POST", "/v1/memories/search", (), body))
+
+    def list_namespaces(self, *, prefix: Sequence[str] = (), suffix: Sequence[str] = (),
+                        max_depth: int | None = None, limit: int = 100, offset: int = 0) -> Any:
+        """`GET /v1/memories/namespaces`: `{"namespaces": [...]}`."""
+        query = ([("prefix", p) for p in prefix] + [("suffix", p) for p in suffix]
+                 + _given(max_depth=max_depth, limit=limit, offset=offset))
+        return self._run(("GET", "/v1/memories/namespaces", query, None))
+
+    def events(self, namespace_prefix: Sequence[str] = (), **params: Any) -> Any:
+        """`GET /v1/memories/events`: the timeline, oldest first (`kinds`, `after`, `before`,
+        `after_cursor`, `limit` as API.md names them)."""
+        query = [("ns", p) for p in namespace_prefix]
+        for name, value in params.items():
+            values = value if isinstance(value, (list, tuple)) else [value]
+            query += [(name, str(v)) for v in values if v is not None]
+        return self._run(("GET", "/v1/memories/events", query, None))
+
+    # -- conversations --
+
+    def create_session(self, session_id: str, *, agent_id: str | None = None, title: str | None = None,
                        metadata: Mapping[str, Any] | None = None) -> Any:
-        return ("POST", "/v1/memory/sessions", (), _body(session_id=session_id, agent_id=agent_id, title=title,
-                                                         metadata=dict(metadata or {})))
+        return self._run(("POST", "/v1/memory/sessions", (),
+                          _body(session_id=session_id, agent_id=agent_id, title=title, metadata=dict(metadata or {}))))
 
-    @staticmethod
-    def list_sessions(*, limit: int | None = None, cursor: str | None = None, agent_id: str | None = None) -> Any:
-        return ("GET", "/v1/memory/sessions", _given(limit=limit, cursor=cursor, agent_id=agent_id), None)
+    def list_sessions(self, *, limit: int | None = None, cursor: str | None = None,
+                      agent_id: str | None = None) -> Any:
+        return self._run(("GET", "/v1/memory/sessions", _given(limit=limit, cursor=cursor, agent_id=agent_id), None))
 
-    @staticmethod
-    def get_session(session_id: str) -> Any:
-        return ("GET", _session(session_id), (), None)
+    def get_session(self, session_id: str) -> Any:
+        return self._run(("GET", _session(session_id), (), None))
 
-    @staticmethod
-    def update_session(session_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None,
+    def update_session(self, session_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None,
                        last_interaction: str | None = None, if_match: int | None = None) -> Any:
         body = _body(title=title, metadata=dict(metadata) if metadata is not None else None,
                      last_interaction=last_interaction)
-        headers = {"If-Match": str(if_match)} if if_match is not None else {}
-        return ("PUT", _session(session_id), (), body, headers)
+        headers = ({"If-Match": str(if_match)},) if if_match is not None else ()
+        return self._run(("PUT", _session(session_id), (), body, *headers))
 
-    @staticmethod
-    def delete_session(session_id: str) -> Any:
-        return ("DELETE", _session(session_id), (), None)
+    def delete_session(self, session_id: str) -> Any:
+        return self._run(("DELETE", _session(session_id), (), None))
 
-    @staticmethod
-    def add_message(session_id: str, role: MessageRole, content: str, *, correlation_id: str | None = None) -> Any:
-        return ("POST", _session(session_id, "messages"), (),
-                _body(role=role, content=content, correlation_id=correlation_id))
+    def add_message(self, session_id: str, role: MessageRole, content: str, *,
+                    correlation_id: str | None = None) -> Any:
+        return self._run(("POST", _session(session_id, "messages"), (),
+                          _body(role=role, content=content, correlation_id=correlation_id)))
 
-    @staticmethod
-    def get_messages(session_id: str, *, after_seq: int | None = None, limit: int | None = None) -> Any:
-        return ("GET", _session(session_id, "messages"), _given(after_seq=after_seq, limit=limit), None)
+    def get_messages(self, session_id: str, *, after_seq: int | None = None, limit: int | None = None) -> Any:
+        return self._run(("GET", _session(session_id, "messages"), _given(after_seq=after_seq, limit=limit), None))
 
-    @staticmethod
-    def close_session(session_id: str) -> Any:
-        return ("POST", _session(session_id, "close"), (), None)
+    def close_session(self, session_id: str) -> Any:
+        return self._run(("POST", _session(session_id, "close"), (), None))
 
-    @staticmethod
-    def upsert_semantic(content: str, *, external_id: str | None = None,
+    def upsert_semantic(self, content: str, *, external_id: str | None = None,
                         metadata: Mapping[str, Any] | None = None) -> Any:
-        return ("POST", "/v1/memory/semantic", (), _body(content=content, external_id=external_id,
-                                                         metadata=dict(metadata or {})))
+        return self._run(("POST", "/v1/memory/semantic", (),
+                          _body(content=content, external_id=external_id, metadata=dict(metadata or {}))))
 
-    @staticmethod
-    def get_semantic(*, external_id: str | None = None, content_hash: str | None = None) -> Any:
-        return ("GET", "/v1/memory/semantic", _given(external_id=external_id, content_hash=content_hash), None)
+    def get_semantic(self, *, external_id: str | None = None, content_hash: str | None = None) -> Any:
+        return self._run(("GET", "/v1/memory/semantic", _given(external_id=external_id, content_hash=content_hash),
+                          None))
 
-    @staticmethod
-    def delete_semantic(*, external_id: str | None = None, content_hash: str | None = None) -> Any:
-        return ("DELETE", "/v1/memory/semantic", _given(external_id=external_id, content_hash=content_hash), None)
+    def delete_semantic(self, *, external_id: str | None = None, content_hash: str | None = None) -> Any:
+        return self._run(("DELETE", "/v1/memory/semantic",
+                          _given(external_id=external_id, content_hash=content_hash), None))
+
+    # -- administration (roles admin/service) --
+
+    def get_policies(self) -> Any:
+        return self._run(("GET", "/admin/v1/memories/policies", (), None))
+
+    def put_policies(self, policies: Mapping[str, str]) -> Any:
+        return self._run(("PUT", "/admin/v1/memories/policies", (), {"policies": dict(policies)}))
+
+    def get_settings(self) -> Any:
+        return self._run(("GET", "/admin/v1/memories/settings", (), None))
+
+    def put_settings(self, **settings: Any) -> Any:
+        """Only the settings given change."""
+        return self._run(("PUT", "/admin/v1/memories/settings", (), settings))
+
+    def index_status(self) -> Any:
+        return self._run(("GET", "/admin/v1/memories/index/status", (), None))
+
+    def index_trigger(self) -> Any:
+        return self._run(("POST", "/admin/v1/memories/index/trigger", (), None))
+
+    def force_delete(self, memory_id: str) -> Any:
+        return self._run(("DELETE", f"/admin/v1/memories/{quote(memory_id, safe='')}", (), None))
 
 
-def _sync(build: Callable[..., Any]) -> Callable[..., Any]:
-    """A `MemsvcClient` method that sends `build`'s call (same signature and docs)."""
-    @functools.wraps(build)
-    def method(self: MemsvcClient, *args: Any, **kwargs: Any) -> Any:
-        return self.store._call(build(*args, **kwargs))
-    return method
-
-
-def _async(build: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(build)
-    async def method(self: AsyncMemsvcClient, *args: Any, **kwargs: Any) -> Any:
-        return await self._send(build(*args, **kwargs))
-    return method
-
-
-class MemsvcClient:
-    """The agent-memory API over HTTP, synchronously.
-
-    Sessions, messages and semantic upsert (API-AGENT.md "Agent workflow state") answer the
-    service's JSON (None for a 204); `update_session(..., if_match=version)` sends `If-Match`.
+class MemsvcClient(AgentMemoryMethods, WorkflowMethods):
+    """Every route of API.md and API-AGENT.md over HTTP, synchronously. Methods answer the
+    service's JSON (None for a 204); `if_match=version` sends `If-Match`.
 
     Args:
         url, token, and every other keyword: as `MemsvcStore` takes them (environment defaults,
@@ -208,34 +271,8 @@ class MemsvcClient:
                  **options: Any) -> None:
         self.store = store if store is not None else MemsvcStore(url, token, **options)
 
-    def remember(self, content: str, **fields: Unpack[RememberFields]) -> dict[str, Any]:
-        """`POST /v1/memories/remember`: `{"action", "memory", "neighbors", "judge"}`, or
-        `{"candidate_id"}` with `wait=False`. Fields: `RememberFields`."""
-        return self.store._call(("POST", "/v1/memories/remember", (), remember_body(content, **fields)))
-
-    def recall(self, query: str, **fields: Unpack[RecallFields]) -> dict[str, Any]:
-        """`POST /v1/memories/recall`: `{"memories": [...], "metadata": {...}}`. Fields: `RecallFields`."""
-        return self.store._call(("POST", "/v1/memories/recall", (), recall_body(query, **fields)))
-
-    def get(self, namespace: Sequence[str], key: str) -> dict[str, Any]:
-        """`GET /v1/memories`: the item. Raises `NotFoundError` when there is none."""
-        return self.store._call(("GET", "/v1/memories", _ns_key(namespace, key), None))
-
-    def delete(self, namespace: Sequence[str], key: str) -> None:
-        """`DELETE /v1/memories`: idempotent, as the service is."""
-        self.store._call(("DELETE", "/v1/memories", _ns_key(namespace, key), None))
-
-    create_session = _sync(_WorkflowCalls.create_session)
-    list_sessions = _sync(_WorkflowCalls.list_sessions)
-    get_session = _sync(_WorkflowCalls.get_session)
-    update_session = _sync(_WorkflowCalls.update_session)
-    delete_session = _sync(_WorkflowCalls.delete_session)
-    add_message = _sync(_WorkflowCalls.add_message)
-    get_messages = _sync(_WorkflowCalls.get_messages)
-    close_session = _sync(_WorkflowCalls.close_session)
-    upsert_semantic = _sync(_WorkflowCalls.upsert_semantic)
-    get_semantic = _sync(_WorkflowCalls.get_semantic)
-    delete_semantic = _sync(_WorkflowCalls.delete_semantic)
+    def _run(self, call: Any) -> Any:
+        return self.store._call(call)
 
     def close(self) -> None:
         self.store.close()
@@ -247,38 +284,14 @@ class MemsvcClient:
         self.close()
 
 
-class AsyncMemsvcClient:
+class AsyncMemsvcClient(AgentMemoryMethods, WorkflowMethods):
     """`MemsvcClient`'s methods as coroutines (same arguments, same answers and errors)."""
 
     def __init__(self, url: str | None = None, token: Any = None, *, store: MemsvcStore | None = None,
                  **options: Any) -> None:
         self.store = store if store is not None else MemsvcStore(url, token, **options)
 
-    async def remember(self, content: str, **fields: Unpack[RememberFields]) -> dict[str, Any]:
-        return await self._send(("POST", "/v1/memories/remember", (), remember_body(content, **fields)))
-
-    async def recall(self, query: str, **fields: Unpack[RecallFields]) -> dict[str, Any]:
-        return await self._send(("POST", "/v1/memories/recall", (), recall_body(query, **fields)))
-
-    async def get(self, namespace: Sequence[str], key: str) -> dict[str, Any]:
-        return await self._send(("GET", "/v1/memories", _ns_key(namespace, key), None))
-
-    async def delete(self, namespace: Sequence[str], key: str) -> None:
-        await self._send(("DELETE", "/v1/memories", _ns_key(namespace, key), None))
-
-    create_session = _async(_WorkflowCalls.create_session)
-    list_sessions = _async(_WorkflowCalls.list_sessions)
-    get_session = _async(_WorkflowCalls.get_session)
-    update_session = _async(_WorkflowCalls.update_session)
-    delete_session = _async(_WorkflowCalls.delete_session)
-    add_message = _async(_WorkflowCalls.add_message)
-    get_messages = _async(_WorkflowCalls.get_messages)
-    close_session = _async(_WorkflowCalls.close_session)
-    upsert_semantic = _async(_WorkflowCalls.upsert_semantic)
-    get_semantic = _async(_WorkflowCalls.get_semantic)
-    delete_semantic = _async(_WorkflowCalls.delete_semantic)
-
-    async def _send(self, call: Any) -> Any:
+    async def _run(self, call: Any) -> Any:
         return await self.store._acall(self.store._async_client(), call)
 
     async def aclose(self) -> None:

@@ -108,6 +108,10 @@ class NotFoundError(MemsvcError, LookupError):
     """404 NOT_FOUND (`get` turns it into None, as LangGraph's stores do)."""
 
 
+class PreconditionFailedError(MemsvcError):
+    """412 PRECONDITION_FAILED: the object is no longer at the version `if_match` named."""
+
+
 class TransientError(MemsvcError):
     """A retryable failure that outlived the retries: 429, 502/503/504, `retryable: true`, or no
     response (code `UNAVAILABLE`)."""
@@ -138,6 +142,8 @@ def _error_from_response(response: httpx.Response) -> MemsvcError:
         kind = AuthError
     elif status == 404:
         kind = NotFoundError
+    elif status == 412:
+        kind = PreconditionFailedError
     elif retryable:
         kind = TransientError
     else:

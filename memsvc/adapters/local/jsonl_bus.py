@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ class JsonlBusEvents:
         path.parent.mkdir(parents=True, exist_ok=True)
 
     def publish(self, detail_type: str, detail: dict[str, Any]) -> None:
-        line = json.dumps({"id": detail.get("id"), "source": SOURCE, "detail-type": detail_type,
+        line = json.dumps({"id": detail.get("id") or str(uuid.uuid4()), "source": SOURCE, "detail-type": detail_type,
                            "time": to_rfc3339(datetime.now(timezone.utc)), "detail": detail}, ensure_ascii=False)
         with self._lock, self._path.open("a", encoding="utf-8") as f:
             f.write(line + "\n")

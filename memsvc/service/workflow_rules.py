@@ -1,0 +1,72 @@
+"""What the three workflow use cases (task contexts, plans, working memory) share: the id and
+name types of their commands, the size limit of what they seal, `If-Match`, retries of a lost
+race, and publishing their events."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, StrictStr, StringConstraints
+
+from memsvc.core.errors import ContentTooLong, InvalidArgument
+from memsvc.core.workflow import MAX_NAME_CHARS, check_id
+from memsvc.ports import BusEvents
+from memsvc.service.memories import check_nesting
+from memsvc.service.tenant_config import MAX_VALUE_BYTES
+
+__all__ = ["WorkflowId", "Name", "check_payload", "if_match", "backoff", "WRITE_ATTEMPTS", "notify"]
+
+log = logging.getLogger(__name__)
+
+WRITE_ATTEMPTS = 32  # as `memories._WRITE_ATTEMPTS`: optimistic attempts before a retryable 409
+
+
+def _id(value: str) -> str:
+    try:
+        return check_id(value, "id")
+    except InvalidArgument as exc:
+        raise ValueError(exc.message) from None
+
+
+WorkflowId = Annotated[StrictStr, AfterValidator(_id)]
+Name = Annotated[StrictStr, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+
+
+def check_payload(payload: dict[str, Any], what: str) -> None:
+    """What gets sealed: nested at most `MAX_NESTING` levels, at most `MAX_VALUE_BYTES` as JSON (413)."""
+    for name, part in payload.items():
+        check_nesting(part, name)
+    size = len(json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode())
+    if size > MAX_VALUE_BYTES:
+        raise ContentTooLong(f"{what} take {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}",
+                             max_bytes=MAX_VALUE_BYTES)
+
+
+def if_match(header: str | None) -> int | None:
+    """The version an `If-Match` header names (`3` or `"3"`), None without one."""
+    if header is None:
+        return None
+    text = header.strip().removeprefix("W/").strip('"')
+    if not text.isascii() or not text.isdigit() or len(text) > 18:
+        raise InvalidArgument("If-Match must be a version number", details={"field": "If-Match"})
+    return int(text)
+
+
+def backoff(attempt: int) -> None:
+    """Full jitter between optimistic-write attempts, so racing writers spread out."""
+    if attempt:
+        time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
+
+
+def notify(notices: BusEvents | None, detail_type: str, detail: dict[str, Any]) -> None:
+    """After the write committed; a lost event never fails or undoes the write (logged instead)."""
+    if notices is None:
+        return
+    try:
+        notices.publish(detail_type, detail)
+    except Exception:
+        log.exception("workflow event not published", extra={"detail_type": detail_type})

@@ -1,0 +1,325 @@
+"""Seed 003's agent workflow state on both backends: task contexts, plans, working memory."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
+from memsvc.core.models import Caller
+from memsvc.service.plans import CreatePlan, ListPlans, UpdatePlan
+from memsvc.service.task_contexts import ChangeSubTasks, CreateTaskContext, UpdateTaskContext
+from memsvc.service.working_memory import PutWorking
+from memsvc.service.tenant_config import MAX_VALUE_BYTES
+from tests.fakes.aws_stack import TABLE
+
+ALICE = Caller(tenant_id="acme", user_id="alice", roles=("user",))
+BOB = Caller(tenant_id="acme", user_id="bob", roles=("user",))
+ADMIN = Caller(tenant_id="acme", user_id="root", roles=("admin",))
+SERVICE = Caller(tenant_id="acme", user_id="arn:aws:iam::1:role/worker", roles=("service",), principal_type="iam")
+OTHER_TENANT = Caller(tenant_id="globex", user_id="alice", roles=("user",))
+
+
+def task(task_id="task-123", **fields):
+    return CreateTaskContext(task_id=task_id, event_type="research.requested", **fields)
+
+
+@pytest.fixture
+def tc(backend):
+    return backend.app.services.task_contexts
+
+
+@pytest.fixture
+def plans(backend):
+    return backend.app.services.plans
+
+
+@pytest.fixture
+def working(backend):
+    return backend.app.services.working
+
+
+# -- seed 003's unit tests ------------------------------------------------------------------------
+
+
+def test_store_task_context_with_sub_tasks(tc):
+    record = tc.create(ALICE, task(response_event="research.completed", data={"query": "AI trends"},
+                                   sub_tasks=["sub-1", "sub-2"]))
+    assert (record.task_id, record.version) == ("task-123", 1)
+    got = tc.get(ALICE, "task-123").to_json()
+    assert got["data"] == {"query": "AI trends"} and got["sub_tasks"] == ["sub-1", "sub-2"]
+    assert got["response_topic"] == "action-results" and got["state"] == {} and got["version"] == 1
+
+
+def test_find_by_subtask(tc):
+    tc.create(ALICE, task(sub_tasks=["sub-1"]))
+    assert tc.by_subtask(ALICE, "sub-1").record.task_id == "task-123"
+    with pytest.raises(NotFound):
+        tc.by_subtask(ALICE, "sub-2")
+
+
+def test_list_active_plans(plans):
+    plans.create(ALICE, CreatePlan(plan_id="plan-1", goal_event="research.goal", status="running"))
+    plans.create(ALICE, CreatePlan(plan_id="plan-2", goal_event="research.goal", status="completed"))
+    page = plans.list(ALICE, ListPlans(status="active"))
+    assert [p.record.plan_id for p in page.plans] == ["plan-1"]
+
+
+# -- task contexts ------------------------------------------------------------------------------
+
+
+def test_creating_an_existing_task_context_is_a_conflict_and_changes_nothing(tc):
+    tc.create(ALICE, task(data={"v": 1}))
+    with pytest.raises(Conflict):
+        tc.create(BOB, task(data={"v": 2}))
+    assert tc.get(ALICE, "task-123").data == {"v": 1}
+
+
+def test_a_task_context_is_its_creators_and_the_services_only(tc):
+    tc.create(ALICE, task(sub_tasks=["s1"]))
+    for caller in (ADMIN, SERVICE):
+        assert tc.get(caller, "task-123").record.creator == "alice"
+        assert tc.by_subtask(caller, "s1").record.task_id == "task-123"
+    for caller in (BOB, OTHER_TENANT):
+        with pytest.raises(NotFound) as seen:
+            tc.get(caller, "task-123")
+        assert seen.value.message == "no task context with this task_id"  # as for one that does not exist
+        with pytest.raises(NotFound):
+            tc.by_subtask(caller, "s1")
+        with pytest.raises(NotFound):
+            tc.update(caller, "task-123", UpdateTaskContext(state={"x": 1}), expected_version=None)
+        with pytest.raises(NotFound):
+            tc.change_sub_tasks(caller, "task-123", ChangeSubTasks(remove=["s1"]))
+        tc.delete(caller, "task-123")  # idempotent, and a no-op on what the caller cannot see
+    assert tc.get(ALICE, "task-123").record.sub_tasks == ("s1",)
+
+
+def test_partial_update_keeps_what_was_not_given_and_counts_versions(tc):
+    tc.create(ALICE, task(plan_id="p1", data={"a": 1}, state={"progress": 0}))
+    got = tc.update(ALICE, "task-123", UpdateTaskContext(state={"progress": 0.5}), expected_version=None).to_json()
+    assert got["data"] == {"a": 1} and got["state"] == {"progress": 0.5} and got["plan_id"] == "p1"
+    assert got["version"] == 2
+    got = tc.update(ALICE, "task-123", UpdateTaskContext(plan_id=None), expected_version=2).to_json()
+    assert got["plan_id"] is None and got["version"] == 3
+    with pytest.raises(PreconditionFailed):
+        tc.update(ALICE, "task-123", UpdateTaskContext(state={"stale": True}), expected_version=2)
+    assert tc.get(ALICE, "task-123").state == {"progress": 0.5}
+
+
+def test_replacing_sub_tasks_moves_the_sub_task_index(tc):
+    tc.create(ALICE, task(sub_tasks=["s1", "s2"]))
+    tc.update(ALICE, "task-123", UpdateTaskContext(sub_tasks=["s2", "s3"]), expected_version=None)
+    with pytest.raises(NotFound):
+        tc.by_subtask(ALICE, "s1")
+    assert tc.by_subtask(ALICE, "s3").record.sub_tasks == ("s2", "s3")
+
+
+def test_sub_task_add_and_remove_answers_what_remains(tc):
+    tc.create(ALICE, task(sub_tasks=["s1"]))
+    changed = tc.change_sub_tasks(ALICE, "task-123", ChangeSubTasks(add=["s2", "s3"]))
+    assert (changed.sub_tasks, changed.version) == (("s1", "s2", "s3"), 2)
+    changed = tc.change_sub_tasks(ALICE, "task-123", ChangeSubTasks(remove=["s1", "s2", "never"]))
+    assert (changed.sub_tasks, changed.removed) == (("s3",), ("s1", "s2"))
+    changed = tc.change_sub_tasks(ALICE, "task-123", ChangeSubTasks(remove=["s3"]))
+    assert (changed.sub_tasks, changed.removed, changed.version) == ((), ("s3",), 4)
+    again = tc.change_sub_tasks(ALICE, "task-123", ChangeSubTasks(remove=["s3"]))  # a redelivered result
+    assert (again.sub_tasks, again.removed, again.version) == ((), (), 4)
+    with pytest.raises(NotFound):
+        tc.by_subtask(ALICE, "s3")
+
+
+def test_someone_elses_sub_task_cannot_be_taken(tc):
+    tc.create(ALICE, task(sub_tasks=["shared"]))
+    with pytest.raises(Conflict):
+        tc.create(BOB, task("bobs", sub_tasks=["shared"]))
+    tc.create(BOB, task("bobs"))
+    with pytest.raises(Conflict):
+        tc.change_sub_tasks(BOB, "bobs", ChangeSubTasks(add=["mine", "shared"]))
+    assert tc.by_subtask(ALICE, "shared").record.task_id == "task-123"
+    assert tc.get(BOB, "bobs").record.sub_tasks == ()
+    with pytest.raises(NotFound):
+        tc.by_subtask(BOB, "mine")  # nothing of the refused change was written
+    with pytest.raises(NotFound):
+        tc.by_subtask(BOB, "shared")  # and Bob still cannot see Alice's task through it
+
+
+def test_adding_and_removing_one_sub_task_at_once_is_refused(tc):
+    tc.create(ALICE, task(sub_tasks=["s1"]))
+    with pytest.raises(InvalidArgument):
+        tc.change_sub_tasks(ALICE, "task-123", ChangeSubTasks(add=["s1"], remove=["s1"]))
+
+
+def test_deleting_a_task_context_frees_its_sub_tasks_and_is_idempotent(tc):
+    tc.create(ALICE, task(sub_tasks=["s1"]))
+    tc.delete(ALICE, "task-123")
+    tc.delete(ALICE, "task-123")
+    with pytest.raises(NotFound):
+        tc.get(ALICE, "task-123")
+    with pytest.raises(NotFound):
+        tc.by_subtask(ALICE, "s1")
+    tc.create(BOB, task("bobs", sub_tasks=["s1"]))  # the sub-task id is free again
+    assert tc.by_subtask(BOB, "s1").record.task_id == "bobs"
+
+
+@pytest.mark.parametrize("task_id", ["a/b", "a%2Fb", "задача-ü-🙂", "#T#x", "by-subtask"])
+def test_ids_are_taken_as_they_are(tc, task_id):
+    tc.create(ALICE, task(task_id, sub_tasks=[task_id + "/sub"]))
+    assert tc.get(ALICE, task_id).record.task_id == task_id
+    assert tc.by_subtask(ALICE, task_id + "/sub").record.task_id == task_id
+    with pytest.raises(NotFound):
+        tc.get(ALICE, task_id + "/")
+
+
+def test_task_context_sizes_are_limited(tc):
+    with pytest.raises(ContentTooLong) as seen:
+        tc.create(ALICE, task(data={"blob": "x" * MAX_VALUE_BYTES}))
+    assert seen.value.details["max_bytes"] == MAX_VALUE_BYTES
+    with pytest.raises(NotFound):
+        tc.get(ALICE, "task-123")
+
+
+# -- plans -------------------------------------------------------------------------------------
+
+
+def test_plans_list_newest_first_in_pages(plans, clock):
+    for n in range(5):
+        plans.create(ALICE, CreatePlan(plan_id=f"plan-{n}", goal_event="g", status="running" if n % 2 else "completed"))
+        clock.advance(1)
+    plans.create(BOB, CreatePlan(plan_id="bobs", goal_event="g"))
+    seen, cursor = [], None
+    while True:
+        page = plans.list(ALICE, ListPlans(limit=2, cursor=cursor))
+        seen += [p.record.plan_id for p in page.plans]
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert seen == ["plan-4", "plan-3", "plan-2", "plan-1", "plan-0"]
+    assert [p.record.plan_id for p in plans.list(ALICE, ListPlans(status="completed")).plans] == \
+        ["plan-4", "plan-2", "plan-0"]
+    first = plans.list(ALICE, ListPlans(limit=1))
+    with pytest.raises(InvalidArgument):
+        plans.list(BOB, ListPlans(limit=1, cursor=first.next_cursor))  # another user's cursor
+    with pytest.raises(InvalidArgument):
+        plans.list(ALICE, ListPlans(limit=1, status="completed", cursor=first.next_cursor))  # another filter's
+
+
+def test_plan_status_moves_between_lists_with_versions(plans):
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g", goal_data={"topic": "AI"}, state={"step": 1}))
+    got = plans.update(ALICE, "p", UpdatePlan(status="completed"), expected_version=1).to_json()
+    assert (got["status"], got["version"], got["goal_data"], got["state"]) == ("completed", 2, {"topic": "AI"}, {"step": 1})
+    assert plans.list(ALICE, ListPlans(status="active")).plans == []
+    assert [p.record.plan_id for p in plans.list(ALICE, ListPlans(status="completed")).plans] == ["p"]
+    with pytest.raises(PreconditionFailed):
+        plans.update(ALICE, "p", UpdatePlan(status="failed"), expected_version=1)
+    with pytest.raises(Conflict):
+        plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
+
+
+def test_a_plan_is_its_users_only(plans, working):
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
+    for caller in (BOB, ADMIN, OTHER_TENANT):
+        with pytest.raises(NotFound):
+            plans.get(caller, "p")
+        with pytest.raises(NotFound):
+            plans.update(caller, "p", UpdatePlan(status="cancelled"), expected_version=None)
+        plans.delete(caller, "p")
+        assert plans.list(caller, ListPlans()).plans == []
+    assert plans.get(ALICE, "p").record.status == "running"
+
+
+def test_deleting_a_plan_deletes_its_working_memory_only(plans, working):
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
+    working.put(ALICE, "p", "k", PutWorking(value=1))
+    working.put(ALICE, "other", "k", PutWorking(value=2))
+    working.put(BOB, "p", "k", PutWorking(value=3))
+    plans.delete(ALICE, "p")
+    with pytest.raises(NotFound):
+        plans.get(ALICE, "p")
+    assert working.list(ALICE, "p") == []
+    assert working.get(ALICE, "other", "k").value == 2
+    assert working.get(BOB, "p", "k").value == 3
+
+
+# -- working memory ------------------------------------------------------------------------------
+
+
+def test_working_memory_put_get_list_delete(working):
+    first = working.put(ALICE, "p", "k1", PutWorking(value={"a": 1}))
+    assert first.record.version == 1
+    assert working.put(ALICE, "p", "k1", PutWorking(value=[1, 2])).record.version == 2
+    working.put(ALICE, "p", "k2", PutWorking(value="text"))
+    assert working.get(ALICE, "p", "k1").value == [1, 2]
+    assert [(w.record.key, w.value) for w in working.list(ALICE, "p")] == [("k1", [1, 2]), ("k2", "text")]
+    working.delete(ALICE, "p", "k1")
+    with pytest.raises(NotFound):
+        working.delete(ALICE, "p", "k1")
+    assert working.delete_all(ALICE, "p") == 1
+    assert working.delete_all(ALICE, "p") == 0
+
+
+def test_working_memory_honours_ttl(working, clock):
+    working.put(ALICE, "p", "short", PutWorking(value=1, ttl_seconds=10))
+    working.put(ALICE, "p", "long", PutWorking(value=2))
+    clock.advance(11)
+    with pytest.raises(NotFound):
+        working.get(ALICE, "p", "short")
+    with pytest.raises(NotFound):
+        working.delete(ALICE, "p", "short")
+    assert [w.record.key for w in working.list(ALICE, "p")] == ["long"]
+    assert working.delete_all(ALICE, "p") == 1
+
+
+def test_working_memory_is_the_users_own(working):
+    working.put(ALICE, "p", "k", PutWorking(value="alice's"))
+    for caller in (BOB, ADMIN, OTHER_TENANT):
+        with pytest.raises(NotFound):
+            working.get(caller, "p", "k")
+        with pytest.raises(NotFound):
+            working.delete(caller, "p", "k")
+        assert working.list(caller, "p") == []
+        assert working.delete_all(caller, "p") == 0
+    assert working.get(ALICE, "p", "k").value == "alice's"
+
+
+# -- at rest, and off the item stream --------------------------------------------------------------
+
+
+def _at_rest(backend) -> str:
+    if backend.local is not None:
+        return "".join(f.read_bytes().decode("latin-1") for f in sorted(backend.data_dir.glob("workflow.db*")))
+    pages = backend.aws.clients.dynamodb.get_paginator("scan").paginate(TableName=TABLE)
+    return json.dumps([item for page in pages for item in page["Items"]], default=repr)
+
+
+def test_values_are_sealed_at_rest_and_never_reach_the_item_stream(backend, tc, plans, working):
+    tc.create(ALICE, task("visible-task-id", data={"secret": "tc-data-canary"}, state={"s": "tc-state-canary"},
+                          sub_tasks=["visible-sub"]))
+    tc.update(ALICE, "visible-task-id", UpdateTaskContext(state={"s": "tc-state-canary-2"}), expected_version=None)
+    plans.create(ALICE, CreatePlan(plan_id="visible-plan", goal_event="g", goal_data={"g": "goal-canary"},
+                                   state={"s": "plan-state-canary"}))
+    working.put(ALICE, "visible-plan", "k", PutWorking(value="working-canary", ttl_seconds=60))
+    dump = _at_rest(backend)
+    assert "visible-task-id" in dump and "visible-plan" in dump  # ids are plaintext, so this can see them
+    for canary in ("tc-data-canary", "tc-state-canary", "goal-canary", "plan-state-canary", "working-canary"):
+        assert canary not in dump
+    assert backend.changes() == []  # nothing for the indexer or the timeline
+
+
+def test_plan_status_and_task_deletion_go_to_the_bus_without_values(backend, tc, plans):
+    if backend.aws is None:
+        pytest.skip("the local events file is tested in tests/unit/test_workflow_events.py")
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g", goal_data={"g": "goal-canary"}))
+    plans.update(ALICE, "p", UpdatePlan(state={"s": 1}), expected_version=None)  # no status change: no event
+    plans.update(ALICE, "p", UpdatePlan(status="completed"), expected_version=None)
+    tc.create(ALICE, task(data={"d": "data-canary"}, plan_id="p"))
+    tc.delete(ALICE, "task-123")
+    tc.delete(ALICE, "task-123")  # nothing deleted: no event
+    events = [e for e in backend.aws.published() if e["detail-type"].startswith(("memsvc.plan", "memsvc.task"))]
+    assert [(e["detail-type"], e["detail"].get("status")) for e in events] == [
+        ("memsvc.plan.status", "running"), ("memsvc.plan.status", "completed"),
+        ("memsvc.task-context.deleted", None)]
+    assert events[1]["detail"]["previous_status"] == "running" and events[1]["detail"]["user"] == "alice"
+    assert events[2]["detail"]["task_id"] == "task-123" and events[2]["detail"]["plan_id"] == "p"
+    assert all(e["source"] == "memsvc" for e in events)
+    assert "canary" not in json.dumps(events)
