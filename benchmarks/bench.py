@@ -26,7 +26,8 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -110,6 +111,29 @@ def _semantic_queries(count: int, rng: random.Random) -> list[tuple[str, str]]:
         q = rng.choice(_QUERY_FORMS).format(subj=subj, subj_l=subj.lower(), verb=verb, obj=obj)
         out.append((q, obj))
     return out
+
+
+@contextmanager
+def serving(data_dir: Path, port: int) -> Iterator[str]:
+    """`memsvc serve` on `data_dir` in a subprocess, waited for until `/health` answers 200; its
+    URL. Stopped on exit."""
+    import httpx
+
+    server = subprocess.Popen([sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir),
+                               "--port", str(port), "--log-level", "warning"])
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(600):
+            try:
+                if httpx.get(url + "/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def percentile(sorted_samples: list[float], p: float) -> float | None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import threading
@@ -23,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.bench import percentile
+from benchmarks.bench import percentile, serving
 
 TENANT = "default"
 
@@ -39,16 +38,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="memsvc-messages-") as tmp:
         data_dir = Path(tmp) / "data"
-        server = subprocess.Popen([sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir),
-                                   "--port", str(args.port), "--log-level", "warning"])
-        try:
-            url = f"http://127.0.0.1:{args.port}"
-            for _ in range(600):
-                try:
-                    if httpx.get(url + "/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.5)
+        with serving(data_dir, args.port) as url:
             token = LocalIssuer(data_dir / "keys").mint(sub="bench", tenant=TENANT, roles=[], ttl_seconds=3600)
             headers = {"Authorization": f"Bearer {token}"}
             sessions = ["shared"] if args.shared else [f"s{n}" for n in range(args.clients)]
@@ -93,9 +83,6 @@ def main(argv: list[str] | None = None) -> int:
                 seqs = [m["seq"] for m in _all_messages(url, headers, s)]
                 assert seqs == list(range(1, len(seqs) + 1)), f"gaps in {s}"
             print("  seqs: 1..n without gaps in every session")
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
     return 0
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import random
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.bench import _semantic_queries, make_value, percentile
+from benchmarks.bench import _semantic_queries, make_value, percentile, serving
 from memsvc.core.models import Caller
 from memsvc.service.memories import PutMemory
 from memsvc.service.tenant_config import SettingsPatch
@@ -57,16 +56,7 @@ def fill(data_dir: Path, items: int) -> None:
 def measure(data_dir: Path, port: int, queries: int) -> dict[str, float]:
     from memsvc.adapters.local.issuer import LocalIssuer
 
-    server = subprocess.Popen([sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir),
-                               "--port", str(port), "--log-level", "warning"])
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+    with serving(data_dir, port) as url:
         token = LocalIssuer(data_dir / "keys").mint(sub="ops", tenant=TENANT, roles=["admin"], ttl_seconds=3600)
         texts = [q for q, _ in _semantic_queries(queries + 20, random.Random(11))]
         wall, embedding, retrieval, counts = [], [], [], []
@@ -93,9 +83,6 @@ def measure(data_dir: Path, port: int, queries: int) -> dict[str, float]:
               f"retrieval p50 {out['retrieval_p50_ms']:.1f} / p95 {out['retrieval_p95_ms']:.1f} ms; "
               f"{out['mean_results']:.1f} memories a recall", file=sys.stderr)
         return out
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def _free_port() -> int:

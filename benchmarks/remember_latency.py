@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import argparse
 import random
-import subprocess
-import sys
 import tempfile
 import time
 from collections import Counter
@@ -24,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.bench import _OBJECTS, _SUBJECTS, _TAILS, _VERBS, percentile
+from benchmarks.bench import _OBJECTS, _SUBJECTS, _TAILS, _VERBS, percentile, serving
 
 TENANT = "default"
 
@@ -45,16 +43,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="memsvc-remember-") as tmp:
         data_dir = Path(tmp) / "data"
-        server = subprocess.Popen([sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir),
-                                   "--port", str(args.port), "--log-level", "warning"])
-        try:
-            url = f"http://127.0.0.1:{args.port}"
-            for _ in range(600):
-                try:
-                    if httpx.get(url + "/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.5)
+        with serving(data_dir, args.port) as url:
             issuer = LocalIssuer(data_dir / "keys")
             admin = issuer.mint(sub="ops", tenant=TENANT, roles=["admin"], ttl_seconds=3600)
             user = issuer.mint(sub="bench", tenant=TENANT, roles=[], ttl_seconds=3600)
@@ -77,9 +66,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  p50 {percentile(samples, 50):.1f} ms  p95 {percentile(samples, 95):.1f} ms  "
                   f"p99 {percentile(samples, 99):.1f} ms  max {samples[-1]:.1f} ms")
             print(f"  actions: {dict(actions)}; judge asked (deterministic, local): {judged}")
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
     return 0
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -25,7 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from benchmarks.bench import SEARCH_MODES, USER, _namespace, _semantic_queries, make_value, percentile
+from benchmarks.bench import SEARCH_MODES, USER, _namespace, _semantic_queries, make_value, percentile, serving
 from memsvc.core.models import Caller
 from memsvc.service.memories import PutMemory
 
@@ -66,16 +65,7 @@ def fill(data_dir: Path, items: int) -> None:
 def measure(data_dir: Path, port: int, queries: int) -> dict[str, dict[str, float]]:
     from memsvc.adapters.local.issuer import LocalIssuer
 
-    server = subprocess.Popen([sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir),
-                               "--port", str(port), "--log-level", "warning"])
-    try:
-        url = f"http://127.0.0.1:{port}"
-        for _ in range(600):
-            try:
-                if httpx.get(url + "/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.5)
+    with serving(data_dir, port) as url:
         token = LocalIssuer(data_dir / "keys").mint(sub=USER, tenant=TENANT, roles=[], ttl_seconds=3600)
         texts = [q for q, _ in _semantic_queries(queries, random.Random(7))]
         out = {}
@@ -94,9 +84,6 @@ def measure(data_dir: Path, port: int, queries: int) -> dict[str, dict[str, floa
                 print(f"{mode:>8}: p50 {out[mode]['p50_ms']:.1f} ms  p95 {out[mode]['p95_ms']:.1f} ms  "
                       f"p99 {out[mode]['p99_ms']:.1f} ms", file=sys.stderr)
         return out
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
 
-from benchmarks.bench import percentile
+from benchmarks.bench import percentile, serving
 
 TENANT = "default"
 
@@ -34,16 +32,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with tempfile.TemporaryDirectory(prefix="memsvc-task-context-") as tmp:
         data_dir = Path(tmp) / "data"
-        server = subprocess.Popen([sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir),
-                                   "--port", str(args.port), "--log-level", "warning"])
-        try:
-            url = f"http://127.0.0.1:{args.port}"
-            for _ in range(600):
-                try:
-                    if httpx.get(url + "/health", timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    time.sleep(0.5)
+        with serving(data_dir, args.port) as url:
             token = LocalIssuer(data_dir / "keys").mint(sub="worker", tenant=TENANT, roles=["service"],
                                                         ttl_seconds=3600)
             data = {"query": "AI trends", "context": os.urandom(384).hex()}  # ~1 KB of JSON
@@ -69,9 +58,6 @@ def main(argv: list[str] | None = None) -> int:
                 samples.sort()
                 print(f"  {name:27} p50 {percentile(samples, 50):.2f} ms  p95 {percentile(samples, 95):.2f} ms  "
                       f"p99 {percentile(samples, 99):.2f} ms  max {samples[-1]:.2f} ms")
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
     return 0
 
 

@@ -356,49 +356,6 @@ class SessionOut(BaseModel):
 
 class SessionsOut(BaseModel):
     sessions: list[SessionOut]
-# -- Agent workflow state (seed 003): task contexts, plans, working memory ---------------------
-
-
-class TaskContextCreatedOut(BaseModel):
-    task_id: str
-    created_at: str
-    version: int
-
-
-class TaskContextOut(BaseModel):
-    task_id: str
-    plan_id: str | None
-    event_type: str
-    response_event: str | None
-    response_topic: str
-    data: dict[str, Any]
-    sub_tasks: list[str]
-    state: dict[str, Any]
-    created_at: str
-    updated_at: str
-    version: int
-
-
-class SubTasksOut(BaseModel):
-    sub_tasks: list[str]
-    remaining: int = Field(description="sub-tasks left after this change; 0 for exactly one of racing removers")
-    removed: list[str] = Field(description="those of `remove` this call took out (not already gone)")
-    version: int
-
-
-class PlanOut(BaseModel):
-    plan_id: str
-    goal_event: str
-    goal_data: dict[str, Any]
-    status: Literal["running", "completed", "failed", "cancelled"]
-    state: dict[str, Any]
-    created_at: str
-    updated_at: str
-    version: int
-
-
-class PlansOut(BaseModel):
-    plans: list[PlanOut]
     count: int
     next_cursor: str | None
 
@@ -452,6 +409,55 @@ class SemanticOut(BaseModel):
     @classmethod
     def of(cls, v: SemanticView) -> Self:
         return cls(**{**dataclasses.asdict(v), "namespace": list(v.namespace)})
+
+
+# -- Agent workflow state (seed 003): task contexts, plans, working memory ---------------------
+
+
+class TaskContextCreatedOut(BaseModel):
+    task_id: str
+    created_at: str
+    version: int
+
+
+class TaskContextOut(BaseModel):
+    task_id: str
+    plan_id: str | None
+    event_type: str
+    response_event: str | None
+    response_topic: str
+    data: dict[str, Any]
+    sub_tasks: list[str]
+    state: dict[str, Any]
+    created_at: str
+    updated_at: str
+    version: int
+
+
+class SubTasksOut(BaseModel):
+    sub_tasks: list[str]
+    remaining: int = Field(description="sub-tasks left after this change; 0 for exactly one of racing removers")
+    removed: list[str] = Field(description="those of `remove` this call took out (not already gone)")
+    version: int
+
+
+class PlanOut(BaseModel):
+    plan_id: str
+    goal_event: str
+    goal_data: dict[str, Any]
+    status: Literal["running", "completed", "failed", "cancelled"]
+    state: dict[str, Any]
+    created_at: str
+    updated_at: str
+    version: int
+
+
+class PlansOut(BaseModel):
+    plans: list[PlanOut]
+    count: int
+    next_cursor: str | None
+
+
 class WorkingValueOut(BaseModel):
     plan_id: str
     key: str
