@@ -82,8 +82,9 @@ class Sealer:
             raise InternalError("a stored memory could not be decrypted") from exc
 
     def seal_record(self, tenant: str, ids: Sequence[str], payload: dict[str, Any]) -> bytes:
-        """A workflow object's contents (`memsvc.core.workflow`), bound to its tenant and ids
-        (e.g. `("plan", user, plan_id)`), so it opens nowhere else."""
+        """A workflow object's sealed part (a task context's, plan's or working value's contents,
+        a session's title and metadata), bound to its tenant and ids (e.g. `("plan", user,
+        plan_id)`), so it opens nowhere else."""
         return seal(self.data_key(tenant), _json(payload), _record_aad(tenant, ids))
 
     def open_record(self, tenant: str, ids: Sequence[str], sealed: bytes) -> dict[str, Any]:
@@ -102,17 +103,6 @@ class Sealer:
             return json.loads(open_sealed(self.data_key(tenant, create=False), sealed, _job_aad(tenant, job_id)))
         except (SealError, LookupError, ValueError) as exc:
             raise InternalError("a queued job could not be decrypted") from exc
-
-    def seal_object(self, tenant: str, kind: str, object_id: str, payload: dict[str, Any]) -> bytes:
-        """A workflow object's sealed part (a session's title and metadata), bound to its tenant,
-        kind and id, so it opens nowhere else."""
-        return seal(self.data_key(tenant), _json(payload), _object_aad(tenant, kind, object_id))
-
-    def open_object(self, tenant: str, kind: str, object_id: str, sealed: bytes) -> dict[str, Any]:
-        try:
-            return json.loads(open_sealed(self.data_key(tenant), sealed, _object_aad(tenant, kind, object_id)))
-        except (SealError, ValueError) as exc:
-            raise InternalError(f"a stored {kind} could not be decrypted") from exc
 
     def field_id(self, tenant: str, field: str) -> str:
         """The keyed hash that stands for a value's field path wherever it is stored in the clear
@@ -180,8 +170,6 @@ def _job_aad(tenant: str, job_id: str) -> bytes:
     return json.dumps(["job", tenant, job_id], separators=(",", ":")).encode()
 
 
-def _object_aad(tenant: str, kind: str, object_id: str) -> bytes:
-    return _json(["object", tenant, kind, object_id])
 def _record_aad(tenant: str, ids: Sequence[str]) -> bytes:
     return json.dumps(["workflow", tenant, *ids], separators=(",", ":")).encode()
 

@@ -36,7 +36,6 @@ MAX_TITLE_CHARS = 1000
 MAX_METADATA_BYTES = 64 * 1024  # title and metadata, as compact UTF-8 JSON
 MAX_MESSAGE_BYTES = 128 * 1024  # a message's content, in UTF-8
 _CURSOR_PURPOSE = "sessions"
-_OBJECT_KIND = "session"
 _DELETE_BATCH = 200
 
 ObjectId = Field(min_length=1, max_length=MAX_ID_CHARS)
@@ -286,11 +285,10 @@ class Sessions:
         if size > MAX_METADATA_BYTES:
             raise ContentTooLong(f"title and metadata take {size} bytes as JSON; the limit is {MAX_METADATA_BYTES}",
                                  max_bytes=MAX_METADATA_BYTES)
-        return self._sealer.seal_object(caller.tenant_id, _OBJECT_KIND, _object_id(caller.user_id, session_id),
-                                        payload)
+        return self._sealer.seal_record(caller.tenant_id, ("session", caller.user_id, session_id), payload)
 
     def _open(self, record: SessionRecord) -> dict[str, Any]:
-        return self._sealer.open_object(record.tenant, _OBJECT_KIND, _object_id(record.user_id, record.session_id),
+        return self._sealer.open_record(record.tenant, ("session", record.user_id, record.session_id),
                                         record.sealed)
 
     def _view(self, record: SessionRecord) -> SessionView:
@@ -307,10 +305,6 @@ def _segment(value: str, field: str) -> str:
     if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value):
         raise InvalidArgument(f"{field} must not contain control characters", details={"field": field})
     return value
-
-
-def _object_id(user_id: str, session_id: str) -> str:
-    return json.dumps([user_id, session_id])
 
 
 def _replace(record: SessionRecord, **changes: Any) -> SessionRecord:
