@@ -48,6 +48,11 @@ _FUNCTION_WORDS = frozenset(analyze(
     "i me my mine we us our you your he him his she her its they them their do does did am "
     "were been has had have user users s each every all some any"))
 
+# Ways of saying "prefers": one word here, so that "I prefer dark roast" and "My favourite coffee
+# is a dark roast" are the same statement, not one word swapped for another (a contradiction).
+_PREFERENCE = "prefer"
+_PREFERENCE_WORDS = frozenset(analyze("prefer favourite favorite like love enjoy fond"))
+
 
 @dataclass(frozen=True)
 class Statement:
@@ -87,7 +92,7 @@ def statement(text: str) -> Statement:
             if (low in _CALENDAR and (low not in _AMBIGUOUS_CALENDAR or named)) or named:
                 values.add(low)
     value_terms = {t for v in values for t in analyze(v)}
-    words = frozenset(t for t in analyze(text)
+    words = frozenset(_PREFERENCE if t in _PREFERENCE_WORDS else t for t in analyze(text)
                       if t not in value_terms and t not in _FUNCTION_WORDS and not _NUMBER.fullmatch(t))
     return Statement(words=words, values=frozenset(values), negated=negated)
 

@@ -25,7 +25,8 @@ T = Thresholds(0.90, 0.80, 0.92, 0.85, 72)
     ("I live in Berlin", "I live in Berlin, Germany", "same"),  # a refinement
     ("The user prefers Python for scripting", "User prefers Python for scripting tasks", "same"),
     ("I drink my coffee black", "I drink coffee black, no sugar", "same"),  # "no sugar" denies nothing
-    ("My favourite food is sushi", "My favorite food is sushi", "different"),  # spelling: no swap, no overlap
+    ("My favourite food is sushi", "My favorite food is sushi", "same"),  # two spellings of one word
+    ("I prefer dark roast coffee", "My favourite coffee is a dark roast", "same"),  # two ways to say "prefer"
     ("Alice lives in Berlin", "Bob lives in Berlin", "different"),
     ("I like tea", "I like coffee", "different"),
     ("I live in Berlin", "I work in Berlin", "different"),
