@@ -26,14 +26,15 @@ from memsvc.service.indexer import MAX_INDEXED_FIELDS, Indexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 
-__all__ = ["Memories", "PutMemory", "open_memory", "check_nesting", "MAX_TTL_SECONDS", "MAX_NESTING"]
+__all__ = ["Memories", "PutMemory", "open_memory", "check_nesting", "backoff", "WRITE_ATTEMPTS", "MAX_TTL_SECONDS",
+           "MAX_NESTING"]
 
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 MAX_NESTING = 32  # levels of objects/arrays in a value, attributes or filter
 # Optimistic attempts before a 409. In one full test run on a loaded 2-core box, one of 400
 # writers racing on one key lost 16 attempts in a row; 32 (each at most 0.2 s apart) give it
 # twice the room before a caller sees a retryable 409.
-_WRITE_ATTEMPTS = 32
+WRITE_ATTEMPTS = 32
 
 
 class PutMemory(Command):
@@ -81,8 +82,8 @@ class Memories:
         self._access.govern(caller, ns, key, cmd.value, cmd.attributes)
         policy_attributes = policies.extract_attributes(ns, key, cmd.value, cmd.attributes, caller.policy_context())
 
-        for attempt in range(_WRITE_ATTEMPTS):
-            _backoff(attempt)
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
             old = self._items.get(caller.tenant_id, ns, key)
             try:
                 item = self.write_version(caller.tenant_id, ns, key, cmd.value, old=old, attributes=cmd.attributes,
@@ -166,8 +167,8 @@ class Memories:
     def delete_current(self, tenant: str, ns: tuple[str, ...], key: str, *, expected_id: str | None) -> bool:
         """Tombstone the key's live version (only if it is `expected_id`, when given). False when
         there was nothing live to delete."""
-        for attempt in range(_WRITE_ATTEMPTS):
-            _backoff(attempt)
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
             old = self._items.get(tenant, ns, key)
             now = self._clock.now()
             # An expired item is already gone (a GET says 404): its expiry, not a delete, is what
@@ -255,8 +256,9 @@ def check_nesting(obj: Any, field: str) -> None:
             stack.extend((child, depth + 1) for child in children)
 
 
-def _backoff(attempt: int) -> None:
-    """Full jitter between optimistic-write attempts, so racing writers spread out."""
+def backoff(attempt: int) -> None:
+    """Full jitter between optimistic-write attempts, so racing writers spread out (every
+    optimistic writer of the service uses it, workflow objects included)."""
     if attempt:
         time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
 

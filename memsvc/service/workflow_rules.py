@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
-import time
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, StrictStr, StringConstraints
@@ -15,15 +13,12 @@ from pydantic import AfterValidator, StrictStr, StringConstraints
 from memsvc.core.errors import ContentTooLong, InvalidArgument
 from memsvc.core.workflow import MAX_NAME_CHARS, check_id
 from memsvc.ports import BusEvents
-from memsvc.service.memories import check_nesting
+from memsvc.service.memories import WRITE_ATTEMPTS, backoff, check_nesting
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 
 __all__ = ["WorkflowId", "Name", "check_payload", "if_match", "backoff", "WRITE_ATTEMPTS", "notify"]
 
 log = logging.getLogger(__name__)
-
-WRITE_ATTEMPTS = 32  # as `memories._WRITE_ATTEMPTS`: optimistic attempts before a retryable 409
-
 
 def _id(value: str) -> str:
     try:
@@ -54,12 +49,6 @@ def if_match(header: str | None) -> int | None:
     if not text.isascii() or not text.isdigit() or len(text) > 18:
         raise InvalidArgument("If-Match must be a version number", details={"field": "If-Match"})
     return int(text)
-
-
-def backoff(attempt: int) -> None:
-    """Full jitter between optimistic-write attempts, so racing writers spread out."""
-    if attempt:
-        time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
 
 
 def notify(notices: BusEvents | None, detail_type: str, detail: dict[str, Any]) -> None:
