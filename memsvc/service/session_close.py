@@ -6,7 +6,9 @@ The session layer's typed memories (its namespace exactly, not its messages) wit
 `project` when the session's metadata names a `project_id`, else the tenant's `promote_to`
 (`user`, or `agent` for a session with an agent). A memory marked `sensitive` or `private` (in
 its value, its `metadata`, its attributes or its tags) is not: it counts in `blocked` and in the metric
-`memory.promotion.blocked`. The copy's key is derived from the session and the source key, so
+`memory.promotion.blocked`. So does a memory the target layer refuses: a `project_id` naming a
+project the session's user may not write, or a governance policy uploaded since the memory was
+written. Such a session still closes. The copy's key is derived from the session and the source key, so
 a second close finds its copies there and promotes nothing twice.
 """
 
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from memsvc.core.errors import Conflict
+from memsvc.core.errors import Conflict, Forbidden, PolicyViolation
 from memsvc.core.models import Caller, StoredItem, to_rfc3339
 from memsvc.core.pii import redact
 from memsvc.core.sessions import SessionRecord, session_namespace
@@ -114,8 +116,13 @@ class CloseSession:
                 candidates.append((item, memory))
         if not candidates:
             return 0, blocked
-        policies = self._access.authorize(caller, "write", target, None)
-        self._access.namespace_to_write(caller, target)
+        try:
+            policies = self._access.authorize(caller, "write", target, None)
+            self._access.namespace_to_write(caller, target)
+        except Forbidden:
+            # The session names a project its user may not write: closing must still work, and
+            # nothing goes where the caller could not have put it.
+            return 0, blocked + len(candidates)
         promoted = 0
         for item, memory in candidates:
             key = _promoted_key(record, item.key)
@@ -125,7 +132,11 @@ class CloseSession:
                 promoted_from={"namespace": list(item.namespace), "key": item.key, "id": item.id,
                                "session_id": record.session_id},
             ).to_value()
-            self._access.govern(caller, target, key, copy, None)
+            try:
+                self._access.govern(caller, target, key, copy, None)
+            except PolicyViolation:
+                blocked += 1  # a governance bundle uploaded after the memory was written refuses it
+                continue
             attrs = policies.extract_attributes(target, key, copy, None, caller.policy_context())
             old = self._items.get(caller.tenant_id, target, key)
             if old is not None and old.is_live(self._clock.now()):

@@ -10,9 +10,11 @@ from datetime import timedelta
 
 import pytest
 
-from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed, StoreUnavailable
+from memsvc.core.errors import (Conflict, ContentTooLong, InvalidArgument, NotFound, PolicyViolation, PreconditionFailed,
+                                 StoreUnavailable)
 from memsvc.core.models import Caller
 from memsvc.core.sessions import message_key
+from memsvc.service.access import Access
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
 from memsvc.service.semantic import SemanticRef, UpsertSemantic
@@ -308,6 +310,34 @@ class TestPromotionAtClose:
         assert services(backend).close_session.close(project_member, "s1").promoted == 1
         found = services(backend).search.search(project_member, SearchQuery(namespace_prefix=["project", "apollo"]))
         assert [m.value["content"] for m in found] == ["the launch is on Friday"]
+
+    def test_a_project_the_user_may_not_write_blocks_promotion_and_the_session_still_closes(self, backend):
+        create(backend, metadata={"project_id": "apollo"})  # alice has no `projects` claim for apollo
+        session_memory(backend, "m", "the launch is on Friday", 0.9)
+        session_memory(backend, "low", "minor", 0.1)
+        closed = services(backend).close_session.close(alice(), "s1")
+        assert (closed.promoted, closed.blocked) == (0, 1)
+        assert services(backend).sessions.get(alice(), "s1").closed_at is not None
+        admin = Caller(tenant_id="acme", user_id="root", roles=("admin",))
+        assert services(backend).search.search(admin, SearchQuery(namespace_prefix=["project", "apollo"])) == []
+        assert services(backend).close_session.close(alice(), "s1").blocked == 1  # and a second close agrees
+
+    def test_a_memory_governance_refuses_since_it_was_written_is_blocked(self, backend, monkeypatch):
+        create(backend)
+        session_memory(backend, "ok", "the launch is on Friday", 0.9)
+        session_memory(backend, "later-refused", "the codename is bluebird", 0.9)
+        original = Access.govern
+
+        def newer_policy(self, caller, namespace, key, value, attributes):
+            if "bluebird" in json.dumps(value):
+                raise PolicyViolation("refused by a newer policy", details={"policies": ["no_codenames"]})
+            return original(self, caller, namespace, key, value, attributes)
+
+        monkeypatch.setattr(Access, "govern", newer_policy)
+        closed = services(backend).close_session.close(alice(), "s1")
+        assert (closed.promoted, closed.blocked) == (1, 1)
+        promoted = services(backend).search.search(alice(), SearchQuery(namespace_prefix=["user", "alice", "memories"]))
+        assert [m.value["content"] for m in promoted] == ["the launch is on Friday"]
 
     def test_promote_important_off(self, backend):
         backend.settings.update("acme", SettingsPatch(promote_important=False))
