@@ -27,7 +27,7 @@ from boto3.dynamodb.types import Binary
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.adapters.aws.dynamo_store import DynamoItemStore, call_table
-from memsvc.adapters.aws.errors import error_code
+from memsvc.adapters.aws.errors import error_code, lost_race
 from memsvc.core.errors import Conflict, StoreUnavailable
 from memsvc.core.models import StoredItem, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import decode_namespace, encode_namespace
@@ -169,11 +169,9 @@ class DynamoSessionStore:
         try:
             self._db.transact_write_items(TransactItems=actions)
         except ClientError as exc:
-            code = error_code(exc)
-            reasons = [r.get("Code") for r in exc.response.get("CancellationReasons") or []]
-            if code == "TransactionCanceledException" and "ConditionalCheckFailed" in reasons:
+            if lost_race(exc):
                 raise lost from None
-            raise StoreUnavailable(f"the store did not take the write ({code}); nothing was written") from None
+            raise StoreUnavailable(f"the store did not take the write ({error_code(exc)}); nothing was written") from None
         except BotoCoreError as exc:
             raise StoreUnavailable(f"the store did not take the write ({error_code(exc)}); nothing was written") from None
 

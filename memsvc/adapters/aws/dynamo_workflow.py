@@ -16,7 +16,7 @@ from urllib.parse import quote
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE
-from memsvc.adapters.aws.errors import aws_error
+from memsvc.adapters.aws.errors import aws_error, lost_race
 from memsvc.core.errors import Conflict
 from memsvc.core.models import from_epoch_us, to_epoch_us
 from memsvc.core.workflow import PlanRecord, StaleRecord, TaskRecord, WorkingRecord
@@ -73,8 +73,7 @@ class DynamoWorkflowStore:
         try:
             return fn(**kwargs)
         except ClientError as exc:
-            code = exc.response["Error"]["Code"]
-            if code in ("ConditionalCheckFailedException", "TransactionCanceledException"):
+            if lost_race(exc):
                 raise StaleRecord() from None
             raise aws_error(exc, service="DynamoDB", operation=operation) from None
         except BotoCoreError as exc:

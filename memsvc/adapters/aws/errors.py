@@ -24,7 +24,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.core.errors import InvalidArgument, MemsvcError, ProviderError, RateLimited
 
-__all__ = ["THROTTLING_CODES", "aws_error", "error_code"]
+__all__ = ["THROTTLING_CODES", "aws_error", "error_code", "lost_race"]
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +38,10 @@ THROTTLING_CODES = frozenset({
 _INVALID = frozenset({"ValidationException", "ValidationError", "InvalidParameterException",
                       "InvalidParameterValue", "InvalidRequestException", "SerializationException"})
 _NEVER_OPENS = frozenset({"InvalidCiphertextException", "IncorrectKeyException"})
+# A transaction's per-item cancellation reasons that mean another writer got there first;
+# "None" is an item that was fine. Throttling reasons are not a race.
+_RACE_REASONS = frozenset({"None", "ConditionalCheckFailed", "TransactionConflict"})
+_THROTTLED_REASONS = frozenset({"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
 
 
 def error_code(exc: BaseException) -> str:
@@ -47,13 +51,32 @@ def error_code(exc: BaseException) -> str:
     return type(exc).__name__
 
 
+def _cancellation_reasons(exc: ClientError) -> set[str]:
+    return {reason.get("Code") or "None" for reason in exc.response.get("CancellationReasons") or []}
+
+
+def lost_race(exc: ClientError | BotoCoreError) -> bool:
+    """Whether a conditional write failed because another writer got there first (its condition
+    failed, or a concurrent transaction held one of its items): reading again and retrying is the
+    answer. A transaction cancelled for any other reason (throttling, validation) did not."""
+    code = error_code(exc)
+    if code == "ConditionalCheckFailedException":
+        return True
+    if code != "TransactionCanceledException" or not isinstance(exc, ClientError):
+        return False
+    reasons = _cancellation_reasons(exc)
+    return reasons <= _RACE_REASONS and reasons != {"None"}
+
+
 def aws_error(exc: ClientError | BotoCoreError, *, service: str, operation: str) -> MemsvcError:
     """The service's error for a failed AWS call (see the module docstring)."""
     code = error_code(exc)
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) if isinstance(exc, ClientError) else 0
     details = {"provider": service, "operation": operation, "aws_error_code": code}
     log.warning("%s %s failed: %s", service, operation, code)
-    if code in THROTTLING_CODES or status == 429:
+    throttled_transaction = code == "TransactionCanceledException" and isinstance(exc, ClientError) and bool(
+        _cancellation_reasons(exc) & _THROTTLED_REASONS)
+    if code in THROTTLING_CODES or status == 429 or throttled_transaction:
         return RateLimited(f"{service} is throttling requests; try again shortly", retry_after_seconds=1,
                            details=details)
     if code in _INVALID:
