@@ -3,6 +3,7 @@ with, so the document is exactly as strict as the server."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,12 +16,16 @@ from memsvc.api.schemas import ErrorOut
 __all__ = ["openapi_document"]
 
 _ERRORS = {"400": "Invalid argument", "401": "Missing or invalid identity", "403": "Not allowed",
-           "404": "Not found", "413": "Content too long", "500": "Internal error"}
+           "404": "Not found", "409": "Conflict: changed by another writer, or already exists",
+           "412": "Precondition failed: If-Match names another version", "413": "Content too long",
+           "422": "Refused by a governance policy", "429": "Rate limited (see Retry-After)", "500": "Internal error",
+           "502": "A provider (embedding, model, key service) failed", "503": "The store is unavailable"}
+_PATH_PARAMETER = re.compile(r"\{([A-Za-z_]\w*)(:uuid)?\}")
 
 
 def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
     inputs = {m for r in routes for m in (r.body, r.query) if m is not None}
-    outputs = {m for r in routes for m in (r.response,) if m is not None} | {ErrorOut}
+    outputs = {m for r in routes for m in (r.response, *(model for _, model in r.also)) if m is not None} | {ErrorOut}
     _, defs = models_json_schema(
         [(m, "validation") for m in inputs] + [(m, "serialization") for m in outputs],
         ref_template="#/components/schemas/{model}",
@@ -30,9 +35,9 @@ def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
     for r in routes:
         op: dict[str, Any] = {"summary": r.summary, "operationId": f"{r.method.lower()}_{_slug(r.path)}"}
         params = _query_parameters(r.query, schemas) if r.query is not None else []
-        if "{id" in r.path:
-            params.append({"name": "id", "in": "path", "required": True,
-                           "schema": {"type": "string", "format": "uuid"}})
+        for name, uuid in _PATH_PARAMETER.findall(r.path):
+            params.append({"name": name, "in": "path", "required": True,
+                           "schema": {"type": "string", "format": "uuid"} if uuid else {"type": "string", "minLength": 1}})
         if params:
             op["parameters"] = params
         if r.body is not None:
@@ -44,6 +49,9 @@ def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
         elif r.content_type != "application/json":
             ok["content"] = {r.content_type: {"schema": {"type": "string"}}}
         responses: dict[str, Any] = {str(r.status): ok}
+        for status, model in r.also:
+            responses[str(status)] = {"description": model.__doc__ or "OK", "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
         if not r.public:
             for code, text in _ERRORS.items():
                 responses[code] = {"description": text, "content": {"application/json": {

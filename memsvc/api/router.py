@@ -169,6 +169,7 @@ class Route:
     body: type[Command] | None = None
     response: type[BaseModel] | None = None
     status: int = 200
+    also: tuple[tuple[int, type[BaseModel]], ...] = ()  # other successful answers, as (status, model)
     public: bool = False
     content_type: str = "application/json"  # of the answer, for the OpenAPI document
 

@@ -283,7 +283,7 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", "/v1/memories/recall", "Recall across layers: ranked, deduplicated, within a token budget",
           _recall, body=s.RecallBody, response=s.RecallOut),
     Route("POST", "/v1/memories/remember", "Remember a typed memory, consolidating it with its neighbours",
-          _remember, body=s.RememberBody, response=s.RememberOut),
+          _remember, body=s.RememberBody, response=s.RememberOut, also=((202, s.RememberAcceptedOut),)),
     Route("GET", "/v1/memories/namespaces", "List namespaces", _list_namespaces, query=ListNamespaces,
           response=s.NamespacesOut),
     Route("GET", "/v1/memories/events", "The event timeline, oldest first", _events, query=EventsQuery,

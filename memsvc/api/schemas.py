@@ -303,6 +303,8 @@ class RememberOut(BaseModel):
 
 
 class RememberAcceptedOut(BaseModel):
+    """Accepted (`wait: false`): the memory is consolidated in the background."""
+
     candidate_id: str = Field(description="decided in the background; the outcome appears on the timeline")
 
 

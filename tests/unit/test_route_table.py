@@ -3,6 +3,8 @@ Gateway's routes come from it, and the document is as strict as the parser."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from infra.routes import service_routes
@@ -61,3 +63,22 @@ def test_what_the_document_refuses_the_parser_refuses(body):
     row = next(r for r in ROUTES if (r.method, r.path) == ("PUT", "/v1/memories"))
     with pytest.raises(InvalidArgument):
         row.body.parse(body)
+
+
+def test_every_path_template_parameter_is_declared_and_only_uuids_say_uuid():
+    for path, ops in DOC["paths"].items():
+        names = set(re.findall(r"\{(\w+)\}", path))
+        for op in ops.values():
+            declared = {p["name"]: p["schema"] for p in op.get("parameters", []) if p["in"] == "path"}
+            assert set(declared) == names, path
+    memory = DOC["paths"]["/admin/v1/memories/{id}"]["delete"]["parameters"][0]["schema"]
+    session = DOC["paths"]["/v1/memory/sessions/{id}"]["get"]["parameters"][0]["schema"]
+    assert memory.get("format") == "uuid" and "format" not in session
+
+
+def test_remember_documents_its_202_and_every_operation_its_error_codes():
+    remember = DOC["paths"]["/v1/memories/remember"]["post"]["responses"]
+    assert remember["202"]["content"]["application/json"]["schema"]["$ref"].endswith("/RememberAcceptedOut")
+    assert "RememberAcceptedOut" in SCHEMAS
+    for code in ("409", "412", "422", "429", "503"):
+        assert code in remember
