@@ -89,6 +89,13 @@ class Conflict(MemsvcError):
     code, status, retryable = "CONFLICT", 409, True
 
 
+class Taken(Conflict):
+    """A 409 that no retry changes: the id is in use, or the object is in a state that refuses the
+    write (a closed session)."""
+
+    retryable = False
+
+
 class PreconditionFailed(MemsvcError):
     """`If-Match` named a version that is no longer the current one (API-AGENT.md "Agent workflow state")."""
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["SessionRecord", "session_namespace", "messages_namespace", "message_key", "MESSAGE_KEY_DIGITS",
-           "MESSAGE_ROLES"]
+from memsvc.core.errors import Taken
 
-MESSAGE_ROLES = ("user", "assistant", "system", "tool")
+__all__ = ["SessionRecord", "session_namespace", "messages_namespace", "message_key", "MESSAGE_KEY_DIGITS",
+           "session_closed"]
+
 MESSAGE_KEY_DIGITS = 12  # keys sort as the seqs do, for the first trillion messages of a session
 
 
@@ -46,3 +47,7 @@ def messages_namespace(user_id: str, session_id: str) -> tuple[str, ...]:
 
 def message_key(seq: int) -> str:
     return f"{seq:0{MESSAGE_KEY_DIGITS}d}"
+
+
+def session_closed(session_id: str) -> Taken:
+    return Taken("the session is closed", details={"session_id": session_id})

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import random
-import time
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
@@ -13,6 +11,7 @@ from typing import Any
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound
 from memsvc.core.models import Caller, IndexFields, Memory, RememberAction, StoredItem, to_rfc3339
 from memsvc.core.namespaces import validate_key
@@ -34,7 +33,6 @@ MAX_NESTING = 32  # levels of objects/arrays in a value, attributes or filter
 # Optimistic attempts before a 409. In one full test run on a loaded 2-core box, one of 400
 # writers racing on one key lost 16 attempts in a row; 32 (each at most 0.2 s apart) give it
 # twice the room before a caller sees a retryable 409.
-WRITE_ATTEMPTS = 32
 
 
 class PutMemory(Command):
@@ -254,13 +252,6 @@ def check_nesting(obj: Any, field: str) -> None:
                                       details={"field": field, "max_nesting": MAX_NESTING})
             children = node.values() if isinstance(node, dict) else node
             stack.extend((child, depth + 1) for child in children)
-
-
-def backoff(attempt: int) -> None:
-    """Full jitter between optimistic-write attempts, so racing writers spread out (every
-    optimistic writer of the service uses it, workflow objects included)."""
-    if attempt:
-        time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
 
 
 def _compact(obj: Any) -> bytes:

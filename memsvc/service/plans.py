@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, StrictStr
 
-from memsvc.core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed
+from memsvc.core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, Taken
 from memsvc.core.models import Caller, to_epoch_us, to_rfc3339
 from memsvc.core.validation import Command
 from memsvc.core.workflow import PlanRecord, StaleRecord, check_id
@@ -87,7 +87,7 @@ class Plans:
         try:
             self._store.save_plan(record, previous=None)
         except StaleRecord:
-            raise Conflict("a plan with this plan_id exists", details={"plan_id": cmd.plan_id}) from None
+            raise Taken("a plan with this plan_id exists", details={"plan_id": cmd.plan_id}) from None
         self._status_changed(record, previous=None)
         return Plan(record, cmd.goal_data, cmd.state)
 

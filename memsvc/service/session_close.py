@@ -9,7 +9,7 @@ its value, its `metadata`, its attributes or its tags) is not: it counts in `blo
 `memory.promotion.blocked`. So does a memory the target layer refuses: a `project_id` naming a
 project the session's user may not write, or a governance policy uploaded since the memory was
 written. Such a session still closes. The copy's key is derived from the session and the source key, so
-a second close finds its copies there and promotes nothing twice.
+a second close finds its copies there and promotes nothing twice, not even a copy deleted since.
 """
 
 from __future__ import annotations
@@ -32,6 +32,7 @@ from memsvc.service.memories import Memories
 from memsvc.service.sealing import Sealer
 from memsvc.service.sessions import Sessions
 from memsvc.service.tenant_config import SettingsRegistry
+from memsvc.service.workflow_rules import notify
 
 __all__ = ["CloseSession", "Closed", "BLOCKED_METRIC", "CLOSED_DETAIL_TYPE"]
 
@@ -73,20 +74,19 @@ class CloseSession:
         delete_after = None
         if settings.session_auto_delete:
             delete_after = (record.closed_at or self._clock.now()) + timedelta(days=settings.session_retention_days)
-        closed = self._sessions.mark_closed(caller, record, delete_after=delete_after)
+        closed = self._sessions.mark_closed(caller, session_id, delete_after=delete_after)
         deleted = False
         if delete_after is not None and delete_after <= self._clock.now():
             self._sessions.remove(caller.tenant_id, caller.user_id, session_id)
             deleted = True
-        if self._bus is not None:
-            self._bus.publish(CLOSED_DETAIL_TYPE, {
-                "id": str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
-                    ["session.closed", caller.tenant_id, caller.user_id, session_id, closed.version]))),
-                "tenant": caller.tenant_id, "user_id": caller.user_id, "session_id": session_id,
-                "agent_id": record.agent_id, "closed_at": to_rfc3339(closed.closed_at), "promoted": promoted,
-                "blocked": blocked, "deleted": deleted,
-                "delete_after": to_rfc3339(delete_after) if delete_after else None,
-            })
+        notify(self._bus, CLOSED_DETAIL_TYPE, {
+            "id": str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
+                ["session.closed", caller.tenant_id, caller.user_id, session_id, closed.version]))),
+            "tenant": caller.tenant_id, "user_id": caller.user_id, "session_id": session_id,
+            "agent_id": record.agent_id, "closed_at": to_rfc3339(closed.closed_at), "promoted": promoted,
+            "blocked": blocked, "deleted": deleted,
+            "delete_after": to_rfc3339(delete_after) if delete_after else None,
+        })
         return Closed(promoted=promoted, blocked=blocked, deleted=deleted,
                       delete_after=to_rfc3339(delete_after) if delete_after and not deleted else None)
 
@@ -139,8 +139,8 @@ class CloseSession:
                 continue
             attrs = policies.extract_attributes(target, key, copy, None, caller.policy_context())
             old = self._items.get(caller.tenant_id, target, key)
-            if old is not None and old.is_live(self._clock.now()):
-                continue  # promoted by an earlier close
+            if old is not None:
+                continue  # promoted by an earlier close (and maybe deleted or expired since: it stays so)
             try:
                 written = self._memories.write_version(caller.tenant_id, target, key, copy, old=old, attributes=None,
                                                        policy_attributes=attrs, index_fields=CONTENT_FIELDS,
@@ -162,5 +162,7 @@ def _marked(value: dict[str, Any], attributes: dict[str, Any] | None) -> bool:
 
 
 def _promoted_key(record: SessionRecord, source_key: str) -> str:
-    digest = hashlib.sha256(json.dumps([record.user_id, record.session_id, source_key]).encode()).hexdigest()[:32]
+    """Derived from the session's lifetime (a deleted session's id can start over) and the source key."""
+    lifetime = [record.user_id, record.session_id, to_rfc3339(record.created_at)]
+    digest = hashlib.sha256(json.dumps([*lifetime, source_key]).encode()).hexdigest()[:32]
     return f"promoted-{digest}"

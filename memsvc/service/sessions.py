@@ -9,22 +9,20 @@ it off the write path, like every item, so search and recall find it.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from itertools import islice
 from typing import Any, Literal
 
 from pydantic import Field, StrictInt, StrictStr
 
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
-from memsvc.core.sessions import SessionRecord, message_key, messages_namespace, session_namespace
+from memsvc.core.sessions import SessionRecord, message_key, messages_namespace, session_closed, session_namespace
 from memsvc.core.validation import Command, Timestamp
 from memsvc.ports import Clock, ItemStore, SessionStore
 from memsvc.service.access import Access
-from memsvc.service.memories import Memories, check_nesting
+from memsvc.service.memories import WRITE_ATTEMPTS, Memories, backoff, check_nesting
 from memsvc.service.sealing import CursorCodec, Sealer
 
 __all__ = ["Sessions", "CreateSession", "UpdateSession", "ListSessions", "AppendMessage", "ListMessages",
@@ -168,40 +166,61 @@ class Sessions:
         return [self._view(r) for r in page], cursor
 
     def update(self, caller: Caller, session_id: str, cmd: UpdateSession, *, if_match: int | None) -> SessionView:
-        record = self.record(caller, session_id)
-        if if_match is not None and if_match != record.version:
-            raise PreconditionFailed("the session is at another version",
-                                     details={"expected_version": if_match, "current_version": record.version})
-        sealed = record.sealed
-        if cmd.title is not None or cmd.metadata is not None:
-            current = self._open(record)
-            title = cmd.title if cmd.title is not None else current.get("title")
-            metadata = cmd.metadata if cmd.metadata is not None else current.get("metadata", {})
-            sealed = self._seal(caller, session_id, title, metadata)
-        now = self._clock.now()
-        updated = _replace(record, sealed=sealed, updated_at=now, version=record.version + 1,
-                           last_interaction=cmd.last_interaction or now)
-        self._store_update(updated, record.version, if_match)
-        return self._view(updated)
+        """Without `If-Match`, a write that loses to another (a PUT, a close) is made again on
+        what that one left."""
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
+            record = self.record(caller, session_id)
+            if if_match is not None and if_match != record.version:
+                raise PreconditionFailed("the session is at another version",
+                                         details={"expected_version": if_match, "current_version": record.version})
+            sealed = record.sealed
+            if cmd.title is not None or cmd.metadata is not None:
+                current = self._open(record)
+                title = cmd.title if cmd.title is not None else current.get("title")
+                metadata = cmd.metadata if cmd.metadata is not None else current.get("metadata", {})
+                sealed = self._seal(caller, session_id, title, metadata)
+            now = self._clock.now()
+            updated = replace(record, sealed=sealed, updated_at=now, version=record.version + 1,
+                              last_interaction=cmd.last_interaction or now)
+            try:
+                self._store_update(updated, record.version, if_match)
+            except Conflict:
+                continue
+            return self._view(updated)
+        raise Conflict("too many concurrent writes to this session; retry", details={"session_id": session_id})
 
     def delete(self, caller: Caller, session_id: str) -> None:
         """The session, its messages and its layer's memories; idempotent."""
+        for namespace in (session_namespace(caller.user_id, session_id), messages_namespace(caller.user_id, session_id)):
+            self._access.authorize(caller, "delete", namespace, None)
         self.remove(caller.tenant_id, caller.user_id, session_id)
 
     def remove(self, tenant: str, user_id: str, session_id: str) -> int:
-        """Tombstone every live item under the session's namespace (its layer, its messages), then
-        drop the record, in that order: a failure midway leaves the session there to delete again."""
-        removed = 0
-        while True:
-            batch = list(islice(self._items.scan_live(tenant, session_namespace(user_id, session_id),
-                                                      self._clock.now()), _DELETE_BATCH))
-            deleted = sum(self._memories.delete_current(tenant, item.namespace, item.key, expected_id=None)
-                          for item in batch)
-            removed += deleted
-            if len(batch) < _DELETE_BATCH or not deleted:
-                break
+        """Tombstone every live item under the session's namespace (its layer, its messages), drop
+        the record, then sweep the messages once more. The stores append only while the record is
+        there, so an append that read the session before it went has committed by then, and the
+        last, consistent pass finds it. A failure midway leaves the session there to delete again."""
+        removed = self._sweep_layer(tenant, user_id, session_id) + self._sweep_messages(tenant, user_id, session_id)
         self._store.delete(tenant, user_id, session_id)
-        return removed
+        return removed + self._sweep_messages(tenant, user_id, session_id)
+
+    def _sweep_layer(self, tenant: str, user_id: str, session_id: str) -> int:
+        """Everything under the session's namespace that the store lists (on DynamoDB an index,
+        which can lag a write: the messages get their own consistent pass)."""
+        found = [(item.namespace, item.key)
+                 for item in self._items.scan_live(tenant, session_namespace(user_id, session_id), self._clock.now())]
+        return sum(self._memories.delete_current(tenant, namespace, key, expected_id=None) for namespace, key in found)
+
+    def _sweep_messages(self, tenant: str, user_id: str, session_id: str) -> int:
+        namespace, removed, after = messages_namespace(user_id, session_id), 0, ""
+        while True:
+            page = self._store.messages(tenant, namespace, after, _DELETE_BATCH)
+            removed += sum(self._memories.delete_current(tenant, namespace, item.key, expected_id=None)
+                           for item in page)
+            if len(page) < _DELETE_BATCH:
+                return removed
+            after = page[-1].key
 
     def remove_due(self, limit: int = 100) -> int:
         """Auto-delete: remove the closed sessions whose `delete_after` has passed (the local
@@ -211,13 +230,21 @@ class Sessions:
             self.remove(record.tenant, record.user_id, record.session_id)
         return len(due)
 
-    def mark_closed(self, caller: Caller, record: SessionRecord, *, delete_after: datetime | None) -> SessionRecord:
-        """Close the session (again: the first close's time stays), set or clear its deletion time."""
-        now = self._clock.now()
-        closed = _replace(record, closed_at=record.closed_at or now, delete_after=delete_after, updated_at=now,
-                          version=record.version + 1)
-        self._store_update(closed, record.version, None)
-        return closed
+    def mark_closed(self, caller: Caller, session_id: str, *, delete_after: datetime | None) -> SessionRecord:
+        """Close the session (again: the first close's time stays), set or clear its deletion time;
+        made again on what a concurrent PUT left."""
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
+            record = self.record(caller, session_id)
+            now = self._clock.now()
+            closed = replace(record, closed_at=record.closed_at or now, delete_after=delete_after, updated_at=now,
+                             version=record.version + 1)
+            try:
+                self._store_update(closed, record.version, None)
+            except Conflict:
+                continue
+            return closed
+        raise Conflict("too many concurrent writes to this session; retry", details={"session_id": session_id})
 
     def open_metadata(self, record: SessionRecord) -> dict[str, Any]:
         return self._open(record).get("metadata") or {}
@@ -231,7 +258,7 @@ class Sessions:
                                  max_bytes=MAX_MESSAGE_BYTES)
         record = self.record(caller, session_id)
         if record.closed_at is not None:
-            raise Conflict("the session is closed", details={"session_id": session_id})
+            raise session_closed(session_id)
         ns = messages_namespace(caller.user_id, session_id)
         value: dict[str, Any] = {"role": cmd.role, "content": cmd.content}
         if cmd.correlation_id is not None:
@@ -253,10 +280,13 @@ class Sessions:
 
     def messages(self, caller: Caller, session_id: str, query: ListMessages) -> list[MessageView]:
         self.record(caller, session_id)
+        self._access.authorize(caller, "read", messages_namespace(caller.user_id, session_id), None)
         items = self._store.messages(caller.tenant_id, messages_namespace(caller.user_id, session_id),
                                      message_key(query.after_seq), query.limit)
         out = []
         for item in items:
+            if not (item.key.isascii() and item.key.isdigit()):
+                continue  # put there through /v1/memories: an item, not a message
             value = self._sealer.open_value(item) or {}
             out.append(MessageView(message_id=item.id, seq=int(item.key), role=value.get("role", ""),
                                    content=value.get("content", ""), correlation_id=value.get("correlation_id"),
@@ -267,7 +297,9 @@ class Sessions:
 
     def _check_namespace(self, caller: Caller, session_id: str) -> None:
         """The session's namespaces must be writable where its messages and memories will go."""
-        self._access.namespace_to_write(caller, messages_namespace(caller.user_id, session_id))
+        for namespace in (session_namespace(caller.user_id, session_id), messages_namespace(caller.user_id, session_id)):
+            self._access.namespace_to_write(caller, namespace)
+            self._access.authorize(caller, "write", namespace, None)
 
     def _store_update(self, record: SessionRecord, expected: int, if_match: int | None) -> None:
         try:
@@ -307,6 +339,4 @@ def _segment(value: str, field: str) -> str:
     return value
 
 
-def _replace(record: SessionRecord, **changes: Any) -> SessionRecord:
-    return dataclasses.replace(record, **changes)
 

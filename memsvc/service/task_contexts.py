@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, StrictStr
 
-from memsvc.core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed
+from memsvc.core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, Taken
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.core.validation import Command
 from memsvc.core.workflow import MAX_SUB_TASKS, StaleRecord, TaskRecord, check_id
@@ -103,17 +103,21 @@ class TaskContexts:
             self._store.save_task(record, previous=None)
         except StaleRecord:
             # Task ids are the tenant's names, so this is the one answer that says an id is taken.
-            raise Conflict("a task context with this task_id exists", details={"task_id": cmd.task_id}) from None
+            raise Taken("a task context with this task_id exists", details={"task_id": cmd.task_id}) from None
         return record
 
     def get(self, caller: Caller, task_id: str) -> TaskContext:
         return self._open(self._visible(caller, check_id(task_id, "task_id")))
 
     def by_subtask(self, caller: Caller, subtask_id: str) -> TaskContext:
+        missing = NotFound("no task context has this sub-task", details={"subtask_id": subtask_id})
         task_id = self._store.task_of_subtask(caller.tenant_id, check_id(subtask_id, "subtask_id"))
         if task_id is None:
-            raise NotFound("no task context has this sub-task", details={"subtask_id": subtask_id})
-        return self._open(self._visible(caller, task_id))
+            raise missing
+        try:
+            return self._open(self._visible(caller, task_id))
+        except NotFound:
+            raise missing from None  # another user's: the same answer, never its task id
 
     def update(self, caller: Caller, task_id: str, cmd: UpdateTaskContext, *, expected_version: int | None) -> TaskContext:
         task_id = check_id(task_id, "task_id")

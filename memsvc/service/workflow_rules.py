@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, StrictStr, StringConstraints
@@ -13,12 +14,14 @@ from pydantic import AfterValidator, StrictStr, StringConstraints
 from memsvc.core.errors import ContentTooLong, InvalidArgument
 from memsvc.core.workflow import MAX_NAME_CHARS, check_id
 from memsvc.ports import BusEvents
-from memsvc.service.memories import WRITE_ATTEMPTS, backoff, check_nesting
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
+from memsvc.service.memories import check_nesting
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 
 __all__ = ["WorkflowId", "Name", "check_payload", "if_match", "backoff", "WRITE_ATTEMPTS", "notify"]
 
 log = logging.getLogger(__name__)
+_VERSION_TAG = re.compile(r'(?:W/)?"([0-9]{1,18})"|([0-9]{1,18})')
 
 def _id(value: str) -> str:
     try:
@@ -42,13 +45,14 @@ def check_payload(payload: dict[str, Any], what: str) -> None:
 
 
 def if_match(header: str | None) -> int | None:
-    """The version an `If-Match` header names (`3` or `"3"`), None without one."""
-    if header is None:
+    """The version an `If-Match` header names (`3`, `"3"` or `W/"3"`); None without one, or for `*` (any
+    current version: the routes answer 404 when there is none)."""
+    if header is None or header.strip() == "*":
         return None
-    text = header.strip().removeprefix("W/").strip('"')
-    if not text.isascii() or not text.isdigit() or len(text) > 18:
-        raise InvalidArgument("If-Match must be a version number", details={"field": "If-Match"})
-    return int(text)
+    match = _VERSION_TAG.fullmatch(header.strip())
+    if match is None:
+        raise InvalidArgument('If-Match must be a version number, as 3 or "3"', details={"field": "If-Match"})
+    return int(match.group(1) or match.group(2))
 
 
 def notify(notices: BusEvents | None, detail_type: str, detail: dict[str, Any]) -> None:

@@ -83,3 +83,17 @@ def test_async_worker_flow(live_server, uid):
                 await client.get_task_context("task")
 
     asyncio.run(flow())
+
+
+@pytest.mark.parametrize("name", ["..", ".", "a/b", "a%2Fb", "задача 🙂"])
+def test_client_ids_that_look_like_path_syntax_reach_their_own_object(live_server, uid, name):
+    with MemsvcClient(live_server.url, live_server.token(uid)) as client:
+        client.store_task_context(name, "e", data={"id": name})
+        assert client.get_task_context(name)["data"] == {"id": name}
+        client.create_plan(name, "goal")
+        client.set_working(name, name, {"v": name})
+        assert client.get_working(name, name)["value"] == {"v": name}
+        assert client.get_plan(name)["plan_id"] == name
+        client.delete_task_context(name)
+        with pytest.raises(NotFoundError):
+            client.get_task_context(name)

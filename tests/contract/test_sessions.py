@@ -10,11 +10,12 @@ from datetime import timedelta
 
 import pytest
 
-from memsvc.core.errors import (Conflict, ContentTooLong, InvalidArgument, NotFound, PolicyViolation, PreconditionFailed,
+from memsvc.core.errors import (Conflict, ContentTooLong, Forbidden, InvalidArgument, NotFound, PolicyViolation, PreconditionFailed,
                                  StoreUnavailable)
 from memsvc.core.models import Caller
 from memsvc.core.sessions import message_key
 from memsvc.service.access import Access
+from memsvc.service.admin import PolicyBundle
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
 from memsvc.service.semantic import SemanticRef, UpsertSemantic
@@ -109,6 +110,24 @@ class TestSessionRecords:
         assert services(backend).sessions.get(alice(), session_id).session_id == session_id
         with pytest.raises(NotFound):
             services(backend).sessions.get(alice(), session_id + "x")
+
+    def test_concurrent_puts_without_if_match_all_land(self, backend):
+        create(backend)
+        errors: list[Exception] = []
+
+        def put(n: int) -> None:
+            try:
+                services(backend).sessions.update(alice(), "s1", UpdateSession(metadata={"n": n}), if_match=None)
+            except Exception as exc:  # surfaced by the assertion below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=put, args=(n,)) for n in range(6)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+        assert services(backend).sessions.get(alice(), "s1").version == 7
 
     def test_put_if_match_and_last_interaction(self, backend, clock):
         create(backend, metadata={"a": 1})
@@ -222,6 +241,51 @@ class TestMessages:
         with pytest.raises(Conflict):
             say(backend, "too late")
 
+    def test_the_store_refuses_an_append_to_a_closed_or_deleted_session(self, backend, monkeypatch):
+        """An append that read the session while it was open, and commits after a close or a
+        delete: the store's own condition refuses it, so no message outlives its session."""
+        create(backend)
+        say(backend, "before")
+        store = services(backend).sessions._store
+        stale = store.get("acme", "alice", "s1")
+        services(backend).close_session.close(alice(), "s1")
+        reads = iter([stale])
+        real_get = store.get
+        monkeypatch.setattr(store, "get", lambda *a: next(reads, None) or real_get(*a))  # DynamoDB reads first
+
+        def message(seq, old):
+            return services(backend).memories.build_version(
+                "acme", MESSAGES, message_key(seq), {"role": "user", "content": "too late", "seq": seq}, old=old,
+                attributes=None, policy_attributes={}, index_fields=["content"], ttl_seconds=None)
+
+        with pytest.raises(Conflict) as closed:
+            store.append("acme", "alice", "s1", backend.clock.now(), message)
+        assert closed.value.retryable is False
+        monkeypatch.undo()
+        assert [m.content for m in messages(backend)] == ["before"]
+        services(backend).sessions.delete(alice(), "s1")
+        assert store.append("acme", "alice", "s1", backend.clock.now(), message) is None
+
+    def test_an_item_put_among_the_messages_is_not_a_message(self, backend):
+        create(backend)
+        say(backend, "hello")
+        services(backend).memories.put(alice(), PutMemory(namespace=list(MESSAGES), key="zzz", value={"x": 1}))
+        assert [(m.seq, m.content) for m in messages(backend)] == [(1, "hello")]
+
+    def test_delete_honours_the_tenants_delete_policy(self, backend):
+        create(backend)
+        say(backend, "hello")
+        admin = Caller(tenant_id="acme", user_id="root", roles=("admin",))
+        bundle = dict(services(backend).admin.get_policies(admin).bundle.policies)
+        bundle["authz.rego"] = bundle["authz.rego"].replace(
+            'user_operations := {"read", "write", "delete", "search", "list", "events"}',
+            'user_operations := {"read", "write", "search", "list", "events"}')
+        services(backend).admin.put_policies(admin, PolicyBundle(policies=bundle))
+        with pytest.raises(Forbidden):
+            services(backend).sessions.delete(alice(), "s1")
+        assert [m.content for m in messages(backend)] == ["hello"]
+        assert services(backend).sessions.get(alice(), "s1").message_count == 1
+
     def test_delete_removes_messages_and_layer(self, backend):
         create(backend)
         say(backend, "hello")
@@ -301,6 +365,11 @@ class TestPromotionAtClose:
         assert (again.promoted, again.blocked) == (0, 2)
         assert len(services(backend).search.search(
             alice(), SearchQuery(namespace_prefix=["user", "alice", "memories"]))) == 2
+        copy = next(m for m in promoted if m.value["promoted_from"]["key"] == "edge")
+        services(backend).memories.delete(alice(), ("user", "alice", "memories"), copy.key)
+        assert services(backend).close_session.close(alice(), "s1").promoted == 0  # a deleted copy stays deleted
+        assert len(services(backend).search.search(
+            alice(), SearchQuery(namespace_prefix=["user", "alice", "memories"]))) == 1
 
     def test_project_target_and_threshold_setting(self, backend):
         backend.settings.update("acme", SettingsPatch(promotion_threshold=0.5))

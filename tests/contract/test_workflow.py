@@ -85,8 +85,12 @@ def test_a_task_context_is_its_creators_and_the_services_only(tc):
         with pytest.raises(NotFound) as seen:
             tc.get(caller, "task-123")
         assert seen.value.message == "no task context with this task_id"  # as for one that does not exist
-        with pytest.raises(NotFound):
+        with pytest.raises(NotFound) as through_sub_task:
             tc.by_subtask(caller, "s1")
+        with pytest.raises(NotFound) as unknown:
+            tc.by_subtask(caller, "nobody-has-this")
+        assert through_sub_task.value.details == {"subtask_id": "s1"}  # never the parent's task id
+        assert through_sub_task.value.message == unknown.value.message
         with pytest.raises(NotFound):
             tc.update(caller, "task-123", UpdateTaskContext(state={"x": 1}), expected_version=None)
         with pytest.raises(NotFound):
@@ -131,8 +135,9 @@ def test_sub_task_add_and_remove_answers_what_remains(tc):
 
 def test_someone_elses_sub_task_cannot_be_taken(tc):
     tc.create(ALICE, task(sub_tasks=["shared"]))
-    with pytest.raises(Conflict):
+    with pytest.raises(Conflict) as taken:
         tc.create(BOB, task("bobs", sub_tasks=["shared"]))
+    assert taken.value.retryable is False  # no retry frees it: a client must not loop on it
     tc.create(BOB, task("bobs"))
     with pytest.raises(Conflict):
         tc.change_sub_tasks(BOB, "bobs", ChangeSubTasks(add=["mine", "shared"]))

@@ -48,12 +48,13 @@ def test_a_notice_that_fails_is_logged_not_raised(caplog):
     assert "workflow event not published" in caplog.text
 
 
-@pytest.mark.parametrize("header, version", [(None, None), ("3", 3), ('"3"', 3), ('W/"12"', 12)])
+@pytest.mark.parametrize("header, version", [(None, None), ("3", 3), ('"3"', 3), ('W/"12"', 12), (" 4 ", 4),
+                                             ("*", None)])
 def test_if_match_names_a_version(header, version):
     assert if_match(header) == version
 
 
-@pytest.mark.parametrize("header", ["", "abc", "-1", "1.0", "٣", "9" * 19, "*"])
+@pytest.mark.parametrize("header", ["", "abc", "-1", "1.0", "٣", "9" * 19, '"2', '2"', '""', '"1", "2"', "W/3"])
 def test_if_match_refuses_anything_else(header):
     with pytest.raises(InvalidArgument):
         if_match(header)

@@ -16,10 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict, Unpack
-from urllib.parse import quote
 
 from memsvc_client.store import MemsvcStore, _ns_key
-from memsvc_client.workflow import WorkflowMethods
+from memsvc_client.workflow import WorkflowMethods, path_segment
 
 __all__ = [
     "MemsvcClient",
@@ -107,9 +106,8 @@ MessageRole = Literal["user", "assistant", "system", "tool"]
 
 
 def _session(session_id: str, *rest: str) -> str:
-    """A session's path: its id percent-encoded whole, so `a/b` is one segment (`a%2Fb`), and dots
-    too, so `..` is not a relative reference that URL normalisation removes."""
-    return "/v1/memory/sessions/" + quote(session_id, safe="").replace(".", "%2E") + "".join("/" + r for r in rest)
+    """A session's path: its id one segment (`a/b` is `a%2Fb`)."""
+    return "/v1/memory/sessions/" + path_segment(session_id) + "".join("/" + r for r in rest)
 
 
 def _given(**params: Any) -> list[tuple[str, str]]:
@@ -254,7 +252,7 @@ class AgentMemoryMethods:
         return self._run(("POST", "/admin/v1/memories/index/trigger", (), None))
 
     def force_delete(self, memory_id: str) -> Any:
-        return self._run(("DELETE", f"/admin/v1/memories/{quote(memory_id, safe='')}", (), None))
+        return self._run(("DELETE", f"/admin/v1/memories/{path_segment(memory_id)}", (), None))
 
 
 class MemsvcClient(AgentMemoryMethods, WorkflowMethods):

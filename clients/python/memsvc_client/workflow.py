@@ -15,9 +15,10 @@ PlanStatus = Literal["running", "completed", "failed", "cancelled"]
 _TC = "/v1/memory/task-context"
 
 
-def _seg(part: str) -> str:
-    """One path segment: an id holding `/`, `%` or anything else arrives as it is."""
-    return quote(part, safe="")
+def path_segment(part: str) -> str:
+    """One path segment: an id holding `/`, `%` or anything else arrives as it is, and dots are
+    encoded too, so `.` and `..` are not relative references that URL normalisation removes."""
+    return quote(part, safe="").replace(".", "%2E")
 
 
 def _if_match(version: int | None) -> tuple[Mapping[str, str], ...]:
@@ -52,11 +53,11 @@ class WorkflowMethods:
         return self._run(("POST", _TC, (), body))
 
     def get_task_context(self, task_id: str) -> Any:
-        return self._run(("GET", f"{_TC}/{_seg(task_id)}", (), None))
+        return self._run(("GET", f"{_TC}/{path_segment(task_id)}", (), None))
 
     def get_task_by_subtask(self, subtask_id: str) -> Any:
         """The task context whose `sub_tasks` holds `subtask_id` (`NotFoundError` when none)."""
-        return self._run(("GET", f"{_TC}/by-subtask/{_seg(subtask_id)}", (), None))
+        return self._run(("GET", f"{_TC}/by-subtask/{path_segment(subtask_id)}", (), None))
 
     def update_task_context(self, task_id: str, *, if_match: int | None = None, sub_tasks: Iterable[str] = _UNSET,
                             state: Mapping[str, Any] = _UNSET, data: Mapping[str, Any] = _UNSET,
@@ -67,17 +68,17 @@ class WorkflowMethods:
                       response_topic=response_topic)
         if sub_tasks is not _UNSET:
             body["sub_tasks"] = list(sub_tasks)
-        return self._run(("PUT", f"{_TC}/{_seg(task_id)}", (), body, *_if_match(if_match)))
+        return self._run(("PUT", f"{_TC}/{path_segment(task_id)}", (), body, *_if_match(if_match)))
 
     def change_sub_tasks(self, task_id: str, *, add: Iterable[str] = (), remove: Iterable[str] = ()) -> Any:
         """Atomic: `{"sub_tasks", "remaining", "removed", "version"}`; of workers removing the last
         sub-tasks at once, exactly one gets `remaining == 0` with its sub-task in `removed`."""
-        return self._run(("POST", f"{_TC}/{_seg(task_id)}/sub-tasks", (),
+        return self._run(("POST", f"{_TC}/{path_segment(task_id)}/sub-tasks", (),
                           {"add": list(add), "remove": list(remove)}))
 
     def delete_task_context(self, task_id: str) -> Any:
         """Idempotent."""
-        return self._run(("DELETE", f"{_TC}/{_seg(task_id)}", (), None))
+        return self._run(("DELETE", f"{_TC}/{path_segment(task_id)}", (), None))
 
     # -- plans --
 
@@ -94,34 +95,34 @@ class WorkflowMethods:
         return self._run(("GET", "/v1/memory/plans", query, None))
 
     def get_plan(self, plan_id: str) -> Any:
-        return self._run(("GET", f"/v1/memory/plans/{_seg(plan_id)}", (), None))
+        return self._run(("GET", f"/v1/memory/plans/{path_segment(plan_id)}", (), None))
 
     def update_plan(self, plan_id: str, *, if_match: int | None = None, status: PlanStatus = _UNSET,
                     state: Mapping[str, Any] = _UNSET, goal_data: Mapping[str, Any] = _UNSET) -> Any:
         body = _given(status=status, state=state, goal_data=goal_data)
-        return self._run(("PUT", f"/v1/memory/plans/{_seg(plan_id)}", (), body, *_if_match(if_match)))
+        return self._run(("PUT", f"/v1/memory/plans/{path_segment(plan_id)}", (), body, *_if_match(if_match)))
 
     def delete_plan(self, plan_id: str) -> Any:
         """Idempotent; the plan's working memory goes too."""
-        return self._run(("DELETE", f"/v1/memory/plans/{_seg(plan_id)}", (), None))
+        return self._run(("DELETE", f"/v1/memory/plans/{path_segment(plan_id)}", (), None))
 
     # -- working memory --
 
     def set_working(self, plan_id: str, key: str, value: Any, *, ttl_seconds: int | None = None) -> Any:
         body = {"value": value, **({"ttl_seconds": ttl_seconds} if ttl_seconds is not None else {})}
-        return self._run(("PUT", f"/v1/memory/working/{_seg(plan_id)}/{_seg(key)}", (), body))
+        return self._run(("PUT", f"/v1/memory/working/{path_segment(plan_id)}/{path_segment(key)}", (), body))
 
     def get_working(self, plan_id: str, key: str) -> Any:
-        return self._run(("GET", f"/v1/memory/working/{_seg(plan_id)}/{_seg(key)}", (), None))
+        return self._run(("GET", f"/v1/memory/working/{path_segment(plan_id)}/{path_segment(key)}", (), None))
 
     def list_working(self, plan_id: str) -> Any:
         """`{"items": [...]}`."""
-        return self._run(("GET", f"/v1/memory/working/{_seg(plan_id)}", (), None))
+        return self._run(("GET", f"/v1/memory/working/{path_segment(plan_id)}", (), None))
 
     def delete_working(self, plan_id: str, key: str) -> Any:
         """`NotFoundError` when the key is not there."""
-        return self._run(("DELETE", f"/v1/memory/working/{_seg(plan_id)}/{_seg(key)}", (), None))
+        return self._run(("DELETE", f"/v1/memory/working/{path_segment(plan_id)}/{path_segment(key)}", (), None))
 
     def delete_all_working(self, plan_id: str) -> Any:
         """`{"deleted_count", "plan_id"}`."""
-        return self._run(("DELETE", f"/v1/memory/working/{_seg(plan_id)}", (), None))
+        return self._run(("DELETE", f"/v1/memory/working/{path_segment(plan_id)}", (), None))

@@ -17,8 +17,6 @@
 from __future__ import annotations
 
 import hashlib
-import random
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -28,15 +26,15 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.adapters.aws.dynamo_store import DynamoItemStore, call_table
 from memsvc.adapters.aws.errors import error_code, lost_race
-from memsvc.core.errors import Conflict, StoreUnavailable
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
+from memsvc.core.errors import Conflict, StoreUnavailable, Taken
 from memsvc.core.models import StoredItem, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import decode_namespace, encode_namespace
-from memsvc.core.sessions import SessionRecord, message_key, messages_namespace
+from memsvc.core.sessions import SessionRecord, message_key, messages_namespace, session_closed
 
 __all__ = ["DynamoSessionStore", "DUE_SHARDS"]
 
 DUE_SHARDS = 8
-_APPEND_ATTEMPTS = 32
 _GSI_RECENT = "by_recent"
 
 
@@ -51,7 +49,7 @@ class DynamoSessionStore:
             self._db.put_item(TableName=self._table, Item=_row(record), ConditionExpression="attribute_not_exists(pk)")
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
-                raise Conflict("a session with this id exists", details={"session_id": record.session_id}) from None
+                raise Taken("a session with this id exists", details={"session_id": record.session_id}) from None
             raise StoreUnavailable(f"DynamoDB PutItem failed ({error_code(exc)})") from None
         except BotoCoreError as exc:
             raise StoreUnavailable(f"DynamoDB PutItem failed ({error_code(exc)})") from None
@@ -121,12 +119,13 @@ class DynamoSessionStore:
     def append(self, tenant: str, user_id: str, session_id: str, at: datetime,
                message: Callable[[int, StoredItem | None], StoredItem]) -> StoredItem | None:
         ns = messages_namespace(user_id, session_id)
-        for attempt in range(_APPEND_ATTEMPTS):
-            if attempt:  # full jitter: racing appenders spread out
-                time.sleep(random.uniform(0, min(0.2, 0.002 * 2**attempt)))
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
             record = self.get(tenant, user_id, session_id)
             if record is None:
                 return None
+            if record.closed_at is not None:
+                raise session_closed(session_id)
             seq = record.seq + 1
             # A key can hold the tombstone of a message of a deleted session of the same id.
             old = self._items.get(tenant, ns, message_key(seq))
@@ -135,8 +134,8 @@ class DynamoSessionStore:
             counter = {"Update": {
                 "TableName": self._table, "Key": _key(tenant, user_id, session_id),
                 "UpdateExpression": "SET #seq = :next, #li = :li, #gsk = :gsk",
-                "ConditionExpression": "#seq = :seq",
-                "ExpressionAttributeNames": {"#seq": "seq", "#li": "li", "#gsk": "gsk"},
+                "ConditionExpression": "#seq = :seq AND attribute_not_exists(#cls)",  # closing ends appends
+                "ExpressionAttributeNames": {"#seq": "seq", "#li": "li", "#gsk": "gsk", "#cls": "cls"},
                 "ExpressionAttributeValues": {":next": {"N": str(seq)}, ":seq": {"N": str(record.seq)},
                                               ":li": {"N": str(to_epoch_us(at))}, ":gsk": {"S": _gsk(at, session_id)}},
             }}

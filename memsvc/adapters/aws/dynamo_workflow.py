@@ -17,7 +17,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE
 from memsvc.adapters.aws.errors import aws_error, lost_race
-from memsvc.core.errors import Conflict
+from memsvc.core.errors import Taken
 from memsvc.core.models import from_epoch_us, to_epoch_us
 from memsvc.core.workflow import PlanRecord, StaleRecord, TaskRecord, WorkingRecord
 
@@ -118,7 +118,7 @@ class DynamoWorkflowStore:
             for s in added:  # the task is as read, so one of the new sub-tasks is another task's
                 owner = self.task_of_subtask(task.tenant, s)
                 if owner is not None and owner != task.task_id:
-                    raise Conflict("this sub-task belongs to another task context", details={"sub_task": s}) from None
+                    raise Taken("this sub-task belongs to another task context", details={"sub_task": s}) from None
             raise
 
     def delete_task(self, task: TaskRecord) -> None:

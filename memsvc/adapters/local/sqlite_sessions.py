@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from memsvc.adapters.local.sqlite_store import SqliteItemStore
-from memsvc.core.errors import Conflict, StoreUnavailable
+from memsvc.core.errors import Conflict, StoreUnavailable, Taken
 from memsvc.core.models import StoredItem, from_epoch_us, to_epoch_us
-from memsvc.core.sessions import SessionRecord, message_key, messages_namespace
+from memsvc.core.sessions import SessionRecord, message_key, messages_namespace, session_closed
 
 __all__ = ["SqliteSessionStore"]
 
@@ -55,7 +55,7 @@ class SqliteSessionStore:
             try:
                 conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES ({', '.join('?' * 12)})", _row(record))
             except sqlite3.IntegrityError:
-                raise Conflict("a session with this id exists", details={"session_id": record.session_id}) from None
+                raise Taken("a session with this id exists", details={"session_id": record.session_id}) from None
 
     def get(self, tenant: str, user_id: str, session_id: str) -> SessionRecord | None:
         row = self._conn().execute(
@@ -101,11 +101,13 @@ class SqliteSessionStore:
                message: Callable[[int, StoredItem | None], StoredItem]) -> StoredItem | None:
         with self._write() as conn:
             row = conn.execute(
-                "SELECT seq FROM sessions WHERE tenant = ? AND user_id = ? AND session_id = ?",
+                "SELECT seq, closed_at FROM sessions WHERE tenant = ? AND user_id = ? AND session_id = ?",
                 (tenant, user_id, session_id),
             ).fetchone()
             if row is None:
                 return None
+            if row[1] is not None:
+                raise session_closed(session_id)
             seq = row[0] + 1
             # A key can hold the tombstone of a message of a deleted session of the same id.
             old = self._items.get_in(conn, tenant, messages_namespace(user_id, session_id), message_key(seq))

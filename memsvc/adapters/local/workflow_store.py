@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from memsvc.adapters.local.sqlite_db import SqliteFile
-from memsvc.core.errors import Conflict
+from memsvc.core.errors import Taken
 from memsvc.core.models import from_epoch_us, to_epoch_us
 from memsvc.core.workflow import PlanRecord, StaleRecord, TaskRecord, WorkingRecord
 
@@ -72,7 +72,7 @@ class SqliteWorkflowStore:
                 row = conn.execute("SELECT task_id FROM sub_tasks WHERE tenant = ? AND subtask_id = ?",
                                    (task.tenant, subtask_id)).fetchone()
                 if row and row[0] != task.task_id:
-                    raise Conflict("this sub-task belongs to another task context", details={"sub_task": subtask_id})
+                    raise Taken("this sub-task belongs to another task context", details={"sub_task": subtask_id})
                 conn.execute("INSERT OR REPLACE INTO sub_tasks (tenant, subtask_id, task_id) VALUES (?, ?, ?)",
                              (task.tenant, subtask_id, task.task_id))
             conn.executemany("DELETE FROM sub_tasks WHERE tenant = ? AND subtask_id = ? AND task_id = ?",
