@@ -159,8 +159,9 @@ def _append_message(app: Services, c: Call) -> s.AppendedMessageOut:
 
 
 def _list_messages(app: Services, c: Call) -> s.MessagesOut:
-    views = app.sessions.messages(c.caller, _param(c, "id"), c.query)
-    return s.MessagesOut(messages=[s.MessageOut(**vars(v)) for v in views], count=len(views))
+    page = app.sessions.messages(c.caller, _param(c, "id"), c.query)
+    return s.MessagesOut(messages=[s.MessageOut(**vars(v)) for v in page.messages], count=len(page.messages),
+                         next_after_seq=page.next_after_seq)
 
 
 def _close_session(app: Services, c: Call) -> s.SessionClosedOut:

@@ -380,6 +380,7 @@ class MessageOut(BaseModel):
 class MessagesOut(BaseModel):
     messages: list[MessageOut]
     count: int
+    next_after_seq: int | None = Field(description="pass as after_seq for the next page; null at the end")
 
 
 class SessionClosedOut(BaseModel):

@@ -26,13 +26,14 @@ from memsvc.service.memories import WRITE_ATTEMPTS, Memories, backoff, check_nes
 from memsvc.service.sealing import CursorCodec, Sealer
 
 __all__ = ["Sessions", "CreateSession", "UpdateSession", "ListSessions", "AppendMessage", "ListMessages",
-           "SessionView", "MessageView", "AppendedMessage", "MAX_METADATA_BYTES",
-           "MAX_MESSAGE_BYTES", "MAX_ID_CHARS"]
+           "SessionView", "MessageView", "MessagePage", "AppendedMessage", "MAX_METADATA_BYTES",
+           "MAX_MESSAGE_BYTES", "MAX_PAGE_BYTES", "MAX_ID_CHARS"]
 
 MAX_ID_CHARS = 256
 MAX_TITLE_CHARS = 1000
 MAX_METADATA_BYTES = 64 * 1024  # title and metadata, as compact UTF-8 JSON
 MAX_MESSAGE_BYTES = 128 * 1024  # a message's content, in UTF-8
+MAX_PAGE_BYTES = 4 * 1024 * 1024  # of a page's contents as JSON: under Lambda's 6 MB response, with room
 _CURSOR_PURPOSE = "sessions"
 _DELETE_BATCH = 200
 
@@ -78,6 +79,12 @@ class ListMessages(Command):
 
     after_seq: StrictInt = Field(0, ge=0, description="only messages with a higher seq")
     limit: StrictInt = Field(100, ge=1, le=500)
+
+
+@dataclass(frozen=True)
+class MessagePage:
+    messages: list[MessageView]
+    next_after_seq: int | None
 
 
 @dataclass(frozen=True)
@@ -278,20 +285,28 @@ class Sessions:
         self._memories.settle([item], sync_index=False)
         return AppendedMessage(message_id=item.id, seq=int(item.key), created_at=item.created_at)
 
-    def messages(self, caller: Caller, session_id: str, query: ListMessages) -> list[MessageView]:
+    def messages(self, caller: Caller, session_id: str, query: ListMessages) -> MessagePage:
+        """In seq order, at most `limit` of them and about `MAX_PAGE_BYTES` of content (at least
+        one message): a page never outgrows a Lambda response. `next_after_seq` is set when more
+        may follow."""
         self.record(caller, session_id)
         self._access.authorize(caller, "read", messages_namespace(caller.user_id, session_id), None)
         items = self._store.messages(caller.tenant_id, messages_namespace(caller.user_id, session_id),
-                                     message_key(query.after_seq), query.limit)
-        out = []
+                                     message_key(query.after_seq), query.limit + 1)
+        out: list[MessageView] = []
+        size = 0
         for item in items:
+            if len(out) == query.limit or (out and size >= MAX_PAGE_BYTES):
+                return MessagePage(out, next_after_seq=out[-1].seq)
             if not (item.key.isascii() and item.key.isdigit()):
                 continue  # put there through /v1/memories: an item, not a message
             value = self._sealer.open_value(item) or {}
-            out.append(MessageView(message_id=item.id, seq=int(item.key), role=value.get("role", ""),
-                                   content=value.get("content", ""), correlation_id=value.get("correlation_id"),
-                                   created_at=item.created_at))
-        return out
+            view = MessageView(message_id=item.id, seq=int(item.key), role=value.get("role", ""),
+                               content=value.get("content", ""), correlation_id=value.get("correlation_id"),
+                               created_at=item.created_at)
+            out.append(view)
+            size += len(json.dumps(view.content, ensure_ascii=False).encode("utf-8"))
+        return MessagePage(out, next_after_seq=None)
 
     # -- plumbing --------------------------------------------------------------------------------
 

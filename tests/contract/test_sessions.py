@@ -41,7 +41,7 @@ def say(backend, content, session_id="s1", caller=None, role="user"):
 
 
 def messages(backend, session_id="s1", caller=None, **kw):
-    return services(backend).sessions.messages(caller or alice(), session_id, ListMessages(**kw))
+    return services(backend).sessions.messages(caller or alice(), session_id, ListMessages(**kw)).messages
 
 
 def session_memory(backend, key, content, importance, caller=None, session_id="s1", **extra):
@@ -265,6 +265,26 @@ class TestMessages:
         assert [m.content for m in messages(backend)] == ["before"]
         services(backend).sessions.delete(alice(), "s1")
         assert store.append("acme", "alice", "s1", backend.clock.now(), message) is None
+
+    def test_pages_end_at_the_limit_or_the_byte_bound_and_say_where_to_go_on(self, backend, monkeypatch):
+        create(backend)
+        for n in range(5):
+            say(backend, f"message {n}" + "x" * 100)
+
+        def page(**kw):
+            return services(backend).sessions.messages(alice(), "s1", ListMessages(**kw))
+
+        first = page(limit=2)
+        assert ([m.seq for m in first.messages], first.next_after_seq) == ([1, 2], 2)
+        last = page(after_seq=4, limit=2)
+        assert ([m.seq for m in last.messages], last.next_after_seq) == ([5], None)
+        exact = page(after_seq=3, limit=2)
+        assert [m.seq for m in exact.messages] == [4, 5] and exact.next_after_seq is None
+        monkeypatch.setattr("memsvc.service.sessions.MAX_PAGE_BYTES", 250)  # passed by the third message
+        cut = page(limit=100)
+        assert ([m.seq for m in cut.messages], cut.next_after_seq) == ([1, 2, 3], 3)
+        monkeypatch.setattr("memsvc.service.sessions.MAX_PAGE_BYTES", 1)
+        assert [m.seq for m in page(after_seq=1).messages] == [2]  # always at least one
 
     def test_an_item_put_among_the_messages_is_not_a_message(self, backend):
         create(backend)
