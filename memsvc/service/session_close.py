@@ -103,9 +103,9 @@ class CloseSession:
         source_ns = session_namespace(record.user_id, record.session_id)
         candidates: list[tuple[StoredItem, TypedMemory]] = []
         blocked = 0
-        for item in self._items.scan_live(caller.tenant_id, source_ns, self._clock.now()):
-            if item.namespace != source_ns:
-                continue  # the messages, below the layer
+        for item in self._sessions.items_of(caller.tenant_id, source_ns):
+            if not item.is_live(self._clock.now()):
+                continue
             value, attributes = self._sealer.open_item(item)
             memory = TypedMemory.from_value(value or {})
             if memory is None or memory.superseded or memory.importance < threshold:

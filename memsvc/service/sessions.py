@@ -10,6 +10,7 @@ it off the write path, like every item, so search and recall find it.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
@@ -35,7 +36,7 @@ MAX_METADATA_BYTES = 64 * 1024  # title and metadata, as compact UTF-8 JSON
 MAX_MESSAGE_BYTES = 128 * 1024  # a message's content, in UTF-8
 MAX_PAGE_BYTES = 4 * 1024 * 1024  # of a page's contents as JSON: under Lambda's 6 MB response, with room
 _CURSOR_PURPOSE = "sessions"
-_DELETE_BATCH = 200
+_PAGE = 200
 
 ObjectId = Field(min_length=1, max_length=MAX_ID_CHARS)
 
@@ -220,13 +221,18 @@ class Sessions:
         return sum(self._memories.delete_current(tenant, namespace, key, expected_id=None) for namespace, key in found)
 
     def _sweep_messages(self, tenant: str, user_id: str, session_id: str) -> int:
-        namespace, removed, after = messages_namespace(user_id, session_id), 0, ""
+        namespace = messages_namespace(user_id, session_id)
+        return sum(self._memories.delete_current(tenant, namespace, item.key, expected_id=None)
+                   for item in list(self.items_of(tenant, namespace)))
+
+    def items_of(self, tenant: str, namespace: tuple[str, ...]) -> Iterator[StoredItem]:
+        """The live items of exactly this namespace, in key order, read consistently page by page."""
+        after = ""
         while True:
-            page = self._store.messages(tenant, namespace, after, _DELETE_BATCH)
-            removed += sum(self._memories.delete_current(tenant, namespace, item.key, expected_id=None)
-                           for item in page)
-            if len(page) < _DELETE_BATCH:
-                return removed
+            page = self._store.messages(tenant, namespace, after, _PAGE)
+            yield from page
+            if len(page) < _PAGE:
+                return
             after = page[-1].key
 
     def remove_due(self, limit: int = 100) -> int:
