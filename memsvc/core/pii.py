@@ -2,8 +2,9 @@
 
 Each pattern replaces what it finds with a fixed marker. The patterns are tight on purpose: a
 version number, a date, an order id or a price must come through unchanged, so a pattern that
-could match those asks for more (a phone needs a `+` or a separator layout, a card number must
-pass the Luhn check, an IPv4 address needs four octets of at most 255 and no fifth part).
+could match those asks for more (a phone needs a `+` or `00` prefix or a separator layout, a
+card number must pass the Luhn check, an IPv4 address needs four octets of at most 255 and no
+fifth part).
 """
 
 from __future__ import annotations
@@ -11,22 +12,34 @@ from __future__ import annotations
 import ipaddress
 import re
 from collections.abc import Callable
+from dataclasses import replace
 
-__all__ = ["redact", "PATTERNS"]
+from memsvc.core.typed_memory import TypedMemory
 
-_EMAIL = re.compile(r"(?<![\w.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}\b")
+__all__ = ["redact", "redact_memory_fields", "PATTERNS"]
+
+# Unicode letters count (`jörg@exämple.de`, an IDN domain); the top-level domain is letters or
+# punycode, so `lodash@4.17.21` is a package version, not an address.
+_EMAIL = re.compile(r"(?<![\w.+-])[\w.%+-]+@[\w-]+(?:\.[\w-]+)*\.(?:xn--[\w-]+|[^\W\d_]{2,})\b")
 # IBAN: two letters, two check digits, 11 to 30 alphanumerics, optionally grouped by 4 with spaces.
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,3})?\b")
-# 13 to 19 digits, optionally in groups separated by single spaces or dashes.
-_CARD = re.compile(r"(?<![\w.-])\d(?:[ -]?\d){12,18}(?![\w.-]\d)")
+# 13 to 19 digits, optionally in groups separated by single spaces or dashes. No card number
+# starts with 0 or follows a `+`, so an international phone number is never taken for one.
+_CARD = re.compile(r"(?<![\w.+-])[1-9](?:[ -]?\d){12,18}(?![\w.-]\d)")
 _SSN = re.compile(r"(?<![\w.-])(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?![\w-])")
-# A phone number: international (+ and 7 to 15 digits), or a national layout with separators
-# such as (555) 123-4567, 555-123-4567, 555.123.4567, 030 1234 5678. Bare digit runs are not phones.
+# A phone number: international (`+` and 7 to 15 digits; or `00`, then groups separated by
+# spaces, dots or dashes, so a zero-padded order id such as 0012345678 is not one), or a
+# national layout with separators: (555) 123-4567, 555-123-4567, 555.123.4567, 555 123 4567,
+# each with an optional leading country code 1 (1-800-555-0199). Bare digit runs are not phones.
 _PHONE = re.compile(
     r"(?<![\w+])(?:\+\d{1,3}[ .-]?(?:\(\d{1,4}\)[ .-]?)?\d{1,4}(?:[ .-]?\d{2,4}){1,4}"
-    r"|\(\d{2,4}\)[ .-]?\d{3,4}[ .-]?\d{3,4}"
-    r"|\b\d{3}[-.]\d{3}[-.]\d{4})(?![\w-])"
+    r"|\b00[1-9]\d{0,2}[ .-][1-9]\d{0,7}(?:[ .-]\d{1,8}){1,3}"
+    r"|(?:\b1[ .-]?)?\(\d{2,4}\)[ .-]?\d{3,4}[ .-]?\d{3,4}"
+    r"|(?:\b1[ .-])?\b\d{3}([-. ])\d{3}\1\d{4})(?![\w-]|[ .-]\d)"
 )
+# A national number with a trunk 0 (030 1234 5678, 0171 1234567, 030/1234567): the area code,
+# a space, dash or slash, then groups; 9 to 12 digits in all, so 01/2024 is not one.
+_TRUNK_PHONE = re.compile(r"(?<![\w.+/-])0\d{1,4}[ /-]\d{3,4}(?:[ -]?\d{2,5}){0,2}(?![\w/-]|[ .-]\d)")
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
 _IPV6 = re.compile(r"(?<![\w:])(?:[0-9A-Fa-f]{1,4}:){2,7}[0-9A-Fa-f]{1,4}(?![\w:])|(?<![\w:])[0-9A-Fa-f:]*::[0-9A-Fa-f:]+(?![\w:])")
 
@@ -53,6 +66,11 @@ def _iban(match: re.Match[str]) -> str:
     return "[REDACTED_IBAN]" if 15 <= len(raw) <= 34 and int(number) % 97 == 1 else match.group()
 
 
+def _trunk_phone(match: re.Match[str]) -> str:
+    digits = sum(ch.isdigit() for ch in match.group())
+    return "[REDACTED_PHONE]" if 9 <= digits <= 12 else match.group()
+
+
 def _ip(match: re.Match[str]) -> str:
     try:
         ipaddress.ip_address(match.group())
@@ -70,12 +88,21 @@ PATTERNS: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...
     ("ipv4", _IPV4, _ip),
     ("ipv6", _IPV6, _ip),
     ("phone", _PHONE, lambda m: "[REDACTED_PHONE]"),
+    ("phone", _TRUNK_PHONE, _trunk_phone),
 )
 
 
 def redact(text: str) -> str:
     """`text` with e-mail addresses, IBANs, payment card numbers (Luhn-valid), US social security
     numbers, IP addresses and phone numbers replaced by `[REDACTED_<KIND>]`."""
-    for _, pattern, replace in PATTERNS:
-        text = pattern.sub(replace, text)
+    for _, pattern, substitute in PATTERNS:
+        text = pattern.sub(substitute, text)
     return text
+
+
+def redact_memory_fields(memory: TypedMemory) -> TypedMemory:
+    """`memory` with every free-text field redacted: content, tags, category and source (a tag or
+    a source can carry an address as well as the content can). Ids, links and counters stay."""
+    return replace(memory, content=redact(memory.content), tags=tuple(redact(t) for t in memory.tags),
+                   category=redact(memory.category) if memory.category is not None else None,
+                   source=redact(memory.source) if memory.source is not None else None)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from memsvc.core.pii import redact
+from memsvc.core.pii import redact, redact_memory_fields
+from memsvc.core.typed_memory import TypedMemory
 
 
 @pytest.mark.parametrize("text, expected", [
@@ -22,6 +23,13 @@ from memsvc.core.pii import redact
     ("iban GB82WEST12345698765432", "iban [REDACTED_IBAN]"),
     ("ssn 123-45-6789", "ssn [REDACTED_SSN]"),
     ("from 192.168.1.20 and 2001:db8::8a2e:370:7334", "from [REDACTED_IP] and [REDACTED_IP]"),
+    ("write to jörg@exämple.de now", "write to [REDACTED_EMAIL] now"),
+    ("ask анна@пример.рф or x@xn--e1afmkfd.xn--p1ai", "ask [REDACTED_EMAIL] or [REDACTED_EMAIL]"),
+    ("call 555 123 4567.", "call [REDACTED_PHONE]."),
+    ("berlin 030 1234 5678, mobile 0171 1234567 or 030/1234567",
+     "berlin [REDACTED_PHONE], mobile [REDACTED_PHONE] or [REDACTED_PHONE]"),
+    ("from abroad 0049 30 1234567 or 0044 20 7946 0958", "from abroad [REDACTED_PHONE] or [REDACTED_PHONE]"),
+    ("toll free 1-800-555-0199 or 1 (800) 555-0199", "toll free [REDACTED_PHONE] or [REDACTED_PHONE]"),
 ])
 def test_each_pattern_is_redacted(text, expected):
     assert redact(text) == expected
@@ -41,6 +49,33 @@ def test_each_pattern_is_redacted(text, expected):
     "iban-like DE00 3704 0044 0532 0130 00",  # wrong check digits
     "user@localhost has no domain",
     "room 101, floor 3, 20 guests",
+    # What the space-separated, trunk-0, 00-prefixed and country-code-1 phone layouts must not take:
+    "between 2019 and 2023 we shipped 3 4 5",
+    "scores 100 200 300 and years 2019 2020 2021",
+    "pages 10-20, ranges 100-200 and 1-5",
+    "dates 01/2024, 05/01/2024, 05.01.2024 and 2024 05 01",
+    "order 0012345678 and id 0012 3456",
+    "ISBN 978-3-16-148410-0",
+    "digits 555 123 4567 8901",  # a run of four groups is no phone layout
+    "npm i lodash@4.17.21",  # a package version, not an address
 ])
 def test_near_misses_are_left_alone(text):
     assert redact(text) == text
+
+
+def test_an_international_number_is_never_taken_for_a_card():
+    # 13 digits that pass the Luhn check: still a phone, because of the 00 / + prefix.
+    assert redact("0049 30 1234 5670") == "[REDACTED_PHONE]"
+    assert redact("+49 301 2345 6784") == "[REDACTED_PHONE]"
+
+
+def test_a_memorys_free_text_fields_are_redacted():
+    memory = TypedMemory(content="mail bob@example.com", tags=("contact:bob@example.com", "work"),
+                         category="call 555-123-4567", source="chat with +1 415 555 0100", importance=0.9,
+                         promoted_from={"key": "k"}, extra={"note": "kept"})
+    redacted = redact_memory_fields(memory)
+    assert (redacted.content, redacted.tags, redacted.category, redacted.source) == (
+        "mail [REDACTED_EMAIL]", ("contact:[REDACTED_EMAIL]", "work"), "call [REDACTED_PHONE]",
+        "chat with [REDACTED_PHONE]")
+    assert (redacted.importance, redacted.promoted_from, redacted.extra) == (0.9, {"key": "k"}, {"note": "kept"})
+    assert redact_memory_fields(TypedMemory(content="x")).category is None
