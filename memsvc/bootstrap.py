@@ -175,7 +175,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         sessions=sessions,
         close_session=CloseSession(sessions=sessions, items=items, memories=memories, sealer=sealer, access=access,
                                    settings=settings, clock=clock, metrics=metrics, bus=bus),
-        semantic=SemanticMemories(items=items, memories=memories, sealer=sealer, clock=clock),
+        semantic=SemanticMemories(items=items, memories=memories, sealer=sealer, clock=clock, hashes=workflow),
         memories=memories,
         search=search,
         recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses),

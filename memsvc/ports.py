@@ -373,6 +373,15 @@ class WorkflowStore(Protocol):
 
     def delete_working(self, tenant: str, user: str, plan_id: str, keys: Sequence[str]) -> None: ...
 
+    def add_semantic_hash(self, tenant: str, user: str, digest: str, key: str) -> None:
+        """Remember that the user's semantic memory `key` may hold content with SHA-256 `digest`
+        (idempotent). A pointer only: readers check the memory itself."""
+
+    def semantic_hash_keys(self, tenant: str, user: str, digest: str) -> list[str]:
+        """The keys `add_semantic_hash` named for `digest` (one keyed read, never a scan)."""
+
+    def drop_semantic_hash(self, tenant: str, user: str, digest: str, key: str) -> None: ...
+
 
 class Clock(Protocol):
     def now(self) -> datetime: ...

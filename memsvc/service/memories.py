@@ -25,7 +25,7 @@ from memsvc.service.indexer import MAX_INDEXED_FIELDS, Indexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 
-__all__ = ["Memories", "PutMemory", "open_memory", "check_nesting", "backoff", "WRITE_ATTEMPTS", "MAX_TTL_SECONDS",
+__all__ = ["Memories", "PutMemory", "Expected", "open_memory", "check_nesting", "backoff", "WRITE_ATTEMPTS", "MAX_TTL_SECONDS",
            "MAX_NESTING"]
 
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
@@ -48,6 +48,13 @@ class PutMemory(Command):
     sync_index: StrictBool = Field(False, description="return only after the item's vectors are written")
 
 
+@dataclasses.dataclass(frozen=True)
+class Expected:
+    """The row a conditional put expects to find under its key (None: no row at all)."""
+
+    row: StoredItem | None
+
+
 class Memories:
     def __init__(self, *, items: ItemStore, sealer: Sealer, access: Access, clock: Clock, indexer: Indexer,
                  on_write: Callable[[], None] = lambda: None) -> None:
@@ -58,7 +65,10 @@ class Memories:
         self._indexer = indexer
         self._on_write = on_write  # wakes the local feed workers; nothing on AWS (the stream does)
 
-    def put(self, caller: Caller, cmd: PutMemory) -> Memory:
+    def put(self, caller: Caller, cmd: PutMemory, *, only_over: Expected | None = None) -> Memory:
+        """Upsert over whatever version is there; with `only_over`, write only if the key is still
+        at that row (absent when its `row` is None) and raise `Conflict` otherwise, so a caller
+        that decided from what it read learns it lost a race instead of overwriting."""
         ns = self._access.namespace_to_write(caller, cmd.namespace)
         key = validate_key(cmd.key)
         check_nesting(cmd.value, "value")
@@ -82,13 +92,15 @@ class Memories:
 
         for attempt in range(WRITE_ATTEMPTS):
             backoff(attempt)
-            old = self._items.get(caller.tenant_id, ns, key)
+            old = self._items.get(caller.tenant_id, ns, key) if only_over is None else only_over.row
             try:
                 item = self.write_version(caller.tenant_id, ns, key, cmd.value, old=old, attributes=cmd.attributes,
                                           policy_attributes=policy_attributes, index_fields=index_fields,
                                           ttl_seconds=cmd.ttl_seconds)
                 break
             except Conflict:
+                if only_over is not None:
+                    raise
                 continue  # another writer won the race; upsert on top of its version
         else:
             raise Conflict("too many concurrent writes to this key; retry", details={"key": key})

@@ -5,6 +5,14 @@ normalised content (`h:<hash>`): Unicode NFKC, case-folded, whitespace collapsed
 "Likes  Tea" and "likes tea" are one memory. Sending the same content (and metadata) again is
 `unchanged`: no write, so no new version and no event. It is stored as a typed memory in
 ["user", U, "semantic"], which `core.layers` counts as the user layer, so recall finds it.
+
+Only what an upsert wrote is a semantic memory (`source: "semantic"` and a `content_hash`): a
+plain `PUT /v1/memories` into the same namespace is the user's own item, which these routes
+treat as absent rather than refuse (the namespace is the user's, and the item API lets a user
+write anywhere under ["user", U]). A memory kept under an external id is found by its content
+hash through a pointer in the workflow store (`add_semantic_hash`), one keyed read.
+Two upserts of the same new content race on a conditional create: one is `created`, the other
+re-reads and is `unchanged`.
 """
 
 from __future__ import annotations
@@ -17,13 +25,13 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictStr, model_validator
 
-from memsvc.core.errors import NotFound
+from memsvc.core.errors import Conflict, NotFound
 from memsvc.core.layers import SEMANTIC_SEGMENT
 from memsvc.core.models import Caller, StoredItem
 from memsvc.core.typed_memory import CONTENT_FIELDS, MAX_CONTENT_CHARS, TypedMemory
 from memsvc.core.validation import Command
-from memsvc.ports import Clock, ItemStore
-from memsvc.service.memories import Memories, PutMemory
+from memsvc.ports import Clock, ItemStore, WorkflowStore
+from memsvc.service.memories import WRITE_ATTEMPTS, Expected, Memories, PutMemory, backoff
 from memsvc.service.sealing import Sealer
 from memsvc.service.sessions import MAX_ID_CHARS
 
@@ -81,31 +89,43 @@ def content_hash(content: str) -> str:
 
 
 class SemanticMemories:
-    def __init__(self, *, items: ItemStore, memories: Memories, sealer: Sealer, clock: Clock) -> None:
+    def __init__(self, *, items: ItemStore, memories: Memories, sealer: Sealer, clock: Clock,
+                 hashes: WorkflowStore) -> None:
         self._items = items
         self._memories = memories
         self._sealer = sealer
         self._clock = clock
+        self._hashes = hashes
 
     def upsert(self, caller: Caller, cmd: UpsertSemantic) -> Upserted:
         digest = content_hash(cmd.content)
         ns = _namespace(caller)
         key = f"e:{cmd.external_id}" if cmd.external_id is not None else f"h:{digest}"
-        current = self._live(caller, ns, key)
-        if current is not None:
-            value = self._sealer.open_value(current) or {}
-            if value.get("content_hash") == digest and value.get("metadata") == cmd.metadata:
-                return Upserted(current.id, cmd.external_id, digest, "unchanged")
         value = TypedMemory(content=cmd.content, type="fact", kind="semantic", source="semantic",
                             extra={"external_id": cmd.external_id, "content_hash": digest,
                                    "metadata": cmd.metadata}).to_value()
-        written = self._memories.put(caller, PutMemory(namespace=list(ns), key=key, value=value,
-                                                       index_fields=CONTENT_FIELDS))
-        return Upserted(written.id, cmd.external_id, digest, "updated" if current is not None else "created")
+        if cmd.external_id is not None:
+            # Before the write, so a memory with this content is never without its pointer.
+            self._hashes.add_semantic_hash(caller.tenant_id, caller.user_id, digest, key)
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
+            row = self._items.get(caller.tenant_id, ns, key)
+            current = self._semantic(row)
+            if current is not None and current[1].get("content_hash") == digest \
+                    and current[1].get("metadata") == cmd.metadata:
+                return Upserted(current[0].id, cmd.external_id, digest, "unchanged")
+            try:
+                written = self._memories.put(caller, PutMemory(namespace=list(ns), key=key, value=value,
+                                                               index_fields=CONTENT_FIELDS), only_over=Expected(row))
+            except Conflict:
+                continue  # a concurrent upsert wrote first: decide again from what it wrote
+            if current is not None and current[1].get("content_hash") != digest and cmd.external_id is not None:
+                self._hashes.drop_semantic_hash(caller.tenant_id, caller.user_id, current[1]["content_hash"], key)
+            return Upserted(written.id, cmd.external_id, digest, "updated" if current is not None else "created")
+        raise Conflict("too many concurrent writes to this semantic memory; retry", details={"key": key})
 
     def get(self, caller: Caller, ref: SemanticRef) -> SemanticView:
-        item = self._find(caller, ref)
-        value = self._sealer.open_value(item) or {}
+        item, value = self._find(caller, ref)
         return SemanticView(id=item.id, external_id=value.get("external_id"), content_hash=value["content_hash"],
                             content=value.get("content", ""), metadata=value.get("metadata") or {},
                             namespace=item.namespace, key=item.key, version=item.version,
@@ -114,32 +134,36 @@ class SemanticMemories:
     def delete(self, caller: Caller, ref: SemanticRef) -> None:
         """Idempotent: deleting what is not there is fine."""
         try:
-            item = self._find(caller, ref)
+            item, value = self._find(caller, ref)
         except NotFound:
             return
         self._memories.delete(caller, item.namespace, item.key)
+        if item.key.startswith("e:"):
+            self._hashes.drop_semantic_hash(caller.tenant_id, caller.user_id, value["content_hash"], item.key)
 
-    def _find(self, caller: Caller, ref: SemanticRef) -> StoredItem:
+    def _find(self, caller: Caller, ref: SemanticRef) -> tuple[StoredItem, dict[str, Any]]:
         ns = _namespace(caller)
         if ref.external_id is not None:
-            item = self._live(caller, ns, f"e:{ref.external_id}")
+            candidates = [f"e:{ref.external_id}"]
         else:
-            item = self._live(caller, ns, f"h:{ref.content_hash}") or self._with_hash(caller, ns, ref.content_hash)
-        if item is None:
-            raise NotFound("no semantic memory with this id or hash")
-        return item
+            candidates = [f"h:{ref.content_hash}",
+                          *self._hashes.semantic_hash_keys(caller.tenant_id, caller.user_id, ref.content_hash)]
+        for key in candidates:
+            found = self._semantic(self._items.get(caller.tenant_id, ns, key))
+            # A pointer outlives its memory's content when a crash came between them: checked here.
+            if found is not None and (ref.content_hash is None or found[1]["content_hash"] == ref.content_hash):
+                return found
+        raise NotFound("no semantic memory with this id or hash")
 
-    def _with_hash(self, caller: Caller, ns: tuple[str, ...], digest: str | None) -> StoredItem | None:
-        """A memory kept under an external id whose content has this hash: the user's semantic
-        namespace, read through (one namespace, a page at a time)."""
-        for item in self._items.scan_live(caller.tenant_id, ns, self._clock.now()):
-            if item.namespace == ns and (self._sealer.open_value(item) or {}).get("content_hash") == digest:
-                return item
-        return None
-
-    def _live(self, caller: Caller, ns: tuple[str, ...], key: str) -> StoredItem | None:
-        item = self._items.get(caller.tenant_id, ns, key)
-        return item if item is not None and item.is_live(self._clock.now()) else None
+    def _semantic(self, item: StoredItem | None) -> tuple[StoredItem, dict[str, Any]] | None:
+        """The live item and its value, if an upsert wrote it (anything else under the namespace is
+        treated as absent)."""
+        if item is None or not item.is_live(self._clock.now()):
+            return None
+        value = self._sealer.open_value(item) or {}
+        if value.get("source") != "semantic" or not isinstance(value.get("content_hash"), str):
+            return None
+        return item, value
 
 
 def _namespace(caller: Caller) -> tuple[str, ...]:

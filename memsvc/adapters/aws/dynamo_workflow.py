@@ -216,6 +216,34 @@ class DynamoWorkflowStore:
                 requests = answer.get("UnprocessedItems") or {}
 
 
+    # -- semantic memories' content-hash pointers -----------------------------------------------
+
+    def add_semantic_hash(self, tenant, user, digest, key):
+        self._call("PutItem", self._db.put_item, TableName=self._table,
+                   Item={**_hash_key(tenant, user, digest, key), "rt": {"S": ROW_TYPE}, "key": {"S": key}})
+
+    def semantic_hash_keys(self, tenant, user, digest):
+        kwargs: dict[str, Any] = {"KeyConditionExpression": "pk = :pk",
+                                  "ExpressionAttributeValues": {":pk": {"S": _hash_key(tenant, user, digest, "")["pk"]["S"]}},
+                                  "ProjectionExpression": "#k", "ExpressionAttributeNames": {"#k": "key"},
+                                  "ConsistentRead": True}
+        keys: list[str] = []
+        while True:
+            page = self._call("Query", self._db.query, TableName=self._table, **kwargs)
+            keys += [item["key"]["S"] for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                return keys
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def drop_semantic_hash(self, tenant, user, digest, key):
+        self._call("DeleteItem", self._db.delete_item, TableName=self._table, Key=_hash_key(tenant, user, digest, key))
+
+
+def _hash_key(tenant: str, user: str, digest: str, key: str) -> dict[str, Any]:
+    """One partition per (user, content hash): a pointer to each semantic memory key with it."""
+    return {"pk": {"S": f"T#{tenant}#U#{_q(user)}#SH#{digest}"}, "sk": {"S": f"K#{_q(key)}"}}
+
+
 def _working_key(tenant: str, user: str, plan_id: str, key: str) -> dict[str, Any]:
     return {"pk": {"S": _working_pk(tenant, user, plan_id)}, "sk": {"S": f"K#{_q(key)}"}}
 

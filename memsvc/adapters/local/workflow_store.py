@@ -41,6 +41,10 @@ CREATE TABLE IF NOT EXISTS working (
     version INTEGER NOT NULL, updated_at INTEGER NOT NULL, expires_at INTEGER,
     PRIMARY KEY (tenant, user, plan_id, key)
 ) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS semantic_hashes (
+    tenant TEXT NOT NULL, user TEXT NOT NULL, digest TEXT NOT NULL, key TEXT NOT NULL,
+    PRIMARY KEY (tenant, user, digest, key)
+) WITHOUT ROWID;
 """
 _TASK = ("tenant, task_id, creator, plan_id, event_type, response_event, response_topic, sub_tasks, sealed, "
          "version, created_at, updated_at")
@@ -152,6 +156,24 @@ class SqliteWorkflowStore:
         with self._db.tx() as conn:
             conn.executemany("DELETE FROM working WHERE tenant = ? AND user = ? AND plan_id = ? AND key = ?",
                              [(tenant, user, plan_id, k) for k in keys])
+
+    # -- semantic memories' content-hash pointers -----------------------------------------------
+
+    def add_semantic_hash(self, tenant, user, digest, key):
+        with self._db.tx() as conn:
+            conn.execute("INSERT OR IGNORE INTO semantic_hashes (tenant, user, digest, key) VALUES (?, ?, ?, ?)",
+                         (tenant, user, digest, key))
+
+    def semantic_hash_keys(self, tenant, user, digest):
+        rows = self._db.conn().execute(
+            "SELECT key FROM semantic_hashes WHERE tenant = ? AND user = ? AND digest = ? ORDER BY key",
+            (tenant, user, digest)).fetchall()
+        return [r[0] for r in rows]
+
+    def drop_semantic_hash(self, tenant, user, digest, key):
+        with self._db.tx() as conn:
+            conn.execute("DELETE FROM semantic_hashes WHERE tenant = ? AND user = ? AND digest = ? AND key = ?",
+                         (tenant, user, digest, key))
 
     def ping(self) -> None:
         self._db.conn().execute("SELECT 1").fetchone()
