@@ -188,7 +188,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         metrics=metrics,
         task_contexts=TaskContexts(store=workflow, sealer=sealer, clock=clock, notices=bus),
         plans=Plans(store=workflow, sealer=sealer, cursors=CursorCodec(sealer), clock=clock, notices=bus),
-        working=WorkingMemory(store=workflow, sealer=sealer, clock=clock),
+        working=WorkingMemory(store=workflow, sealer=sealer, clock=clock, cursors=CursorCodec(sealer)),
     )
 
 

@@ -363,13 +363,20 @@ class WorkflowStore(Protocol):
         """The user's plans (of `status`, when given), newest `created_at` first, strictly after
         the position `after` = (created_at µs, plan_id) of the last one of the previous page."""
 
-    def put_working(self, record: WorkingRecord) -> int:
-        """Upsert; the stored version (one more than the key's last, 1 when new) is returned."""
+    def put_working(self, record: WorkingRecord) -> int | None:
+        """Upsert, only while the user's plan `record.plan_id` exists (checked in the same
+        transaction, so a put racing the plan's deletion cannot outlive it); the stored version
+        (one more than the key's last, 1 when new) is returned, None when there is no such plan.
+        Raises `StaleRecord` when a concurrent write won (the service retries)."""
 
     def get_working(self, tenant: str, user: str, plan_id: str, key: str) -> WorkingRecord | None: ...
 
     def list_working(self, tenant: str, user: str, plan_id: str) -> list[WorkingRecord]:
         """Every key of the plan, by key, expired ones included (the service hides them)."""
+
+    def iter_working(self, tenant: str, user: str, plan_id: str, *, after: str | None) -> Iterator[WorkingRecord]:
+        """The plan's keys after `after`, by key, expired ones included, fetched lazily (a page
+        of the store at a time), so a reader that stops early reads little more than it used."""
 
     def delete_working(self, tenant: str, user: str, plan_id: str, keys: Sequence[str]) -> None: ...
 

@@ -30,7 +30,7 @@ from memsvc.service.tenant_config import TenantSettings
 from memsvc.service.timeline import EventsQuery, TimelineReader
 from memsvc.service.plans import CreatePlan, ListPlans, Plans, UpdatePlan
 from memsvc.service.task_contexts import ChangeSubTasks, CreateTaskContext, TaskContexts, UpdateTaskContext
-from memsvc.service.working_memory import PutWorking, WorkingMemory
+from memsvc.service.working_memory import ListWorking, PutWorking, WorkingMemory
 from memsvc.service.workflow_rules import if_match
 
 __all__ = ["ROUTES", "Services", "build_router"]
@@ -257,8 +257,9 @@ def _get_working(app: Services, c: Call) -> s.WorkingValueOut:
 
 
 def _list_working(app: Services, c: Call) -> s.WorkingValuesOut:
-    return s.WorkingValuesOut(items=[s.WorkingValueOut(**w.to_json())
-                                     for w in app.working.list(c.caller, _param(c, "plan_id"))])
+    page = app.working.list(c.caller, _param(c, "plan_id"), c.query)
+    return s.WorkingValuesOut(items=[s.WorkingValueOut(**w.to_json()) for w in page.items],
+                              next_cursor=page.next_cursor)
 
 
 def _delete_working(app: Services, c: Call) -> None:
@@ -349,8 +350,8 @@ ROUTES: tuple[Route, ...] = (
           response=s.WorkingValueOut),
     Route("DELETE", "/v1/memory/working/{plan_id}/{key}", "Delete a working-memory value (404 when absent)",
           _delete_working, status=204),
-    Route("GET", "/v1/memory/working/{plan_id}", "Every working-memory value of a plan", _list_working,
-          response=s.WorkingValuesOut),
+    Route("GET", "/v1/memory/working/{plan_id}", "A plan's working-memory values, by key, a page at a time",
+          _list_working, query=ListWorking, response=s.WorkingValuesOut),
     Route("DELETE", "/v1/memory/working/{plan_id}", "Delete a plan's working memory", _delete_all_working,
           response=s.WorkingDeletedOut),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True),

@@ -472,6 +472,7 @@ class WorkingValueOut(BaseModel):
 
 class WorkingValuesOut(BaseModel):
     items: list[WorkingValueOut]
+    next_cursor: str | None = None
 
 
 class WorkingDeletedOut(BaseModel):

@@ -11,6 +11,7 @@ from pydantic import Field, StrictInt, StrictStr
 
 from memsvc.core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, Taken
 from memsvc.core.models import Caller, to_epoch_us, to_rfc3339
+from memsvc.core.pages import json_size, take_page
 from memsvc.core.validation import Command
 from memsvc.core.workflow import PlanRecord, StaleRecord, check_id
 from memsvc.ports import Clock, BusEvents, WorkflowStore
@@ -106,14 +107,14 @@ class Plans:
                                       details={"field": "cursor"})
         records = self._store.list_plans(caller.tenant_id, caller.user_id, status=status, after=after,
                                          limit=q.limit + 1)
-        more = len(records) > q.limit
-        records = records[:q.limit]
+        # Opened one at a time: a page stops at PAGE_BYTES (100 plans of 256 KB would not fit a response).
+        plans, more = take_page((self._open(r) for r in records), lambda p: json_size(p.to_json()), limit=q.limit)
         next_cursor = None
         if more:
-            last = records[-1]
+            last = plans[-1].record
             next_cursor = self._cursors.encode(caller.tenant_id, purpose,
                                                {"c": to_epoch_us(last.created_at), "p": last.plan_id})
-        return PlanPage([self._open(r) for r in records], next_cursor)
+        return PlanPage(plans, next_cursor)
 
     def update(self, caller: Caller, plan_id: str, cmd: UpdatePlan, *, expected_version: int | None) -> Plan:
         plan_id = check_id(plan_id, "plan_id")

@@ -1,6 +1,12 @@
 """Working memory (seed 003): a plan's scratch keys, per (tenant, user, plan). Each value is
 sealed; the plan id and the key are plaintext. A key with `ttl_seconds` is never returned once
-expired (nor counted by a delete)."""
+expired (nor counted by a delete).
+
+A key is written only into a plan of the caller's that exists (404 otherwise, as for another
+user's plan): the contract scopes working memory to a plan and deletes it with the plan, and the
+store checks the plan in the write's own transaction, so a put racing the plan's deletion never
+leaves keys behind it. The list is paged by key, and a page stops at `core.pages.PAGE_BYTES`.
+"""
 
 from __future__ import annotations
 
@@ -8,18 +14,19 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from pydantic import Field, StrictInt
+from pydantic import Field, StrictInt, StrictStr
 
-from memsvc.core.errors import NotFound
+from memsvc.core.errors import Conflict, InvalidArgument, NotFound
 from memsvc.core.models import Caller, to_rfc3339
+from memsvc.core.pages import json_size, take_page
 from memsvc.core.validation import Command
-from memsvc.core.workflow import WorkingRecord, check_id
+from memsvc.core.workflow import StaleRecord, WorkingRecord, check_id
 from memsvc.ports import Clock, WorkflowStore
-from memsvc.service.memories import MAX_TTL_SECONDS
-from memsvc.service.sealing import Sealer
+from memsvc.service.memories import MAX_TTL_SECONDS, WRITE_ATTEMPTS, backoff
+from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.workflow_rules import check_payload
 
-__all__ = ["WorkingMemory", "PutWorking", "WorkingValue"]
+__all__ = ["WorkingMemory", "PutWorking", "ListWorking", "WorkingValue", "WorkingPage"]
 
 
 class PutWorking(Command):
@@ -27,6 +34,13 @@ class PutWorking(Command):
 
     value: Any = Field(description="any JSON value")
     ttl_seconds: StrictInt | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = until deleted")
+
+
+class ListWorking(Command):
+    """`GET /v1/memory/working/{plan_id}`: by key, a page at a time."""
+
+    limit: StrictInt = Field(1000, ge=1, le=1000, description="at most this many; a page also stops at 1.5 MiB")
+    cursor: StrictStr | None = Field(None, description="next_cursor of the previous page")
 
 
 @dataclass(frozen=True)
@@ -40,22 +54,38 @@ class WorkingValue:
                 "updated_at": to_rfc3339(r.updated_at), "expires_at": to_rfc3339(r.expires_at)}
 
 
+@dataclass(frozen=True)
+class WorkingPage:
+    items: list[WorkingValue]
+    next_cursor: str | None
+
+
 class WorkingMemory:
-    def __init__(self, *, store: WorkflowStore, sealer: Sealer, clock: Clock) -> None:
+    def __init__(self, *, store: WorkflowStore, sealer: Sealer, clock: Clock, cursors: CursorCodec) -> None:
         self._store = store
         self._sealer = sealer
         self._clock = clock
+        self._cursors = cursors
 
     def put(self, caller: Caller, plan_id: str, key: str, cmd: PutWorking) -> WorkingValue:
         plan_id, key = check_id(plan_id, "plan_id"), check_id(key, "key")
         check_payload({"value": cmd.value}, "value")
-        now = self._clock.now()
-        record = WorkingRecord(
-            tenant=caller.tenant_id, user=caller.user_id, plan_id=plan_id, key=key,
-            sealed=self._sealer.seal_record(caller.tenant_id, _ids(caller, plan_id, key), {"value": cmd.value}),
-            version=0, updated_at=now, expires_at=now + timedelta(seconds=cmd.ttl_seconds) if cmd.ttl_seconds else None)
-        version = self._store.put_working(record)
-        return WorkingValue(replace(record, version=version), cmd.value)
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
+            now = self._clock.now()
+            record = WorkingRecord(
+                tenant=caller.tenant_id, user=caller.user_id, plan_id=plan_id, key=key,
+                sealed=self._sealer.seal_record(caller.tenant_id, _ids(caller, plan_id, key), {"value": cmd.value}),
+                version=0, updated_at=now,
+                expires_at=now + timedelta(seconds=cmd.ttl_seconds) if cmd.ttl_seconds else None)
+            try:
+                version = self._store.put_working(record)
+            except StaleRecord:
+                continue  # a concurrent put of the key won: write on top of it
+            if version is None:
+                raise NotFound("no plan with this plan_id", details={"plan_id": plan_id})
+            return WorkingValue(replace(record, version=version), cmd.value)
+        raise Conflict("too many concurrent writes to this key; retry", details={"plan_id": plan_id, "key": key})
 
     def get(self, caller: Caller, plan_id: str, key: str) -> WorkingValue:
         plan_id, key = check_id(plan_id, "plan_id"), check_id(key, "key")
@@ -64,11 +94,22 @@ class WorkingMemory:
             raise NotFound("no working-memory value with this plan_id and key", details={"plan_id": plan_id, "key": key})
         return self._open(caller, record)
 
-    def list(self, caller: Caller, plan_id: str) -> list[WorkingValue]:
+    def list(self, caller: Caller, plan_id: str, q: ListWorking) -> WorkingPage:
         plan_id = check_id(plan_id, "plan_id")
+        purpose = f"working\x1e{caller.user_id}\x1e{plan_id}"
+        after = None
+        if q.cursor is not None:
+            after = self._cursors.decode(caller.tenant_id, purpose, q.cursor, field="cursor").get("k")
+            if not isinstance(after, str):
+                raise InvalidArgument("cursor is not a cursor this service gave this caller",
+                                      details={"field": "cursor"})
         now = self._clock.now()
-        return [self._open(caller, r) for r in self._store.list_working(caller.tenant_id, caller.user_id, plan_id)
-                if r.is_live(now)]
+        live = (self._open(caller, r) for r in self._store.iter_working(caller.tenant_id, caller.user_id, plan_id,
+                                                                          after=after) if r.is_live(now))
+        page, more = take_page(live, lambda w: json_size(w.to_json()), limit=q.limit)
+        next_cursor = (self._cursors.encode(caller.tenant_id, purpose, {"k": page[-1].record.key})
+                       if more else None)
+        return WorkingPage(page, next_cursor)
 
     def delete(self, caller: Caller, plan_id: str, key: str) -> None:
         """404 when there is no such live key (seed 003)."""

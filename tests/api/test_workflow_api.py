@@ -75,8 +75,9 @@ def test_plans_and_working_memory_over_http(me, uid):
     assert me.delete(wm).json() == {"deleted_count": 1, "plan_id": f"p0-{uid}"}
     me.put(f"{wm}/c", json={"value": 3})
     assert me.delete(plan).status_code == 204
-    assert me.get(wm).json() == {"items": []}  # the plan's working memory went with it
+    assert me.get(wm).json() == {"items": [], "next_cursor": None}  # the plan's working memory went with it
     assert_error(me.get(plan), 404, "NOT_FOUND")
+    assert_error(me.put(f"{wm}/c", json={"value": 3}), 404, "NOT_FOUND")  # no plan, no working memory
 
 
 # -- isolation -------------------------------------------------------------------------------------
@@ -105,11 +106,12 @@ def test_every_route_hides_one_users_objects_from_others(make_client, me, uid, t
             who.put(f"/v1/memory/plans/{q(ident)}", json={"status": "cancelled"}),
             who.get(f"/v1/memory/working/{q(ident)}/{q(ident)}"),
             who.delete(f"/v1/memory/working/{q(ident)}/{q(ident)}"),
+            who.put(f"/v1/memory/working/{q(ident)}/{q(ident)}", json={"value": 2}),
         ):
             assert_error(r, 404, "NOT_FOUND")
         assert who.delete(f"{TC}/{q(ident)}").status_code == 204
         assert who.delete(f"/v1/memory/plans/{q(ident)}").status_code == 204
-        assert who.get(f"/v1/memory/working/{q(ident)}").json() == {"items": []}
+        assert who.get(f"/v1/memory/working/{q(ident)}").json() == {"items": [], "next_cursor": None}
         assert who.delete(f"/v1/memory/working/{q(ident)}").json()["deleted_count"] == 0
         assert ident not in who.get("/v1/memory/plans").text
     # The creator still has everything, unchanged.

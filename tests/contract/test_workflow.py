@@ -10,7 +10,7 @@ from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFou
 from memsvc.core.models import Caller
 from memsvc.service.plans import CreatePlan, ListPlans, UpdatePlan
 from memsvc.service.task_contexts import ChangeSubTasks, CreateTaskContext, UpdateTaskContext
-from memsvc.service.working_memory import PutWorking
+from memsvc.service.working_memory import ListWorking, PutWorking
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 from tests.fakes.aws_stack import TABLE
 
@@ -233,15 +233,20 @@ def test_a_plan_is_its_users_only(plans, working):
     assert plans.get(ALICE, "p").record.status == "running"
 
 
+def listed(working, caller, plan_id, **q):
+    return working.list(caller, plan_id, ListWorking(**q)).items
+
+
 def test_deleting_a_plan_deletes_its_working_memory_only(plans, working):
-    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
+    for caller, plan_id in ((ALICE, "p"), (ALICE, "other"), (BOB, "p")):
+        plans.create(caller, CreatePlan(plan_id=plan_id, goal_event="g"))
     working.put(ALICE, "p", "k", PutWorking(value=1))
     working.put(ALICE, "other", "k", PutWorking(value=2))
     working.put(BOB, "p", "k", PutWorking(value=3))
     plans.delete(ALICE, "p")
     with pytest.raises(NotFound):
         plans.get(ALICE, "p")
-    assert working.list(ALICE, "p") == []
+    assert listed(working, ALICE, "p") == []
     assert working.get(ALICE, "other", "k").value == 2
     assert working.get(BOB, "p", "k").value == 3
 
@@ -249,13 +254,14 @@ def test_deleting_a_plan_deletes_its_working_memory_only(plans, working):
 # -- working memory ------------------------------------------------------------------------------
 
 
-def test_working_memory_put_get_list_delete(working):
+def test_working_memory_put_get_list_delete(plans, working):
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
     first = working.put(ALICE, "p", "k1", PutWorking(value={"a": 1}))
     assert first.record.version == 1
     assert working.put(ALICE, "p", "k1", PutWorking(value=[1, 2])).record.version == 2
     working.put(ALICE, "p", "k2", PutWorking(value="text"))
     assert working.get(ALICE, "p", "k1").value == [1, 2]
-    assert [(w.record.key, w.value) for w in working.list(ALICE, "p")] == [("k1", [1, 2]), ("k2", "text")]
+    assert [(w.record.key, w.value) for w in listed(working, ALICE, "p")] == [("k1", [1, 2]), ("k2", "text")]
     working.delete(ALICE, "p", "k1")
     with pytest.raises(NotFound):
         working.delete(ALICE, "p", "k1")
@@ -263,7 +269,8 @@ def test_working_memory_put_get_list_delete(working):
     assert working.delete_all(ALICE, "p") == 0
 
 
-def test_working_memory_honours_ttl(working, clock):
+def test_working_memory_honours_ttl(plans, working, clock):
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
     working.put(ALICE, "p", "short", PutWorking(value=1, ttl_seconds=10))
     working.put(ALICE, "p", "long", PutWorking(value=2))
     clock.advance(11)
@@ -271,18 +278,21 @@ def test_working_memory_honours_ttl(working, clock):
         working.get(ALICE, "p", "short")
     with pytest.raises(NotFound):
         working.delete(ALICE, "p", "short")
-    assert [w.record.key for w in working.list(ALICE, "p")] == ["long"]
+    assert [w.record.key for w in listed(working, ALICE, "p")] == ["long"]
     assert working.delete_all(ALICE, "p") == 1
 
 
-def test_working_memory_is_the_users_own(working):
+def test_working_memory_is_the_users_own(plans, working):
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
     working.put(ALICE, "p", "k", PutWorking(value="alice's"))
     for caller in (BOB, ADMIN, OTHER_TENANT):
         with pytest.raises(NotFound):
             working.get(caller, "p", "k")
         with pytest.raises(NotFound):
             working.delete(caller, "p", "k")
-        assert working.list(caller, "p") == []
+        with pytest.raises(NotFound):  # alice's plan is no plan of theirs: nothing to write into
+            working.put(caller, "p", "k", PutWorking(value="theirs"))
+        assert listed(working, caller, "p") == []
         assert working.delete_all(caller, "p") == 0
     assert working.get(ALICE, "p", "k").value == "alice's"
 

@@ -175,21 +175,44 @@ class DynamoWorkflowStore:
 
     # -- working memory ---------------------------------------------------------------------------
 
-    def put_working(self, record: WorkingRecord) -> int:
-        values: dict[str, Any] = {":rt": {"S": ROW_TYPE}, ":key": {"S": record.key}, ":sealed": {"B": record.sealed},
-                                  ":at": {"N": str(to_epoch_us(record.updated_at))}, ":one": {"N": "1"}}
-        update = "SET rt = :rt, #k = :key, sealed = :sealed, updated_at = :at"
+    def put_working(self, record: WorkingRecord) -> int | None:
+        """One transaction: the plan row must exist (a `ConditionCheck`, which also serialises this
+        put with the plan's deletion) and the key must still be at the version read."""
+        plan_key = _plan_key(record.tenant, record.user, record.plan_id)
+        key = _working_key(record.tenant, record.user, record.plan_id, record.key)
+        item: dict[str, Any] = {**key, "rt": {"S": ROW_TYPE}, "key": {"S": record.key}, "sealed": {"B": record.sealed},
+                                "updated_at": {"N": str(to_epoch_us(record.updated_at))}}
         if record.expires_at is not None:
-            values[":exp"] = {"N": str(to_epoch_us(record.expires_at))}
-            values[":ttl"] = {"N": str(math.ceil(record.expires_at.timestamp()))}
-            update += ", expires_at = :exp, #ttl = :ttl ADD version :one"
-        else:
-            update += " ADD version :one REMOVE expires_at, #ttl"
-        answer = self._call("UpdateItem", self._db.update_item, TableName=self._table,
-                            Key=_working_key(record.tenant, record.user, record.plan_id, record.key),
-                            UpdateExpression=update, ExpressionAttributeNames={"#k": "key", "#ttl": TTL_ATTRIBUTE},
-                            ExpressionAttributeValues=values, ReturnValues="UPDATED_NEW")
-        return int(answer["Attributes"]["version"]["N"])
+            item["expires_at"] = {"N": str(to_epoch_us(record.expires_at))}
+            item[TTL_ATTRIBUTE] = {"N": str(math.ceil(record.expires_at.timestamp()))}
+        current = self._get(key)
+        version = int(current["version"]["N"]) + 1 if current else 1
+        condition: dict[str, Any] = (
+            {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": current["version"]}}
+            if current else {"ConditionExpression": "attribute_not_exists(pk)"})
+        actions = [{"ConditionCheck": {"TableName": self._table, "Key": plan_key,
+                                       "ConditionExpression": "attribute_exists(pk)"}},
+                   {"Put": {"TableName": self._table, "Item": {**item, "version": {"N": str(version)}}, **condition}}]
+        try:
+            self._call("TransactWriteItems", self._db.transact_write_items, TransactItems=actions)
+        except StaleRecord:
+            if self._get(plan_key) is None:
+                return None  # no plan (or it was just deleted): nothing written
+            raise  # another put of this key, or a change of the plan, came in between
+        return version
+
+    def iter_working(self, tenant, user, plan_id, *, after):
+        kwargs: dict[str, Any] = {"KeyConditionExpression": "pk = :pk",
+                                  "ExpressionAttributeValues": {":pk": {"S": _working_pk(tenant, user, plan_id)}},
+                                  "ConsistentRead": True}
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = _working_key(tenant, user, plan_id, after)
+        while True:
+            page = self._call("Query", self._db.query, TableName=self._table, **kwargs)
+            yield from (_working(tenant, user, plan_id, item["key"]["S"], item) for item in page.get("Items", []))
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def get_working(self, tenant, user, plan_id, key):
         item = self._get(_working_key(tenant, user, plan_id, key))

@@ -50,6 +50,7 @@ _TASK = ("tenant, task_id, creator, plan_id, event_type, response_event, respons
          "version, created_at, updated_at")
 _PLAN = "tenant, user, plan_id, goal_event, status, sealed, version, created_at, updated_at"
 _WORKING = "tenant, user, plan_id, key, sealed, version, updated_at, expires_at"
+_PAGE_ROWS = 16  # working-memory rows read at a time by iter_working (each up to 256 KB)
 
 
 class SqliteWorkflowStore:
@@ -127,8 +128,12 @@ class SqliteWorkflowStore:
 
     # -- working memory ---------------------------------------------------------------------------
 
-    def put_working(self, record: WorkingRecord) -> int:
+    def put_working(self, record: WorkingRecord) -> int | None:
         with self._db.tx() as conn:
+            # The plan is read in the write's transaction: its deletion (which takes the working
+            # memory with it) is either before (no plan: nothing written) or after (this key goes too).
+            if _get_plan(conn, record.tenant, record.user, record.plan_id) is None:
+                return None
             row = conn.execute("SELECT version FROM working WHERE tenant = ? AND user = ? AND plan_id = ? AND key = ?",
                                (record.tenant, record.user, record.plan_id, record.key)).fetchone()
             version = row[0] + 1 if row else 1
@@ -151,6 +156,17 @@ class SqliteWorkflowStore:
             f"SELECT {_WORKING} FROM working WHERE tenant = ? AND user = ? AND plan_id = ? ORDER BY key",
             (tenant, user, plan_id)).fetchall()
         return [_working(r) for r in rows]
+
+    def iter_working(self, tenant, user, plan_id, *, after):
+        after_key = after if after is not None else ""
+        while True:
+            rows = self._db.conn().execute(
+                f"SELECT {_WORKING} FROM working WHERE tenant = ? AND user = ? AND plan_id = ? AND key > ? "
+                "ORDER BY key LIMIT ?", (tenant, user, plan_id, after_key, _PAGE_ROWS)).fetchall()
+            yield from (_working(r) for r in rows)
+            if len(rows) < _PAGE_ROWS:
+                return
+            after_key = rows[-1][3]
 
     def delete_working(self, tenant, user, plan_id, keys: Sequence[str]) -> None:
         with self._db.tx() as conn:
