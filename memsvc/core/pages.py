@@ -1,8 +1,9 @@
 """How much one page of a list may carry. Pure.
 
 A page answered through API Gateway and Lambda must fit Lambda's 6 MB response payload, and the
-body travels as a JSON string inside Lambda's own JSON answer, where escaping can triple it (a
-character outside ASCII becomes a six-byte `\\uXXXX`). So a page stops once its entries take
+body travels as a JSON string inside Lambda's own JSON answer, where escaping can triple it (the
+python3.11 runtime serializes with `ensure_ascii`, so a two-byte character becomes a six-byte
+`\\uXXXX`, and a quote already escaped once is escaped again). So a page stops once its entries take
 `PAGE_BYTES` as compact UTF-8 JSON, whatever its `limit`, and answers a cursor to the rest. Its
 first entry always comes, whatever its size: every stored value is at most 256 KB, so even a page
 of one stays far inside the payload limit.

@@ -25,13 +25,14 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictStr, model_validator
 
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, NotFound
 from memsvc.core.layers import SEMANTIC_SEGMENT
 from memsvc.core.models import Caller, StoredItem
 from memsvc.core.typed_memory import CONTENT_FIELDS, MAX_CONTENT_CHARS, TypedMemory
 from memsvc.core.validation import Command
 from memsvc.ports import Clock, ItemStore, WorkflowStore
-from memsvc.service.memories import WRITE_ATTEMPTS, Expected, Memories, PutMemory, backoff
+from memsvc.service.memories import Expected, Memories, PutMemory
 from memsvc.service.sealing import Sealer
 from memsvc.service.sessions import MAX_ID_CHARS
 

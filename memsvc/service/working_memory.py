@@ -16,13 +16,14 @@ from typing import Any
 
 from pydantic import Field, StrictInt, StrictStr
 
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, InvalidArgument, NotFound
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.core.pages import json_size, take_page
 from memsvc.core.validation import Command
 from memsvc.core.workflow import StaleRecord, WorkingRecord, check_id
 from memsvc.ports import Clock, WorkflowStore
-from memsvc.service.memories import MAX_TTL_SECONDS, WRITE_ATTEMPTS, backoff
+from memsvc.service.memories import MAX_TTL_SECONDS
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.workflow_rules import check_payload
 
