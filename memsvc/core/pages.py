@@ -28,9 +28,11 @@ def json_size(obj: Any) -> int:
 
 
 def take_page(entries: Iterable[T], size: Callable[[T], int], *, limit: int,
-              budget: int = PAGE_BYTES) -> tuple[list[T], bool]:
-    """At most `limit` of `entries`, in order, whose sizes add up to at most `budget` (the first
-    one always), and whether any entry was left. Reads one entry past the page, no more."""
+              budget: int | None = None) -> tuple[list[T], bool]:
+    """At most `limit` of `entries`, in order, whose sizes add up to at most `budget` (by default
+    `PAGE_BYTES`; the first one always), and whether any entry was left. Reads one entry past the
+    page, no more."""
+    budget = PAGE_BYTES if budget is None else budget
     page: list[T] = []
     total = 0
     for entry in entries:

@@ -23,7 +23,7 @@ from typing import Any
 
 from memsvc.core.errors import Conflict, Forbidden, PolicyViolation
 from memsvc.core.models import Caller, StoredItem, to_rfc3339
-from memsvc.core.pii import redact
+from memsvc.core.pii import redact_memory_fields
 from memsvc.core.sessions import SessionRecord, session_namespace
 from memsvc.core.typed_memory import CONTENT_FIELDS, TypedMemory
 from memsvc.ports import BusEvents, Clock, ItemStore, Metrics
@@ -126,12 +126,12 @@ class CloseSession:
         promoted = 0
         for item, memory in candidates:
             key = _promoted_key(record, item.key)
-            copy = TypedMemory(
-                content=redact(memory.content), type=memory.type, kind=memory.kind, importance=memory.importance,
+            copy = redact_memory_fields(TypedMemory(
+                content=memory.content, type=memory.type, kind=memory.kind, importance=memory.importance,
                 pinned=memory.pinned, tags=memory.tags, category=memory.category, source=memory.source,
                 promoted_from={"namespace": list(item.namespace), "key": item.key, "id": item.id,
                                "session_id": record.session_id},
-            ).to_value()
+            )).to_value()
             try:
                 self._access.govern(caller, target, key, copy, None)
             except PolicyViolation:

@@ -19,6 +19,7 @@ from pydantic import Field, StrictInt, StrictStr
 
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.core.pages import json_size, take_page
 from memsvc.core.sessions import SessionRecord, message_key, messages_namespace, session_closed, session_namespace
 from memsvc.core.validation import Command, Timestamp
 from memsvc.ports import Clock, ItemStore, SessionStore
@@ -28,13 +29,12 @@ from memsvc.service.sealing import CursorCodec, Sealer
 
 __all__ = ["Sessions", "CreateSession", "UpdateSession", "ListSessions", "AppendMessage", "ListMessages",
            "SessionView", "MessageView", "MessagePage", "AppendedMessage", "MAX_METADATA_BYTES",
-           "MAX_MESSAGE_BYTES", "MAX_PAGE_BYTES", "MAX_ID_CHARS"]
+           "MAX_MESSAGE_BYTES", "MAX_ID_CHARS"]
 
 MAX_ID_CHARS = 256
 MAX_TITLE_CHARS = 1000
 MAX_METADATA_BYTES = 64 * 1024  # title and metadata, as compact UTF-8 JSON
 MAX_MESSAGE_BYTES = 128 * 1024  # a message's content, in UTF-8
-MAX_PAGE_BYTES = 4 * 1024 * 1024  # of a page's contents as JSON: under Lambda's 6 MB response, with room
 _CURSOR_PURPOSE = "sessions"
 _PAGE = 200
 
@@ -292,27 +292,23 @@ class Sessions:
         return AppendedMessage(message_id=item.id, seq=int(item.key), created_at=item.created_at)
 
     def messages(self, caller: Caller, session_id: str, query: ListMessages) -> MessagePage:
-        """In seq order, at most `limit` of them and about `MAX_PAGE_BYTES` of content (at least
-        one message): a page never outgrows a Lambda response. `next_after_seq` is set when more
-        may follow."""
+        """In seq order, at most `limit` of them and at most `core.pages.PAGE_BYTES` of content (at
+        least one message), so a page always fits a Lambda response. `next_after_seq` is set when
+        more follow."""
         self.record(caller, session_id)
-        self._access.authorize(caller, "read", messages_namespace(caller.user_id, session_id), None)
-        items = self._store.messages(caller.tenant_id, messages_namespace(caller.user_id, session_id),
-                                     message_key(query.after_seq), query.limit + 1)
-        out: list[MessageView] = []
-        size = 0
-        for item in items:
-            if len(out) == query.limit or (out and size >= MAX_PAGE_BYTES):
-                return MessagePage(out, next_after_seq=out[-1].seq)
-            if not (item.key.isascii() and item.key.isdigit()):
-                continue  # put there through /v1/memories: an item, not a message
-            value = self._sealer.open_value(item) or {}
-            view = MessageView(message_id=item.id, seq=int(item.key), role=value.get("role", ""),
-                               content=value.get("content", ""), correlation_id=value.get("correlation_id"),
-                               created_at=item.created_at)
-            out.append(view)
-            size += len(json.dumps(view.content, ensure_ascii=False).encode("utf-8"))
-        return MessagePage(out, next_after_seq=None)
+        namespace = messages_namespace(caller.user_id, session_id)
+        self._access.authorize(caller, "read", namespace, None)
+        items = self._store.messages(caller.tenant_id, namespace, message_key(query.after_seq), query.limit + 1)
+        views = (self._message(item) for item in items if item.key.isascii() and item.key.isdigit())
+        page, more = take_page(views, lambda view: json_size(view.content), limit=query.limit)
+        return MessagePage(page, next_after_seq=page[-1].seq if more else None)
+
+    def _message(self, item: StoredItem) -> MessageView:
+        """(Keys that are not seqs belong to items put there through `/v1/memories`: not messages.)"""
+        value = self._sealer.open_value(item) or {}
+        return MessageView(message_id=item.id, seq=int(item.key), role=value.get("role", ""),
+                           content=value.get("content", ""), correlation_id=value.get("correlation_id"),
+                           created_at=item.created_at)
 
     # -- plumbing --------------------------------------------------------------------------------
 

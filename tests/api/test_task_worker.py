@@ -57,6 +57,11 @@ def test_client_methods_sync(live_server, uid):
         client.set_working("p/1", "k/1", [1, 2], ttl_seconds=600)
         assert client.get_working("p/1", "k/1")["value"] == [1, 2]
         assert [i["key"] for i in client.list_working("p/1")["items"]] == ["k/1"]
+        client.set_working("p/1", "k/2", "two")
+        first = client.list_working("p/1", limit=1)
+        rest = client.list_working("p/1", limit=1, cursor=first["next_cursor"])
+        assert [i["key"] for i in first["items"] + rest["items"]] == ["k/1", "k/2"] and rest["next_cursor"] is None
+        client.delete_working("p/1", "k/2")
         client.delete_working("p/1", "k/1")
         with pytest.raises(NotFoundError):
             client.delete_working("p/1", "k/1")

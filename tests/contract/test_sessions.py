@@ -280,10 +280,10 @@ class TestMessages:
         assert ([m.seq for m in last.messages], last.next_after_seq) == ([5], None)
         exact = page(after_seq=3, limit=2)
         assert [m.seq for m in exact.messages] == [4, 5] and exact.next_after_seq is None
-        monkeypatch.setattr("memsvc.service.sessions.MAX_PAGE_BYTES", 250)  # passed by the third message
+        monkeypatch.setattr("memsvc.core.pages.PAGE_BYTES", 250)  # two messages' worth
         cut = page(limit=100)
-        assert ([m.seq for m in cut.messages], cut.next_after_seq) == ([1, 2, 3], 3)
-        monkeypatch.setattr("memsvc.service.sessions.MAX_PAGE_BYTES", 1)
+        assert ([m.seq for m in cut.messages], cut.next_after_seq) == ([1, 2], 2)
+        monkeypatch.setattr("memsvc.core.pages.PAGE_BYTES", 1)
         assert [m.seq for m in page(after_seq=1).messages] == [2]  # always at least one
 
     def test_an_item_put_among_the_messages_is_not_a_message(self, backend):
@@ -399,6 +399,15 @@ class TestPromotionAtClose:
         assert services(backend).close_session.close(project_member, "s1").promoted == 1
         found = services(backend).search.search(project_member, SearchQuery(namespace_prefix=["project", "apollo"]))
         assert [m.value["content"] for m in found] == ["the launch is on Friday"]
+
+    def test_tags_category_and_source_are_redacted_too(self, backend):
+        create(backend)
+        session_memory(backend, "m", "call the vendor", 0.9, tags=["bob@example.com", "vendor"],
+                       category="+1 415 555 0100", source="mail from carol@example.org")
+        assert services(backend).close_session.close(alice(), "s1").promoted == 1
+        copy, = services(backend).search.search(alice(), SearchQuery(namespace_prefix=["user", "alice", "memories"]))
+        assert copy.value["tags"] == ["[REDACTED_EMAIL]", "vendor"]
+        assert (copy.value["category"], copy.value["source"]) == ("[REDACTED_PHONE]", "mail from [REDACTED_EMAIL]")
 
     def test_a_project_the_user_may_not_write_blocks_promotion_and_the_session_still_closes(self, backend):
         create(backend, metadata={"project_id": "apollo"})  # alice has no `projects` claim for apollo

@@ -115,9 +115,10 @@ class WorkflowMethods:
     def get_working(self, plan_id: str, key: str) -> Any:
         return self._run(("GET", f"/v1/memory/working/{path_segment(plan_id)}/{path_segment(key)}", (), None))
 
-    def list_working(self, plan_id: str) -> Any:
-        """`{"items": [...]}`."""
-        return self._run(("GET", f"/v1/memory/working/{path_segment(plan_id)}", (), None))
+    def list_working(self, plan_id: str, *, limit: int | None = None, cursor: str | None = None) -> Any:
+        """One page in key order: `{"items": [...], "next_cursor"}`."""
+        query = [(k, str(v)) for k, v in (("limit", limit), ("cursor", cursor)) if v is not None]
+        return self._run(("GET", f"/v1/memory/working/{path_segment(plan_id)}", query, None))
 
     def delete_working(self, plan_id: str, key: str) -> Any:
         """`NotFoundError` when the key is not there."""
