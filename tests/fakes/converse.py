@@ -25,7 +25,8 @@ from botocore.exceptions import ReadTimeoutError
 
 from memsvc.core.same_fact import judge_statements
 
-__all__ = ["ConverseFake", "install_converse_fake", "RECORDED_PLAIN", "RECORDED_FENCED"]
+__all__ = ["ConverseFake", "install_converse_fake", "RECORDED_PLAIN", "RECORDED_FENCED", "RECORDED_EXTRACTION",
+           "RECORDED_EXTRACTION_FENCED"]
 
 # Converse answers as recorded (Nova Micro, temperature 0): the JSON alone, and the JSON fenced.
 RECORDED_PLAIN = {
@@ -41,6 +42,29 @@ RECORDED_FENCED = {
     "stopReason": "end_turn",
     "usage": {"inputTokens": 171, "outputTokens": 21, "totalTokens": 192},
     "metrics": {"latencyMs": 338},
+}
+# Entity extraction's answers as recorded (Nova Micro, temperature 0, `bedrock_extractor.SYSTEM_PROMPT`)
+# for "Alice works on Project Atlas. The memory leak in Atlas was caused by the cache layer (INC-42).":
+# the JSON alone, and the same JSON fenced with a sentence before it.
+_EXTRACTION_TEXT = (
+    '{"entities": [{"name": "Alice", "type": "PERSON"}, {"name": "Project Atlas", "type": "PROJECT"}, '
+    '{"name": "memory leak", "type": "ISSUE"}, {"name": "cache layer", "type": "TECHNOLOGY"}, '
+    '{"name": "INC-42", "type": "ISSUE"}], "relations": [{"source": "Alice", "target": "Project Atlas", '
+    '"type": "WORKS_ON"}, {"source": "memory leak", "target": "cache layer", "type": "CAUSED_BY"}, '
+    '{"source": "memory leak", "target": "Project Atlas", "type": "PART_OF"}, {"source": "INC-42", '
+    '"target": "memory leak", "type": "RELATES_TO"}]}')
+RECORDED_EXTRACTION = {
+    "output": {"message": {"role": "assistant", "content": [{"text": _EXTRACTION_TEXT}]}},
+    "stopReason": "end_turn",
+    "usage": {"inputTokens": 262, "outputTokens": 131, "totalTokens": 393},
+    "metrics": {"latencyMs": 612},
+}
+RECORDED_EXTRACTION_FENCED = {
+    "output": {"message": {"role": "assistant", "content": [
+        {"text": "Here is the knowledge graph:\n```json\n" + _EXTRACTION_TEXT + "\n```"}]}},
+    "stopReason": "end_turn",
+    "usage": {"inputTokens": 262, "outputTokens": 142, "totalTokens": 404},
+    "metrics": {"latencyMs": 655},
 }
 _LINE = re.compile(r"^([AB])(?: \(category: (.*)\))?: (.*)$")
 
