@@ -22,8 +22,8 @@ from memsvc.core.errors import ProviderError, RateLimited
 from tests.fakes.converse import RECORDED_EXTRACTION, RECORDED_EXTRACTION_FENCED, install_converse_fake
 
 MODEL = "amazon.nova-micro-v1:0"
-RECORDED_ENTITIES = [("Alice", "PERSON"), ("Project Atlas", "PROJECT"), ("memory leak", "ISSUE"),
-                     ("cache layer", "TECHNOLOGY"), ("INC-42", "ISSUE")]
+RECORDED_ENTITIES = [("Alice", "PERSON"), ("Project Atlas", "PROJECT"), ("memory leak", "CONCEPT"),
+                     ("cache layer", "SYSTEM"), ("INC-42", "TICKET")]
 RECORDED_RELATIONS = [("Alice", "Project Atlas", "WORKS_ON"), ("memory leak", "cache layer", "CAUSED_BY"),
                       ("memory leak", "Project Atlas", "PART_OF"), ("INC-42", "memory leak", "RELATES_TO")]
 
@@ -86,7 +86,7 @@ def test_the_extractor_reads_the_answer_and_counts_tokens(client, fake):
 
 def test_an_oversized_answer_is_capped():
     names = [f"Service {n}" for n in range(3 * MAX_ENTITIES)]
-    text = json.dumps({"entities": [{"name": n, "type": "PRODUCT"} for n in names],
+    text = json.dumps({"entities": [{"name": n, "type": "SYSTEM"} for n in names],
                        "relations": [{"source": names[0], "target": names[n % MAX_ENTITIES + 1], "type": "USES"}
                                      for n in range(3 * MAX_RELATIONS)]})
     extraction = parse_extraction(answer(text))
@@ -97,15 +97,17 @@ def test_an_oversized_answer_is_capped():
 def test_shapes_that_are_not_asked_for_are_dropped_one_by_one():
     text = json.dumps({"entities": [
         {"name": "Alice", "type": "PERSON"}, {"name": "alice ", "type": "PERSON"},  # the same node twice
-        {"name": "Atlas", "type": "a project"},  # not an upper-case word: CONCEPT
-        {"name": "", "type": "PERSON"}, {"name": 7, "type": "PERSON"}, "Bob", {"name": "y" * 101, "type": "X"}],
+        {"name": "Atlas", "type": "a product"},  # not in the vocabulary: CONCEPT
+        {"name": " ", "type": "PERSON"}, {"name": 7, "type": "PERSON"}, "Bob", {"name": "y" * 201, "type": "X"}],
         "relations": [
-            {"source": "ALICE", "target": "atlas", "type": "works on"},  # matched by normalised name; RELATES_TO
+            {"source": "ALICE", "target": "the atlas", "type": "likes"},  # by normalised name; RELATES_TO
             {"source": "Alice", "target": "Bob", "type": "KNOWS"},  # Bob is no entity of the answer
             {"source": "Alice", "target": "alice", "type": "IS"},  # itself
             ["Alice", "Atlas"]]})
     extraction = parse_extraction(answer(text))
     assert list(extraction.entities) == [("Alice", "PERSON"), ("Atlas", "CONCEPT")]
+    assert list(parse_extraction(answer(text.replace("likes", "works on"))).relations) == [
+        ("Alice", "Atlas", "WORKS_ON")]
     assert list(extraction.relations) == [("Alice", "Atlas", "RELATES_TO")]
 
 

@@ -48,8 +48,8 @@ RECORDED_FENCED = {
 # the JSON alone, and the same JSON fenced with a sentence before it.
 _EXTRACTION_TEXT = (
     '{"entities": [{"name": "Alice", "type": "PERSON"}, {"name": "Project Atlas", "type": "PROJECT"}, '
-    '{"name": "memory leak", "type": "ISSUE"}, {"name": "cache layer", "type": "TECHNOLOGY"}, '
-    '{"name": "INC-42", "type": "ISSUE"}], "relations": [{"source": "Alice", "target": "Project Atlas", '
+    '{"name": "memory leak", "type": "CONCEPT"}, {"name": "cache layer", "type": "SYSTEM"}, '
+    '{"name": "INC-42", "type": "TICKET"}], "relations": [{"source": "Alice", "target": "Project Atlas", '
     '"type": "WORKS_ON"}, {"source": "memory leak", "target": "cache layer", "type": "CAUSED_BY"}, '
     '{"source": "memory leak", "target": "Project Atlas", "type": "PART_OF"}, {"source": "INC-42", '
     '"target": "memory leak", "type": "RELATES_TO"}]}')

@@ -118,7 +118,7 @@ def _short(resource: Any) -> str:
         (r'"TimelineFailedBatches[0-9A-F]+", "Arn"', "timeline-dlq"),
         (r'"Bus[0-9A-F]+", "Arn"', "bus"),
         (r'"(Api|Indexer|Timeline)ServiceLogs[0-9A-F]+", "Arn"', "own-log-group"),
-        (r"foundation-model/(amazon\.titan-embed-text-v2:0)", r"model/\1"),
+        (r"foundation-model/(amazon\.[a-z0-9.:-]+)", r"model/\1"),
     ):
         match = re.search(pattern, text)
         if match:
@@ -223,6 +223,7 @@ def test_api_role_is_exactly_what_the_api_calls(built):
         *{(f"s3vectors:{a}", "vector-index") for a in
           ("QueryVectors", "GetVectors", "GetIndex", "PutVectors", "DeleteVectors")},
         ("bedrock:InvokeModel", "model/amazon.titan-embed-text-v2:0"),
+        ("bedrock:InvokeModel", "model/amazon.nova-micro-v1:0"),  # entity extraction (Converse)
     }
 
 
@@ -238,6 +239,7 @@ def test_indexer_role_is_exactly_what_the_indexer_calls(built):
         ("kms:Decrypt", "EnvelopeKey"),
         ("s3vectors:PutVectors", "vector-index"), ("s3vectors:DeleteVectors", "vector-index"),
         ("bedrock:InvokeModel", "model/amazon.titan-embed-text-v2:0"),
+        ("bedrock:InvokeModel", "model/amazon.nova-micro-v1:0"),  # entity extraction (Converse)
         ("sqs:SendMessage", "dlq"),
     }
 
@@ -284,7 +286,8 @@ def test_envelope_key_only_with_the_tenant_as_encryption_context(built):
 def test_bedrock_model_arn_is_regional_foundation_model(built):
     arns = [st["Resource"] for p in resources_of(built, "AWS::IAM::Policy").values()
             for st in p["Properties"]["PolicyDocument"]["Statement"] if st["Action"] == "bedrock:InvokeModel"]
-    assert arns and all(a == "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0" for a in arns)
+    models = {"amazon.titan-embed-text-v2:0", "amazon.nova-micro-v1:0"}  # embeddings; entity extraction
+    assert arns and all(a in {f"arn:aws:bedrock:us-east-1::foundation-model/{m}" for m in models} for a in arns)
 
 
 def _mapping(template: dict[str, Any], construct: str) -> dict[str, Any]:

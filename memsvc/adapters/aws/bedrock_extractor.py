@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import threading
 from typing import Any
 
@@ -30,41 +29,39 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.adapters.aws.errors import aws_error, error_code
 from memsvc.core.errors import InvalidArgument
-from memsvc.core.graph import Extraction, normalise_name
+from memsvc.core.graph import (ENTITY_TYPES, MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY,
+                               RELATION_TYPES, Extraction, entity_type, normalise_name, relation_type)
 
-__all__ = ["BedrockExtractor", "SYSTEM_PROMPT", "MAX_TEXT_CHARS", "MAX_ENTITIES", "MAX_RELATIONS",
-           "MAX_TOKENS", "MAX_NAME_CHARS", "parse_extraction"]
+__all__ = ["BedrockExtractor", "SYSTEM_PROMPT", "MAX_TEXT_CHARS", "MAX_ENTITIES", "MAX_RELATIONS", "MAX_TOKENS",
+           "parse_extraction"]
 
 log = logging.getLogger(__name__)
 
 MAX_TEXT_CHARS = 4000  # ~1,000 input tokens: a note or a short document's opening
-MAX_ENTITIES = 20
-MAX_RELATIONS = 30
-# 20 entities (~12 tokens each) and 30 relations (~18 each) are ~800 tokens of compact JSON.
-MAX_TOKENS = 800
-MAX_NAME_CHARS = 100  # a longer "name" is a sentence, not an entity
-_TYPE = re.compile(r"^[A-Z][A-Z0-9_]{0,31}$")
+MAX_ENTITIES = MAX_ENTITIES_PER_MEMORY  # what one memory may derive (core.graph)
+MAX_RELATIONS = MAX_RELATIONS_PER_MEMORY
+# 16 entities (~12 tokens each) and 24 relations (~18 each) are ~630 tokens of compact JSON.
+MAX_TOKENS = 700
 SYSTEM_PROMPT = (
     "You extract a knowledge graph from one memory of an AI agent. Answer with one JSON object and nothing else: "
     '{"entities": [{"name": "...", "type": "..."}], "relations": [{"source": "...", "target": "...", '
     '"type": "..."}]}. '
     f"At most {MAX_ENTITIES} entities and {MAX_RELATIONS} relations. An entity is a named thing in the text "
-    "(a person, organisation, project, product, place, issue or ticket code, technology); write its name as in "
-    "the text; its type is one of PERSON, ORGANIZATION, PROJECT, PRODUCT, PLACE, ISSUE, TECHNOLOGY, CONCEPT. "
-    "A relation links two of the entities you listed, by name; its type is an upper-case verb phrase such as "
-    "WORKS_ON, CAUSED_BY (source was caused by target), PART_OF, USES, OWNS, LOCATED_IN, or RELATES_TO when "
-    "the text links them without saying how. Only what the text states; no pronouns, dates or numbers as "
-    'entities. No entities: {"entities": [], "relations": []}.'
+    "(a person, organisation, project, system, place, event, ticket code, concept); write its name as in the "
+    f"text; its type is one of {', '.join(ENTITY_TYPES)}. A relation links two of the entities you listed, by "
+    f"name; its type is one of {', '.join(RELATION_TYPES)} (CAUSED_BY: the source was caused by the target; "
+    "RELATES_TO when the text links them without saying how). Only what the text states; no pronouns, dates or "
+    'numbers as entities. No entities: {"entities": [], "relations": []}.'
 )
 
 
 def parse_extraction(response: dict[str, Any]) -> Extraction | None:
     """The extraction in a Converse response, capped; None if it holds no such JSON object.
 
-    Entities are kept when their name is a non-empty string of at most `MAX_NAME_CHARS` and their
-    type is an upper-case word (`CONCEPT` otherwise); duplicates (by normalised name) once.
-    Relations are kept when both ends are entities of the answer and the type is an upper-case word
-    (`RELATES_TO` otherwise); a relation of an entity to itself is dropped."""
+    Entities are kept when their name normalises (`core.graph.normalise_name`: not empty, at most
+    `core.graph.MAX_NAME_CHARS`), their type mapped into the vocabulary (`CONCEPT` otherwise); duplicates (by
+    normalised name) once. Relations are kept when both ends are entities of the answer, their type
+    mapped into the vocabulary (`RELATES_TO` otherwise); a relation of an entity to itself is dropped."""
     content = response.get("output", {}).get("message", {}).get("content") or []
     text = "".join(block.get("text", "") for block in content if isinstance(block, dict))
     start, end = text.find("{"), text.rfind("}")  # models like to wrap it in ```json fences
@@ -84,11 +81,9 @@ def parse_extraction(response: dict[str, Any]) -> Extraction | None:
         if not isinstance(entity, dict):
             continue
         name, kind = entity.get("name"), entity.get("type")
-        if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
-            continue
-        key = normalise_name(name)
-        if key and key not in entities:
-            entities[key] = (name.strip(), kind if isinstance(kind, str) and _TYPE.match(kind) else "CONCEPT")
+        key = _normalised(name)
+        if key is not None and key not in entities:
+            entities[key] = (name.strip(), entity_type(kind if isinstance(kind, str) else None))
     relations: list[tuple[str, str, str]] = []
     for relation in answer.get("relations", []):
         if len(relations) == MAX_RELATIONS:
@@ -96,13 +91,20 @@ def parse_extraction(response: dict[str, Any]) -> Extraction | None:
         if not isinstance(relation, dict):
             continue
         source, target, kind = relation.get("source"), relation.get("target"), relation.get("type")
-        if not isinstance(source, str) or not isinstance(target, str):
-            continue
-        a, b = entities.get(normalise_name(source)), entities.get(normalise_name(target))
+        a, b = entities.get(_normalised(source) or ""), entities.get(_normalised(target) or "")
         if a is None or b is None or a == b:
             continue
-        relations.append((a[0], b[0], kind if isinstance(kind, str) and _TYPE.match(kind) else "RELATES_TO"))
-    return Extraction(entities=list(entities.values()), relations=relations)
+        relations.append((a[0], b[0], relation_type(kind if isinstance(kind, str) else None)))
+    return Extraction(entities=tuple(entities.values()), relations=tuple(relations))
+
+
+def _normalised(name: Any) -> str | None:
+    if not isinstance(name, str):
+        return None
+    try:
+        return normalise_name(name)
+    except InvalidArgument:  # empty, or too long to be a name
+        return None
 
 
 class BedrockExtractor:
@@ -117,7 +119,7 @@ class BedrockExtractor:
 
     def extract(self, text: str) -> Extraction:
         if not text.strip():
-            return Extraction(entities=[], relations=[])
+            return Extraction()
         try:
             response = self._client.converse(
                 modelId=self._model_id,
@@ -131,7 +133,7 @@ class BedrockExtractor:
                 self._count(calls=1, rejected=1)
                 log.warning("entity extraction refused; no graph for this memory",
                             extra={"model_id": self._model_id, "error": error_code(exc)})
-                return Extraction(entities=[], relations=[])
+                return Extraction()
             self._count(calls=1, failed=1)
             raise error from None  # retryable: the indexer's batch is delivered again
         usage = response.get("usage") or {}
@@ -142,7 +144,7 @@ class BedrockExtractor:
             self._count(malformed=1)
             log.warning("entity extraction gave no usable answer; no graph for this memory",
                         extra={"model_id": self._model_id, "stop_reason": response.get("stopReason")})
-            return Extraction(entities=[], relations=[])
+            return Extraction()
         return extraction
 
     def stats(self) -> dict[str, int]:
