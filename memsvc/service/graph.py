@@ -33,7 +33,7 @@ from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.memories import open_memory
 from memsvc.service.sealing import Sealer
 
-__all__ = ["Graph", "FindEntities", "RelatedQuery", "PathQuery", "PutEntity", "EntityRef", "PutRelation",
+__all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "PutEntity", "EntityRef", "PutRelation",
            "RelationRef", "Entity", "RelatedMemory", "Related", "PathAnswer", "MAX_NODES", "MAX_EDGES_PER_HOP"]
 
 MAX_NODES = 5000  # entities one traversal may visit
@@ -157,7 +157,9 @@ class PathAnswer:
 
 
 @dataclass(frozen=True)
-class _Scope:
+class GraphScope:
+    """What a read may see: rows under `prefix`, memories whose policy attributes `filter` admits."""
+
     tenant: str
     prefix: tuple[str, ...]
     filter: Filter
@@ -183,7 +185,7 @@ class Graph:
         ids = self._ids(caller.tenant_id, q.names)
         found = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix, ids))
         out = [found[i] for i in dict.fromkeys(ids) if i in found]
-        self._observe("entities", caller.tenant_id, started, len(out), 0)
+        self.observe("entities", caller.tenant_id, started, len(out), 0)
         return out
 
     def related(self, caller: Caller, q: RelatedQuery) -> Related:
@@ -191,10 +193,10 @@ class Graph:
         scope = self._scope(caller, q.namespace_prefix)
         start, exclude = self._start(caller, scope, q.from_, "from")
         answer = self.related_to(scope, start, max_hops=q.max_hops, limit=q.limit, exclude=exclude)
-        self._observe("related", caller.tenant_id, started, len(answer.memories), answer.depth)
+        self.observe("related", caller.tenant_id, started, len(answer.memories), answer.depth)
         return answer
 
-    def related_to(self, scope: _Scope, start: Sequence[str], *, max_hops: int, limit: int,
+    def related_to(self, scope: GraphScope, start: Sequence[str], *, max_hops: int, limit: int,
                    exclude: Sequence[tuple[tuple[str, ...], str]] = ()) -> Related:
         """Live memories under the scope within `max_hops` of the start entities, nearest first
         (then by namespace and key), leaving out `exclude`'s keys."""
@@ -225,6 +227,12 @@ class Graph:
                     for ref, item in admitted if chosen[ref].entity_id in entities]
         return Related(memories, reached.depth + 1 if reached.hops else 0, truncated)
 
+    def related_to_memories(self, scope: GraphScope, refs: Sequence[tuple[tuple[str, ...], str]], *,
+                            max_hops: int, limit: int) -> Related:
+        """`related_to` from the entities of these memories (recall's graph expansion), leaving them out."""
+        start = [m.entity_id for m in self._store.entities_of_memories(scope.tenant, refs)]
+        return self.related_to(scope, start, max_hops=max_hops, limit=limit, exclude=refs)
+
     def path(self, caller: Caller, q: PathQuery) -> PathAnswer:
         started = time.perf_counter()
         scope = self._scope(caller, q.namespace_prefix)
@@ -232,10 +240,10 @@ class Graph:
         goal, _ = self._start(caller, scope, q.to, "to")
         result = shortest_path(start, goal, self._expand(scope), max_hops=q.max_hops, max_nodes=MAX_NODES)
         answer = self._path_answer(scope, result)
-        self._observe("path", caller.tenant_id, started, len(answer.entities), result.depth)
+        self.observe("path", caller.tenant_id, started, len(answer.entities), result.depth)
         return answer
 
-    def _path_answer(self, scope: _Scope, result: PathResult) -> PathAnswer:
+    def _path_answer(self, scope: GraphScope, result: PathResult) -> PathAnswer:
         if result.path is None:
             return PathAnswer(False, 0, [], [], result.truncated)
         ids = result.path.entity_ids
@@ -314,10 +322,10 @@ class Graph:
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _scope(self, caller: Caller, prefix: Sequence[str]) -> _Scope:
+    def _scope(self, caller: Caller, prefix: Sequence[str]) -> GraphScope:
         narrowed = self._access.namespace_to_read(caller, prefix, allow_empty=True)
         scope, attribute_filter = self._access.scope(caller, "search", narrowed, {})
-        return _Scope(caller.tenant_id, scope, attribute_filter)
+        return GraphScope(caller.tenant_id, scope, attribute_filter)
 
     def _writable(self, caller: Caller, namespace: Sequence[str], said: dict[str, str]) -> tuple[str, ...]:
         ns = self._access.namespace_to_write(caller, namespace)
@@ -334,7 +342,7 @@ class Graph:
         except LookupError:
             return []
 
-    def _start(self, caller: Caller, scope: _Scope, end: Endpoint, field: str
+    def _start(self, caller: Caller, scope: GraphScope, end: Endpoint, field: str
                ) -> tuple[list[str], list[tuple[tuple[str, ...], str]]]:
         """The entity ids an endpoint stands for, and the memory to leave out of its answer."""
         if end.entity is not None:
@@ -352,10 +360,10 @@ class Graph:
             raise NotFound(f"{field}.memory: memory not found")
         return [m.entity_id for m in self._store.entities_of_memories(scope.tenant, [(ns, key)])], [(ns, key)]
 
-    def _expand(self, scope: _Scope):
+    def _expand(self, scope: GraphScope):
         return lambda ids: self._store.expand(scope.tenant, scope.prefix, ids, limit=MAX_EDGES_PER_HOP)
 
-    def _entities(self, scope: _Scope, nodes: Sequence[GraphNode]) -> dict[str, Entity]:
+    def _entities(self, scope: GraphScope, nodes: Sequence[GraphNode]) -> dict[str, Entity]:
         grouped: dict[str, list[GraphNode]] = {}
         for node in nodes:
             grouped.setdefault(node.entity_id, []).append(node)
@@ -366,5 +374,5 @@ class Graph:
                                     chosen.type, tuple(r.namespace for r in rows), any(r.explicit for r in rows))
         return out
 
-    def _observe(self, query: str, tenant: str, started: float, results: int, depth: int) -> None:
+    def observe(self, query: str, tenant: str, started: float, results: int, depth: int) -> None:
         self._metrics.graph_query(GraphQuerySample(query, tenant, time.perf_counter() - started, results, depth))
