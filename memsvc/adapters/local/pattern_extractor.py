@@ -27,7 +27,9 @@ __all__ = ["PatternExtractor"]
 _EMAIL_OR_URL = re.compile(r"\S+@\S+|\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?;:])\s+|\n+")
 _CODE = r"[A-Z][A-Z0-9]{1,9}-\d{1,6}\b"
-_CAP_WORD = r"(?:[A-Z][\w'&]*(?:-[\w]+)*)"
+# Python's `re` has no \p{Lu}: every upper-case letter of the Basic Multilingual Plane ("Å", "Ø").
+_UPPER = "[" + "".join(re.escape(c) for c in map(chr, range(0x10000)) if c.isupper()) + "]"
+_CAP_WORD = rf"(?:{_UPPER}[\w'&]*(?:-[\w]+)*)"
 _CAP_PHRASE = rf"{_CAP_WORD}(?:[ \t]+(?:of[ \t]+)?{_CAP_WORD}){{0,4}}"
 _NAME = rf"(?:{_CODE}|{_CAP_PHRASE})"
 # Words that end a lower-case noun phrase ("the memory leak in production": "memory leak").
