@@ -13,13 +13,15 @@ from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.core.consolidation import thresholds_for
-from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics,
-                          RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex,
+from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, GraphStore, IndexBacklog, ItemStore, KeywordIndex,
+                          Metrics, RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex,
                           WorkflowStore)
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
+from memsvc.service.graph import Graph
+from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
 from memsvc.service.plans import Plans
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
     from memsvc.adapters.local.issuer import LocalIssuer
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
+    from memsvc.adapters.local.sqlite_graph import SqliteGraphStore
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
@@ -73,6 +76,7 @@ class LocalApp:
     events: SqliteEventLog
     remember_jobs: SqliteRememberQueue
     accesses: AccessRecorder
+    graph: SqliteGraphStore
     closed: bool = False
 
     def close(self) -> None:
@@ -104,7 +108,9 @@ def build_local(
     from memsvc.adapters.local.prometheus_metrics import PrometheusMetrics
     from memsvc.adapters.local.rate_limiter import SqliteRateLimiter
     from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
+    from memsvc.adapters.local.pattern_extractor import PatternExtractor
     from memsvc.adapters.local.same_fact_judge import HeuristicJudge
+    from memsvc.adapters.local.sqlite_graph import SqliteGraphStore
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
@@ -123,7 +129,9 @@ def build_local(
     keywords = LocalKeywordIndex(data_dir / "keywords.db")
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
     settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id))
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings)
+    graph = SqliteGraphStore(data_dir / "graph.db")
+    graph_indexer = GraphIndexer(graph=graph, extractor=PatternExtractor(), sealer=sealer, items=store)
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, graph=graph_indexer)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     accesses = AccessRecorder(store)
@@ -142,14 +150,15 @@ def build_local(
                          workflow=SqliteWorkflowStore(data_dir / "workflow.db"),
                          bus=JsonlBusEvents(events_file) if events_file else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
-                                                      embedder=embedder),
-                         metrics=PrometheusMetrics(storage=store.storage_usage))
+                                                      embedder=embedder, graph=services.graph),
+                         metrics=PrometheusMetrics(storage=store.storage_usage),
+                         graph=(graph, graph_indexer))
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
                     sealer, settings,
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs,
-                    accesses)
+                    accesses, graph)
 
 
 def _remember_defaults_for(model_id: str) -> dict[str, Any]:
@@ -162,13 +171,17 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
               concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
               sessions_store: SessionStore, workflow: WorkflowStore, bus: BusEvents | None,
+              graph: tuple[GraphStore, GraphIndexer] | None = None,
               on_write: Callable[[], None] = lambda: None) -> Services:
-    """The use cases, each given only the ports it uses."""
+    """The use cases, each given only the ports it uses. `graph`: the knowledge graph's store and
+    the indexer's graph step, where the deployment has them."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
     search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
                     access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers)
     cursors = CursorCodec(sealer)
+    knowledge = None if graph is None else Graph(store=graph[0], items=items, indexer=graph[1], sealer=sealer,
+                                                  access=access, clock=clock, metrics=metrics)
     sessions = Sessions(store=sessions_store, items=items, memories=memories, sealer=sealer, cursors=cursors,
                         access=access, clock=clock)
     return Services(
@@ -178,7 +191,8 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         semantic=SemanticMemories(items=items, memories=memories, sealer=sealer, clock=clock),
         memories=memories,
         search=search,
-        recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses),
+        recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses,
+                      graph=knowledge),
         remember=Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
                           judge=judge, limiter=limiter, queue=remember_queue, accesses=accesses),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=cursors, access=access),
@@ -189,17 +203,23 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         task_contexts=TaskContexts(store=workflow, sealer=sealer, clock=clock, notices=bus),
         plans=Plans(store=workflow, sealer=sealer, cursors=CursorCodec(sealer), clock=clock, notices=bus),
         working=WorkingMemory(store=workflow, sealer=sealer, clock=clock),
+        graph=knowledge,
     )
 
 
-def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder) -> dict[str, Any]:
+def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder,
+                  graph: Graph | None = None) -> dict[str, Any]:
     components: dict[str, dict[str, Any]] = {}
-    for name, probe in (
+    graph_counts: dict[str, Any] = {}
+    probes: list[tuple[str, Callable[[], Any]]] = [
         ("store", store.ping),
         ("vector_index", vectors.ping),
         ("keyword_index", keywords.ping),
         ("embedder", lambda: embedder.embed(["health check"])),
-    ):
+    ]
+    if graph is not None:
+        probes.append(("graph", lambda: graph_counts.update(graph.health())))
+    for name, probe in probes:
         started = time.perf_counter()
         try:
             probe()
@@ -207,6 +227,8 @@ def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder
         except Exception as exc:  # the report names the failing component, never its secrets
             components[name] = {"status": "unhealthy", "error": type(exc).__name__}
         components[name]["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    if graph_counts:  # nodes, edges and mentions, and what the last integrity scan removed
+        components["graph"].update(graph_counts)
     if components["store"]["status"] != "healthy":
         status = "unhealthy"
     elif any(c["status"] != "healthy" for c in components.values()):

@@ -22,7 +22,7 @@ from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, R
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
            "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics",
-           "OperationSample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents",
+           "OperationSample", "GraphQuerySample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents",
            "WorkflowStore", "EntityExtractor", "GraphStore"]
 
 
@@ -253,6 +253,18 @@ class OperationSample:
     results: Mapping[str, int] | None = None  # search and recall: results per layer, and `all`
 
 
+@dataclass(frozen=True)
+class GraphQuerySample:
+    """One knowledge-graph query, as seed 001's graph metrics see it (`graph_query_duration_seconds`,
+    `graph_query_result_count`, `graph_traversal_depth`)."""
+
+    query: str  # entities, related, path, or recall (recall's graph expansion)
+    tenant: str
+    duration_seconds: float
+    results: int  # entities, memories, or a path's entities
+    depth: int  # hops expanded (0 for an entity lookup)
+
+
 class Metrics(Protocol):
     """Seed 001's metrics (`memory.operations.*`, `memory.search.results`): pushed as CloudWatch EMF
     on AWS, scraped from `GET /metrics` locally."""
@@ -265,6 +277,8 @@ class Metrics(Protocol):
 
     def count(self, name: str, tenant: str, n: int = 1) -> None:
         """Add `n` to a named counter of the tenant's (`memory.promotion.blocked`)."""
+
+    def graph_query(self, sample: GraphQuerySample) -> None: ...
 
 class SameFactJudge(Protocol):
     """Seed 002's same-fact classifier, asked about a candidate and a neighbour in the check range."""
@@ -389,14 +403,14 @@ class EntityExtractor(Protocol):
 
 class GraphStore(Protocol):
     """The knowledge graph's rows (`memsvc.core.graph`): nodes, mentions and edges per tenant and
-    namespace, and one `DerivedMemory` marker per item key that has derived rows. Names are never
+    namespace, and one `DerivedMemory` marker per item key whose live version has derived rows. Names are never
     given to a store: ids are keyed hashes and display names are sealed (`GraphNode.name_ct`).
 
     Invariants every write keeps (the integrity scan repairs what a crash or a bug broke):
     - a node (tenant, namespace, entity id) exists while a mention in that namespace names it or
       it is `explicit` there;
     - every edge's source and target have a node in the edge's namespace;
-    - a derived edge's and a mention's memory is its key's current `DerivedMemory` (not deleted).
+    - a derived edge's and a mention's memory is its key's `DerivedMemory`.
     """
 
     def replace_memory(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
@@ -411,10 +425,12 @@ class GraphStore(Protocol):
         `MAX_RELATIONS_PER_MEMORY` edges, and every edge's ends are among `nodes`."""
 
     def remove_memory(self, memory: DerivedMemory) -> bool:
-        """The key was deleted or expired at `memory.version` (`memory.deleted` is True): like
-        `replace_memory` with no nodes and no edges, leaving a deleted marker at that version so
-        that a late older version is not put back. False (nothing changed) when the marker is at
-        that version or a higher one."""
+        """The key was deleted or expired (`memory` is its tombstone): atomically remove the key's
+        mentions and derived edges, the nodes left with no mention and not explicit (with every
+        edge of their namespace touching them), and the key's marker, unless the marker is at a
+        higher version than `memory.version` (a newer write's rows stay). No marker is left
+        behind: a replayed older write is refused by the indexer, which reads the item store
+        first (`GraphIndexer`). False when nothing was removed."""
 
     def put_entity(self, node: GraphNode) -> None:
         """Make the node explicit in its namespace (creating it, or setting `explicit` and `type`,
@@ -452,8 +468,7 @@ class GraphStore(Protocol):
         """The mentions derived from these item keys (namespace, key): their current versions'."""
 
     def derived_memories(self, tenant: str) -> Iterator[DerivedMemory]:
-        """Every key's marker that is not deleted (the integrity scan checks them against the item
-        store), fetched lazily."""
+        """Every key's marker (the integrity scan checks them against the item store), fetched lazily."""
 
     def integrity_scan(self, tenant: str) -> dict[str, int]:
         """Count and remove what breaks an invariant: `edges` with an end missing from their

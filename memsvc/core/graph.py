@@ -158,16 +158,14 @@ class Mention:
 
 @dataclass(frozen=True)
 class DerivedMemory:
-    """Which version of an item the graph rows of its key were derived from (`deleted`: the key's
-    rows were removed at that version, by a delete or an expiry). Kept so that an older version,
-    delivered late, never replaces a newer one's rows."""
+    """Which version of an item the graph rows of its key were derived from. Kept so that an
+    older version, delivered late, never replaces a newer one's rows."""
 
     tenant: str
     namespace: tuple[str, ...]
     key: str
     memory_id: str
     version: int
-    deleted: bool = False
 
 
 # -- traversal ---------------------------------------------------------------------------------
