@@ -65,9 +65,9 @@ def node(eid: str, ns: tuple[str, ...] = NOTES, *, tenant: str = "acme", kind: s
     return GraphNode(tenant, ns, eid, kind, f"sealed {eid}".encode(), explicit)
 
 
-def memory(key: str, version: int = 1, ns: tuple[str, ...] = NOTES, *, tenant: str = "acme",
-           deleted: bool = False) -> DerivedMemory:
-    return DerivedMemory(tenant, ns, key, f"{key}-v{version}", version, deleted)
+def memory(key: str, version: int = 1, ns: tuple[str, ...] = NOTES, *,
+           tenant: str = "acme") -> DerivedMemory:
+    return DerivedMemory(tenant, ns, key, f"{key}-v{version}", version)
 
 
 def write(store: DynamoGraphStore, key: str, entities: str, relations: list[tuple[str, str, str]] = (),
@@ -146,25 +146,24 @@ def test_a_replay_or_a_late_older_version_changes_nothing(store, client):
     assert rows(client) == before
 
 
-def test_a_delete_removes_everything_and_keeps_older_versions_out(store, client):
-    write(store, "k1", "ab", [("a", "WORKS_ON", "b")], version=1)
-    assert store.remove_memory(memory("k1", 2, deleted=True))
+def test_a_delete_removes_everything_and_its_marker(store, client):
+    write(store, "k1", "ab", [("a", "WORKS_ON", "b")], version=2)
+    assert not store.remove_memory(memory("k1", 1))  # older than the rows: a newer write's rows stay
+    assert store.remove_memory(memory("k1", 3))
     assert store.nodes("acme", (), ["a", "b"]) == [] and store.expand("acme", (), ["a", "b"], limit=9) == []
-    assert not store.remove_memory(memory("k1", 2, deleted=True))
-    assert not write(store, "k1", "ab", [("a", "WORKS_ON", "b")], version=1)
-    assert list(store.derived_memories("acme")) == []
-    assert [k for k in rows(client)] == [k for k in rows(client) if "#GK#" in k[0]]  # only the deleted marker
-    assert write(store, "k1", "c", version=3)  # written again later
+    assert not store.remove_memory(memory("k1", 3))
+    assert list(store.derived_memories("acme")) == [] and rows(client) == {}
+    assert write(store, "k1", "c", version=1)  # a purged tombstone restarts the key's versions
 
 
 def test_a_node_lives_while_any_memory_mentions_it(store, client):
     write(store, "k1", "ab", [("a", "WORKS_ON", "b")])
     write(store, "k2", "bc", [("b", "CAUSED_BY", "c")])
     assert counters(client, "b") == (2, 0)
-    store.remove_memory(memory("k1", 2, deleted=True))
+    store.remove_memory(memory("k1", 2))
     assert [n.entity_id for n in store.nodes("acme", (), "abc")] == ["b", "c"]
     assert counters(client, "b") == (1, 0)
-    store.remove_memory(memory("k2", 2, deleted=True))
+    store.remove_memory(memory("k2", 2))
     assert store.nodes("acme", (), "abc") == []
 
 
@@ -173,7 +172,7 @@ def test_nodes_are_per_namespace(store):
     write(store, "k1", "a", ns=("user", "alice", "todo"))
     assert [n.namespace for n in store.nodes("acme", ("user",), ["a"])] == [("user", "alice", "notes"),
                                                                            ("user", "alice", "todo")]
-    store.remove_memory(memory("k1", 2, ns=("user", "alice", "todo"), deleted=True))
+    store.remove_memory(memory("k1", 2, ns=("user", "alice", "todo")))
     assert [n.namespace for n in store.nodes("acme", ("user",), ["a"])] == [("user", "alice", "notes")]
 
 
@@ -197,7 +196,7 @@ def test_explicit_entities_and_relations(store, client):
 def test_an_explicit_node_outlives_its_memories_and_goes_when_deleted(store, client):
     write(store, "k1", "ab", [("a", "WORKS_ON", "b")])
     store.put_entity(node("a", explicit=True))
-    store.remove_memory(memory("k1", 2, deleted=True))
+    store.remove_memory(memory("k1", 2))
     assert [(n.entity_id, n.explicit) for n in store.nodes("acme", (), "ab")] == [("a", True)]
     assert store.delete_entity("acme", NOTES, "a")
     assert not store.delete_entity("acme", NOTES, "a")
@@ -219,7 +218,7 @@ def test_a_dropped_node_takes_its_explicit_edges_with_it(store, client):
     store.put_entity(node("x", explicit=True))
     store.put_relation(GraphEdge("acme", NOTES, "a", "OWNS", "x"))
     store.put_relation(GraphEdge("acme", NOTES, "a", "RELATES_TO", "a"))  # a loop: two rows in one partition
-    store.remove_memory(memory("k1", 2, deleted=True))
+    store.remove_memory(memory("k1", 2))
     assert store.expand("acme", (), ["a", "x"], limit=10) == []
     assert counters(client, "x") == (0, 0) and counters(client, "a") is None
 
@@ -233,7 +232,7 @@ def test_a_cascade_too_big_for_one_transaction_is_trimmed_first(store, client):
     calls = []
     original = client.transact_write_items
     client.__dict__["transact_write_items"] = lambda **kw: calls.append(len(kw["TransactItems"])) or original(**kw)
-    assert store.remove_memory(memory("k1", 2, deleted=True))
+    assert store.remove_memory(memory("k1", 2))
     assert max(calls) <= 100 and len(calls) >= 3
     assert store.expand("acme", (), ["h"] + [f"x{n:02d}" for n in range(70)], limit=1000) == []
     assert {counters(client, f"x{n:02d}") for n in range(70)} == {(0, 0)}
@@ -256,7 +255,7 @@ def test_concurrent_writers_of_shared_nodes_keep_the_counts(store, client):
     def one(n: int) -> None:
         write(store, f"k{n}", "hab"[n % 3] + "z", [("hab"[n % 3], "RELATES_TO", "z")])
         if n % 2:
-            store.remove_memory(memory(f"k{n}", 2, deleted=True))
+            store.remove_memory(memory(f"k{n}", 2))
 
     with ThreadPoolExecutor(8) as pool:
         list(pool.map(one, range(24)))

@@ -37,7 +37,7 @@ __all__ = ["BedrockExtractor", "SYSTEM_PROMPT", "MAX_TEXT_CHARS", "MAX_ENTITIES"
 
 log = logging.getLogger(__name__)
 
-MAX_TEXT_CHARS = 4000  # ~1,000 input tokens: a note or a short document's opening
+MAX_TEXT_CHARS = 8000  # ~2,000 input tokens; what the graph indexer hands over (MAX_EXTRACTED_CHARS)
 MAX_ENTITIES = MAX_ENTITIES_PER_MEMORY  # what one memory may derive (core.graph)
 MAX_RELATIONS = MAX_RELATIONS_PER_MEMORY
 # 16 entities (~12 tokens each) and 24 relations (~18 each) are ~630 tokens of compact JSON.
@@ -60,8 +60,9 @@ def parse_extraction(response: dict[str, Any]) -> Extraction | None:
 
     Entities are kept when their name normalises (`core.graph.normalise_name`: not empty, at most
     `core.graph.MAX_NAME_CHARS`), their type mapped into the vocabulary (`CONCEPT` otherwise); duplicates (by
-    normalised name) once. Relations are kept when both ends are entities of the answer, their type
-    mapped into the vocabulary (`RELATES_TO` otherwise); a relation of an entity to itself is dropped."""
+    normalised name) once. Relations are kept when both ends are names, their type mapped into the
+    vocabulary (`RELATES_TO` otherwise); an end the answer did not list as an entity is added by the
+    graph indexer as a CONCEPT; a relation of an entity to itself is dropped."""
     content = response.get("output", {}).get("message", {}).get("content") or []
     text = "".join(block.get("text", "") for block in content if isinstance(block, dict))
     start, end = text.find("{"), text.rfind("}")  # models like to wrap it in ```json fences
@@ -91,10 +92,11 @@ def parse_extraction(response: dict[str, Any]) -> Extraction | None:
         if not isinstance(relation, dict):
             continue
         source, target, kind = relation.get("source"), relation.get("target"), relation.get("type")
-        a, b = entities.get(_normalised(source) or ""), entities.get(_normalised(target) or "")
+        a, b = _normalised(source), _normalised(target)
         if a is None or b is None or a == b:
             continue
-        relations.append((a[0], b[0], relation_type(kind if isinstance(kind, str) else None)))
+        relations.append((entities.get(a, (source.strip(),))[0], entities.get(b, (target.strip(),))[0],
+                          relation_type(kind if isinstance(kind, str) else None)))
     return Extraction(entities=tuple(entities.values()), relations=tuple(relations))
 
 

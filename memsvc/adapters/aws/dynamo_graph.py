@@ -68,7 +68,6 @@ _CANCELLED_RETRYABLE = {None, "None", "ConditionalCheckFailed", "TransactionConf
 class _Marker:
     memory_id: str
     version: int
-    deleted: bool
     entity_ids: tuple[str, ...]
 
 
@@ -113,20 +112,24 @@ class DynamoGraphStore:
     # -- a memory's rows -------------------------------------------------------------------------
 
     def replace_memory(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
-        return self._apply(memory, nodes, edges)
+        return self._apply(memory, nodes, edges, remove=False)
 
     def remove_memory(self, memory: DerivedMemory) -> bool:
-        return self._apply(memory, (), ())
+        return self._apply(memory, (), (), remove=True)
 
-    def _apply(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
-        """Read the marker; if this version is newer, plan the transaction from what the marker
-        says the key derived before, and run it conditioned on the marker as read. A cancelled
-        transaction (a concurrent writer of the key or of a node, throttling) is planned again."""
+    def _apply(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge], *,
+               remove: bool) -> bool:
+        """Read the marker; if this version may change the key's rows (a newer write; a removal
+        not older than the marker), plan the transaction from what the marker says the key
+        derived before, and run it conditioned on the marker as read. A cancelled transaction (a
+        concurrent writer of the key or of a node, throttling) is planned again."""
         for attempt in range(MAX_ATTEMPTS):
             marker = self._marker(memory.tenant, memory.namespace, memory.key)
-            if marker is not None and marker.version >= memory.version:
+            if remove and (marker is None or marker.version > memory.version):
                 return False
-            actions = self._plan(memory, marker, nodes, edges)
+            if not remove and marker is not None and marker.version >= memory.version:
+                return False
+            actions = self._plan(memory, marker, nodes, edges, remove=remove)
             if actions is None:  # a trimming step ran: plan again from what is there now
                 continue
             if self._transact(actions):
@@ -135,9 +138,9 @@ class DynamoGraphStore:
         raise _busy()
 
     def _plan(self, memory: DerivedMemory, marker: _Marker | None, nodes: Sequence[GraphNode],
-              edges: Sequence[GraphEdge]) -> list[dict[str, Any]] | None:
+              edges: Sequence[GraphEdge], *, remove: bool) -> list[dict[str, Any]] | None:
         tenant, ns = memory.tenant, memory.namespace
-        before = set(marker.entity_ids) if marker is not None and not marker.deleted else set()
+        before = set(marker.entity_ids) if marker is not None else set()
         after = {n.entity_id: n for n in nodes}
         dropped = sorted(before - after.keys())
         read = self._nodes_read(tenant, ns, dropped)
@@ -179,7 +182,7 @@ class DynamoGraphStore:
         for eid, change in changes.items():
             if change.explicit_rows and not change.delete and not change.upsert:
                 change.conditions.append(("attribute_exists(pk)", {}))
-        actions = [self._marker_put(memory, marker, sorted(after)), *rows.values(),
+        actions = [self._marker_write(memory, marker, sorted(after), remove=remove), *rows.values(),
                    *(self._node_action(tenant, ns, eid, c) for eid, c in sorted(changes.items())
                      if not (c.delete is False and c.upsert is None and not c.mentions and not c.explicit_rows))]
         if len(actions) <= _MAX_ACTIONS:
@@ -188,16 +191,21 @@ class DynamoGraphStore:
         self._remove_explicit(tenant, ns, eid, explicit[:_TRIM])
         return None
 
-    def _marker_put(self, memory: DerivedMemory, marker: _Marker | None, entity_ids: list[str]) -> dict[str, Any]:
-        item = {**_marker_key(memory.tenant, memory.namespace, memory.key), "k": {"S": memory.key},
-                "mid": {"S": memory.memory_id}, "v": {"N": str(memory.version)},
-                "del": {"BOOL": memory.deleted}, "ents": {"L": [{"S": e} for e in entity_ids]}}
+    def _marker_write(self, memory: DerivedMemory, marker: _Marker | None, entity_ids: list[str], *,
+                      remove: bool) -> dict[str, Any]:
+        """The marker's new state (or its deletion), conditioned on it being as read."""
+        key = _marker_key(memory.tenant, memory.namespace, memory.key)
         if marker is None:
-            return {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "attribute_not_exists(pk)"}}
-        return {"Put": {"TableName": self._table, "Item": item, "ConditionExpression": "#v = :v AND #mid = :mid",
-                        "ExpressionAttributeNames": {"#v": "v", "#mid": "mid"},
-                        "ExpressionAttributeValues": {":v": {"N": str(marker.version)},
-                                                      ":mid": {"S": marker.memory_id}}}}
+            as_read: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+        else:
+            as_read = {"ConditionExpression": "#v = :v AND #mid = :mid",
+                       "ExpressionAttributeNames": {"#v": "v", "#mid": "mid"},
+                       "ExpressionAttributeValues": {":v": {"N": str(marker.version)}, ":mid": {"S": marker.memory_id}}}
+        if remove:
+            return {"Delete": {"TableName": self._table, "Key": key, **as_read}}
+        item = {**key, "k": {"S": memory.key}, "mid": {"S": memory.memory_id}, "v": {"N": str(memory.version)},
+                "ents": {"L": [{"S": e} for e in entity_ids]}}
+        return {"Put": {"TableName": self._table, "Item": item, **as_read}}
 
     def _node_action(self, tenant: str, ns: tuple[str, ...], eid: str, change: _NodeChange) -> dict[str, Any]:
         key = _node_key(tenant, ns, eid)
@@ -362,9 +370,8 @@ class DynamoGraphStore:
         out = []
         for row in batch_get_rows(self._db, self._table, keys, consistent=False):
             marker = _marker_of(row)
-            if not marker.deleted:
-                ns = decode_namespace(row["sk"]["S"].rpartition(_END)[0])
-                out += [Mention(tenant, ns, row["k"]["S"], marker.memory_id, e) for e in marker.entity_ids]
+            ns = decode_namespace(row["sk"]["S"].rpartition(_END)[0])
+            out += [Mention(tenant, ns, row["k"]["S"], marker.memory_id, e) for e in marker.entity_ids]
         return out
 
     def derived_memories(self, tenant: str) -> Iterator[DerivedMemory]:
@@ -373,9 +380,8 @@ class DynamoGraphStore:
                                     ExpressionAttributeValues={":p": {"S": f"T#{tenant}#GK#{shard}"}}):
                 for row in rows:
                     marker = _marker_of(row)
-                    if not marker.deleted:
-                        yield DerivedMemory(tenant, decode_namespace(row["sk"]["S"].rpartition(_END)[0]),
-                                            row["k"]["S"], marker.memory_id, marker.version)
+                    yield DerivedMemory(tenant, decode_namespace(row["sk"]["S"].rpartition(_END)[0]),
+                                        row["k"]["S"], marker.memory_id, marker.version)
 
     def _nodes_under(self, tenant: str, prefix: tuple[str, ...], eid: str) -> list[GraphNode]:
         if prefix:
@@ -468,9 +474,9 @@ class DynamoGraphStore:
                 ref = (encode_namespace(ns), key)
                 if ref not in markers:
                     found = self._marker(tenant, ns, key)
-                    markers[ref] = found or _Marker("", 0, True, ())
+                    markers[ref] = found or _Marker("", 0, ())
                 marker = markers[ref]
-                if marker.deleted or marker.memory_id != r["mid"]["S"] or eid not in marker.entity_ids:
+                if marker.memory_id != r["mid"]["S"] or eid not in marker.entity_ids:
                     stale.append(r)
             else:
                 explicit.append(r["sk"]["S"])
@@ -632,8 +638,7 @@ def _delete(table: str, pk: str, sk: str, *, must_exist: bool = False) -> dict[s
 
 
 def _marker_of(row: dict[str, Any]) -> _Marker:
-    return _Marker(row["mid"]["S"], int(row["v"]["N"]), row["del"]["BOOL"],
-                   tuple(e["S"] for e in row.get("ents", {}).get("L", [])))
+    return _Marker(row["mid"]["S"], int(row["v"]["N"]), tuple(e["S"] for e in row.get("ents", {}).get("L", [])))
 
 
 def _node_of(tenant: str, row: dict[str, Any]) -> GraphNode:
