@@ -39,8 +39,10 @@ from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 from memsvc.service.timeline import Timeline, TimelineReader
 
 if TYPE_CHECKING:
+    from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
     from memsvc.adapters.aws.bedrock_judge import BedrockJudge
     from memsvc.adapters.aws.clients import AwsClients
+    from memsvc.adapters.aws.dynamo_graph import DynamoGraphStore
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
     from memsvc.adapters.aws.sqs_remember_queue import SqsRememberQueue
@@ -252,14 +254,18 @@ class AwsApp:
     clients: AwsClients
     timeline: Timeline
     accesses: AccessRecorder
+    graph: DynamoGraphStore | None = None
+    extractor: BedrockExtractor | None = None  # its counters are the indexer function's graph metrics
 
 
 def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Embedder | None = None,
               clock: Clock | None = None) -> AwsApp:
     """DynamoDB, S3 Vectors, Titan and KMS. `clients` lets tests pass clients with fakes
     installed; a Lambda builds its own once per cold start."""
+    from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
     from memsvc.adapters.aws.bedrock_judge import BedrockJudge
     from memsvc.adapters.aws.clients import AwsClients
+    from memsvc.adapters.aws.dynamo_graph import DynamoGraphStore
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
     from memsvc.adapters.aws.sqs_remember_queue import SqsRememberQueue
@@ -294,7 +300,12 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     event_log = DynamoEventLog(clients.dynamodb, settings.table_name, retention_days=retention)
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings)
+    # The knowledge graph shares the keyword index's table: derived rows, rebuilt from the item
+    # table, and no stream (docs/aws-design.md, "Knowledge graph").
+    graph = DynamoGraphStore(clients.dynamodb, settings.keyword_table_name)
+    extractor = BedrockExtractor(clients.extractor_runtime or clients.bedrock_runtime, settings.extraction_model_id)
+    graph_indexer = GraphIndexer(graph=graph, extractor=extractor, sealer=sealer, items=store)
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings, graph=graph_indexer)
     accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
                          clock, indexer, event_log, accesses, concurrent_retrievers=True,
@@ -307,8 +318,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                          bus=EventBridgeBusEvents(clients.events, settings.event_bus_name)
                          if settings.event_bus_name else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
-                                                      embedder=embedder),
-                         metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service))
+                                                      embedder=embedder, graph=services.graph),
+                         metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service),
+                         graph=(graph, graph_indexer))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
     return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients,
-                  Timeline(event_log, publisher), accesses)
+                  Timeline(event_log, publisher), accesses, graph, extractor)

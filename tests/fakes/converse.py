@@ -8,7 +8,10 @@ Micro (`RECORDED_*` below: `output.message.content[].text`, `stopReason`, `usage
 with one of:
 - `answer="heuristic"` (the default): the JSON the judge prompt asks for, decided by the
   deterministic judge (`core.same_fact`) on the prompt's two statements: a model that agrees
-  with the heuristics. It is no model: what it tests is the adapter around the call.
+  with the heuristics. To the entity extractor's prompt (`bedrock_extractor.SYSTEM_PROMPT`), the
+  JSON it asks for, of what the local `PatternExtractor` finds in the text: so the knowledge
+  graph's contract tests get the same graph on both backends. It is no model: what it tests is
+  the adapter around the call.
 - `answer=<text>`: that text verbatim (fenced JSON, prose, a truncated object ...).
 - `fail=<code>`: the modelled error Bedrock sends (`ThrottlingException`, `AccessDeniedException`,
   `ModelTimeoutException`, ...); `fail="timeout"`: botocore's `ReadTimeoutError`.
@@ -23,6 +26,8 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
+from memsvc.adapters.aws.bedrock_extractor import SYSTEM_PROMPT as EXTRACTION_PROMPT
+from memsvc.adapters.local.pattern_extractor import PatternExtractor
 from memsvc.core.same_fact import judge_statements
 
 __all__ = ["ConverseFake", "install_converse_fake", "RECORDED_PLAIN", "RECORDED_FENCED", "RECORDED_EXTRACTION",
@@ -106,8 +111,13 @@ class ConverseFake:
 
     @staticmethod
     def _heuristic(body: dict[str, Any]) -> str:
+        text = body["messages"][0]["content"][0]["text"]
+        if body["system"][0]["text"] == EXTRACTION_PROMPT:
+            found = PatternExtractor().extract(text)
+            return json.dumps({"entities": [{"name": n, "type": t} for n, t in found.entities],
+                               "relations": [{"source": s, "target": d, "type": t} for s, d, t in found.relations]})
         lines = {}
-        for line in body["messages"][0]["content"][0]["text"].splitlines():
+        for line in text.splitlines():
             m = _LINE.match(line)
             if m:
                 lines[m.group(1)] = (m.group(3), m.group(2))
