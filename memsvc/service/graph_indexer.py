@@ -60,9 +60,15 @@ class GraphIndexer:
     def apply_one(self, item: StoredItem) -> None:
         """Bring the key's graph rows to `item`, a write or a tombstone, if it is still current."""
         current = self._items.get(item.tenant, item.namespace, item.key)
-        if current is None or current.id != item.id:
-            return  # a newer change moved the key on (or purged it): that change's turn
         marker = DerivedMemory(item.tenant, item.namespace, item.key, item.id, item.version)
+        if current is None and item.deleted is not None:
+            # No row at all: DynamoDB TTL removed it (an expiry leaves no tombstone on AWS), or a
+            # purge. The key has no live version, so its rows go (unless a newer write's marker
+            # is there: the store keeps those).
+            self._graph.remove_memory(marker)
+            return
+        if current is None or current.id != item.id:
+            return  # a newer change moved the key on: that change's turn
         if item.deleted is not None:
             self._graph.remove_memory(marker)
             return

@@ -83,9 +83,24 @@ def edge_triples(edges) -> set[tuple[str, str, str]]:
 
 
 def rows(client) -> dict[tuple[str, str], dict[str, Any]]:
-    """The whole table (test only: the adapter never scans)."""
+    """The whole table but the statistics (test only: the adapter never scans)."""
     return {(r["pk"]["S"], r["sk"]["S"]): r for page in client.get_paginator("scan").paginate(TableName=TABLE)
-            for r in page["Items"]}
+            for r in page["Items"] if not r["pk"]["S"].startswith("GSTAT#")}
+
+
+def counted(client) -> dict[str, int]:
+    """What the rows hold, as `stats()` counts it: nodes, edges (derived ones once, at their
+    source's mention; explicit ones once, at their source) and mentions."""
+    out = {"nodes": 0, "edges": 0, "mentions": 0}
+    for (pk, sk), row in rows(client).items():
+        if "#GN#" in pk:
+            out["nodes"] += 1
+        elif "#G#" in pk and "\x1fM\x1f" in sk:
+            out["mentions"] += 1
+            out["edges"] += sum(1 for e in row.get("ed", {}).get("L", []) if pk.endswith("#" + e["L"][0]["S"]))
+        elif "#G#" in pk and "\x1fX\x1fO\x1f" in sk:
+            out["edges"] += 1
+    return out
 
 
 def counters(client, eid: str, ns=NOTES) -> tuple[int, int] | None:
@@ -93,7 +108,7 @@ def counters(client, eid: str, ns=NOTES) -> tuple[int, int] | None:
     return (int(row["mc"]["N"]), int(row["xe"]["N"])) if row else None
 
 
-def test_a_memory_makes_nodes_mentions_and_edges(store):
+def test_a_memory_makes_nodes_mentions_and_edges(store, client):
     assert write(store, "k1", "abc", [("a", "WORKS_ON", "b"), ("b", "CAUSED_BY", "c")])
     assert [(n.entity_id, n.type, n.name_ct) for n in store.nodes("acme", ("user",), ["c", "a", "z"])] == [
         ("a", "CONCEPT", b"sealed a"), ("c", "CONCEPT", b"sealed c")]
@@ -104,6 +119,7 @@ def test_a_memory_makes_nodes_mentions_and_edges(store):
     assert store.memories_of("acme", NOTES, ["a"], limit=10) == [Mention("acme", NOTES, "k1", "k1-v1", "a")]
     assert sorted(m.entity_id for m in store.entities_of_memories("acme", [(NOTES, "k1")])) == ["a", "b", "c"]
     assert [d.key for d in store.derived_memories("acme")] == ["k1"]
+    assert store.stats() == counted(client) == {"nodes": 3, "edges": 2, "mentions": 3}
 
 
 def test_an_edge_touching_two_of_the_ids_comes_once(store):
@@ -136,6 +152,7 @@ def test_a_new_version_replaces_the_old_ones_rows(store, client):
     assert [n.entity_id for n in store.nodes("acme", (), ["a", "b", "c", "d"])] == ["a", "d"]
     assert store.memories_of("acme", (), ["a"], limit=10) == [Mention("acme", NOTES, "k1", "k1-v2", "a")]
     assert counters(client, "a") == (1, 0)
+    assert store.stats() == counted(client) == {"nodes": 2, "edges": 1, "mentions": 2}
 
 
 def test_a_replay_or_a_late_older_version_changes_nothing(store, client):
@@ -153,6 +170,7 @@ def test_a_delete_removes_everything_and_its_marker(store, client):
     assert store.nodes("acme", (), ["a", "b"]) == [] and store.expand("acme", (), ["a", "b"], limit=9) == []
     assert not store.remove_memory(memory("k1", 3))
     assert list(store.derived_memories("acme")) == [] and rows(client) == {}
+    assert store.stats() == {"nodes": 0, "edges": 0, "mentions": 0}
     assert write(store, "k1", "c", version=1)  # a purged tombstone restarts the key's versions
 
 
@@ -191,6 +209,7 @@ def test_explicit_entities_and_relations(store, client):
     assert store.delete_relation(GraphEdge("acme", NOTES, "a", "OWNS", "x"))
     assert not store.delete_relation(GraphEdge("acme", NOTES, "a", "OWNS", "x"))
     assert counters(client, "a") == (1, 0) and counters(client, "x") == (0, 0)
+    assert store.stats() == counted(client) == {"nodes": 3, "edges": 1, "mentions": 2}
 
 
 def test_an_explicit_node_outlives_its_memories_and_goes_when_deleted(store, client):
@@ -221,6 +240,7 @@ def test_a_dropped_node_takes_its_explicit_edges_with_it(store, client):
     store.remove_memory(memory("k1", 2))
     assert store.expand("acme", (), ["a", "x"], limit=10) == []
     assert counters(client, "x") == (0, 0) and counters(client, "a") is None
+    assert store.stats() == counted(client) == {"nodes": 1, "edges": 0, "mentions": 0}
 
 
 def test_a_cascade_too_big_for_one_transaction_is_trimmed_first(store, client):
@@ -237,6 +257,7 @@ def test_a_cascade_too_big_for_one_transaction_is_trimmed_first(store, client):
     assert store.expand("acme", (), ["h"] + [f"x{n:02d}" for n in range(70)], limit=1000) == []
     assert {counters(client, f"x{n:02d}") for n in range(70)} == {(0, 0)}
     assert store.integrity_scan("acme") == {"edges": 0, "mentions": 0, "nodes": 0}
+    assert store.stats() == counted(client) == {"nodes": 70, "edges": 0, "mentions": 0}
 
 
 def test_a_failed_transaction_changes_nothing_and_a_retry_completes(store, client):
@@ -262,6 +283,7 @@ def test_concurrent_writers_of_shared_nodes_keep_the_counts(store, client):
     assert counters(client, "z") == (12, 0)
     assert len(store.memories_of("acme", (), ["z"], limit=100)) == 12
     assert store.integrity_scan("acme") == {"edges": 0, "mentions": 0, "nodes": 0}
+    assert store.stats() == counted(client) == {"nodes": 4, "edges": 12, "mentions": 24}
 
 
 def test_the_integrity_scan_counts_and_removes_orphans(store, client):

@@ -73,7 +73,8 @@ def graph_dump(b) -> str:
         return "".join(f.read_bytes().decode("latin-1") for f in sorted(b.data_dir.glob("graph.db*")))
     client = b.aws.clients.dynamodb
     return json.dumps([item for table in client.list_tables()["TableNames"]
-                       for page in client.get_paginator("scan").paginate(TableName=table) for item in page["Items"]])
+                       for page in client.get_paginator("scan").paginate(TableName=table) for item in page["Items"]],
+                      default=lambda sealed: bytes(sealed).decode("latin-1"))  # binary attributes: sealed names
 
 
 class TestTraversal:

@@ -16,8 +16,10 @@ Four kinds of record, every key starting with the tenant (`<ns>` is the encoded 
   `x` (explicit), `xe` (explicit edge rows in the entity's adjacency in that namespace). Sharded
   16 ways per tenant, so the integrity scan finds every node with 16 Queries.
 - **marker** (`DerivedMemory`), `T#<tenant>#GK#<shard of ns and key>` / `<ns>\\x1f<kh>`: the
-  version the key's rows come from, and `ents`, the entity ids it mentions (what the next
-  version must remove).
+  version the key's rows come from, `ents`, the entity ids it mentions (what the next version
+  must remove), and `ne`, its derived edges.
+- **statistics**, `GSTAT#<0..15>` / `GSTAT`: `nodes`, `edges`, `mentions` added up by every
+  write's transaction (a shard picked at random), for /health. The only rows of no tenant.
 
 A memory's rows change in one `TransactWriteItems` with its marker conditioned on the marker as
 read: a replay or an older version changes nothing, and a crash leaves the old rows or the new
@@ -69,6 +71,7 @@ class _Marker:
     memory_id: str
     version: int
     entity_ids: tuple[str, ...]
+    edges: int  # the derived edges of that version (for the statistics)
 
 
 @dataclass(frozen=True)
@@ -105,9 +108,11 @@ class DynamoGraphStore:
         self._call("GetItem", Key={"pk": {"S": "ping"}, "sk": {"S": "ping"}})
 
     def stats(self) -> dict[str, int]:
-        """Empty: DynamoDB keeps no count per kind of record (DescribeTable's item count is the
-        whole table's, keyword postings included, and six hours old). The integrity scan counts."""
-        return {}
+        """`nodes`, `edges` and `mentions` over every tenant: the sum of the statistics rows, which
+        every write updates in its own transaction (one BatchGetItem of `SHARDS` rows)."""
+        keys = [_key(f"GSTAT#{shard}", "GSTAT") for shard in range(SHARDS)]
+        rows = batch_get_rows(self._db, self._table, keys, consistent=False)
+        return {name: sum(int(r.get(name, {}).get("N", "0")) for r in rows) for name in ("nodes", "edges", "mentions")}
 
     # -- a memory's rows -------------------------------------------------------------------------
 
@@ -142,13 +147,16 @@ class DynamoGraphStore:
         tenant, ns = memory.tenant, memory.namespace
         before = set(marker.entity_ids) if marker is not None else set()
         after = {n.entity_id: n for n in nodes}
-        dropped = sorted(before - after.keys())
-        read = self._nodes_read(tenant, ns, dropped)
+        added, dropped = sorted(after.keys() - before), sorted(before - after.keys())
+        read = self._nodes_read(tenant, ns, added + dropped)
         changes: dict[str, _NodeChange] = {}
         rows: dict[tuple[str, str], dict[str, Any]] = {}
-        for eid in sorted(after.keys() - before):
-            changes.setdefault(eid, _NodeChange()).upsert = after[eid]
-            changes[eid].mentions += 1
+        counted = {"nodes": 0, "edges": len(edges) - (marker.edges if marker else 0),
+                   "mentions": len(added) - len(dropped)}
+        for eid in added:  # conditioned on being there or not as read, so that creations count exactly
+            change = changes.setdefault(eid, _NodeChange(upsert=after[eid], mentions=1))
+            change.conditions.append(("attribute_exists(pk)" if eid in read else "attribute_not_exists(pk)", {}))
+            counted["nodes"] += eid not in read
         for eid, node in sorted(after.items()):
             touching = [e for e in edges if eid in (e.source_id, e.target_id)]
             rows[(_adjacency_pk(tenant, eid), _mention_sk(ns, memory.key))] = {"Put": {
@@ -169,29 +177,33 @@ class DynamoGraphStore:
                 change.conditions.append(("#mc > :one", {}))
             else:  # its last mention: the node goes, and every explicit edge of the namespace touching it
                 change.delete = True
+                counted["nodes"] -= 1
                 change.conditions.append(("#mc = :one AND #x = :false AND #xe = :xe", {
                     ":false": {"BOOL": False}, ":xe": {"N": str(node.explicit_rows)}}))
                 cascade.append((eid, self._explicit_rows(tenant, ns, eid) if node.explicit_rows else []))
+        cascaded: set[tuple[str, str, str]] = set()
         for eid, explicit in cascade:
             for sk in explicit:
+                cascaded.add(_explicit_edge(eid, sk))
                 other, mirror = _mirror(ns, eid, sk)
                 rows[(_adjacency_pk(tenant, eid), sk)] = _delete(self._table, _adjacency_pk(tenant, eid), sk)
                 rows[(_adjacency_pk(tenant, other), mirror)] = _delete(self._table, _adjacency_pk(tenant, other), mirror)
                 if other != eid:
                     changes.setdefault(other, _NodeChange()).explicit_rows -= 1
+        counted["edges"] -= len(cascaded)
         for eid, change in changes.items():
             if change.explicit_rows and not change.delete and not change.upsert:
                 change.conditions.append(("attribute_exists(pk)", {}))
-        actions = [self._marker_write(memory, marker, sorted(after), remove=remove), *rows.values(),
-                   *(self._node_action(tenant, ns, eid, c) for eid, c in sorted(changes.items())
-                     if not (c.delete is False and c.upsert is None and not c.mentions and not c.explicit_rows))]
+        actions = [self._marker_write(memory, marker, sorted(after), len(edges), remove=remove), *rows.values(),
+                   *(self._node_action(tenant, ns, eid, c) for eid, c in sorted(changes.items())),
+                   *self._statistics(**counted)]
         if len(actions) <= _MAX_ACTIONS:
             return actions
         eid, explicit = max(cascade, key=lambda c: len(c[1]))
         self._remove_explicit(tenant, ns, eid, explicit[:_TRIM])
         return None
 
-    def _marker_write(self, memory: DerivedMemory, marker: _Marker | None, entity_ids: list[str], *,
+    def _marker_write(self, memory: DerivedMemory, marker: _Marker | None, entity_ids: list[str], edges: int, *,
                       remove: bool) -> dict[str, Any]:
         """The marker's new state (or its deletion), conditioned on it being as read."""
         key = _marker_key(memory.tenant, memory.namespace, memory.key)
@@ -204,7 +216,7 @@ class DynamoGraphStore:
         if remove:
             return {"Delete": {"TableName": self._table, "Key": key, **as_read}}
         item = {**key, "k": {"S": memory.key}, "mid": {"S": memory.memory_id}, "v": {"N": str(memory.version)},
-                "ents": {"L": [{"S": e} for e in entity_ids]}}
+                "ents": {"L": [{"S": e} for e in entity_ids]}, "ne": {"N": str(edges)}}
         return {"Put": {"TableName": self._table, "Item": item, **as_read}}
 
     def _node_action(self, tenant: str, ns: tuple[str, ...], eid: str, change: _NodeChange) -> dict[str, Any]:
@@ -243,14 +255,24 @@ class DynamoGraphStore:
     # -- explicit writes -------------------------------------------------------------------------
 
     def put_entity(self, node: GraphNode) -> None:
-        self._call("UpdateItem", Key=_node_key(node.tenant, node.namespace, node.entity_id),
-                   UpdateExpression="SET #ty = :ty, #nm = :nm, #x = :true, #e = :e, #ns = :ns, "
-                                    "#mc = if_not_exists(#mc, :zero), #xe = if_not_exists(#xe, :zero)",
-                   ExpressionAttributeNames={"#ty": "ty", "#nm": "nm", "#x": "x", "#e": "e", "#ns": "ns",
-                                             "#mc": "mc", "#xe": "xe"},
-                   ExpressionAttributeValues={":ty": {"S": node.type}, ":nm": {"B": node.name_ct},
-                                              ":true": {"BOOL": True}, ":e": {"S": node.entity_id},
-                                              ":ns": {"S": encode_namespace(node.namespace)}, ":zero": {"N": "0"}})
+        """One UpdateItem when the node is there; a new one is counted in the statistics in the
+        same transaction (conditioned on still being absent)."""
+        update = {"TableName": self._table, "Key": _node_key(node.tenant, node.namespace, node.entity_id),
+                  "UpdateExpression": "SET #ty = :ty, #nm = :nm, #x = :true, #e = :e, #ns = :ns, "
+                                      "#mc = if_not_exists(#mc, :zero), #xe = if_not_exists(#xe, :zero)",
+                  "ExpressionAttributeNames": {"#ty": "ty", "#nm": "nm", "#x": "x", "#e": "e", "#ns": "ns",
+                                               "#mc": "mc", "#xe": "xe"},
+                  "ExpressionAttributeValues": {":ty": {"S": node.type}, ":nm": {"B": node.name_ct},
+                                                ":true": {"BOOL": True}, ":e": {"S": node.entity_id},
+                                                ":ns": {"S": encode_namespace(node.namespace)}, ":zero": {"N": "0"}}}
+        for attempt in range(MAX_ATTEMPTS):
+            exists = bool(self._nodes_read(node.tenant, node.namespace, [node.entity_id]))
+            condition = "attribute_exists(pk)" if exists else "attribute_not_exists(pk)"
+            if self._transact([{"Update": {**update, "ConditionExpression": condition}},
+                               *self._statistics(nodes=0 if exists else 1)]):
+                return
+            self._backoff(attempt)
+        raise _busy()
 
     def delete_entity(self, tenant: str, namespace: tuple[str, ...], entity_id: str) -> bool:
         """Its explicit edges first, up to `_TRIM` a transaction (each a valid graph), then the node
@@ -266,7 +288,8 @@ class DynamoGraphStore:
                 continue
             change = _NodeChange(delete=node.mentions == 0, conditions=[("#x = :true AND #xe = :xe AND #mc = :mc", {
                 ":true": {"BOOL": True}, ":xe": {"N": str(node.explicit_rows)}, ":mc": {"N": str(node.mentions)}})])
-            actions = self._explicit_deletes(tenant, namespace, entity_id, explicit, owner=False)
+            actions = self._explicit_deletes(tenant, namespace, entity_id, explicit, owner=False,
+                                             nodes_removed=int(change.delete))
             key = _node_key(tenant, namespace, entity_id)
             if change.delete:
                 actions.append(self._node_action(tenant, namespace, entity_id, change))
@@ -300,6 +323,7 @@ class DynamoGraphStore:
                          "ConditionExpression": "attribute_not_exists(pk)"}}]
             actions += [self._node_action(tenant, ns, eid, _NodeChange(
                 explicit_rows=n, conditions=[("attribute_exists(pk)", {})])) for eid, n in counts.items()]
+            actions += self._statistics(edges=1)
             if self._transact(actions):
                 return []
             if self._row_exists(_adjacency_pk(tenant, edge.source_id), out_sk):
@@ -327,10 +351,10 @@ class DynamoGraphStore:
             self._backoff(0)
 
     def _explicit_deletes(self, tenant: str, ns: tuple[str, ...], eid: str, explicit: list[str], *,
-                          owner: bool = True) -> list[dict[str, Any]]:
+                          owner: bool = True, nodes_removed: int = 0) -> list[dict[str, Any]]:
         """Deletes of these explicit edge rows of `eid` (each conditioned on existing) and of their
-        mirrors, and the counter updates of every end (one action per node; `owner=False`: not
-        of `eid`, whose own action the caller writes)."""
+        mirrors, the counter updates of every end (one action per node; `owner=False`: not of
+        `eid`, whose own action the caller writes), and the statistics (with `nodes_removed`)."""
         rows: dict[tuple[str, str], dict[str, Any]] = {}
         counts: dict[str, int] = {}
         for sk in explicit:
@@ -341,7 +365,20 @@ class DynamoGraphStore:
                     counts[end] = counts.get(end, 0) - 1
         return [*rows.values(), *(self._node_action(tenant, ns, end, _NodeChange(
             explicit_rows=n, conditions=[("attribute_exists(pk)", {})])) for end, n in sorted(counts.items())
-            if owner or end != eid)]
+            if owner or end != eid),
+            *self._statistics(nodes=-nodes_removed, edges=-len({_explicit_edge(eid, sk) for sk in explicit}))]
+
+    def _statistics(self, *, nodes: int = 0, edges: int = 0, mentions: int = 0) -> list[dict[str, Any]]:
+        """The update of one statistics row (picked at random among `SHARDS`, so no one row takes
+        every write), or nothing when nothing changes."""
+        if not (nodes or edges or mentions):
+            return []
+        return [{"Update": {"TableName": self._table, "Key": _key(f"GSTAT#{int(self.random() * SHARDS) % SHARDS}",
+                                                                  "GSTAT"),
+                            "UpdateExpression": "ADD #n :n, #e :e, #m :m",
+                            "ExpressionAttributeNames": {"#n": "nodes", "#e": "edges", "#m": "mentions"},
+                            "ExpressionAttributeValues": {":n": {"N": str(nodes)}, ":e": {"N": str(edges)},
+                                                          ":m": {"N": str(mentions)}}}}]
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -455,6 +492,10 @@ class DynamoGraphStore:
                                     ExpressionAttributeValues={":p": {"S": f"T#{tenant}#GN#{shard}"}}):
                 for row in rows:
                     self._check_node(tenant, row, markers, counts)
+        if any(counts.values()):
+            self._call("UpdateItem", **{k: v for k, v in self._statistics(
+                nodes=-counts["nodes"], edges=-counts["edges"], mentions=-counts["mentions"])[0]["Update"].items()
+                if k != "TableName"})
         return counts
 
     def _check_node(self, tenant: str, row: dict[str, Any], markers: dict[tuple[str, str], _Marker],
@@ -474,7 +515,7 @@ class DynamoGraphStore:
                 ref = (encode_namespace(ns), key)
                 if ref not in markers:
                     found = self._marker(tenant, ns, key)
-                    markers[ref] = found or _Marker("", 0, ())
+                    markers[ref] = found or _Marker("", 0, (), 0)
                 marker = markers[ref]
                 if marker.memory_id != r["mid"]["S"] or eid not in marker.entity_ids:
                     stale.append(r)
@@ -607,6 +648,12 @@ def _split(sk: str) -> tuple[str, str, str]:
     return ns, kind, rest
 
 
+def _explicit_edge(eid: str, sk: str) -> tuple[str, str, str]:
+    """(source, type, target) of an explicit edge row of `eid`."""
+    direction, kind, other = _split(sk)[2].split(_END)
+    return (eid, kind, other) if direction == "O" else (other, kind, eid)
+
+
 def _mirror(ns: tuple[str, ...], eid: str, sk: str) -> tuple[str, str]:
     """The other end of an explicit edge row of `eid`, and that end's row's sort key."""
     direction, kind, other = _split(sk)[2].split(_END)
@@ -638,7 +685,8 @@ def _delete(table: str, pk: str, sk: str, *, must_exist: bool = False) -> dict[s
 
 
 def _marker_of(row: dict[str, Any]) -> _Marker:
-    return _Marker(row["mid"]["S"], int(row["v"]["N"]), tuple(e["S"] for e in row.get("ents", {}).get("L", [])))
+    return _Marker(row["mid"]["S"], int(row["v"]["N"]), tuple(e["S"] for e in row.get("ents", {}).get("L", [])),
+                   int(row.get("ne", {}).get("N", "0")))
 
 
 def _node_of(tenant: str, row: dict[str, Any]) -> GraphNode:
