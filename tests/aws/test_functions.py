@@ -29,6 +29,7 @@ from memsvc.adapters.aws.kms_keys import KmsKeyProvider
 from memsvc.api.identity import caller_from_event
 from memsvc.core.models import Caller
 from memsvc.core.namespaces import decode_namespace, encode_namespace
+from memsvc.service.graph import FindEntities
 from memsvc.service.memories import PutMemory
 from memsvc.service.sealing import Sealer
 from tests.conftest import ManualClock
@@ -608,6 +609,36 @@ def test_indexer_metrics_count_embedding_calls_cache_hits_and_vectors(titan_stac
     assert metric(second, "VectorsWritten") == [1.0] and metric(second, "VectorsDeleted") == [1.0]
     batch = [line for line in log_lines(out) if line["message"] == "batch"]
     assert batch[-1]["changes"] == {"update": 1} and batch[-1]["embedding"]["EmbeddingCacheHits"] == 1
+
+
+def test_indexer_metrics_count_entity_extraction(stack, stdout):
+    """The graph step's Bedrock calls (the Converse fake answers with the pattern extractor's
+    finds), a malformed answer (no graph, the change succeeds) and a throttle (the change fails and
+    is delivered again)."""
+    alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
+    put = lambda key, text: stack.app.services.memories.put(  # noqa: E731
+        alice, PutMemory(namespace=list(NS), key=key, value={"text": text}))
+    put("a", "Alice works on Project Atlas.")
+    stack.drain()
+    first = emf_documents(stdout())
+    assert metric(first, "ExtractionCalls", service="memsvc-indexer") == [1.0]
+    assert metric(first, "ExtractionInputTokens") == [170.0] and metric(first, "ExtractionMalformed") == [0.0]
+
+    stack.converse.answer = "Sure! Alice works on Atlas."
+    put("b", "Bob uses Kafka.")
+    stack.drain()
+    second = emf_documents(stdout())
+    assert metric(second, "ExtractionMalformed") == [1.0] and metric(second, "ChangesFailed") == [0.0]
+
+    stack.converse.answer, stack.converse.fail = "heuristic", "ThrottlingException"
+    put("c", "Carol owns Project Zed.")
+    stack.drain(max_invocations=1, consumers=("indexer",))
+    third = emf_documents(stdout())
+    assert metric(third, "ExtractionFailed") == [1.0] and metric(third, "ChangesFailed") == [1.0]
+    stack.converse.fail = None
+    stack.drain()
+    assert [e.name for e in stack.app.services.graph.find_entities(
+        alice, FindEntities(namespace_prefix=list(NS), names=["Project Zed"]))] == ["Project Zed"]
 
 
 def test_no_plaintext_in_logs_or_metrics(titan_stack, stdout, caplog):
