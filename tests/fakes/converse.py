@@ -48,9 +48,10 @@ RECORDED_FENCED = {
     "usage": {"inputTokens": 171, "outputTokens": 21, "totalTokens": 192},
     "metrics": {"latencyMs": 338},
 }
-# Entity extraction's answers as recorded (Nova Micro, temperature 0, `bedrock_extractor.SYSTEM_PROMPT`)
-# for "Alice works on Project Atlas. The memory leak in Atlas was caused by the cache layer (INC-42).":
-# the JSON alone, and the same JSON fenced with a sentence before it.
+# Entity extraction's answers in Converse's response shape (as `RECORDED_PLAIN`), for "Alice works on
+# Project Atlas. The memory leak in Atlas was caused by the cache layer (INC-42).": the JSON alone,
+# and the same JSON fenced after a sentence, as small models like to answer. Written by hand in
+# that shape (not captured from a model); the token counts are estimates.
 _EXTRACTION_TEXT = (
     '{"entities": [{"name": "Alice", "type": "PERSON"}, {"name": "Project Atlas", "type": "PROJECT"}, '
     '{"name": "memory leak", "type": "CONCEPT"}, {"name": "cache layer", "type": "SYSTEM"}, '
