@@ -463,6 +463,20 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
     assert wanted <= granted, sorted(wanted - granted)
 
 
+def test_the_graph_store_makes_only_the_keyword_tables_calls(built):
+    """The knowledge graph shares the keyword index's table (docs/aws-design.md): what its adapter
+    calls, read from its code, must be what both writers of that table (the API, the indexer) hold."""
+    calls = _calls("memsvc/adapters/aws/dynamo_graph.py", _DYNAMO_CALLS, _DYNAMO_HELPERS)
+    assert calls == {"GetItem", "Query", "BatchGetItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
+    inside = set(re.findall(r'\{"(Put|Update|Delete|ConditionCheck)": ', (
+        PROJECT_ROOT / "memsvc/adapters/aws/dynamo_graph.py").read_text()))
+    assert inside == {"Put", "Update", "Delete"}
+    as_iam = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}
+    wanted = {f"dynamodb:{op}" for op in (calls - {"TransactWriteItems"}) | {as_iam[a] for a in inside}}
+    for role in ("ApiServiceRole", "IndexerServiceRole"):
+        assert {(action, "keyword-table") for action in wanted} <= _grants(built, role), role
+
+
 def test_the_timeline_role_covers_every_call_its_adapters_make(built):
     """The event log's record path and the publisher, read from their code: if either starts
     making a new call, this fails until the role grants it. (Query is the log's scan: the API's.)"""
