@@ -242,50 +242,68 @@ def reach(start: Iterable[str], expand: Expand, *, max_hops: int, max_nodes: int
 def shortest_path(start: Iterable[str], goal: Iterable[str], expand: Expand, *, max_hops: int,
                   max_nodes: int) -> PathResult:
     """A path with the fewest edges from any start entity to any goal entity, edges walked in
-    either direction, one `expand` call per hop, within `max_hops` and `max_nodes` (entities
-    visited). Ties go to the smallest entity ids, so the answer is deterministic. A step keeps
-    every edge between its two entities (each a justification of the link)."""
+    either direction, within `max_hops` edges and `max_nodes` entities visited. Bidirectional:
+    each round expands the smaller of the two frontiers by one hop (one `expand` call), so a
+    path of k hops visits about two balls of radius k/2 instead of one of radius k. Ties go to
+    the smallest entity ids, so the answer is deterministic. A step keeps every edge between its
+    two entities (each a justification of the link)."""
     start_set, goal_set = set(start), set(goal)
     if not start_set or not goal_set:
         return PathResult(None, 0, False)
     common = sorted(start_set & goal_set)
     if common:
-        return PathResult(GraphPath((common[0],), ()), 0, False, visited=len(start_set))
-    parent: dict[str, str | None] = {e: None for e in start_set}
-    via: dict[tuple[str, str], list[GraphEdge]] = {}
-    frontier = set(start_set)
-    depth = 0
+        return PathResult(GraphPath((common[0],), ()), 0, False, visited=len(start_set | goal_set))
+    sides = (_Side(start_set), _Side(goal_set))
+    via: dict[frozenset[str], list[GraphEdge]] = {}
     truncated = False
-    while frontier and depth < max_hops:
-        depth += 1
-        nbrs = _neighbours(expand(sorted(frontier)), frontier)
-        next_frontier: set[str] = set()
+    while all(side.frontier for side in sides) and sides[0].depth + sides[1].depth < max_hops:
+        this, other = sides if len(sides[0].frontier) <= len(sides[1].frontier) else sides[::-1]
+        nbrs = _neighbours(expand(sorted(this.frontier)), this.frontier)
+        this.depth += 1
+        found: set[str] = set()
         for a in sorted(nbrs):
             for b in sorted(nbrs[a]):
-                if b in parent:
+                via.setdefault(frozenset((a, b)), nbrs[a][b])
+                if b in this.parent:
                     continue
-                if len(parent) >= max_nodes:
+                if len(sides[0].parent) + len(sides[1].parent) >= max_nodes:
                     truncated = True
                     break
-                parent[b] = a
-                via[(a, b)] = nbrs[a][b]
-                next_frontier.add(b)
-        reached = sorted(next_frontier & goal_set)
-        if reached:
-            return PathResult(_path_to(reached[0], parent, via), depth, False, visited=len(parent))
+                this.parent[b], this.dist[b] = a, this.depth
+                found.add(b)
+        meeting = sorted(found & other.parent.keys(), key=lambda m: (this.dist[m] + other.dist[m], m))
+        if meeting:
+            m = meeting[0]
+            forward = sides[0].chain(m)[::-1] + sides[1].chain(m)[1:]
+            return PathResult(_path_of(forward, via), this.depth + other.depth, False,
+                              visited=len(sides[0].parent) + len(sides[1].parent))
+        this.frontier = found
         if truncated:
             break
-        frontier = next_frontier
-    truncated = truncated or (bool(frontier) and depth >= max_hops)
-    return PathResult(None, depth, truncated, visited=len(parent))
+    depth = sides[0].depth + sides[1].depth
+    truncated = truncated or (all(side.frontier for side in sides) and depth >= max_hops)
+    return PathResult(None, depth, truncated, visited=len(sides[0].parent) + len(sides[1].parent))
 
 
-def _path_to(end: str, parent: dict[str, str | None], via: dict[tuple[str, str], list[GraphEdge]]) -> GraphPath:
-    ids = [end]
-    while (p := parent[ids[-1]]) is not None:
-        ids.append(p)
-    ids.reverse()
-    steps = tuple(PathStep(a, b, tuple(sorted(via[(a, b)], key=_edge_order))) for a, b in zip(ids, ids[1:]))
+class _Side:
+    """One end of a bidirectional search: what it reached, from where, how far."""
+
+    def __init__(self, roots: set[str]) -> None:
+        self.parent: dict[str, str | None] = {r: None for r in roots}
+        self.dist = {r: 0 for r in roots}
+        self.frontier = set(roots)
+        self.depth = 0
+
+    def chain(self, node: str) -> list[str]:
+        """From `node` back to this side's root."""
+        out = [node]
+        while (p := self.parent[out[-1]]) is not None:
+            out.append(p)
+        return out
+
+
+def _path_of(ids: list[str], via: dict[frozenset[str], list[GraphEdge]]) -> GraphPath:
+    steps = tuple(PathStep(a, b, tuple(sorted(via[frozenset((a, b))], key=_edge_order))) for a, b in zip(ids, ids[1:]))
     return GraphPath(tuple(ids), steps)
 
 

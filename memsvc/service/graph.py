@@ -165,6 +165,21 @@ class GraphScope:
     filter: Filter
 
 
+class _Expander:
+    """One traversal's hop reads; remembers whether a hop hit `MAX_EDGES_PER_HOP` (then the
+    traversal saw only part of the graph and says `truncated`)."""
+
+    def __init__(self, store: GraphStore, scope: GraphScope) -> None:
+        self._store = store
+        self._scope = scope
+        self.truncated = False
+
+    def __call__(self, entity_ids: Sequence[str]) -> list[GraphEdge]:
+        edges = self._store.expand(self._scope.tenant, self._scope.prefix, entity_ids, limit=MAX_EDGES_PER_HOP)
+        self.truncated = self.truncated or len(edges) >= MAX_EDGES_PER_HOP
+        return edges
+
+
 class Graph:
     def __init__(self, *, store: GraphStore, items: ItemStore, indexer: GraphIndexer, sealer: Sealer,
                  access: Access, clock: Clock, metrics: Metrics) -> None:
@@ -200,14 +215,15 @@ class Graph:
                    exclude: Sequence[tuple[tuple[str, ...], str]] = ()) -> Related:
         """Live memories under the scope within `max_hops` of the start entities, nearest first
         (then by namespace and key), leaving out `exclude`'s keys."""
-        reached = reach(start, self._expand(scope), max_hops=max_hops - 1, max_nodes=MAX_NODES)
+        expand = _Expander(self._store, scope)
+        reached = reach(start, expand, max_hops=max_hops - 1, max_nodes=MAX_NODES)
         by_hop: dict[int, list[str]] = {}
         for entity_id, hop in reached.hops.items():
             by_hop.setdefault(hop, []).append(entity_id)
         chosen: dict[tuple[tuple[str, ...], str], Mention] = {}
         hops_of: dict[tuple[tuple[str, ...], str], int] = {}
         skip = set(exclude)
-        truncated = reached.truncated
+        truncated = reached.truncated or expand.truncated
         for hop in sorted(by_hop):
             mentions = self._store.memories_of(scope.tenant, scope.prefix, by_hop[hop], limit=MAX_MENTIONS)
             truncated = truncated or len(mentions) >= MAX_MENTIONS
@@ -238,14 +254,16 @@ class Graph:
         scope = self._scope(caller, q.namespace_prefix)
         start, _ = self._start(caller, scope, q.from_, "from")
         goal, _ = self._start(caller, scope, q.to, "to")
-        result = shortest_path(start, goal, self._expand(scope), max_hops=q.max_hops, max_nodes=MAX_NODES)
-        answer = self._path_answer(scope, result)
+        expand = _Expander(self._store, scope)
+        result = shortest_path(start, goal, expand, max_hops=q.max_hops, max_nodes=MAX_NODES)
+        answer = self._path_answer(scope, result, expand.truncated)
         self.observe("path", caller.tenant_id, started, len(answer.entities), result.depth)
         return answer
 
-    def _path_answer(self, scope: GraphScope, result: PathResult) -> PathAnswer:
+    def _path_answer(self, scope: GraphScope, result: PathResult, cut: bool) -> PathAnswer:
+        """`cut`: a hop read only part of its edges, so a path not found may exist."""
         if result.path is None:
-            return PathAnswer(False, 0, [], [], result.truncated)
+            return PathAnswer(False, 0, [], [], result.truncated or cut)
         ids = result.path.entity_ids
         entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix, ids))
         steps = [PathStep(entities[s.from_id], entities[s.to_id], s.edges) for s in result.path.steps]
@@ -359,9 +377,6 @@ class Graph:
                 lookup_in(item.policy_attributes)):
             raise NotFound(f"{field}.memory: memory not found")
         return [m.entity_id for m in self._store.entities_of_memories(scope.tenant, [(ns, key)])], [(ns, key)]
-
-    def _expand(self, scope: GraphScope):
-        return lambda ids: self._store.expand(scope.tenant, scope.prefix, ids, limit=MAX_EDGES_PER_HOP)
 
     def _entities(self, scope: GraphScope, nodes: Sequence[GraphNode]) -> dict[str, Entity]:
         grouped: dict[str, list[GraphNode]] = {}
