@@ -264,7 +264,7 @@ class ApiFunction(Construct):
     QueryVectors needs for metadata and filters, and recall calls itself to compare the stored
     vectors of near-duplicates), GetIndex (health), PutVectors and
     DeleteVectors (`sync_index` indexes inline) on the index; Bedrock InvokeModel on the
-    embedding model and on the entity extraction model (`sync_index` extracts inline); DynamoDB DeleteItem and TransactWriteItems (authorized as its Put, Update
+    embedding model; DynamoDB DeleteItem and TransactWriteItems (authorized as its Put, Update
     and Delete actions) for the session store (message appends, session deletes); EventBridge
     PutEvents on the bus for `memsvc.session.closed`.
     """
@@ -326,9 +326,6 @@ class ApiFunction(Construct):
             "s3vectors:PutVectors", "s3vectors:DeleteVectors"])
         s.allow(sid="Embeddings", actions=["bedrock:InvokeModel"],
                 resources=[_titan_arn(self, settings.embedding_model_id)])
-        # Converse is authorized as InvokeModel.
-        s.allow(sid="EntityExtraction", actions=["bedrock:InvokeModel"],
-                resources=[_titan_arn(self, settings.extraction_model_id)])
         self.function = s.function
         self.role = s.role
         self.log_group = s.log_group

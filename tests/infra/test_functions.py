@@ -223,7 +223,6 @@ def test_api_role_is_exactly_what_the_api_calls(built):
         *{(f"s3vectors:{a}", "vector-index") for a in
           ("QueryVectors", "GetVectors", "GetIndex", "PutVectors", "DeleteVectors")},
         ("bedrock:InvokeModel", "model/amazon.titan-embed-text-v2:0"),
-        ("bedrock:InvokeModel", "model/amazon.nova-micro-v1:0"),  # entity extraction (Converse)
     }
 
 
