@@ -304,7 +304,8 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     # table, and no stream (docs/aws-design.md, "Knowledge graph").
     graph = DynamoGraphStore(clients.dynamodb, settings.keyword_table_name)
     extractor = BedrockExtractor(clients.extractor_runtime or clients.bedrock_runtime, settings.extraction_model_id)
-    graph_indexer = GraphIndexer(graph=graph, extractor=extractor, sealer=sealer, items=store)
+    # 8 keys of a stream batch extracted at once (the extractor's client pools 10 connections).
+    graph_indexer = GraphIndexer(graph=graph, extractor=extractor, sealer=sealer, items=store, concurrency=8)
     indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings, graph=graph_indexer)
     accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from memsvc.core.errors import InvalidArgument, RateLimited
 from memsvc.core.graph import (MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, DerivedMemory, Extraction,
@@ -32,11 +33,15 @@ MAX_FIELDS = 64  # as the vector indexer (`indexer.MAX_INDEXED_FIELDS`)
 
 
 class GraphIndexer:
-    def __init__(self, *, graph: GraphStore, extractor: EntityExtractor, sealer: Sealer, items: IndexBacklog) -> None:
+    def __init__(self, *, graph: GraphStore, extractor: EntityExtractor, sealer: Sealer, items: IndexBacklog,
+                 concurrency: int = 1) -> None:
         self._graph = graph
         self._items = items
         self._extractor = extractor
         self._sealer = sealer
+        # Keys applied at once. 1 locally (the pattern extractor is CPU); on AWS each key waits
+        # on a Bedrock call (~0.5 s), so a stream batch of 100 would take a minute one by one.
+        self._concurrency = concurrency
 
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Apply a batch of changes (at least once, in any order); returns the seqs that failed."""
@@ -45,17 +50,24 @@ class GraphIndexer:
             k = (change.tenant, change.new.namespace, change.new.key)
             if k not in newest or newest[k].new.version < change.new.version:
                 newest[k] = change
-        failed: set[int] = set()
-        for change in newest.values():
-            try:
-                self.apply_one(change.new)
-            except RateLimited:
-                log.warning("graph extraction was throttled; the change will be retried")
-                failed.add(change.seq)
-            except Exception:
-                log.exception("graph indexing failed", extra={"seq": change.seq})
-                failed.add(change.seq)
-        return failed
+        latest = list(newest.values())
+        if self._concurrency > 1 and len(latest) > 1:  # keys are independent: their rows never overlap
+            with ThreadPoolExecutor(max_workers=min(self._concurrency, len(latest)),
+                                    thread_name_prefix="graph-indexer") as pool:
+                applied = list(pool.map(self._applied, latest))
+        else:
+            applied = [self._applied(change) for change in latest]
+        return {change.seq for change, ok in zip(latest, applied) if not ok}
+
+    def _applied(self, change: Change) -> bool:
+        try:
+            self.apply_one(change.new)
+            return True
+        except RateLimited:
+            log.warning("graph extraction was throttled; the change will be retried")
+        except Exception:
+            log.exception("graph indexing failed", extra={"seq": change.seq})
+        return False
 
     def apply_one(self, item: StoredItem) -> None:
         """Bring the key's graph rows to `item`, a write or a tombstone, if it is still current."""

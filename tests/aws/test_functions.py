@@ -17,6 +17,7 @@ import copy
 import json
 import logging
 import sys
+import threading
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -639,6 +640,30 @@ def test_indexer_metrics_count_entity_extraction(stack, stdout):
     stack.drain()
     assert [e.name for e in stack.app.services.graph.find_entities(
         alice, FindEntities(namespace_prefix=list(NS), names=["Project Zed"]))] == ["Project Zed"]
+
+
+def test_a_stream_batch_extracts_its_memories_concurrently(stack):
+    """On AWS each extraction waits on Bedrock: the indexer's graph step runs a batch's keys side
+    by side (the barrier opens only when four calls are in flight at once)."""
+    barrier = threading.Barrier(4, timeout=30)
+    graph_step = stack.app.indexer._graph
+    extractor = graph_step._extractor
+
+    class Concurrent:
+        def extract(self, text):
+            barrier.wait()
+            return extractor.extract(text)
+
+    graph_step._extractor = Concurrent()
+    alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
+    for n, name in enumerate(("Alice Smith", "Bob Stone", "Carol Diaz", "Dan Wu")):
+        stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key=f"k{n}",
+                                                         value={"text": f"{name} works on Project Zed."}))
+    stack.drain()
+    assert not barrier.broken
+    found = stack.app.services.graph.find_entities(alice, FindEntities(namespace_prefix=list(NS),
+                                                                       names=["Alice Smith", "Dan Wu"]))
+    assert sorted(e.name for e in found) == ["Alice Smith", "Dan Wu"]
 
 
 def test_no_plaintext_in_logs_or_metrics(titan_stack, stdout, caplog):
