@@ -32,6 +32,7 @@ from memsvc.core.models import Caller
 from memsvc.core.namespaces import decode_namespace, encode_namespace
 from memsvc.service.graph import FindEntities
 from memsvc.service.memories import PutMemory
+from memsvc.service.recall import RecallQuery
 from memsvc.service.sealing import Sealer
 from tests.conftest import ManualClock
 from tests.fakes.aws_stack import BUCKET, INDEX, TABLE, LambdaContext, aws_stack, epoch
@@ -664,6 +665,18 @@ def test_a_stream_batch_extracts_its_memories_concurrently(stack):
     found = stack.app.services.graph.find_entities(alice, FindEntities(namespace_prefix=list(NS),
                                                                        names=["Alice Smith", "Dan Wu"]))
     assert sorted(e.name for e in found) == ["Alice Smith", "Dan Wu"]
+
+
+def test_recall_expands_along_the_graph_on_dynamodb(stack):
+    """Recall's `graph_hops` on the AWS graph store: the keyword hit's entities, one hop on."""
+    alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
+    for key, text in (("b", "Project A caused the memory leak."), ("c", "The memory leak was fixed by INC-42."),
+                      ("d", "Bob Stone uses Kafka.")):
+        stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key=key, value={"text": text}))
+    stack.drain()
+    found = stack.app.services.recall.recall(alice, RecallQuery(
+        namespace_prefix=list(NS), query="INC-42 fixed", mode="keyword", min_score=0, limit=1, graph_hops=2))
+    assert [(m.memory.key, m.graph_hops) for m in found.memories] == [("c", None), ("b", 1)]
 
 
 def test_no_plaintext_in_logs_or_metrics(titan_stack, stdout, caplog):
