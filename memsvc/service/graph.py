@@ -24,7 +24,7 @@ from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.graph import (ENTITY_TYPES, RELATION_TYPES, GraphEdge, GraphNode, Mention, PathResult,
                                display_name, normalise_name, reach, shortest_path)
-from memsvc.core.models import Caller, Memory
+from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import encode_namespace, is_under, validate_key
 from memsvc.core.validation import Command, Namespace, NamespacePrefix
 from memsvc.ports import Clock, GraphQuerySample, GraphStore, ItemStore, Metrics
@@ -34,11 +34,12 @@ from memsvc.service.memories import open_memory
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "PutEntity", "EntityRef", "PutRelation",
-           "RelationRef", "Entity", "RelatedMemory", "Related", "PathAnswer", "MAX_NODES", "MAX_EDGES_PER_HOP"]
+           "RelationRef", "Entity", "RelatedMemory", "Related", "PathAnswer", "MAX_NODES", "MAX_EDGES_PER_HOP",
+           "CANDIDATES_PER_LIMIT"]
 
 MAX_NODES = 5000  # entities one traversal may visit
 MAX_EDGES_PER_HOP = 20_000  # edges one hop may read
-MAX_MENTIONS = 5000  # mentions one related query may read
+CANDIDATES_PER_LIMIT = 4  # memories a related query considers per memory it returns
 
 
 class MemoryRef(Command):
@@ -220,28 +221,42 @@ class Graph:
         by_hop: dict[int, list[str]] = {}
         for entity_id, hop in reached.hops.items():
             by_hop.setdefault(hop, []).append(entity_id)
-        chosen: dict[tuple[tuple[str, ...], str], Mention] = {}
-        hops_of: dict[tuple[tuple[str, ...], str], int] = {}
+        # Candidates nearest first, a hop's in (namespace, key) order; a hop reads at most
+        # `CANDIDATES_PER_LIMIT * limit` mentions, enough for what filters and deletes leave out.
+        wanted = CANDIDATES_PER_LIMIT * limit
+        candidates: dict[tuple[tuple[str, ...], str], tuple[int, Mention]] = {}
         skip = set(exclude)
-        truncated = reached.truncated or expand.truncated
         for hop in sorted(by_hop):
-            mentions = self._store.memories_of(scope.tenant, scope.prefix, by_hop[hop], limit=MAX_MENTIONS)
-            truncated = truncated or len(mentions) >= MAX_MENTIONS
+            mentions = self._store.memories_of(scope.tenant, scope.prefix, by_hop[hop], limit=wanted)
             for m in sorted(mentions, key=lambda m: (m.namespace, m.key, m.entity_id)):
                 ref = (m.namespace, m.key)
-                if ref not in skip and ref not in chosen:
-                    chosen[ref], hops_of[ref] = m, hop + 1
-            if len(chosen) >= limit * 2:  # room for what the attribute filter or a delete leaves out
+                if ref not in skip and ref not in candidates:
+                    candidates[ref] = (hop + 1, m)
+            if len(candidates) >= wanted:
                 break
-        items = self._items.get_many(scope.tenant, list(chosen))
-        now = self._clock.now()
-        admitted = [(ref, item) for ref in chosen if (item := items.get(ref)) is not None and item.is_live(now)
-                    and scope.filter.matches(lookup_in(item.policy_attributes))][:limit]
+        admitted = self._live(scope, list(candidates), limit)
         entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix,
-                                                           [chosen[ref].entity_id for ref, _ in admitted]))
-        memories = [RelatedMemory(open_memory(self._sealer, item), hops_of[ref], entities[chosen[ref].entity_id])
-                    for ref, item in admitted if chosen[ref].entity_id in entities]
-        return Related(memories, reached.depth + 1 if reached.hops else 0, truncated)
+                                                           [candidates[ref][1].entity_id for ref, _ in admitted]))
+        memories = [RelatedMemory(open_memory(self._sealer, item), candidates[ref][0],
+                                  entities[candidates[ref][1].entity_id])
+                    for ref, item in admitted if candidates[ref][1].entity_id in entities]
+        return Related(memories, reached.depth + 1 if reached.hops else 0, reached.truncated or expand.truncated)
+
+    def _live(self, scope: GraphScope, refs: list[tuple[tuple[str, ...], str]], limit: int
+              ) -> list[tuple[tuple[tuple[str, ...], str], StoredItem]]:
+        """The first `limit` of `refs` whose memory is live and admitted by the scope's filter,
+        read a page at a time."""
+        now = self._clock.now()
+        out: list[tuple[tuple[tuple[str, ...], str], StoredItem]] = []
+        page_size = limit + 5  # most candidates are live: a page more is rarely read
+        for at in range(0, len(refs), page_size):
+            page = refs[at:at + page_size]
+            items = self._items.get_many(scope.tenant, page)
+            out += [(ref, item) for ref in page if (item := items.get(ref)) is not None and item.is_live(now)
+                    and scope.filter.matches(lookup_in(item.policy_attributes))]
+            if len(out) >= limit:
+                break
+        return out[:limit]
 
     def related_to_memories(self, scope: GraphScope, refs: Sequence[tuple[tuple[str, ...], str]], *,
                             max_hops: int, limit: int) -> Related:

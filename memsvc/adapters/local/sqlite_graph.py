@@ -2,13 +2,16 @@
 
 Every access path has an index: edges by (tenant, source) and (tenant, target) for a hop,
 by (tenant, namespace, key) for replacing a memory's; mentions by (tenant, entity) for the
-memories of an entity and by (tenant, namespace, key) for a memory's entities. A hop is one
+memories of an entity and by (tenant, namespace, key) for a memory's entities. The hop queries
+name their index (`INDEXED BY`): without statistics SQLite would rather range-scan the
+namespace prefix, which under a broad prefix is the tenant's whole graph. A hop is one
 query per 400 ids, so a traversal makes a handful of queries whatever its fan-out. Explicit
 edges have the empty key (a memory key is never empty).
 """
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -44,6 +47,8 @@ CREATE TABLE IF NOT EXISTS graph_memories (
 ) WITHOUT ROWID;
 """
 
+# Stored namespaces repeat row after row: decode each once.
+_decode = functools.lru_cache(maxsize=4096)(decode_namespace)
 _CHUNK = 400  # ids per IN (...): far below SQLite's 32,766 variables, small enough to plan well
 _EDGE_COLUMNS = "tenant, ns, source_id, type, target_id, key, memory_id"
 
@@ -166,7 +171,7 @@ class SqliteGraphStore:
         scope, args = _scope(prefix)
         out = []
         for chunk in _chunks(entity_ids):
-            out += [GraphNode(tenant, decode_namespace(ns), entity_id, kind, ct, bool(explicit))
+            out += [GraphNode(tenant, _decode(ns), entity_id, kind, ct, bool(explicit))
                     for entity_id, ns, kind, ct, explicit in self._db.conn().execute(
                         f"SELECT entity_id, ns, type, name_ct, explicit FROM graph_nodes WHERE tenant = ?"
                         f" AND entity_id IN ({_marks(chunk)}){scope}", (tenant, *chunk, *args))]
@@ -177,11 +182,12 @@ class SqliteGraphStore:
         scope, args = _scope(prefix)
         found: dict[tuple, GraphEdge] = {}
         conn = self._db.conn()
-        for end in ("source_id", "target_id"):
+        # By source: the primary key; by target: its index.
+        for end, index in (("source_id", ""), ("target_id", " INDEXED BY graph_edges_target")):
             for chunk in _chunks(entity_ids):
                 for row in conn.execute(
-                        f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND {end} IN ({_marks(chunk)})"
-                        f"{scope} LIMIT ?", (tenant, *chunk, *args, limit + 1)):
+                        f"SELECT {_EDGE_COLUMNS} FROM graph_edges{index} WHERE tenant = ?"
+                        f" AND {end} IN ({_marks(chunk)}){scope} LIMIT ?", (tenant, *chunk, *args, limit + 1)):
                     found.setdefault(row[1:6], _edge(row))
                     if len(found) >= limit:
                         return list(found.values())
@@ -192,9 +198,10 @@ class SqliteGraphStore:
         scope, args = _scope(prefix)
         out: list[Mention] = []
         for chunk in _chunks(entity_ids):
-            out += [Mention(tenant, decode_namespace(ns), key, memory_id, entity_id)
+            out += [Mention(tenant, _decode(ns), key, memory_id, entity_id)
                     for ns, key, memory_id, entity_id in self._db.conn().execute(
-                        f"SELECT ns, key, memory_id, entity_id FROM graph_mentions WHERE tenant = ?"
+                        f"SELECT ns, key, memory_id, entity_id FROM graph_mentions INDEXED BY graph_mentions_entity"
+                        f" WHERE tenant = ?"
                         f" AND entity_id IN ({_marks(chunk)}){scope} LIMIT ?", (tenant, *chunk, *args, limit - len(out)))]
             if len(out) >= limit:
                 break
@@ -268,4 +275,4 @@ def _marks(chunk: Sequence[str]) -> str:
 
 def _edge(row: tuple) -> GraphEdge:
     tenant, ns, source_id, kind, target_id, key, memory_id = row
-    return GraphEdge(tenant, decode_namespace(ns), source_id, kind, target_id, key or None, memory_id or None)
+    return GraphEdge(tenant, _decode(ns), source_id, kind, target_id, key or None, memory_id or None)
