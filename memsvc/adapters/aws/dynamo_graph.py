@@ -18,7 +18,7 @@ Four kinds of record, every key starting with the tenant (`<ns>` is the encoded 
 - **marker** (`DerivedMemory`), `T#<tenant>#GK#<shard of ns and key>` / `<ns>\\x1f<kh>`: the
   version the key's rows come from, `ents`, the entity ids it mentions (what the next version
   must remove), and `ne`, its derived edges.
-- **statistics**, `GSTAT#<0..15>` / `GSTAT`: `nodes`, `edges`, `mentions` added up by every
+- **statistics**, `GSTAT#<0..15>` / `GSTAT`: `nodes`, `edges`, `mentions`, added to after every
   write's transaction (a shard picked at random), for /health. The only rows of no tenant.
 
 A memory's rows change in one `TransactWriteItems` with its marker conditioned on the marker as
@@ -134,16 +134,18 @@ class DynamoGraphStore:
                 return False
             if not remove and marker is not None and marker.version >= memory.version:
                 return False
-            actions = self._plan(memory, marker, nodes, edges, remove=remove)
-            if actions is None:  # a trimming step ran: plan again from what is there now
+            plan = self._plan(memory, marker, nodes, edges, remove=remove)
+            if plan is None:  # a trimming step ran: plan again from what is there now
                 continue
-            if self._transact(actions):
+            if self._transact(*plan):
                 return True
             self._backoff(attempt)
         raise _busy()
 
     def _plan(self, memory: DerivedMemory, marker: _Marker | None, nodes: Sequence[GraphNode],
-              edges: Sequence[GraphEdge], *, remove: bool) -> list[dict[str, Any]] | None:
+              edges: Sequence[GraphEdge], *, remove: bool) -> tuple[list[dict[str, Any]], dict[str, int]] | None:
+        """The transaction's actions and what it changes in the statistics; None when the plan was
+        too big and a trimming step ran instead."""
         tenant, ns = memory.tenant, memory.namespace
         before = set(marker.entity_ids) if marker is not None else set()
         after = {n.entity_id: n for n in nodes}
@@ -181,7 +183,7 @@ class DynamoGraphStore:
                 change.conditions.append(("#mc = :one AND #x = :false AND #xe = :xe", {
                     ":false": {"BOOL": False}, ":xe": {"N": str(node.explicit_rows)}}))
                 cascade.append((eid, self._explicit_rows(tenant, ns, eid) if node.explicit_rows else []))
-        cascaded: set[tuple[str, str, str]] = set()
+        cascaded: set[tuple[str, str, str]] = set()  # edges between two dropped nodes are read at both
         for eid, explicit in cascade:
             for sk in explicit:
                 cascaded.add(_explicit_edge(eid, sk))
@@ -195,10 +197,9 @@ class DynamoGraphStore:
             if change.explicit_rows and not change.delete and not change.upsert:
                 change.conditions.append(("attribute_exists(pk)", {}))
         actions = [self._marker_write(memory, marker, sorted(after), len(edges), remove=remove), *rows.values(),
-                   *(self._node_action(tenant, ns, eid, c) for eid, c in sorted(changes.items())),
-                   *self._statistics(**counted)]
+                   *(self._node_action(tenant, ns, eid, c) for eid, c in sorted(changes.items()))]
         if len(actions) <= _MAX_ACTIONS:
-            return actions
+            return actions, counted
         eid, explicit = max(cascade, key=lambda c: len(c[1]))
         self._remove_explicit(tenant, ns, eid, explicit[:_TRIM])
         return None
@@ -268,8 +269,8 @@ class DynamoGraphStore:
         for attempt in range(MAX_ATTEMPTS):
             exists = bool(self._nodes_read(node.tenant, node.namespace, [node.entity_id]))
             condition = "attribute_exists(pk)" if exists else "attribute_not_exists(pk)"
-            if self._transact([{"Update": {**update, "ConditionExpression": condition}},
-                               *self._statistics(nodes=0 if exists else 1)]):
+            if self._transact([{"Update": {**update, "ConditionExpression": condition}}],
+                              {"nodes": 0 if exists else 1}):
                 return
             self._backoff(attempt)
         raise _busy()
@@ -288,8 +289,7 @@ class DynamoGraphStore:
                 continue
             change = _NodeChange(delete=node.mentions == 0, conditions=[("#x = :true AND #xe = :xe AND #mc = :mc", {
                 ":true": {"BOOL": True}, ":xe": {"N": str(node.explicit_rows)}, ":mc": {"N": str(node.mentions)}})])
-            actions = self._explicit_deletes(tenant, namespace, entity_id, explicit, owner=False,
-                                             nodes_removed=int(change.delete))
+            actions = self._explicit_deletes(tenant, namespace, entity_id, explicit, owner=False)
             key = _node_key(tenant, namespace, entity_id)
             if change.delete:
                 actions.append(self._node_action(tenant, namespace, entity_id, change))
@@ -300,7 +300,7 @@ class DynamoGraphStore:
                     "ExpressionAttributeNames": {"#x": "x", "#xe": "xe"},
                     "ExpressionAttributeValues": {":false": {"BOOL": False}, ":true": {"BOOL": True},
                                                   ":zero": {"N": "0"}, ":xe": {"N": str(node.explicit_rows)}}}})
-            if self._transact(actions):
+            if self._transact(actions, {"nodes": -int(change.delete), "edges": -_edge_count(entity_id, explicit)}):
                 return True
             self._backoff(attempt)
         raise _busy()
@@ -323,8 +323,7 @@ class DynamoGraphStore:
                          "ConditionExpression": "attribute_not_exists(pk)"}}]
             actions += [self._node_action(tenant, ns, eid, _NodeChange(
                 explicit_rows=n, conditions=[("attribute_exists(pk)", {})])) for eid, n in counts.items()]
-            actions += self._statistics(edges=1)
-            if self._transact(actions):
+            if self._transact(actions, {"edges": 1}):
                 return []
             if self._row_exists(_adjacency_pk(tenant, edge.source_id), out_sk):
                 return []  # written already: idempotent
@@ -337,7 +336,7 @@ class DynamoGraphStore:
         if not self._row_exists(_adjacency_pk(tenant, edge.source_id), out_sk):
             return False
         for attempt in range(MAX_ATTEMPTS):
-            if self._transact(self._explicit_deletes(tenant, ns, edge.source_id, [out_sk])):
+            if self._transact(self._explicit_deletes(tenant, ns, edge.source_id, [out_sk]), {"edges": -1}):
                 return True
             if not self._row_exists(_adjacency_pk(tenant, edge.source_id), out_sk):
                 return False  # removed meanwhile
@@ -347,14 +346,14 @@ class DynamoGraphStore:
     def _remove_explicit(self, tenant: str, ns: tuple[str, ...], eid: str, explicit: list[str]) -> None:
         """One trimming step: these explicit edge rows of the entity go, with their mirrors and the
         counters of both ends, in one transaction (a cancelled one is simply planned again)."""
-        if not self._transact(self._explicit_deletes(tenant, ns, eid, explicit)):
+        if not self._transact(self._explicit_deletes(tenant, ns, eid, explicit), {"edges": -_edge_count(eid, explicit)}):
             self._backoff(0)
 
     def _explicit_deletes(self, tenant: str, ns: tuple[str, ...], eid: str, explicit: list[str], *,
-                          owner: bool = True, nodes_removed: int = 0) -> list[dict[str, Any]]:
+                          owner: bool = True) -> list[dict[str, Any]]:
         """Deletes of these explicit edge rows of `eid` (each conditioned on existing) and of their
-        mirrors, the counter updates of every end (one action per node; `owner=False`: not of
-        `eid`, whose own action the caller writes), and the statistics (with `nodes_removed`)."""
+        mirrors, and the counter updates of every end (one action per node; `owner=False`: not of
+        `eid`, whose own action the caller writes)."""
         rows: dict[tuple[str, str], dict[str, Any]] = {}
         counts: dict[str, int] = {}
         for sk in explicit:
@@ -365,20 +364,19 @@ class DynamoGraphStore:
                     counts[end] = counts.get(end, 0) - 1
         return [*rows.values(), *(self._node_action(tenant, ns, end, _NodeChange(
             explicit_rows=n, conditions=[("attribute_exists(pk)", {})])) for end, n in sorted(counts.items())
-            if owner or end != eid),
-            *self._statistics(nodes=-nodes_removed, edges=-len({_explicit_edge(eid, sk) for sk in explicit}))]
+            if owner or end != eid)]
 
-    def _statistics(self, *, nodes: int = 0, edges: int = 0, mentions: int = 0) -> list[dict[str, Any]]:
-        """The update of one statistics row (picked at random among `SHARDS`, so no one row takes
-        every write), or nothing when nothing changes."""
-        if not (nodes or edges or mentions):
-            return []
-        return [{"Update": {"TableName": self._table, "Key": _key(f"GSTAT#{int(self.random() * SHARDS) % SHARDS}",
-                                                                  "GSTAT"),
-                            "UpdateExpression": "ADD #n :n, #e :e, #m :m",
-                            "ExpressionAttributeNames": {"#n": "nodes", "#e": "edges", "#m": "mentions"},
-                            "ExpressionAttributeValues": {":n": {"N": str(nodes)}, ":e": {"N": str(edges)},
-                                                          ":m": {"N": str(mentions)}}}}]
+    def _count(self, *, nodes: int = 0, edges: int = 0, mentions: int = 0) -> None:
+        """Add to one statistics row (picked at random among `SHARDS`, so no one row takes every
+        write), after the transaction it counts: never inside one, where concurrent transactions
+        meeting on a statistics row would cancel each other. A crash in between leaves the
+        counts off by that write: they are what /health shows, not what the graph relies on."""
+        if nodes or edges or mentions:
+            self._call("UpdateItem", Key=_key(f"GSTAT#{int(self.random() * SHARDS) % SHARDS}", "GSTAT"),
+                       UpdateExpression="ADD #n :n, #e :e, #m :m",
+                       ExpressionAttributeNames={"#n": "nodes", "#e": "edges", "#m": "mentions"},
+                       ExpressionAttributeValues={":n": {"N": str(nodes)}, ":e": {"N": str(edges)},
+                                                  ":m": {"N": str(mentions)}})
 
     # -- reads -----------------------------------------------------------------------------------
 
@@ -492,10 +490,7 @@ class DynamoGraphStore:
                                     ExpressionAttributeValues={":p": {"S": f"T#{tenant}#GN#{shard}"}}):
                 for row in rows:
                     self._check_node(tenant, row, markers, counts)
-        if any(counts.values()):
-            self._call("UpdateItem", **{k: v for k, v in self._statistics(
-                nodes=-counts["nodes"], edges=-counts["edges"], mentions=-counts["mentions"])[0]["Update"].items()
-                if k != "TableName"})
+        self._count(nodes=-counts["nodes"], edges=-counts["edges"], mentions=-counts["mentions"])
         return counts
 
     def _check_node(self, tenant: str, row: dict[str, Any], markers: dict[tuple[str, str], _Marker],
@@ -571,10 +566,11 @@ class DynamoGraphStore:
     def _row_exists(self, pk: str, sk: str) -> bool:
         return "Item" in self._call("GetItem", Key=_key(pk, sk), ConsistentRead=True, ProjectionExpression="pk")
 
-    def _transact(self, actions: list[dict[str, Any]]) -> bool:
-        """One transaction; False when DynamoDB cancelled it (a condition on what was read failed,
-        another transaction held one of its items, or throttling): the caller reads and plans
-        again. botocore never retries a cancelled transaction."""
+    def _transact(self, actions: list[dict[str, Any]], counted: dict[str, int]) -> bool:
+        """One transaction, then its `counted` changes added to the statistics; False when
+        DynamoDB cancelled it (a condition on what was read failed, another transaction held one
+        of its items, or throttling): the caller reads and plans again. botocore never retries a
+        cancelled transaction."""
         for action in actions:
             body = next(iter(action.values()))
             for empty in ("ExpressionAttributeNames", "ExpressionAttributeValues"):
@@ -584,7 +580,6 @@ class DynamoGraphStore:
                 body.pop("ConditionExpression", None)
         try:
             self._db.transact_write_items(TransactItems=actions)
-            return True
         except ClientError as exc:
             reasons = {r.get("Code") for r in exc.response.get("CancellationReasons", [])}
             if error_code(exc) == "TransactionCanceledException" and reasons <= _CANCELLED_RETRYABLE:
@@ -592,6 +587,8 @@ class DynamoGraphStore:
             raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
         except BotoCoreError as exc:
             raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
+        self._count(**counted)
+        return True
 
     def _each(self, fn: Callable[[str], Any], ids: list[str]) -> list[Any]:
         """`fn` over `ids`, `_WORKERS` Queries in flight, results in order (called from the
@@ -646,6 +643,11 @@ def _split(sk: str) -> tuple[str, str, str]:
     """(encoded namespace, `M` or `X`, the rest) of an adjacency sort key."""
     ns, kind, rest = sk.split(_END, 2)
     return ns, kind, rest
+
+
+def _edge_count(eid: str, explicit: list[str]) -> int:
+    """How many explicit edges these rows of `eid` are (a loop has two rows there)."""
+    return len({_explicit_edge(eid, sk) for sk in explicit})
 
 
 def _explicit_edge(eid: str, sk: str) -> tuple[str, str, str]:
