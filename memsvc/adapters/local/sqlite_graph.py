@@ -188,7 +188,8 @@ class SqliteGraphStore:
                 for row in conn.execute(
                         f"SELECT {_EDGE_COLUMNS} FROM graph_edges{index} WHERE tenant = ?"
                         f" AND {end} IN ({_marks(chunk)}){scope} LIMIT ?", (tenant, *chunk, *args, limit + 1)):
-                    found.setdefault(row[1:6], _edge(row))
+                    if row[1:6] not in found:  # an edge between two of the ids comes once per end
+                        found[row[1:6]] = _edge(row)
                     if len(found) >= limit:
                         return list(found.values())
         return list(found.values())
