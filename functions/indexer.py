@@ -14,7 +14,11 @@ on-failure destination instead of being dropped.
 Metrics (namespace `POWERTOOLS_METRICS_NAMESPACE`, default `memsvc`; dimension `service`), per
 batch: `Records`, `Changes`, `ExpiredChanges`, `ChangesFailed`, `EmbeddedTexts`,
 `VectorsWritten`, `VectorsDeleted`, and with Titan `EmbeddingCalls`, `EmbeddingCacheHits`,
-`EmbeddingCacheMisses`, `EmbeddingThrottles`, `EmbeddingFailures`; `ColdStart`.
+`EmbeddingCacheMisses`, `EmbeddingThrottles`, `EmbeddingFailures`; the knowledge graph's
+entity extraction (Bedrock Converse): `ExtractionCalls`, `ExtractionMalformed` (answers that
+were not the JSON asked for: no graph for that memory), `ExtractionRejected`, `ExtractionFailed`
+(throttled or failed after the client's retries: the change is retried), `ExtractionInputTokens`,
+`ExtractionOutputTokens`; `ColdStart`.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     vector_meter.watch(app.clients.s3vectors)
     indexer = app.indexer
     totals_before, embedding_before = indexer.stats_total(), embedder_stats(app.embedder)
+    extraction_before = app.extractor.stats() if app.extractor is not None else {}
     vectors_before = vector_meter.snapshot()
     batch = process_stream_batch(event, context, logger, action="indexing", apply=indexer.apply)
     records, changes, failed_seqs = batch.records, batch.changes, batch.failed
@@ -56,6 +61,11 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="VectorsWritten", unit=MetricUnit.Count, value=written)
     metrics.add_metric(name="VectorsDeleted", unit=MetricUnit.Count, value=deleted)
     embedding = add_embedding_metrics(metrics, embedding_before, embedder_stats(app.embedder))
+    extraction = {name: count - extraction_before[name] for name, count in app.extractor.stats().items()} \
+        if app.extractor is not None else {}
+    for name, count in extraction.items():
+        metric = "Extraction" + "".join(part.title() for part in name.split("_"))  # calls -> ExtractionCalls
+        metrics.add_metric(name=metric, unit=MetricUnit.Count, value=count)
 
     summary: dict[str, Any] = {
         "records": len(records),
@@ -67,6 +77,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     }
     if embedding:
         summary["embedding"] = embedding
+    if extraction.get("calls"):
+        summary["extraction"] = extraction
     if failed_seqs:
         logger.warning("batch", extra=summary)
     else:

@@ -123,6 +123,9 @@ class EnvConfig:
     # remember (`wait: false` runs on its own function, fed by an SQS queue). The judge model is
     # the tenants' default `judge_model_id`; the roles may invoke only this one.
     judge_model_id: str = "amazon.nova-micro-v1:0"
+    # The knowledge graph's entity extractor (Bedrock Converse, in the indexer); its role may
+    # invoke only this one.
+    extraction_model_id: str = "amazon.nova-micro-v1:0"
     remember_memory_mb: int = 1024
     remember_timeout_seconds: int = 60
     event_archive_retention_days: int = 30

@@ -13,13 +13,15 @@ from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.core.consolidation import thresholds_for
-from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, IndexBacklog, ItemStore, KeywordIndex, Metrics,
-                          RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex,
+from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, GraphStore, IndexBacklog, ItemStore, KeywordIndex,
+                          Metrics, RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex,
                           WorkflowStore)
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
+from memsvc.service.graph import Graph
+from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
 from memsvc.service.plans import Plans
@@ -37,8 +39,10 @@ from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 from memsvc.service.timeline import Timeline, TimelineReader
 
 if TYPE_CHECKING:
+    from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
     from memsvc.adapters.aws.bedrock_judge import BedrockJudge
     from memsvc.adapters.aws.clients import AwsClients
+    from memsvc.adapters.aws.dynamo_graph import DynamoGraphStore
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
     from memsvc.adapters.aws.sqs_remember_queue import SqsRememberQueue
@@ -48,6 +52,7 @@ if TYPE_CHECKING:
     from memsvc.adapters.local.issuer import LocalIssuer
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
+    from memsvc.adapters.local.sqlite_graph import SqliteGraphStore
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
@@ -73,6 +78,7 @@ class LocalApp:
     events: SqliteEventLog
     remember_jobs: SqliteRememberQueue
     accesses: AccessRecorder
+    graph: SqliteGraphStore
     closed: bool = False
 
     def close(self) -> None:
@@ -104,7 +110,9 @@ def build_local(
     from memsvc.adapters.local.prometheus_metrics import PrometheusMetrics
     from memsvc.adapters.local.rate_limiter import SqliteRateLimiter
     from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
+    from memsvc.adapters.local.pattern_extractor import PatternExtractor
     from memsvc.adapters.local.same_fact_judge import HeuristicJudge
+    from memsvc.adapters.local.sqlite_graph import SqliteGraphStore
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
@@ -123,7 +131,9 @@ def build_local(
     keywords = LocalKeywordIndex(data_dir / "keywords.db")
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
     settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id))
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings)
+    graph = SqliteGraphStore(data_dir / "graph.db")
+    graph_indexer = GraphIndexer(graph=graph, extractor=PatternExtractor(), sealer=sealer, items=store)
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, graph=graph_indexer)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     accesses = AccessRecorder(store)
@@ -142,14 +152,15 @@ def build_local(
                          workflow=SqliteWorkflowStore(data_dir / "workflow.db"),
                          bus=JsonlBusEvents(events_file) if events_file else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
-                                                      embedder=embedder),
-                         metrics=PrometheusMetrics(storage=store.storage_usage))
+                                                      embedder=embedder, graph=services.graph),
+                         metrics=PrometheusMetrics(storage=store.storage_usage),
+                         graph=(graph, graph_indexer))
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
                     sealer, settings,
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs,
-                    accesses)
+                    accesses, graph)
 
 
 def _remember_defaults_for(model_id: str) -> dict[str, Any]:
@@ -162,13 +173,17 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
               concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
               sessions_store: SessionStore, workflow: WorkflowStore, bus: BusEvents | None,
+              graph: tuple[GraphStore, GraphIndexer] | None = None,
               on_write: Callable[[], None] = lambda: None) -> Services:
-    """The use cases, each given only the ports it uses."""
+    """The use cases, each given only the ports it uses. `graph`: the knowledge graph's store and
+    the indexer's graph step, where the deployment has them."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
     search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
                     access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers)
     cursors = CursorCodec(sealer)
+    knowledge = None if graph is None else Graph(store=graph[0], items=items, indexer=graph[1], sealer=sealer,
+                                                  access=access, clock=clock, metrics=metrics)
     sessions = Sessions(store=sessions_store, items=items, memories=memories, sealer=sealer, cursors=cursors,
                         access=access, clock=clock)
     return Services(
@@ -178,7 +193,8 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         semantic=SemanticMemories(items=items, memories=memories, sealer=sealer, clock=clock, hashes=workflow),
         memories=memories,
         search=search,
-        recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses),
+        recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses,
+                      graph=knowledge),
         remember=Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
                           judge=judge, limiter=limiter, queue=remember_queue, accesses=accesses),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=cursors, access=access),
@@ -189,17 +205,23 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         task_contexts=TaskContexts(store=workflow, sealer=sealer, clock=clock, notices=bus),
         plans=Plans(store=workflow, sealer=sealer, cursors=CursorCodec(sealer), clock=clock, notices=bus),
         working=WorkingMemory(store=workflow, sealer=sealer, clock=clock, cursors=CursorCodec(sealer)),
+        graph=knowledge,
     )
 
 
-def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder) -> dict[str, Any]:
+def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder,
+                  graph: Graph | None = None) -> dict[str, Any]:
     components: dict[str, dict[str, Any]] = {}
-    for name, probe in (
+    graph_counts: dict[str, Any] = {}
+    probes: list[tuple[str, Callable[[], Any]]] = [
         ("store", store.ping),
         ("vector_index", vectors.ping),
         ("keyword_index", keywords.ping),
         ("embedder", lambda: embedder.embed(["health check"])),
-    ):
+    ]
+    if graph is not None:
+        probes.append(("graph", lambda: graph_counts.update(graph.health())))
+    for name, probe in probes:
         started = time.perf_counter()
         try:
             probe()
@@ -207,6 +229,8 @@ def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder
         except Exception as exc:  # the report names the failing component, never its secrets
             components[name] = {"status": "unhealthy", "error": type(exc).__name__}
         components[name]["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
+    if graph_counts:  # nodes, edges and mentions, and what the last integrity scan removed
+        components["graph"].update(graph_counts)
     if components["store"]["status"] != "healthy":
         status = "unhealthy"
     elif any(c["status"] != "healthy" for c in components.values()):
@@ -230,14 +254,18 @@ class AwsApp:
     clients: AwsClients
     timeline: Timeline
     accesses: AccessRecorder
+    graph: DynamoGraphStore | None = None
+    extractor: BedrockExtractor | None = None  # its counters are the indexer function's graph metrics
 
 
 def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Embedder | None = None,
               clock: Clock | None = None) -> AwsApp:
     """DynamoDB, S3 Vectors, Titan and KMS. `clients` lets tests pass clients with fakes
     installed; a Lambda builds its own once per cold start."""
+    from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
     from memsvc.adapters.aws.bedrock_judge import BedrockJudge
     from memsvc.adapters.aws.clients import AwsClients
+    from memsvc.adapters.aws.dynamo_graph import DynamoGraphStore
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
     from memsvc.adapters.aws.sqs_remember_queue import SqsRememberQueue
@@ -272,7 +300,13 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     event_log = DynamoEventLog(clients.dynamodb, settings.table_name, retention_days=retention)
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings)
+    # The knowledge graph shares the keyword index's table: derived rows, rebuilt from the item
+    # table, and no stream (docs/aws-design.md, "Knowledge graph").
+    graph = DynamoGraphStore(clients.dynamodb, settings.keyword_table_name)
+    extractor = BedrockExtractor(clients.extractor_runtime or clients.bedrock_runtime, settings.extraction_model_id)
+    # 8 keys of a stream batch extracted at once (the extractor's client pools 10 connections).
+    graph_indexer = GraphIndexer(graph=graph, extractor=extractor, sealer=sealer, items=store, concurrency=8)
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings, graph=graph_indexer)
     accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
                          clock, indexer, event_log, accesses, concurrent_retrievers=True,
@@ -285,8 +319,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                          bus=EventBridgeBusEvents(clients.events, settings.event_bus_name)
                          if settings.event_bus_name else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
-                                                      embedder=embedder),
-                         metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service))
+                                                      embedder=embedder, graph=services.graph),
+                         metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service),
+                         graph=(graph, graph_indexer))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
     return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients,
-                  Timeline(event_log, publisher), accesses)
+                  Timeline(event_log, publisher), accesses, graph, extractor)

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, Protocol
 
 from memsvc.core.filters import Filter
+from memsvc.core.graph import DerivedMemory, Extraction, GraphEdge, GraphNode, Mention
 from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
@@ -21,8 +22,8 @@ from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, R
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
            "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics",
-           "OperationSample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents",
-           "WorkflowStore"]
+           "OperationSample", "GraphQuerySample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents",
+           "WorkflowStore", "EntityExtractor", "GraphStore"]
 
 
 class ItemStore(Protocol):
@@ -252,6 +253,18 @@ class OperationSample:
     results: Mapping[str, int] | None = None  # search and recall: results per layer, and `all`
 
 
+@dataclass(frozen=True)
+class GraphQuerySample:
+    """One knowledge-graph query, as seed 001's graph metrics see it (`graph_query_duration_seconds`,
+    `graph_query_result_count`, `graph_traversal_depth`)."""
+
+    query: str  # entities, related, path, or recall (recall's graph expansion)
+    tenant: str
+    duration_seconds: float
+    results: int  # entities, memories, or a path's entities
+    depth: int  # hops expanded (0 for an entity lookup)
+
+
 class Metrics(Protocol):
     """Seed 001's metrics (`memory.operations.*`, `memory.search.results`): pushed as CloudWatch EMF
     on AWS, scraped from `GET /metrics` locally."""
@@ -264,6 +277,8 @@ class Metrics(Protocol):
 
     def count(self, name: str, tenant: str, n: int = 1) -> None:
         """Add `n` to a named counter of the tenant's (`memory.promotion.blocked`)."""
+
+    def graph_query(self, sample: GraphQuerySample) -> None: ...
 
 class SameFactJudge(Protocol):
     """Seed 002's same-fact classifier, asked about a candidate and a neighbour in the check range."""
@@ -388,6 +403,99 @@ class WorkflowStore(Protocol):
         """The keys `add_semantic_hash` named for `digest` (one keyed read, never a scan)."""
 
     def drop_semantic_hash(self, tenant: str, user: str, digest: str, key: str) -> None: ...
+
+
+class EntityExtractor(Protocol):
+    """Reads entities and relations out of a memory's text (issue 15). Called by the indexer, off
+    the write path: locally the deterministic `adapters.local.entity_patterns`, on AWS a Bedrock
+    Converse call."""
+
+    def extract(self, text: str) -> Extraction:
+        """What `text` names. Deterministic for a given text where the extractor can be (a retried
+        change must not change the graph). Raises `RateLimited` when throttled and
+        `ProviderError` when the provider fails (the indexer retries the change later); an answer
+        that cannot be read is an empty `Extraction`, never an error (retrying would not help)."""
+
+
+class GraphStore(Protocol):
+    """The knowledge graph's rows (`memsvc.core.graph`): nodes, mentions and edges per tenant and
+    namespace, and one `DerivedMemory` marker per item key whose live version has derived rows. Names are never
+    given to a store: ids are keyed hashes and display names are sealed (`GraphNode.name_ct`).
+
+    Invariants every write keeps (the integrity scan repairs what a crash or a bug broke):
+    - a node (tenant, namespace, entity id) exists while a mention in that namespace names it or
+      it is `explicit` there;
+    - every edge's source and target have a node in the edge's namespace;
+    - a derived edge's and a mention's memory is its key's `DerivedMemory`.
+    """
+
+    def replace_memory(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
+        """Atomically: if the key's marker is absent or at a lower version than `memory.version`,
+        remove the mentions and derived edges of the key's earlier version, write a mention of
+        `memory` for each node, upsert the nodes (a new node takes the given type; an existing one
+        keeps its type and `explicit`), write the edges, drop the nodes left with no mention and
+        not explicit together with every edge of their namespace touching them, and set the
+        marker to `memory`. Otherwise change nothing (a replay, or an older version delivered
+        late) and return False. Every node and edge is of `memory`'s tenant and namespace and
+        edges' `key`/`memory_id` are `memory`'s; at most `MAX_ENTITIES_PER_MEMORY` nodes and
+        `MAX_RELATIONS_PER_MEMORY` edges, and every edge's ends are among `nodes`."""
+
+    def remove_memory(self, memory: DerivedMemory) -> bool:
+        """The key was deleted or expired (`memory` is its tombstone): atomically remove the key's
+        mentions and derived edges, the nodes left with no mention and not explicit (with every
+        edge of their namespace touching them), and the key's marker, unless the marker is at a
+        higher version than `memory.version` (a newer write's rows stay). No marker is left
+        behind: a replayed older write is refused by the indexer, which reads the item store
+        first (`GraphIndexer`). False when nothing was removed."""
+
+    def put_entity(self, node: GraphNode) -> None:
+        """Make the node explicit in its namespace (creating it, or setting `explicit` and `type`,
+        and the sealed name, of the existing one). Idempotent."""
+
+    def delete_entity(self, tenant: str, namespace: tuple[str, ...], entity_id: str) -> bool:
+        """Remove the node's explicit mark and every explicit edge of the namespace touching it;
+        the node itself goes too unless a mention keeps it (then its derived edges stay). False
+        when the namespace had no explicit node of that id."""
+
+    def put_relation(self, edge: GraphEdge) -> list[str]:
+        """Write an explicit edge (`key` and `memory_id` None) if both its ends have a node in its
+        namespace; returns the missing end ids (source first), writing nothing, when not.
+        Atomic: an end deleted concurrently is either seen missing or keeps the edge valid until
+        its own removal cascades. Idempotent."""
+
+    def delete_relation(self, edge: GraphEdge) -> bool:
+        """Remove that explicit edge (derived edges go with their memory). False when absent."""
+
+    def nodes(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str]) -> list[GraphNode]:
+        """The nodes of these ids in every namespace under `prefix` (one per namespace that has
+        one), in (entity id, namespace) order."""
+
+    def expand(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str], *,
+               limit: int) -> list[GraphEdge]:
+        """Edges in namespaces under `prefix` whose source or target is among `entity_ids` (one
+        batched read: the traversals call it once per hop), at most `limit` of them, in no set
+        order. An edge touching two of the ids is returned once."""
+
+    def memories_of(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str], *,
+                    limit: int) -> list[Mention]:
+        """Mentions in namespaces under `prefix` of these entities, at most `limit`, in no set order."""
+
+    def entities_of_memories(self, tenant: str, refs: Sequence[tuple[tuple[str, ...], str]]) -> list[Mention]:
+        """The mentions derived from these item keys (namespace, key): their current versions'."""
+
+    def derived_memories(self, tenant: str) -> Iterator[DerivedMemory]:
+        """Every key's marker (the integrity scan checks them against the item store), fetched lazily."""
+
+    def integrity_scan(self, tenant: str) -> dict[str, int]:
+        """Count and remove what breaks an invariant: `edges` with an end missing from their
+        namespace or a memory that is not its key's current marker, `mentions` of a memory that
+        is not, and `nodes` with no mention that are not explicit. Returns those three counts."""
+
+    def stats(self) -> dict[str, int]:
+        """`nodes`, `edges` and `mentions` over every tenant, for /health (cheap: an estimate
+        where the database only keeps one)."""
+
+    def ping(self) -> None: ...
 
 
 class Clock(Protocol):

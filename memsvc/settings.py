@@ -46,6 +46,7 @@ class AwsSettings:
     metrics_namespace: str = "memsvc"  # seed 001's EMF metrics: CloudWatch namespace and `service` dimension
     metrics_service: str = "memsvc-api"
     remember_queue_url: str = ""  # the SQS queue of `remember` calls with `wait: false`
+    extraction_model_id: str = "amazon.nova-micro-v1:0"  # the knowledge graph's entity extractor (Converse)
 
     @classmethod
     def from_env(cls) -> "AwsSettings":
@@ -66,4 +67,5 @@ class AwsSettings:
             metrics_namespace=env.get("POWERTOOLS_METRICS_NAMESPACE") or "memsvc",
             metrics_service=env.get("POWERTOOLS_SERVICE_NAME") or "memsvc-api",
             remember_queue_url=env.get("MEMSVC_REMEMBER_QUEUE_URL", ""),
+            extraction_model_id=env.get("MEMSVC_EXTRACTION_MODEL_ID", "amazon.nova-micro-v1:0"),
         )

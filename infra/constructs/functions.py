@@ -86,6 +86,7 @@ class ServiceSettings:
     log_level: str
     log_retention: logs.RetentionDays
     removal_policy: RemovalPolicy
+    extraction_model_id: str = "amazon.nova-micro-v1:0"  # the knowledge graph's entity extractor
 
 
 @dataclass(frozen=True)
@@ -166,6 +167,7 @@ def service_environment(*, service: str, table: ItemTable, keywords: KeywordTabl
         "MEMSVC_EMBEDDING_DIMENSION": str(settings.embedding_dimension),
         "MEMSVC_EMBEDDING_CONCURRENCY": str(settings.embedding_concurrency),
         "MEMSVC_DATA_KEY_CACHE_SECONDS": str(settings.data_key_cache_seconds),
+        "MEMSVC_EXTRACTION_MODEL_ID": settings.extraction_model_id,
         "POWERTOOLS_SERVICE_NAME": powertools_service(service),
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "LOG_LEVEL": settings.log_level,
@@ -351,7 +353,7 @@ class IndexerFunction(Construct):
     GetItem (the item, its tenant's wrapped key) and UpdateItem (the index mark) on the table;
     `KEYWORD_TABLE_ACTIONS` on the keyword table; stream reads; KMS Decrypt on the envelope key;
     S3 Vectors PutVectors and DeleteVectors on the index; Bedrock InvokeModel on the embedding
-    model.
+    model and on the entity extraction model (Converse).
     """
 
     def __init__(
@@ -396,6 +398,9 @@ class IndexerFunction(Construct):
                 resources=[vectors.index_arn])
         s.allow(sid="Embeddings", actions=["bedrock:InvokeModel"],
                 resources=[_titan_arn(self, settings.embedding_model_id)])
+        # Converse is authorized as InvokeModel.
+        s.allow(sid="EntityExtraction", actions=["bedrock:InvokeModel"],
+                resources=[_titan_arn(self, settings.extraction_model_id)])
         self.dead_letter_queue = failed_batches_queue(self, function_name=function_name, stream=stream,
                                                       removal_policy=settings.removal_policy)
         self.mapping = stream_consumer_mapping(

@@ -19,6 +19,8 @@ from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
+from memsvc.service.graph import (EntityRef, FindEntities, Graph, PathQuery, PutEntity, PutRelation, RelatedQuery,
+                                  RelationRef)
 from memsvc.service.memories import Memories
 from memsvc.service.recall import Recall
 from memsvc.service.remember import Accepted, Remember
@@ -52,6 +54,7 @@ class Services:
     task_contexts: TaskContexts
     plans: Plans
     working: WorkingMemory
+    graph: Graph | None = None  # the knowledge graph, where the deployment has a graph store
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -271,6 +274,46 @@ def _delete_all_working(app: Services, c: Call) -> s.WorkingDeletedOut:
     return s.WorkingDeletedOut(deleted_count=app.working.delete_all(c.caller, plan_id), plan_id=plan_id)
 
 
+def _graph(app: Services) -> Graph:
+    if app.graph is None:
+        raise NotFound("this deployment has no knowledge graph")
+    return app.graph
+
+
+def _find_entities(app: Services, c: Call) -> s.GraphEntitiesOut:
+    return s.GraphEntitiesOut(entities=[s.GraphEntityOut.of(e) for e in _graph(app).find_entities(c.caller, c.body)])
+
+
+def _put_entity(app: Services, c: Call) -> s.GraphEntityOut:
+    return s.GraphEntityOut.of(_graph(app).put_entity(c.caller, c.body))
+
+
+def _delete_entity(app: Services, c: Call) -> None:
+    _graph(app).delete_entity(c.caller, c.query)
+
+
+def _put_relation(app: Services, c: Call) -> s.GraphRelationOut:
+    edge = _graph(app).put_relation(c.caller, c.body)
+    return s.GraphRelationOut(namespace=list(edge.namespace), source=edge.source_id, type=edge.type,
+                              target=edge.target_id)
+
+
+def _delete_relation(app: Services, c: Call) -> None:
+    _graph(app).delete_relation(c.caller, c.query)
+
+
+def _related(app: Services, c: Call) -> s.RelatedOut:
+    return s.RelatedOut.of(_graph(app).related(c.caller, c.body))
+
+
+def _path(app: Services, c: Call) -> s.PathOut:
+    return s.PathOut.of(_graph(app).path(c.caller, c.body))
+
+
+def _integrity_scan(app: Services, c: Call) -> s.IntegrityScanOut:
+    return s.IntegrityScanOut(removed=_graph(app).integrity_scan(c.caller))
+
+
 def _openapi(app: Services, c: Call) -> Response:
     return Response(200, openapi_document(ROUTES))
 
@@ -354,6 +397,22 @@ ROUTES: tuple[Route, ...] = (
           _list_working, query=ListWorking, response=s.WorkingValuesOut),
     Route("DELETE", "/v1/memory/working/{plan_id}", "Delete a plan's working memory", _delete_all_working,
           response=s.WorkingDeletedOut),
+    Route("POST", "/v1/graph/entities/find", "Knowledge-graph entities by name", _find_entities,
+          body=FindEntities, response=s.GraphEntitiesOut),
+    Route("PUT", "/v1/graph/entities", "Write an entity explicitly", _put_entity, body=PutEntity,
+          response=s.GraphEntityOut),
+    Route("DELETE", "/v1/graph/entities", "Delete an explicitly written entity and its explicit relations "
+          "(idempotent)", _delete_entity, query=EntityRef, status=204),
+    Route("PUT", "/v1/graph/relations", "Write a relation between two existing entities", _put_relation,
+          body=PutRelation, response=s.GraphRelationOut),
+    Route("DELETE", "/v1/graph/relations", "Delete an explicitly written relation (idempotent)", _delete_relation,
+          query=RelationRef, status=204),
+    Route("POST", "/v1/graph/related", "Memories related to an entity or a memory, nearest first", _related,
+          body=RelatedQuery, response=s.RelatedOut),
+    Route("POST", "/v1/graph/path", "The shortest path between two entities or memories", _path, body=PathQuery,
+          response=s.PathOut),
+    Route("POST", "/admin/v1/graph/integrity-scan", "Remove orphaned graph rows of the tenant", _integrity_scan,
+          response=s.IntegrityScanOut),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),
     Route("GET", "/metrics", "Seed 001's metrics, in Prometheus' text format (memsvc serve)", _metrics,

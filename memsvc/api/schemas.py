@@ -9,11 +9,13 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, Field, PlainSerializer, StrictBool, StrictStr, WithJsonSchema
 
+from memsvc.core.graph import GraphEdge
 from memsvc.core.models import Memory, to_rfc3339
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.validation import Command, Namespace
 from memsvc.service.admin import IndexRun, IndexStatus, PolicyBundle
 from memsvc.service.memories import PutMemory
+from memsvc.service.graph import Entity, PathAnswer, Related
 from memsvc.service.recall import RecallQuery, RecallResult, Recalled
 from memsvc.service.remember import RememberMemory, Remembered
 from memsvc.service.search import SearchQuery
@@ -168,6 +170,8 @@ class RecalledOut(BaseModel):
     created_at: Rfc3339
     updated_at: Rfc3339
     truncated: bool = Field(description="content cut to fit the token budget (the last memory only)")
+    graph_hops: int | None = Field(None, description="added by graph expansion (graph_hops), this many hops from a "
+                                                     "hit (relevance and match 0); null for a hit")
 
     @classmethod
     def of(cls, r: Recalled) -> Self:
@@ -175,7 +179,7 @@ class RecalledOut(BaseModel):
         return cls(id=m.id, namespace=list(m.namespace), key=m.key, layer=r.layer, content=r.content, type=r.type,
                    relevance=r.relevance, match=r.match, importance=r.importance, pinned=r.pinned, tags=list(r.tags),
                    category=r.category, source=r.source, created_at=m.created_at, updated_at=m.updated_at,
-                   truncated=r.truncated)
+                   truncated=r.truncated, graph_hops=r.graph_hops)
 
 
 class RecallMetadataOut(BaseModel):
@@ -478,3 +482,91 @@ class WorkingValuesOut(BaseModel):
 class WorkingDeletedOut(BaseModel):
     deleted_count: int
     plan_id: str
+
+
+# -- the knowledge graph (issue 15) ---------------------------------------------------------------
+
+
+class GraphEntityOut(BaseModel):
+    id: str = Field(description="the entity's id: a keyed hash of its normalised name, stable within the tenant")
+    name: str
+    type: str
+    namespaces: list[list[str]] = Field(description="where it has a node, under the query's prefix")
+    explicit: bool = Field(description="written explicitly (PUT /v1/graph/entities) in at least one of them")
+
+    @classmethod
+    def of(cls, e: Entity) -> Self:
+        return cls(id=e.id, name=e.name, type=e.type, namespaces=[list(ns) for ns in e.namespaces],
+                   explicit=e.explicit)
+
+
+class GraphEntitiesOut(BaseModel):
+    entities: list[GraphEntityOut]
+
+
+class RelatedMemoryOut(MemoryOut):
+    hops: int = Field(description="1: names a start entity; +1 per relation edge from one")
+    via: GraphEntityOut = Field(description="the nearest entity it names")
+
+
+class RelatedOut(BaseModel):
+    memories: list[RelatedMemoryOut]
+    depth: int = Field(description="hops the traversal expanded")
+    truncated: bool = Field(description="a node or edge limit cut the traversal: more may be related")
+
+    @classmethod
+    def of(cls, r: Related) -> Self:
+        return cls(memories=[RelatedMemoryOut.of(m.memory, hops=m.hops, via=GraphEntityOut.of(m.via))
+                             for m in r.memories], depth=r.depth, truncated=r.truncated)
+
+
+class JustifyingMemoryOut(BaseModel):
+    namespace: list[str]
+    key: str
+    id: str = Field(description="the memory version the relation was extracted from")
+
+
+class GraphEdgeOut(BaseModel):
+    source: str = Field(description="entity id")
+    type: str
+    target: str = Field(description="entity id")
+    namespace: list[str]
+    memory: JustifyingMemoryOut | None = Field(description="the memory that justifies it; null: written explicitly")
+
+    @classmethod
+    def of(cls, e: GraphEdge) -> Self:
+        memory = None if e.explicit else JustifyingMemoryOut(namespace=list(e.namespace), key=e.key or "",
+                                                             id=e.memory_id or "")
+        return cls(source=e.source_id, type=e.type, target=e.target_id, namespace=list(e.namespace), memory=memory)
+
+
+class PathStepOut(BaseModel):
+    source: GraphEntityOut
+    target: GraphEntityOut
+    edges: list[GraphEdgeOut] = Field(description="every relation between the two, each in its own direction")
+
+
+class PathOut(BaseModel):
+    found: bool
+    hops: int = Field(description="relation edges on the path")
+    entities: list[GraphEntityOut] = Field(description="from start to goal, intermediate entities between")
+    steps: list[PathStepOut]
+    truncated: bool = Field(description="no path found within the limits, and a longer one may exist")
+
+    @classmethod
+    def of(cls, p: PathAnswer) -> Self:
+        return cls(found=p.found, hops=p.hops, entities=[GraphEntityOut.of(e) for e in p.entities],
+                   steps=[PathStepOut(source=GraphEntityOut.of(st.source), target=GraphEntityOut.of(st.target),
+                                      edges=[GraphEdgeOut.of(e) for e in st.edges]) for st in p.steps],
+                   truncated=p.truncated)
+
+
+class GraphRelationOut(BaseModel):
+    namespace: list[str]
+    source: str = Field(description="entity id")
+    type: str
+    target: str = Field(description="entity id")
+
+
+class IntegrityScanOut(BaseModel):
+    removed: dict[str, int] = Field(description="memories (keys whose memory is gone), mentions, nodes, edges")

@@ -53,6 +53,14 @@ def field_id(data_key: bytes, field: str) -> str:
     return hmac.new(subkey, field.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32]
 
 
+def entity_ids(data_key: bytes, names: Iterable[str]) -> list[str]:
+    """Knowledge-graph entities' ids: HMAC-SHA256 of the normalised name under their own key
+    derived from the tenant's data key, 128 bits as hex. Equal names of one tenant hash equal
+    (that is what joins the graph); without the data key an id says nothing about its name."""
+    subkey = hmac.new(data_key, b"memsvc graph entities v1", hashlib.sha256).digest()
+    return [hmac.new(subkey, n.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:32] for n in names]
+
+
 def term_ids(data_key: bytes, terms: Iterable[str]) -> list[str]:
     """Keyword terms' stand-ins in the keyword index: HMAC-SHA256 under their own key derived from
     the tenant's data key, 64 bits as hex (a tenant's vocabulary is far below where 64 bits

@@ -15,6 +15,7 @@ from memsvc.core.keywords import term_counts
 from memsvc.core.models import Change, KeywordDoc, StoredItem, VectorRef, VectorWrite
 from memsvc.core.paths import extract_texts
 from memsvc.ports import Embedder, IndexBacklog, KeywordIndex, VectorIndex
+from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import SettingsRegistry
 
@@ -36,8 +37,9 @@ class Indexer:
     """
 
     def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
-                 keywords: KeywordIndex, settings: SettingsRegistry) -> None:
+                 keywords: KeywordIndex, settings: SettingsRegistry, graph: GraphIndexer | None = None) -> None:
         self._store = store
+        self._graph = graph  # the knowledge graph's step; None where the deployment has no graph store
         self._vectors = vectors
         self._keywords = keywords
         self._settings = settings
@@ -202,4 +204,6 @@ class Indexer:
                             self.index_items([fresh])
                     except Exception:
                         failed.add(seq)
+        if self._graph is not None:
+            failed |= self._graph.apply(changes)
         return failed

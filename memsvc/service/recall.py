@@ -22,7 +22,7 @@ from typing import Any, Literal
 from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
 
 from memsvc.core.errors import Forbidden, InvalidArgument
-from memsvc.core.filters import parse_filter
+from memsvc.core.filters import lookup_in, parse_filter
 from memsvc.core.keywords import analyze
 from memsvc.core.layers import LAYERS, Layer, accessible_layers, layer_namespaces, layer_of, resolve_identifiers
 from memsvc.core.models import Caller, Memory
@@ -34,6 +34,7 @@ from memsvc.core.validation import Command, NamespacePrefix
 from memsvc.ports import Clock, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
+from memsvc.service.graph import Graph, GraphScope
 from memsvc.service.sealing import Sealer
 from memsvc.service.search import FilterPlan, Ranked, Search
 from memsvc.tokens import count_tokens, cut_to_tokens
@@ -73,6 +74,9 @@ class RecallQuery(Command):
     order: Literal["relevance", "precedence"] = Field(
         "relevance", description="relevance, or precedence: the most specific layer first, then relevance")
     include_superseded: StrictBool = False
+    graph_hops: StrictInt = Field(0, ge=0, le=3, description=(
+        "add the memories the knowledge graph links to the hits, up to this many hops away (1: they name an "
+        "entity a hit names; +1 per relation), after the hits and within the token budget; 0: none"))
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class Recalled:
     category: str | None
     source: str | None
     truncated: bool = False
+    graph_hops: int | None = None  # added by graph expansion, this many hops from a hit; None for a hit
 
 
 @dataclass(frozen=True)
@@ -119,8 +124,9 @@ class _Candidate:
 
 class Recall:
     def __init__(self, *, search: Search, access: Access, vectors: VectorIndex, sealer: Sealer, clock: Clock,
-                 accesses: AccessRecorder) -> None:
+                 accesses: AccessRecorder, graph: Graph | None = None) -> None:
         self._search = search
+        self._graph = graph
         self._access = access
         self._vectors = vectors
         self._sealer = sealer
@@ -149,9 +155,11 @@ class Recall:
                       if (c := self._candidate(caller.tenant_id, r, q, query, weights, settings.decay_rate_per_day,
                                                settings.recall_min_match, now)) is not None]
         matches = self._sorted(self._collapsed(caller.tenant_id, candidates, q.limit), q.order)
-        page = matches[: q.limit]
-        budget = fill_budget([c.recalled.content for c in page], q.token_budget, count_tokens, cut_to_tokens)
-        returned = [c.recalled for c in page[: budget.taken]]
+        page = [c.recalled for c in matches[: q.limit]]
+        if q.graph_hops and page:
+            page += self._graph_expansion(caller.tenant_id, scopes, page, q)
+        budget = fill_budget([r.content for r in page], q.token_budget, count_tokens, cut_to_tokens)
+        returned = page[: budget.taken]
         if budget.cut is not None:
             returned[-1] = dataclasses.replace(returned[-1], content=budget.cut, truncated=True)
         if returned:
@@ -176,6 +184,48 @@ class Recall:
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         })
         return result
+
+    def _graph_expansion(self, tenant: str, scopes: Sequence[_Scope], hits: Sequence[Recalled],
+                         q: RecallQuery) -> list[Recalled]:
+        """Up to `limit` memories the graph links to the hits, nearest first, each found in a
+        scope this recall searched (so authorised and filtered like its hits), of the types asked."""
+        if self._graph is None:
+            raise InvalidArgument("graph_hops needs the knowledge graph, which this deployment has not",
+                                  details={"field": "graph_hops"})
+        started = time.perf_counter()
+        refs = [(r.memory.namespace, r.memory.key) for r in hits]
+        found: dict[tuple[tuple[str, ...], str], Recalled] = {}
+        depth = 0
+        for scope in scopes:
+            related = self._graph.related_to_memories(GraphScope(tenant, scope.prefix, scope.plan.scope), refs,
+                                                       max_hops=q.graph_hops, limit=q.limit)
+            depth = max(depth, related.depth)
+            for r in related.memories:
+                ref = (r.memory.namespace, r.memory.key)
+                condition = scope.plan.user  # the types filter, decided on the value
+                if ref in found or not condition.matches(lookup_in(r.memory.value)):
+                    continue
+                if (recalled := self._linked(tenant, r.memory, r.hops, q)) is not None:
+                    found[ref] = recalled
+        expanded = sorted(found.values(), key=lambda r: (r.graph_hops, r.memory.namespace, r.memory.key))[:q.limit]
+        self._graph.observe("recall", tenant, started, len(expanded), depth)
+        return expanded
+
+    def _linked(self, tenant: str, memory: Memory, hops: int, q: RecallQuery) -> Recalled | None:
+        """A graph-linked memory as recall returns it: no match of its own, so no relevance."""
+        message = _is_session_message(memory.namespace)
+        typed = None if message else TypedMemory.from_value(memory.value)
+        if typed is not None and typed.superseded and not q.include_superseded:
+            return None
+        content = typed.content if typed is not None else self._best_text(tenant, memory.value, None, q.query)[0]
+        layer = layer_of(memory.namespace)
+        return Recalled(
+            memory=memory, layer=layer.name if layer else None, content=content,
+            type=typed.type if typed is not None else ("message" if message else None),
+            relevance=0.0, match=0.0, importance=typed.importance if typed is not None else None,
+            pinned=typed.pinned if typed is not None else False, tags=typed.tags if typed is not None else (),
+            category=typed.category if typed is not None else None,
+            source=typed.source if typed is not None else None, graph_hops=hops)
 
     def _scopes(self, caller: Caller, q: RecallQuery) -> list[_Scope]:
         """What to search, each authorized as a search (`Access.scope`). A layer asked for by

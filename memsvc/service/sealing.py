@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memsvc.core.crypto import SealError, associated_data, field_id, open_sealed, seal, term_ids
+from memsvc.core.crypto import SealError, associated_data, entity_ids, field_id, open_sealed, seal, term_ids
 from memsvc.core.errors import InternalError, InvalidArgument
 from memsvc.ports import DataKeyStore, KeyProvider
 
@@ -114,6 +114,22 @@ class Sealer:
         hashed with `create=False`: searching a tenant that has no key yet makes none)."""
         return term_ids(self.data_key(tenant, create=create), terms)
 
+    def entity_ids(self, tenant: str, normalised_names: Iterable[str], *, create: bool = True) -> list[str]:
+        """The knowledge graph's entity ids of these normalised names (`core.graph.normalise_name`);
+        a query's names are hashed with `create=False`, like keyword terms."""
+        return entity_ids(self.data_key(tenant, create=create), normalised_names)
+
+    def seal_entity_name(self, tenant: str, entity_id: str, name: str) -> bytes:
+        """A graph node's display name, bound to its tenant and entity id."""
+        return seal(self.data_key(tenant), name.encode("utf-8", "surrogatepass"), _entity_aad(tenant, entity_id))
+
+    def open_entity_name(self, tenant: str, entity_id: str, sealed: bytes) -> str:
+        data_key = self.data_key(tenant)  # a key-provider outage is its own (retryable) error
+        try:
+            return open_sealed(data_key, sealed, _entity_aad(tenant, entity_id)).decode("utf-8", "surrogatepass")
+        except Exception as exc:  # a sealed name that won't open is corruption, not bad input
+            raise InternalError("a stored graph entity could not be decrypted") from exc
+
     def data_key(self, tenant: str, *, create: bool = True) -> bytes:
         """The tenant's plaintext data key. With `create=False`, a tenant without one raises
         `LookupError` instead of getting one (reading something a caller sent changes nothing)."""
@@ -164,6 +180,10 @@ class CursorCodec:
         if not isinstance(position, dict):
             raise invalid
         return position
+
+
+def _entity_aad(tenant: str, entity_id: str) -> bytes:
+    return json.dumps(["graph-entity", tenant, entity_id], separators=(",", ":")).encode()
 
 
 def _job_aad(tenant: str, job_id: str) -> bytes:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.api.helpers import assert_error, put_ok
 
 RECALLED_KEYS = {"id", "namespace", "key", "layer", "content", "type", "relevance", "match", "importance", "pinned",
-                 "tags", "category", "source", "created_at", "updated_at", "truncated"}
+                 "tags", "category", "source", "created_at", "updated_at", "truncated", "graph_hops"}
 METADATA_KEYS = {"count", "total_count", "truncated", "token_count", "token_budget", "searched_layers",
                  "query_embedding_ms", "retrieval_ms"}
 

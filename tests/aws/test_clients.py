@@ -9,7 +9,7 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from botocore.retries.standard import ThrottledRetryableChecker
 
-from memsvc.adapters.aws.clients import JUDGE_READ_TIMEOUT_SECONDS, RETRIES, AwsClients
+from memsvc.adapters.aws.clients import EXTRACTOR_RETRIES, JUDGE_READ_TIMEOUT_SECONDS, RETRIES, AwsClients
 from memsvc.adapters.aws.errors import THROTTLING_CODES, aws_error
 from memsvc.core.errors import InvalidArgument, ProviderError, RateLimited
 
@@ -24,8 +24,8 @@ def test_every_client_has_its_retry_mode(monkeypatch):
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     clients = AwsClients.create("us-east-1", embedding_concurrency=32)
     assert [f.name for f in dataclasses.fields(clients)] == [
-        "dynamodb", "s3vectors", "kms", "events", "bedrock_runtime", "sqs", "judge_runtime"]
-    for field in dataclasses.fields(clients):
+        "dynamodb", "s3vectors", "kms", "events", "bedrock_runtime", "sqs", "judge_runtime", "extractor_runtime"]
+    for field in dataclasses.fields(clients)[:-1]:
         client = getattr(clients, field.name)
         service = client.meta.service_model.service_name
         assert client.meta.config.retries == RETRIES[service], service
@@ -33,6 +33,9 @@ def test_every_client_has_its_retry_mode(monkeypatch):
     assert clients.bedrock_runtime.meta.config.max_pool_connections == 32
     # The same-fact judge waits briefly, then remember creates instead (memsvc.adapters.aws.bedrock_judge).
     assert clients.judge_runtime.meta.config.read_timeout == JUDGE_READ_TIMEOUT_SECONDS <= 5
+    # Entity extraction runs in the indexer, off the request path: it waits out throttling.
+    assert clients.extractor_runtime.meta.config.retries == EXTRACTOR_RETRIES
+    assert EXTRACTOR_RETRIES["mode"] == "adaptive" and EXTRACTOR_RETRIES["total_max_attempts"] > 1
     with pytest.raises(dataclasses.FrozenInstanceError):
         clients.kms = None  # type: ignore[misc]
 

@@ -17,6 +17,7 @@ import copy
 import json
 import logging
 import sys
+import threading
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,7 +30,9 @@ from memsvc.adapters.aws.kms_keys import KmsKeyProvider
 from memsvc.api.identity import caller_from_event
 from memsvc.core.models import Caller
 from memsvc.core.namespaces import decode_namespace, encode_namespace
+from memsvc.service.graph import FindEntities
 from memsvc.service.memories import PutMemory
+from memsvc.service.recall import RecallQuery
 from memsvc.service.sealing import Sealer
 from tests.conftest import ManualClock
 from tests.fakes.aws_stack import BUCKET, INDEX, TABLE, LambdaContext, aws_stack, epoch
@@ -608,6 +611,72 @@ def test_indexer_metrics_count_embedding_calls_cache_hits_and_vectors(titan_stac
     assert metric(second, "VectorsWritten") == [1.0] and metric(second, "VectorsDeleted") == [1.0]
     batch = [line for line in log_lines(out) if line["message"] == "batch"]
     assert batch[-1]["changes"] == {"update": 1} and batch[-1]["embedding"]["EmbeddingCacheHits"] == 1
+
+
+def test_indexer_metrics_count_entity_extraction(stack, stdout):
+    """The graph step's Bedrock calls (the Converse fake answers with the pattern extractor's
+    finds), a malformed answer (no graph, the change succeeds) and a throttle (the change fails and
+    is delivered again)."""
+    alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
+    put = lambda key, text: stack.app.services.memories.put(  # noqa: E731
+        alice, PutMemory(namespace=list(NS), key=key, value={"text": text}))
+    put("a", "Alice works on Project Atlas.")
+    stack.drain()
+    first = emf_documents(stdout())
+    assert metric(first, "ExtractionCalls", service="memsvc-indexer") == [1.0]
+    assert metric(first, "ExtractionInputTokens") == [170.0] and metric(first, "ExtractionMalformed") == [0.0]
+
+    stack.converse.answer = "Sure! Alice works on Atlas."
+    put("b", "Bob uses Kafka.")
+    stack.drain()
+    second = emf_documents(stdout())
+    assert metric(second, "ExtractionMalformed") == [1.0] and metric(second, "ChangesFailed") == [0.0]
+
+    stack.converse.answer, stack.converse.fail = "heuristic", "ThrottlingException"
+    put("c", "Carol owns Project Zed.")
+    stack.drain(max_invocations=1, consumers=("indexer",))
+    third = emf_documents(stdout())
+    assert metric(third, "ExtractionFailed") == [1.0] and metric(third, "ChangesFailed") == [1.0]
+    stack.converse.fail = None
+    stack.drain()
+    assert [e.name for e in stack.app.services.graph.find_entities(
+        alice, FindEntities(namespace_prefix=list(NS), names=["Project Zed"]))] == ["Project Zed"]
+
+
+def test_a_stream_batch_extracts_its_memories_concurrently(stack):
+    """On AWS each extraction waits on Bedrock: the indexer's graph step runs a batch's keys side
+    by side (the barrier opens only when four calls are in flight at once)."""
+    barrier = threading.Barrier(4, timeout=30)
+    graph_step = stack.app.indexer._graph
+    extractor = graph_step._extractor
+
+    class Concurrent:
+        def extract(self, text):
+            barrier.wait()
+            return extractor.extract(text)
+
+    graph_step._extractor = Concurrent()
+    alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
+    for n, name in enumerate(("Alice Smith", "Bob Stone", "Carol Diaz", "Dan Wu")):
+        stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key=f"k{n}",
+                                                         value={"text": f"{name} works on Project Zed."}))
+    stack.drain()
+    assert not barrier.broken
+    found = stack.app.services.graph.find_entities(alice, FindEntities(namespace_prefix=list(NS),
+                                                                       names=["Alice Smith", "Dan Wu"]))
+    assert sorted(e.name for e in found) == ["Alice Smith", "Dan Wu"]
+
+
+def test_recall_expands_along_the_graph_on_dynamodb(stack):
+    """Recall's `graph_hops` on the AWS graph store: the keyword hit's entities, one hop on."""
+    alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
+    for key, text in (("b", "Project A caused the memory leak."), ("c", "The memory leak was fixed by INC-42."),
+                      ("d", "Bob Stone uses Kafka.")):
+        stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key=key, value={"text": text}))
+    stack.drain()
+    found = stack.app.services.recall.recall(alice, RecallQuery(
+        namespace_prefix=list(NS), query="INC-42 fixed", mode="keyword", min_score=0, limit=1, graph_hops=2))
+    assert [(m.memory.key, m.graph_hops) for m in found.memories] == [("c", None), ("b", 1)]
 
 
 def test_no_plaintext_in_logs_or_metrics(titan_stack, stdout, caplog):

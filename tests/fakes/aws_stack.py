@@ -1,7 +1,8 @@
 """The AWS backend, offline: moto for DynamoDB (+ Streams; the item table and the keyword index's
-table, whose `DynamoKeywordIndex` is `AwsStack.keywords`), KMS, S3 Vectors, EventBridge and SQS,
-plus the small fakes for what moto lacks (QueryVectors, Titan bodies, TTL expiry, stream
-`userIdentity`).
+table, whose `DynamoKeywordIndex` is `AwsStack.keywords` and which holds the knowledge graph's
+`DynamoGraphStore` too), KMS, S3 Vectors, EventBridge and SQS, plus the small fakes for what moto
+lacks (QueryVectors, Titan bodies, Converse answers for the same-fact judge and the entity
+extractor, TTL expiry, stream `userIdentity`).
 
 `AwsStack.drain()` reads the table's real stream records from moto's DynamoDB Streams, puts
 them in the shape Lambda delivers (binary values base64, as in the JSON event) and hands them

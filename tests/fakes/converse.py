@@ -8,7 +8,10 @@ Micro (`RECORDED_*` below: `output.message.content[].text`, `stopReason`, `usage
 with one of:
 - `answer="heuristic"` (the default): the JSON the judge prompt asks for, decided by the
   deterministic judge (`core.same_fact`) on the prompt's two statements: a model that agrees
-  with the heuristics. It is no model: what it tests is the adapter around the call.
+  with the heuristics. To the entity extractor's prompt (`bedrock_extractor.SYSTEM_PROMPT`), the
+  JSON it asks for, of what the local `PatternExtractor` finds in the text: so the knowledge
+  graph's contract tests get the same graph on both backends. It is no model: what it tests is
+  the adapter around the call.
 - `answer=<text>`: that text verbatim (fenced JSON, prose, a truncated object ...).
 - `fail=<code>`: the modelled error Bedrock sends (`ThrottlingException`, `AccessDeniedException`,
   `ModelTimeoutException`, ...); `fail="timeout"`: botocore's `ReadTimeoutError`.
@@ -23,9 +26,12 @@ from typing import Any
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ReadTimeoutError
 
+from memsvc.adapters.aws.bedrock_extractor import SYSTEM_PROMPT as EXTRACTION_PROMPT
+from memsvc.adapters.local.pattern_extractor import PatternExtractor
 from memsvc.core.same_fact import judge_statements
 
-__all__ = ["ConverseFake", "install_converse_fake", "RECORDED_PLAIN", "RECORDED_FENCED"]
+__all__ = ["ConverseFake", "install_converse_fake", "RECORDED_PLAIN", "RECORDED_FENCED", "RECORDED_EXTRACTION",
+           "RECORDED_EXTRACTION_FENCED"]
 
 # Converse answers as recorded (Nova Micro, temperature 0): the JSON alone, and the JSON fenced.
 RECORDED_PLAIN = {
@@ -41,6 +47,30 @@ RECORDED_FENCED = {
     "stopReason": "end_turn",
     "usage": {"inputTokens": 171, "outputTokens": 21, "totalTokens": 192},
     "metrics": {"latencyMs": 338},
+}
+# Entity extraction's answers in Converse's response shape (as `RECORDED_PLAIN`), for "Alice works on
+# Project Atlas. The memory leak in Atlas was caused by the cache layer (INC-42).": the JSON alone,
+# and the same JSON fenced after a sentence, as small models like to answer. Written by hand in
+# that shape (not captured from a model); the token counts are estimates.
+_EXTRACTION_TEXT = (
+    '{"entities": [{"name": "Alice", "type": "PERSON"}, {"name": "Project Atlas", "type": "PROJECT"}, '
+    '{"name": "memory leak", "type": "CONCEPT"}, {"name": "cache layer", "type": "SYSTEM"}, '
+    '{"name": "INC-42", "type": "TICKET"}], "relations": [{"source": "Alice", "target": "Project Atlas", '
+    '"type": "WORKS_ON"}, {"source": "memory leak", "target": "cache layer", "type": "CAUSED_BY"}, '
+    '{"source": "memory leak", "target": "Project Atlas", "type": "PART_OF"}, {"source": "INC-42", '
+    '"target": "memory leak", "type": "RELATES_TO"}]}')
+RECORDED_EXTRACTION = {
+    "output": {"message": {"role": "assistant", "content": [{"text": _EXTRACTION_TEXT}]}},
+    "stopReason": "end_turn",
+    "usage": {"inputTokens": 262, "outputTokens": 131, "totalTokens": 393},
+    "metrics": {"latencyMs": 612},
+}
+RECORDED_EXTRACTION_FENCED = {
+    "output": {"message": {"role": "assistant", "content": [
+        {"text": "Here is the knowledge graph:\n```json\n" + _EXTRACTION_TEXT + "\n```"}]}},
+    "stopReason": "end_turn",
+    "usage": {"inputTokens": 262, "outputTokens": 142, "totalTokens": 404},
+    "metrics": {"latencyMs": 655},
 }
 _LINE = re.compile(r"^([AB])(?: \(category: (.*)\))?: (.*)$")
 
@@ -82,8 +112,13 @@ class ConverseFake:
 
     @staticmethod
     def _heuristic(body: dict[str, Any]) -> str:
+        text = body["messages"][0]["content"][0]["text"]
+        if body["system"][0]["text"] == EXTRACTION_PROMPT:
+            found = PatternExtractor().extract(text)
+            return json.dumps({"entities": [{"name": n, "type": t} for n, t in found.entities],
+                               "relations": [{"source": s, "target": d, "type": t} for s, d, t in found.relations]})
         lines = {}
-        for line in body["messages"][0]["content"][0]["text"].splitlines():
+        for line in text.splitlines():
             m = _LINE.match(line)
             if m:
                 lines[m.group(1)] = (m.group(3), m.group(2))

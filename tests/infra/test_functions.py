@@ -118,7 +118,7 @@ def _short(resource: Any) -> str:
         (r'"TimelineFailedBatches[0-9A-F]+", "Arn"', "timeline-dlq"),
         (r'"Bus[0-9A-F]+", "Arn"', "bus"),
         (r'"(Api|Indexer|Timeline)ServiceLogs[0-9A-F]+", "Arn"', "own-log-group"),
-        (r"foundation-model/(amazon\.titan-embed-text-v2:0)", r"model/\1"),
+        (r"foundation-model/(amazon\.[a-z0-9.:-]+)", r"model/\1"),
     ):
         match = re.search(pattern, text)
         if match:
@@ -238,6 +238,7 @@ def test_indexer_role_is_exactly_what_the_indexer_calls(built):
         ("kms:Decrypt", "EnvelopeKey"),
         ("s3vectors:PutVectors", "vector-index"), ("s3vectors:DeleteVectors", "vector-index"),
         ("bedrock:InvokeModel", "model/amazon.titan-embed-text-v2:0"),
+        ("bedrock:InvokeModel", "model/amazon.nova-micro-v1:0"),  # entity extraction (Converse)
         ("sqs:SendMessage", "dlq"),
     }
 
@@ -284,7 +285,8 @@ def test_envelope_key_only_with_the_tenant_as_encryption_context(built):
 def test_bedrock_model_arn_is_regional_foundation_model(built):
     arns = [st["Resource"] for p in resources_of(built, "AWS::IAM::Policy").values()
             for st in p["Properties"]["PolicyDocument"]["Statement"] if st["Action"] == "bedrock:InvokeModel"]
-    assert arns and all(a == "arn:aws:bedrock:us-east-1::foundation-model/amazon.titan-embed-text-v2:0" for a in arns)
+    models = {"amazon.titan-embed-text-v2:0", "amazon.nova-micro-v1:0"}  # embeddings; entity extraction
+    assert arns and all(a in {f"arn:aws:bedrock:us-east-1::foundation-model/{m}" for m in models} for a in arns)
 
 
 def _mapping(template: dict[str, Any], construct: str) -> dict[str, Any]:
@@ -458,6 +460,20 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
     granted = {action for action, _ in _grants(built, "ApiServiceRole")}
     wanted = {f"{service}:{op}" for service, ops in calls.items() for op in ops}
     assert wanted <= granted, sorted(wanted - granted)
+
+
+def test_the_graph_store_makes_only_the_keyword_tables_calls(built):
+    """The knowledge graph shares the keyword index's table (docs/aws-design.md): what its adapter
+    calls, read from its code, must be what both writers of that table (the API, the indexer) hold."""
+    calls = _calls("memsvc/adapters/aws/dynamo_graph.py", _DYNAMO_CALLS, _DYNAMO_HELPERS)
+    assert calls == {"GetItem", "Query", "BatchGetItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
+    inside = set(re.findall(r'\{"(Put|Update|Delete|ConditionCheck)": ', (
+        PROJECT_ROOT / "memsvc/adapters/aws/dynamo_graph.py").read_text()))
+    assert inside == {"Put", "Update", "Delete"}
+    as_iam = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem"}
+    wanted = {f"dynamodb:{op}" for op in (calls - {"TransactWriteItems"}) | {as_iam[a] for a in inside}}
+    for role in ("ApiServiceRole", "IndexerServiceRole"):
+        assert {(action, "keyword-table") for action in wanted} <= _grants(built, role), role
 
 
 def test_the_timeline_role_covers_every_call_its_adapters_make(built):

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict, Unpack
 
+from memsvc_client.graph import GraphMethods
 from memsvc_client.store import MemsvcStore, _ns_key
 from memsvc_client.workflow import WorkflowMethods, path_segment
 
@@ -68,6 +69,7 @@ class RecallFields(TypedDict, total=False):
     mode: RecallMode  # default "hybrid"
     order: RecallOrder  # default "relevance"
     include_superseded: bool  # default False
+    graph_hops: int  # default 0 (none), 0..3: add the memories the knowledge graph links to the hits
 
 
 REMEMBER_DEFAULTS: RememberFields = {
@@ -255,7 +257,7 @@ class AgentMemoryMethods:
         return self._run(("DELETE", f"/admin/v1/memories/{path_segment(memory_id)}", (), None))
 
 
-class MemsvcClient(AgentMemoryMethods, WorkflowMethods):
+class MemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods):
     """Every route of API.md and API-AGENT.md over HTTP, synchronously. Methods answer the
     service's JSON (None for a 204); `if_match=version` sends `If-Match`.
 
@@ -282,7 +284,7 @@ class MemsvcClient(AgentMemoryMethods, WorkflowMethods):
         self.close()
 
 
-class AsyncMemsvcClient(AgentMemoryMethods, WorkflowMethods):
+class AsyncMemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods):
     """`MemsvcClient`'s methods as coroutines (same arguments, same answers and errors)."""
 
     def __init__(self, url: str | None = None, token: Any = None, *, store: MemsvcStore | None = None,

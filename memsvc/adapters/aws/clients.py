@@ -17,6 +17,9 @@ its reasons, access denied): those are the adapters' to decide (see `memsvc.adap
   throttled client paces its requests instead of sending more that will be throttled too. The
   retries are `TitanEmbedder`'s own (it counts every request and throttle for the embedding
   metrics, and stops a batch's queued texts at the first failure); two layers would multiply.
+- Bedrock Runtime for entity extraction (`extractor_runtime`): `adaptive`, 5 attempts. It runs in
+  the indexer, off the request path, so waiting out a throttle is better than failing the batch;
+  what still fails is retried with the stream batch (`BedrockExtractor`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from typing import Any
 import boto3
 from botocore.config import Config
 
-__all__ = ["AwsClients", "RETRIES", "JUDGE_READ_TIMEOUT_SECONDS"]
+__all__ = ["AwsClients", "RETRIES", "JUDGE_READ_TIMEOUT_SECONDS", "EXTRACTOR_RETRIES", "EXTRACTOR_READ_TIMEOUT_SECONDS"]
 
 # `total_max_attempts` counts the first request (botocore's `max_attempts` counts only retries).
 RETRIES: dict[str, dict[str, Any]] = {
@@ -41,6 +44,9 @@ RETRIES: dict[str, dict[str, Any]] = {
 # The same-fact judge (Bedrock Converse) waits at most this long for an answer, then remember
 # creates a new memory instead: a short answer from a small model takes well under a second.
 JUDGE_READ_TIMEOUT_SECONDS = 4.0
+# Entity extraction (Converse, up to 800 output tokens from a small model: a few seconds at most).
+EXTRACTOR_RETRIES: dict[str, Any] = {"mode": "adaptive", "total_max_attempts": 5}
+EXTRACTOR_READ_TIMEOUT_SECONDS = 20.0
 
 
 @dataclass(frozen=True)
@@ -54,6 +60,7 @@ class AwsClients:
     bedrock_runtime: Any
     sqs: Any = None  # the remember queue (`wait: false`)
     judge_runtime: Any = None  # bedrock-runtime for the same-fact judge, short timeout; default bedrock_runtime
+    extractor_runtime: Any = None  # bedrock-runtime for entity extraction, retrying; default bedrock_runtime
 
     @classmethod
     def create(cls, region: str, *, embedding_concurrency: int) -> AwsClients:
@@ -72,4 +79,6 @@ class AwsClients:
                                    max_pool_connections=max(10, embedding_concurrency)),
             sqs=client("sqs"),
             judge_runtime=client("bedrock-runtime", connect_timeout=2.0, read_timeout=JUDGE_READ_TIMEOUT_SECONDS),
+            extractor_runtime=session.client("bedrock-runtime", config=Config(
+                retries=dict(EXTRACTOR_RETRIES), connect_timeout=3.0, read_timeout=EXTRACTOR_READ_TIMEOUT_SECONDS)),
         )

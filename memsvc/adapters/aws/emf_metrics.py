@@ -11,13 +11,15 @@ far under EMF's 30 dimensions and 100 metrics.
   `[service, operation]` and `[service, tenant]`.
 - `memory.operations.errors` (Count): `[service, operation, code]` and `[service, tenant, code]`.
 - `memory.search.results` (Count, one value per search): `[service, operation, layer]`.
+- `graph_query_duration_seconds` (Seconds), `graph_query_result_count` and `graph_traversal_depth`
+  (Count), seed 001's graph metrics, one set per graph query: `[service, query]` and `[service, tenant]`.
 """
 
 from __future__ import annotations
 
 from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 
-from memsvc.ports import OperationSample
+from memsvc.ports import GraphQuerySample, OperationSample
 
 __all__ = ["EmfMetrics"]
 
@@ -47,6 +49,15 @@ class EmfMetrics:
             emf.add_dimension(name="layer", value=layer)
             emf.add_metric(name="memory.search.results", unit=MetricUnit.Count, value=count)
             emf.flush_metrics()
+
+    def graph_query(self, sample: GraphQuerySample) -> None:
+        emf = EphemeralMetrics(namespace=self._namespace, service=self._service)
+        emf.add_dimension(name="query", value=sample.query)
+        emf.add_dimensions(service=self._service, tenant=sample.tenant)
+        emf.add_metric(name="graph_query_duration_seconds", unit=MetricUnit.Seconds, value=sample.duration_seconds)
+        emf.add_metric(name="graph_query_result_count", unit=MetricUnit.Count, value=sample.results)
+        emf.add_metric(name="graph_traversal_depth", unit=MetricUnit.Count, value=sample.depth)
+        emf.flush_metrics()
 
     def count(self, name: str, tenant: str, n: int = 1) -> None:
         emf = EphemeralMetrics(namespace=self._namespace, service=self._service)

@@ -18,7 +18,7 @@ from prometheus_client.metrics_core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from memsvc.api.metering import NO_LAYER
-from memsvc.ports import OperationSample
+from memsvc.ports import GraphQuerySample, OperationSample
 
 __all__ = ["PrometheusMetrics", "StorageUsage"]
 
@@ -26,6 +26,8 @@ __all__ = ["PrometheusMetrics", "StorageUsage"]
 StorageUsage = Callable[[], Iterable[tuple[str, str | None, int, int]]]
 LATENCY_BUCKETS_MS = (1, 2.5, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000)
 RESULT_BUCKETS = (0, 1, 2, 3, 5, 10, 20, 50, 100)
+GRAPH_SECONDS_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5)
+DEPTH_BUCKETS = (0, 1, 2, 3, 4, 5, 6)
 
 
 class PrometheusMetrics:
@@ -42,6 +44,13 @@ class PrometheusMetrics:
         self._results = Histogram("memory_search_results", "Results per search or recall, by layer "
                                   "(all: the whole answer)", ["operation", "tenant", "layer"],
                                   buckets=RESULT_BUCKETS, registry=self.registry)
+        # Seed 001's graph metrics keep the seed's names and units (seconds, unlike the above).
+        self._graph_seconds = Histogram("graph_query_duration_seconds", "Knowledge-graph query duration",
+                                        ["query", "tenant"], buckets=GRAPH_SECONDS_BUCKETS, registry=self.registry)
+        self._graph_results = Histogram("graph_query_result_count", "Results per knowledge-graph query",
+                                        ["query", "tenant"], buckets=RESULT_BUCKETS, registry=self.registry)
+        self._graph_depth = Histogram("graph_traversal_depth", "Hops expanded per knowledge-graph traversal",
+                                      ["query", "tenant"], buckets=DEPTH_BUCKETS, registry=self.registry)
         if storage is not None:
             self.registry.register(_StorageCollector(storage))
         self._counters: dict[str, Counter] = {}
@@ -54,6 +63,11 @@ class PrometheusMetrics:
         self._latency.labels(sample.operation, sample.tenant).observe(sample.latency_ms)
         for layer, count in (sample.results or {}).items():
             self._results.labels(sample.operation, sample.tenant, layer).observe(count)
+
+    def graph_query(self, sample: GraphQuerySample) -> None:
+        self._graph_seconds.labels(sample.query, sample.tenant).observe(sample.duration_seconds)
+        self._graph_results.labels(sample.query, sample.tenant).observe(sample.results)
+        self._graph_depth.labels(sample.query, sample.tenant).observe(sample.depth)
 
     def count(self, name: str, tenant: str, n: int = 1) -> None:
         with self._counters_lock:

@@ -1,0 +1,76 @@
+"""The knowledge graph as client methods (`/v1/graph/...`, issue 15). `MemsvcClient` and
+`AsyncMemsvcClient` take these methods from `GraphMethods`; each builds one request and hands it
+to the client's `_run` (the answer, or a coroutine of it on the async client).
+
+An endpoint of `related` and `path` is an entity's name (a `str`) or a memory, given as its
+`(namespace, key)`. Errors are the store's: `NotFoundError` (404: a relation's entity is missing,
+`details.missing` says which; a memory endpoint that does not exist), `InvalidArgumentError`
+(400), `AuthError` (403: not yours to read or write)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, Literal
+
+__all__ = ["GraphMethods", "Endpoint", "EntityType", "RelationType"]
+
+EntityType = Literal["PERSON", "PROJECT", "ORGANIZATION", "TICKET", "SYSTEM", "PLACE", "EVENT", "CONCEPT"]
+RelationType = Literal["WORKS_ON", "CAUSED_BY", "RELATES_TO", "DEPENDS_ON", "PART_OF", "OWNS", "USES", "BLOCKS",
+                       "FIXES", "MEMBER_OF", "REPORTS_TO", "LOCATED_IN"]
+Endpoint = str | tuple[Sequence[str], str]  # an entity's name, or a memory's (namespace, key)
+
+
+def _endpoint(end: Endpoint) -> dict[str, Any]:
+    if isinstance(end, str):
+        return {"entity": end}
+    namespace, key = end
+    return {"memory": {"namespace": list(namespace), "key": key}}
+
+
+def _ns(namespace: Sequence[str]) -> list[tuple[str, str]]:
+    return [("ns", segment) for segment in namespace]
+
+
+class GraphMethods:
+    _run: Callable[[tuple[Any, ...]], Any]
+
+    def find_entities(self, namespace_prefix: Sequence[str], names: Sequence[str]) -> Any:
+        """`POST /v1/graph/entities/find`: `{"entities": [{"id", "name", "type", "namespaces", "explicit"}]}`."""
+        body = {"namespace_prefix": list(namespace_prefix), "names": list(names)}
+        return self._run(("POST", "/v1/graph/entities/find", (), body))
+
+    def related(self, namespace_prefix: Sequence[str], start: Endpoint, *, max_hops: int = 2,
+                limit: int = 20) -> Any:
+        """`POST /v1/graph/related`: `{"memories": [... "hops", "via"], "depth", "truncated"}`, nearest first."""
+        body = {"namespace_prefix": list(namespace_prefix), "from": _endpoint(start), "max_hops": max_hops,
+                "limit": limit}
+        return self._run(("POST", "/v1/graph/related", (), body))
+
+    def path(self, namespace_prefix: Sequence[str], start: Endpoint, goal: Endpoint, *, max_hops: int = 4) -> Any:
+        """`POST /v1/graph/path`: `{"found", "hops", "entities", "steps", "truncated"}`."""
+        body = {"namespace_prefix": list(namespace_prefix), "from": _endpoint(start), "to": _endpoint(goal),
+                "max_hops": max_hops}
+        return self._run(("POST", "/v1/graph/path", (), body))
+
+    def put_entity(self, namespace: Sequence[str], name: str, type: EntityType = "CONCEPT") -> Any:
+        """`PUT /v1/graph/entities`: the entity, written explicitly."""
+        return self._run(("PUT", "/v1/graph/entities", (), {"namespace": list(namespace), "name": name,
+                                                            "type": type}))
+
+    def delete_entity(self, namespace: Sequence[str], name: str) -> Any:
+        """`DELETE /v1/graph/entities`: idempotent; a memory's entities go with the memory."""
+        return self._run(("DELETE", "/v1/graph/entities", [*_ns(namespace), ("name", name)], None))
+
+    def put_relation(self, namespace: Sequence[str], source: str, type: RelationType, target: str) -> Any:
+        """`PUT /v1/graph/relations`: both entities must exist in `namespace`."""
+        body = {"namespace": list(namespace), "source": source, "type": type, "target": target}
+        return self._run(("PUT", "/v1/graph/relations", (), body))
+
+    def delete_relation(self, namespace: Sequence[str], source: str, type: RelationType, target: str) -> Any:
+        """`DELETE /v1/graph/relations`: idempotent."""
+        query = [*_ns(namespace), ("source", source), ("type", type), ("target", target)]
+        return self._run(("DELETE", "/v1/graph/relations", query, None))
+
+    def graph_integrity_scan(self) -> Any:
+        """`POST /admin/v1/graph/integrity-scan` (admin): `{"removed": {...}}`."""
+        return self._run(("POST", "/admin/v1/graph/integrity-scan", (), None))

@@ -1,0 +1,408 @@
+"""The knowledge graph's queries and explicit writes (issue 15, seed 001 "Dynamic Graph Reasoning").
+
+Reads are scoped and authorised like a search (`Access.scope` with operation `search`): a caller
+sees the graph rows in namespaces under the prefix it may search, and the memories they lead to
+only if the prefix's attribute filter admits them. Writes are authorised like a `PUT` into their
+namespace, and the tenant's governance policy sees the entity's name.
+
+Distances. A related memory is `hops` away from where the query starts: 1 when it mentions a
+start entity (from a memory: an entity of that memory), plus one per relation edge between a
+start entity and the entity it mentions. A path's `hops` counts relation edges between entities.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Self
+
+from pydantic import Field, StrictInt, StrictStr, model_validator
+
+from memsvc.core.errors import InvalidArgument, NotFound
+from memsvc.core.filters import Filter, lookup_in
+from memsvc.core.graph import (ENTITY_TYPES, RELATION_TYPES, GraphEdge, GraphNode, Mention, PathResult,
+                               display_name, normalise_name, reach, shortest_path)
+from memsvc.core.models import Caller, Memory, StoredItem
+from memsvc.core.namespaces import encode_namespace, is_under, validate_key
+from memsvc.core.validation import Command, Namespace, NamespacePrefix
+from memsvc.ports import Clock, GraphQuerySample, GraphStore, ItemStore, Metrics
+from memsvc.service.access import Access
+from memsvc.service.graph_indexer import GraphIndexer
+from memsvc.service.memories import open_memory
+from memsvc.service.sealing import Sealer
+
+__all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "PutEntity", "EntityRef", "PutRelation",
+           "RelationRef", "Entity", "RelatedMemory", "Related", "PathAnswer", "MAX_NODES", "MAX_EDGES_PER_HOP",
+           "CANDIDATES_PER_LIMIT"]
+
+MAX_NODES = 5000  # entities one traversal may visit
+MAX_EDGES_PER_HOP = 20_000  # edges one hop may read
+CANDIDATES_PER_LIMIT = 4  # memories a related query considers per memory it returns
+
+
+class MemoryRef(Command):
+    namespace: Namespace
+    key: StrictStr = Field(min_length=1)
+
+
+class Endpoint(Command):
+    """Where a traversal starts or ends: an entity by name, or a memory by namespace and key."""
+
+    entity: StrictStr | None = Field(None, description="an entity's name (any spelling that normalises alike)")
+    memory: MemoryRef | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> Self:
+        if (self.entity is None) == (self.memory is None):
+            raise ValueError("give exactly one of entity and memory")
+        return self
+
+
+class FindEntities(Command):
+    """`POST /v1/graph/entities/find`."""
+
+    namespace_prefix: NamespacePrefix
+    names: list[StrictStr] = Field(min_length=1, max_length=50)
+
+
+class RelatedQuery(Command):
+    """`POST /v1/graph/related`."""
+
+    namespace_prefix: NamespacePrefix
+    from_: Endpoint = Field(alias="from")
+    max_hops: StrictInt = Field(2, ge=1, le=4, description="1: memories naming a start entity; +1 per relation")
+    limit: StrictInt = Field(20, ge=1, le=100)
+
+
+class PathQuery(Command):
+    """`POST /v1/graph/path`."""
+
+    namespace_prefix: NamespacePrefix
+    from_: Endpoint = Field(alias="from")
+    to: Endpoint
+    max_hops: StrictInt = Field(4, ge=1, le=6, description="relation edges, at most")
+
+
+class PutEntity(Command):
+    """`PUT /v1/graph/entities`."""
+
+    namespace: Namespace
+    name: StrictStr
+    type: Literal[ENTITY_TYPES] = "CONCEPT"  # type: ignore[valid-type]
+
+
+class EntityRef(Command):
+    """`DELETE /v1/graph/entities`."""
+
+    namespace: Namespace = Field(alias="ns", description="One namespace segment; repeat once per segment")
+    name: StrictStr
+
+
+class PutRelation(Command):
+    """`PUT /v1/graph/relations`."""
+
+    namespace: Namespace
+    source: StrictStr
+    type: Literal[RELATION_TYPES]  # type: ignore[valid-type]
+    target: StrictStr
+
+
+class RelationRef(Command):
+    """`DELETE /v1/graph/relations`."""
+
+    namespace: Namespace = Field(alias="ns", description="One namespace segment; repeat once per segment")
+    source: StrictStr
+    type: Literal[RELATION_TYPES]  # type: ignore[valid-type]
+    target: StrictStr
+
+
+@dataclass(frozen=True)
+class Entity:
+    id: str
+    name: str
+    type: str
+    namespaces: tuple[tuple[str, ...], ...]  # where it has a node (under the query's prefix)
+    explicit: bool  # written explicitly in at least one of them
+
+
+@dataclass(frozen=True)
+class RelatedMemory:
+    memory: Memory
+    hops: int
+    via: Entity  # the nearest entity it mentions
+
+
+@dataclass(frozen=True)
+class Related:
+    memories: list[RelatedMemory]
+    depth: int
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class PathStep:
+    source: Entity  # as walked: `edges` keep their own direction
+    target: Entity
+    edges: tuple[GraphEdge, ...]
+
+
+@dataclass(frozen=True)
+class PathAnswer:
+    found: bool
+    hops: int
+    entities: list[Entity]
+    steps: list[PathStep]
+    truncated: bool
+
+
+@dataclass(frozen=True)
+class GraphScope:
+    """What a read may see: rows under `prefix`, memories whose policy attributes `filter` admits."""
+
+    tenant: str
+    prefix: tuple[str, ...]
+    filter: Filter
+
+
+class _Expander:
+    """One traversal's hop reads; remembers whether a hop hit `MAX_EDGES_PER_HOP` (then the
+    traversal saw only part of the graph and says `truncated`)."""
+
+    def __init__(self, store: GraphStore, scope: GraphScope) -> None:
+        self._store = store
+        self._scope = scope
+        self.truncated = False
+
+    def __call__(self, entity_ids: Sequence[str]) -> list[GraphEdge]:
+        edges = self._store.expand(self._scope.tenant, self._scope.prefix, entity_ids, limit=MAX_EDGES_PER_HOP)
+        self.truncated = self.truncated or len(edges) >= MAX_EDGES_PER_HOP
+        return edges
+
+
+class Graph:
+    def __init__(self, *, store: GraphStore, items: ItemStore, indexer: GraphIndexer, sealer: Sealer,
+                 access: Access, clock: Clock, metrics: Metrics) -> None:
+        self._store = store
+        self._items = items
+        self._indexer = indexer
+        self._sealer = sealer
+        self._access = access
+        self._clock = clock
+        self._metrics = metrics
+        self._last_scan: dict[str, int] | None = None
+
+    # -- reads ----------------------------------------------------------------------------------
+
+    def find_entities(self, caller: Caller, q: FindEntities) -> list[Entity]:
+        started = time.perf_counter()
+        scope = self._scope(caller, q.namespace_prefix)
+        ids = self._ids(caller.tenant_id, q.names)
+        found = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix, ids))
+        out = [found[i] for i in dict.fromkeys(ids) if i in found]
+        self.observe("entities", caller.tenant_id, started, len(out), 0)
+        return out
+
+    def related(self, caller: Caller, q: RelatedQuery) -> Related:
+        started = time.perf_counter()
+        scope = self._scope(caller, q.namespace_prefix)
+        start, exclude = self._start(caller, scope, q.from_, "from")
+        answer = self.related_to(scope, start, max_hops=q.max_hops, limit=q.limit, exclude=exclude)
+        self.observe("related", caller.tenant_id, started, len(answer.memories), answer.depth)
+        return answer
+
+    def related_to(self, scope: GraphScope, start: Sequence[str], *, max_hops: int, limit: int,
+                   exclude: Sequence[tuple[tuple[str, ...], str]] = ()) -> Related:
+        """Live memories under the scope within `max_hops` of the start entities, nearest first
+        (then by namespace and key), leaving out `exclude`'s keys."""
+        expand = _Expander(self._store, scope)
+        reached = reach(start, expand, max_hops=max_hops - 1, max_nodes=MAX_NODES)
+        by_hop: dict[int, list[str]] = {}
+        for entity_id, hop in reached.hops.items():
+            by_hop.setdefault(hop, []).append(entity_id)
+        # Candidates nearest first, a hop's in (namespace, key) order; a hop reads at most
+        # `CANDIDATES_PER_LIMIT * limit` mentions, enough for what filters and deletes leave out.
+        wanted = CANDIDATES_PER_LIMIT * limit
+        candidates: dict[tuple[tuple[str, ...], str], tuple[int, Mention]] = {}
+        skip = set(exclude)
+        for hop in sorted(by_hop):
+            mentions = self._store.memories_of(scope.tenant, scope.prefix, by_hop[hop], limit=wanted)
+            for m in sorted(mentions, key=lambda m: (m.namespace, m.key, m.entity_id)):
+                ref = (m.namespace, m.key)
+                if ref not in skip and ref not in candidates:
+                    candidates[ref] = (hop + 1, m)
+            if len(candidates) >= wanted:
+                break
+        admitted = self._live(scope, list(candidates), limit)
+        entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix,
+                                                           [candidates[ref][1].entity_id for ref, _ in admitted]))
+        memories = [RelatedMemory(open_memory(self._sealer, item), candidates[ref][0],
+                                  entities[candidates[ref][1].entity_id])
+                    for ref, item in admitted if candidates[ref][1].entity_id in entities]
+        return Related(memories, reached.depth + 1 if reached.hops else 0, reached.truncated or expand.truncated)
+
+    def _live(self, scope: GraphScope, refs: list[tuple[tuple[str, ...], str]], limit: int
+              ) -> list[tuple[tuple[tuple[str, ...], str], StoredItem]]:
+        """The first `limit` of `refs` whose memory is live and admitted by the scope's filter,
+        read a page at a time."""
+        now = self._clock.now()
+        out: list[tuple[tuple[tuple[str, ...], str], StoredItem]] = []
+        page_size = limit + 5  # most candidates are live: a page more is rarely read
+        for at in range(0, len(refs), page_size):
+            page = refs[at:at + page_size]
+            items = self._items.get_many(scope.tenant, page)
+            out += [(ref, item) for ref in page if (item := items.get(ref)) is not None and item.is_live(now)
+                    and scope.filter.matches(lookup_in(item.policy_attributes))]
+            if len(out) >= limit:
+                break
+        return out[:limit]
+
+    def related_to_memories(self, scope: GraphScope, refs: Sequence[tuple[tuple[str, ...], str]], *,
+                            max_hops: int, limit: int) -> Related:
+        """`related_to` from the entities of these memories (recall's graph expansion), leaving them out."""
+        start = [m.entity_id for m in self._store.entities_of_memories(scope.tenant, refs)]
+        return self.related_to(scope, start, max_hops=max_hops, limit=limit, exclude=refs)
+
+    def path(self, caller: Caller, q: PathQuery) -> PathAnswer:
+        started = time.perf_counter()
+        scope = self._scope(caller, q.namespace_prefix)
+        start, _ = self._start(caller, scope, q.from_, "from")
+        goal, _ = self._start(caller, scope, q.to, "to")
+        expand = _Expander(self._store, scope)
+        result = shortest_path(start, goal, expand, max_hops=q.max_hops, max_nodes=MAX_NODES)
+        answer = self._path_answer(scope, result, expand.truncated)
+        self.observe("path", caller.tenant_id, started, len(answer.entities), result.depth)
+        return answer
+
+    def _path_answer(self, scope: GraphScope, result: PathResult, cut: bool) -> PathAnswer:
+        """`cut`: a hop read only part of its edges, so a path not found may exist."""
+        if result.path is None:
+            return PathAnswer(False, 0, [], [], result.truncated or cut)
+        ids = result.path.entity_ids
+        entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix, ids))
+        steps = [PathStep(entities[s.from_id], entities[s.to_id], s.edges) for s in result.path.steps]
+        return PathAnswer(True, len(steps), [entities[i] for i in ids], steps, False)
+
+    # -- explicit writes ------------------------------------------------------------------------
+
+    def put_entity(self, caller: Caller, cmd: PutEntity) -> Entity:
+        ns = self._writable(caller, cmd.namespace, {"name": cmd.name, "type": cmd.type})
+        name = display_name(cmd.name)
+        entity_id = self._ids(caller.tenant_id, [cmd.name], create=True)[0]
+        self._store.put_entity(GraphNode(caller.tenant_id, ns, entity_id, cmd.type,
+                                         self._sealer.seal_entity_name(caller.tenant_id, entity_id, name),
+                                         explicit=True))
+        return Entity(entity_id, name, cmd.type, (ns,), True)
+
+    def delete_entity(self, caller: Caller, ref: EntityRef) -> None:
+        """Idempotent: an entity never written explicitly there is already gone (a memory's
+        entities go with the memory)."""
+        ns = self._access.namespace_to_read(caller, ref.namespace)
+        self._access.authorize(caller, "delete", ns, None)
+        ids = self._ids(caller.tenant_id, [ref.name])
+        if ids:
+            self._store.delete_entity(caller.tenant_id, ns, ids[0])
+
+    def put_relation(self, caller: Caller, cmd: PutRelation) -> GraphEdge:
+        ns = self._writable(caller, cmd.namespace, {"source": cmd.source, "type": cmd.type, "target": cmd.target})
+        source, target = self._ids(caller.tenant_id, [cmd.source, cmd.target], create=True)
+        if source == target:
+            raise InvalidArgument("a relation joins two different entities", details={"field": "target"})
+        edge = GraphEdge(caller.tenant_id, ns, source, cmd.type, target)
+        missing = self._store.put_relation(edge)
+        if missing:
+            names = [field for field, entity_id in (("source", source), ("target", target)) if entity_id in missing]
+            said = " and ".join(f"{field} {getattr(cmd, field)!r}" for field in names)
+            raise NotFound(f"no entity {said} in this namespace: write it first (PUT /v1/graph/entities)",
+                           details={"missing": names})
+        return edge
+
+    def delete_relation(self, caller: Caller, ref: RelationRef) -> None:
+        ns = self._access.namespace_to_read(caller, ref.namespace)
+        self._access.authorize(caller, "delete", ns, None)
+        ids = self._ids(caller.tenant_id, [ref.source, ref.target])
+        if len(ids) == 2:
+            self._store.delete_relation(GraphEdge(caller.tenant_id, ns, ids[0], ref.type, ids[1]))
+
+    # -- integrity ------------------------------------------------------------------------------
+
+    def integrity_scan(self, caller: Caller) -> dict[str, int]:
+        """Admin: bring every derived key of the caller's tenant in line with the item store (a
+        key whose memory is gone or expired loses its rows), then remove what breaks the store's
+        invariants. Returns what was removed."""
+        self._access.admin(caller)
+        tenant = caller.tenant_id
+        now = self._clock.now()
+        stale = 0
+        derived = list(self._store.derived_memories(tenant))
+        for at in range(0, len(derived), 100):
+            batch = derived[at:at + 100]
+            items = self._items.get_many(tenant, [(d.namespace, d.key) for d in batch])
+            for d in batch:
+                item = items.get((d.namespace, d.key))
+                if item is None or not item.is_live(now):
+                    # Gone, deleted or past its TTL: the key's rows go, whatever its current version.
+                    stale += self._store.remove_memory(dataclasses.replace(d, version=max(
+                        d.version, item.version if item is not None else 0)))
+        removed = {**self._store.integrity_scan(tenant), "memories": stale}
+        self._last_scan = removed
+        return removed
+
+    def health(self) -> dict[str, int | dict[str, int] | None]:
+        """Counts for /health, and what this process's last integrity scan removed."""
+        return {**self._store.stats(), "last_scan_removed": self._last_scan}
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _scope(self, caller: Caller, prefix: Sequence[str]) -> GraphScope:
+        narrowed = self._access.namespace_to_read(caller, prefix, allow_empty=True)
+        scope, attribute_filter = self._access.scope(caller, "search", narrowed, {})
+        return GraphScope(caller.tenant_id, scope, attribute_filter)
+
+    def _writable(self, caller: Caller, namespace: Sequence[str], said: dict[str, str]) -> tuple[str, ...]:
+        ns = self._access.namespace_to_write(caller, namespace)
+        self._access.authorize(caller, "write", ns, None)
+        self._access.govern(caller, ns, "graph", said, None)
+        return ns
+
+    def _ids(self, tenant: str, names: Sequence[str], *, create: bool = False) -> list[str]:
+        """The entity ids of these names; [] for a tenant with no data key yet (then it has no
+        graph either, and a read makes no key)."""
+        normalised = [normalise_name(n) for n in names]
+        try:
+            return self._sealer.entity_ids(tenant, normalised, create=create)
+        except LookupError:
+            return []
+
+    def _start(self, caller: Caller, scope: GraphScope, end: Endpoint, field: str
+               ) -> tuple[list[str], list[tuple[tuple[str, ...], str]]]:
+        """The entity ids an endpoint stands for, and the memory to leave out of its answer."""
+        if end.entity is not None:
+            return self._ids(scope.tenant, [end.entity]), []
+        assert end.memory is not None
+        ns = self._access.namespace_to_read(caller, end.memory.namespace)
+        key = validate_key(end.memory.key)
+        if not is_under(encode_namespace(ns), scope.prefix):
+            raise InvalidArgument(f"{field}.memory is not under namespace_prefix",
+                                  details={"field": f"{field}.memory.namespace"})
+        self._access.authorize(caller, "read", ns, key)
+        item = self._items.get(scope.tenant, ns, key)
+        if item is None or not item.is_live(self._clock.now()) or not scope.filter.matches(
+                lookup_in(item.policy_attributes)):
+            raise NotFound(f"{field}.memory: memory not found")
+        return [m.entity_id for m in self._store.entities_of_memories(scope.tenant, [(ns, key)])], [(ns, key)]
+
+    def _entities(self, scope: GraphScope, nodes: Sequence[GraphNode]) -> dict[str, Entity]:
+        grouped: dict[str, list[GraphNode]] = {}
+        for node in nodes:
+            grouped.setdefault(node.entity_id, []).append(node)
+        out = {}
+        for entity_id, rows in grouped.items():
+            chosen = next((r for r in rows if r.explicit), rows[0])  # an explicit write names and types it
+            out[entity_id] = Entity(entity_id, self._sealer.open_entity_name(scope.tenant, entity_id, chosen.name_ct),
+                                    chosen.type, tuple(r.namespace for r in rows), any(r.explicit for r in rows))
+        return out
+
+    def observe(self, query: str, tenant: str, started: float, results: int, depth: int) -> None:
+        self._metrics.graph_query(GraphQuerySample(query, tenant, time.perf_counter() - started, results, depth))

@@ -1,0 +1,132 @@
+"""Changes -> knowledge-graph rows: the indexer's graph step (issue 15).
+
+For each key, only its newest change in a batch counts: a write's indexed texts go through the
+`EntityExtractor`, and what it names replaces what the key's earlier version derived; a delete or
+an expiry removes it. Idempotent and version-aware, as the vector indexer: a write is derived
+only while it is still the key's current row in the item store (a replayed or late older change
+is skipped), the graph store refuses to replace a newer version's rows, and a write that lost the
+race to a newer change while it was being extracted brings the key to that change's state itself.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+
+from memsvc.core.errors import InvalidArgument, RateLimited
+from memsvc.core.graph import (MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, DerivedMemory, Extraction,
+                               GraphEdge, GraphNode, display_name, entity_type, normalise_name, relation_type)
+from memsvc.core.models import Change, StoredItem
+from memsvc.core.paths import extract_texts
+from memsvc.ports import EntityExtractor, GraphStore, IndexBacklog
+from memsvc.service.sealing import Sealer
+
+__all__ = ["GraphIndexer", "MAX_EXTRACTED_CHARS"]
+
+log = logging.getLogger(__name__)
+
+# What one memory hands the extractor: its indexed texts, joined, cut here (a bounded prompt on
+# Bedrock; the local patterns need no more to find a memory's entities).
+MAX_EXTRACTED_CHARS = 8000
+MAX_FIELDS = 64  # as the vector indexer (`indexer.MAX_INDEXED_FIELDS`)
+
+
+class GraphIndexer:
+    def __init__(self, *, graph: GraphStore, extractor: EntityExtractor, sealer: Sealer, items: IndexBacklog,
+                 concurrency: int = 1) -> None:
+        self._graph = graph
+        self._items = items
+        self._extractor = extractor
+        self._sealer = sealer
+        # Keys applied at once. 1 locally (the pattern extractor is CPU); on AWS each key waits
+        # on a Bedrock call (~0.5 s), so a stream batch of 100 would take a minute one by one.
+        self._concurrency = concurrency
+
+    def apply(self, changes: Sequence[Change]) -> set[int]:
+        """Apply a batch of changes (at least once, in any order); returns the seqs that failed."""
+        newest: dict[tuple[str, tuple[str, ...], str], Change] = {}
+        for change in changes:
+            k = (change.tenant, change.new.namespace, change.new.key)
+            if k not in newest or newest[k].new.version < change.new.version:
+                newest[k] = change
+        latest = list(newest.values())
+        if self._concurrency > 1 and len(latest) > 1:  # keys are independent: their rows never overlap
+            with ThreadPoolExecutor(max_workers=min(self._concurrency, len(latest)),
+                                    thread_name_prefix="graph-indexer") as pool:
+                applied = list(pool.map(self._applied, latest))
+        else:
+            applied = [self._applied(change) for change in latest]
+        return {change.seq for change, ok in zip(latest, applied) if not ok}
+
+    def _applied(self, change: Change) -> bool:
+        try:
+            self.apply_one(change.new)
+            return True
+        except RateLimited:
+            log.warning("graph extraction was throttled; the change will be retried")
+        except Exception:
+            log.exception("graph indexing failed", extra={"seq": change.seq})
+        return False
+
+    def apply_one(self, item: StoredItem) -> None:
+        """Bring the key's graph rows to `item`, a write or a tombstone, if it is still current."""
+        current = self._items.get(item.tenant, item.namespace, item.key)
+        marker = DerivedMemory(item.tenant, item.namespace, item.key, item.id, item.version)
+        if current is None and item.deleted is not None:
+            # No row at all: DynamoDB TTL removed it (an expiry leaves no tombstone on AWS), or a
+            # purge. The key has no live version, so its rows go (unless a newer write's marker
+            # is there: the store keeps those).
+            self._graph.remove_memory(marker)
+            return
+        if current is None or current.id != item.id:
+            return  # a newer change moved the key on: that change's turn
+        if item.deleted is not None:
+            self._graph.remove_memory(marker)
+            return
+        nodes, edges = self.derive(item)
+        if self._graph.replace_memory(marker, nodes, edges):
+            fresh = self._items.get(item.tenant, item.namespace, item.key)
+            if fresh is None or fresh.id != item.id:  # moved on while we extracted, maybe already applied
+                self._catch_up(item, fresh)
+
+    def _catch_up(self, item: StoredItem, fresh: StoredItem | None) -> None:
+        if fresh is None:  # purged: no tombstone to go by, so past our own version
+            self._graph.remove_memory(DerivedMemory(item.tenant, item.namespace, item.key, item.id, item.version))
+        else:
+            self.apply_one(fresh)
+
+    def derive(self, item: StoredItem) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """The nodes and edges the item's indexed texts name (none for an item not indexed)."""
+        if item.index_fields is False or item.value_ct is None:
+            return [], []
+        texts = [text for _, text in extract_texts(self._sealer.open_value(item), item.index_fields)[:MAX_FIELDS]]
+        text = "\n".join(texts)[:MAX_EXTRACTED_CHARS]
+        return self.graph_rows(item, self._extractor.extract(text)) if text.strip() else ([], [])
+
+    def graph_rows(self, item: StoredItem, found: Extraction) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """Names normalised and hashed, display names sealed, types mapped into the vocabulary.
+        A relation naming an entity not listed adds it as a CONCEPT; self-relations are dropped."""
+        typed: dict[str, tuple[str, str]] = {}  # normalised -> (display, type)
+        for name, kind in [*found.entities, *((n, "CONCEPT") for s, t, _ in found.relations for n in (s, t))]:
+            try:
+                key = normalise_name(name)
+            except InvalidArgument:  # an empty or overlong name is no entity
+                continue
+            if key not in typed and len(typed) < MAX_ENTITIES_PER_MEMORY:
+                typed[key] = (display_name(name), entity_type(kind))
+        ids = dict(zip(typed, self._sealer.entity_ids(item.tenant, typed)))
+        nodes = [GraphNode(item.tenant, item.namespace, ids[key], kind,
+                           self._sealer.seal_entity_name(item.tenant, ids[key], display))
+                 for key, (display, kind) in typed.items()]
+        edges: dict[tuple[str, str, str], GraphEdge] = {}
+        for source, target, kind in found.relations:
+            try:
+                a, b = ids.get(normalise_name(source)), ids.get(normalise_name(target))
+            except InvalidArgument:
+                continue
+            if a is None or b is None or a == b or len(edges) >= MAX_RELATIONS_PER_MEMORY:
+                continue
+            edge = GraphEdge(item.tenant, item.namespace, a, relation_type(kind), b, item.key, item.id)
+            edges.setdefault((a, edge.type, b), edge)
+        return nodes, list(edges.values())

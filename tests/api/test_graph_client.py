@@ -1,0 +1,62 @@
+"""The knowledge-graph methods of `MemsvcClient` and `AsyncMemsvcClient` against the live servers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from memsvc_client import AsyncMemsvcClient, MemsvcClient, NotFoundError
+
+
+@pytest.fixture
+def client(live_server, uid):
+    with MemsvcClient(live_server.url, live_server.token(uid)) as c:
+        try:
+            c.find_entities(["user", uid], ["x"])
+        except NotFoundError:
+            pytest.skip(f"{live_server.backend} has no graph store wired yet")
+        yield c
+
+
+def _settled(client, prefix, name, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while not client.find_entities(prefix, [name])["entities"]:
+        assert time.monotonic() < deadline, f"{name!r} not in the graph after {timeout}s"
+        time.sleep(0.05)
+
+
+def test_client_methods_sync(client, uid):
+    ns = ["user", uid, "notes"]
+    client.put(ns, "a", {"text": "Alice works on Project A."})
+    client.put(ns, "b", {"text": "Project A caused the memory leak."})
+    _settled(client, ns, "memory leak")
+    assert client.path(ns, "Alice", "memory leak")["hops"] == 2
+    assert client.path(ns, (ns, "a"), (ns, "b"))["entities"][0]["name"] == "Project A"
+    assert [m["key"] for m in client.related(ns, "Alice", max_hops=2)["memories"]] == ["a", "b"]
+    with pytest.raises(NotFoundError) as missing:
+        client.put_relation(ns, "Dana", "REPORTS_TO", "Alice")
+    assert missing.value.details["missing"] == ["source"]
+    assert client.put_entity(ns, "Dana", "PERSON")["explicit"] is True
+    client.put_relation(ns, "Dana", "REPORTS_TO", "Alice")
+    assert client.path(ns, "Dana", "memory leak")["hops"] == 3
+    assert client.delete_relation(ns, "Dana", "REPORTS_TO", "Alice") is None
+    assert client.delete_entity(ns, "Dana") is None
+    assert client.find_entities(ns, ["Dana"])["entities"] == []
+    assert client.recall("Alice", namespace_prefix=ns, graph_hops=1, mode="keyword", min_score=0)["memories"]
+
+
+def test_client_methods_async(client, live_server, uid):
+    ns = ["user", uid, "async"]
+    client.put(ns, "a", {"text": "Bob Stone uses Kafka."})
+    _settled(client, ns, "Kafka")
+
+    async def run():
+        async with AsyncMemsvcClient(live_server.url, live_server.token(uid)) as c:
+            (kafka,) = (await c.find_entities(ns, ["kafka"]))["entities"]
+            assert (await c.related(ns, "Bob Stone", max_hops=1))["memories"][0]["key"] == "a"
+            assert (await c.path(ns, "Bob Stone", "Kafka"))["steps"][0]["edges"][0]["type"] == "USES"
+            return kafka
+
+    assert asyncio.run(run())["type"] == "CONCEPT"
