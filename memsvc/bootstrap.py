@@ -173,17 +173,16 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
               concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
               sessions_store: SessionStore, workflow: WorkflowStore, bus: BusEvents | None,
-              graph: tuple[GraphStore, GraphIndexer] | None = None,
-              on_write: Callable[[], None] = lambda: None) -> Services:
+              graph: tuple[GraphStore, GraphIndexer], on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses. `graph`: the knowledge graph's store and
-    the indexer's graph step, where the deployment has them."""
+    the indexer's graph step."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
     search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
                     access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers)
     cursors = CursorCodec(sealer)
-    knowledge = None if graph is None else Graph(store=graph[0], items=items, indexer=graph[1], sealer=sealer,
-                                                  access=access, clock=clock, metrics=metrics)
+    knowledge = Graph(store=graph[0], items=items, indexer=graph[1], sealer=sealer, access=access, clock=clock,
+                      metrics=metrics)
     sessions = Sessions(store=sessions_store, items=items, memories=memories, sealer=sealer, cursors=cursors,
                         access=access, clock=clock)
     return Services(

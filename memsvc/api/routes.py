@@ -54,7 +54,7 @@ class Services:
     task_contexts: TaskContexts
     plans: Plans
     working: WorkingMemory
-    graph: Graph | None = None  # the knowledge graph, where the deployment has a graph store
+    graph: Graph
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -274,44 +274,38 @@ def _delete_all_working(app: Services, c: Call) -> s.WorkingDeletedOut:
     return s.WorkingDeletedOut(deleted_count=app.working.delete_all(c.caller, plan_id), plan_id=plan_id)
 
 
-def _graph(app: Services) -> Graph:
-    if app.graph is None:
-        raise NotFound("this deployment has no knowledge graph")
-    return app.graph
-
-
 def _find_entities(app: Services, c: Call) -> s.GraphEntitiesOut:
-    return s.GraphEntitiesOut(entities=[s.GraphEntityOut.of(e) for e in _graph(app).find_entities(c.caller, c.body)])
+    return s.GraphEntitiesOut(entities=[s.GraphEntityOut.of(e) for e in app.graph.find_entities(c.caller, c.body)])
 
 
 def _put_entity(app: Services, c: Call) -> s.GraphEntityOut:
-    return s.GraphEntityOut.of(_graph(app).put_entity(c.caller, c.body))
+    return s.GraphEntityOut.of(app.graph.put_entity(c.caller, c.body))
 
 
 def _delete_entity(app: Services, c: Call) -> None:
-    _graph(app).delete_entity(c.caller, c.query)
+    app.graph.delete_entity(c.caller, c.query)
 
 
 def _put_relation(app: Services, c: Call) -> s.GraphRelationOut:
-    edge = _graph(app).put_relation(c.caller, c.body)
+    edge = app.graph.put_relation(c.caller, c.body)
     return s.GraphRelationOut(namespace=list(edge.namespace), source=edge.source_id, type=edge.type,
                               target=edge.target_id)
 
 
 def _delete_relation(app: Services, c: Call) -> None:
-    _graph(app).delete_relation(c.caller, c.query)
+    app.graph.delete_relation(c.caller, c.query)
 
 
 def _related(app: Services, c: Call) -> s.RelatedOut:
-    return s.RelatedOut.of(_graph(app).related(c.caller, c.body))
+    return s.RelatedOut.of(app.graph.related(c.caller, c.body))
 
 
 def _path(app: Services, c: Call) -> s.PathOut:
-    return s.PathOut.of(_graph(app).path(c.caller, c.body))
+    return s.PathOut.of(app.graph.path(c.caller, c.body))
 
 
 def _integrity_scan(app: Services, c: Call) -> s.IntegrityScanOut:
-    return s.IntegrityScanOut(removed=_graph(app).integrity_scan(c.caller))
+    return s.IntegrityScanOut(removed=app.graph.integrity_scan(c.caller))
 
 
 def _openapi(app: Services, c: Call) -> Response:

@@ -124,7 +124,7 @@ class _Candidate:
 
 class Recall:
     def __init__(self, *, search: Search, access: Access, vectors: VectorIndex, sealer: Sealer, clock: Clock,
-                 accesses: AccessRecorder, graph: Graph | None = None) -> None:
+                 accesses: AccessRecorder, graph: Graph) -> None:
         self._search = search
         self._graph = graph
         self._access = access
@@ -189,9 +189,6 @@ class Recall:
                          q: RecallQuery) -> list[Recalled]:
         """Up to `limit` memories the graph links to the hits, nearest first, each found in a
         scope this recall searched (so authorised and filtered like its hits), of the types asked."""
-        if self._graph is None:
-            raise InvalidArgument("graph_hops needs the knowledge graph, which this deployment has not",
-                                  details={"field": "graph_hops"})
         started = time.perf_counter()
         refs = [(r.memory.namespace, r.memory.key) for r in hits]
         found: dict[tuple[tuple[str, ...], str], Recalled] = {}

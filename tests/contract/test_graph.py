@@ -26,13 +26,6 @@ STORY = {
 }
 
 
-@pytest.fixture
-def graph_backend(backend):
-    if backend.app.services.graph is None:
-        pytest.skip("this backend has no graph store wired yet")
-    return backend
-
-
 def put(b, key, text, caller=None, namespace=NS, **kw):
     return b.memories.put(caller or alice(), PutMemory(namespace=namespace, key=key, value={"text": text}, **kw))
 
@@ -78,10 +71,10 @@ def graph_dump(b) -> str:
 
 
 class TestTraversal:
-    def test_entity_relation_traversal_returns_the_reasoning_path(self, graph_backend):
+    def test_entity_relation_traversal_returns_the_reasoning_path(self, backend):
         """Seed 001: linking 'Project A' and 'Memory Leak' returns the path and what justifies it."""
-        write_story(graph_backend)
-        answer = path(graph_backend, entity("project a"), entity("Memory Leak"))
+        write_story(backend)
+        answer = path(backend, entity("project a"), entity("Memory Leak"))
         assert answer.found and answer.hops == 1
         assert [e.name for e in answer.entities] == ["Project A", "memory leak"]
         (step,) = answer.steps
@@ -89,210 +82,210 @@ class TestTraversal:
         assert (edge.type, edge.key, edge.namespace) == ("CAUSED_BY", "b", tuple(NS))
         assert edge.source_id == answer.entities[1].id  # the leak was caused by Project A
 
-    def test_shortest_path_crosses_intermediate_entities_and_names_each_edges_memory(self, graph_backend):
-        write_story(graph_backend)
-        answer = path(graph_backend, entity("Alice"), entity("INC-42"))
+    def test_shortest_path_crosses_intermediate_entities_and_names_each_edges_memory(self, backend):
+        write_story(backend)
+        answer = path(backend, entity("Alice"), entity("INC-42"))
         assert answer.found and answer.hops == 3
         assert [e.name for e in answer.entities] == ["Alice", "Project A", "memory leak", "INC-42"]
         assert [[(e.type, e.key) for e in s.edges] for s in answer.steps] == [
             [("WORKS_ON", "a")], [("CAUSED_BY", "b")], [("FIXES", "c")]]
 
-    def test_the_shorter_of_two_routes_wins(self, graph_backend):
-        write_story(graph_backend)
-        put(graph_backend, "shortcut", "Alice fixed INC-42.")
-        graph_backend.drain()
-        answer = path(graph_backend, entity("Alice"), entity("INC-42"))
+    def test_the_shorter_of_two_routes_wins(self, backend):
+        write_story(backend)
+        put(backend, "shortcut", "Alice fixed INC-42.")
+        backend.drain()
+        answer = path(backend, entity("Alice"), entity("INC-42"))
         assert answer.hops == 1 and [e.key for e in answer.steps[0].edges] == ["shortcut"]
 
-    def test_a_path_between_memories_runs_between_their_entities(self, graph_backend):
-        write_story(graph_backend)
-        answer = path(graph_backend, memory("a"), memory("c"))
+    def test_a_path_between_memories_runs_between_their_entities(self, backend):
+        write_story(backend)
+        answer = path(backend, memory("a"), memory("c"))
         assert answer.found and answer.hops == 1
         assert [e.name for e in answer.entities] == ["Project A", "memory leak"]
 
-    def test_no_path_and_a_path_beyond_the_hop_limit(self, graph_backend):
-        write_story(graph_backend)
-        unrelated = path(graph_backend, entity("Alice"), entity("Kafka"))
+    def test_no_path_and_a_path_beyond_the_hop_limit(self, backend):
+        write_story(backend)
+        unrelated = path(backend, entity("Alice"), entity("Kafka"))
         assert not unrelated.found and not unrelated.truncated  # searched everything reachable
-        too_far = path(graph_backend, entity("Alice"), entity("INC-42"), max_hops=2)
+        too_far = path(backend, entity("Alice"), entity("INC-42"), max_hops=2)
         assert not too_far.found and too_far.truncated
-        unknown = path(graph_backend, entity("nobody at all"), entity("Alice"))
+        unknown = path(backend, entity("nobody at all"), entity("Alice"))
         assert not unknown.found and unknown.steps == []
 
-    def test_related_memories_are_ordered_by_hop_distance(self, graph_backend):
-        write_story(graph_backend)
-        answer = related(graph_backend, **{"from": entity("Alice")}, max_hops=3)
+    def test_related_memories_are_ordered_by_hop_distance(self, backend):
+        write_story(backend)
+        answer = related(backend, **{"from": entity("Alice")}, max_hops=3)
         assert [(r.memory.key, r.hops) for r in answer.memories] == [("a", 1), ("b", 2), ("c", 3)]
         assert answer.memories[1].via.name == "Project A"
         assert answer.memories[0].memory.value == {"text": STORY["a"]}
-        nearer = related(graph_backend, **{"from": entity("Alice")}, max_hops=2)
+        nearer = related(backend, **{"from": entity("Alice")}, max_hops=2)
         assert [r.memory.key for r in nearer.memories] == ["a", "b"]
 
-    def test_related_to_a_memory_leaves_that_memory_out(self, graph_backend):
-        write_story(graph_backend)
-        answer = related(graph_backend, **{"from": memory("b")}, max_hops=2)
+    def test_related_to_a_memory_leaves_that_memory_out(self, backend):
+        write_story(backend)
+        answer = related(backend, **{"from": memory("b")}, max_hops=2)
         assert [(r.memory.key, r.hops) for r in answer.memories] == [("a", 1), ("c", 1)]
         with pytest.raises(NotFound):
-            related(graph_backend, **{"from": memory("nope")})
+            related(backend, **{"from": memory("nope")})
 
-    def test_names_are_normalised_into_one_entity(self, graph_backend):
-        put(graph_backend, "x", "Project Apollo depends on Kafka.")
-        put(graph_backend, "y", "PROJECT  APOLLO uses Kafka.")
-        graph_backend.drain()
-        (found,) = find(graph_backend, "project apollo")
+    def test_names_are_normalised_into_one_entity(self, backend):
+        put(backend, "x", "Project Apollo depends on Kafka.")
+        put(backend, "y", "PROJECT  APOLLO uses Kafka.")
+        backend.drain()
+        (found,) = find(backend, "project apollo")
         assert found.type == "PROJECT"
-        answer = related(graph_backend, **{"from": entity("Project Apollo")}, max_hops=1)
+        answer = related(backend, **{"from": entity("Project Apollo")}, max_hops=1)
         assert sorted(r.memory.key for r in answer.memories) == ["x", "y"]
-        assert find(graph_backend, "  the Project\u00a0Apollo ") == [found]
+        assert find(backend, "  the Project\u00a0Apollo ") == [found]
 
 
 class TestIntegrity:
-    def test_deleting_a_memory_cascades_to_what_only_it_derived(self, graph_backend):
-        write_story(graph_backend)
-        graph_backend.memories.delete(alice(), NS, "b")
-        graph_backend.drain()
-        assert not path(graph_backend, entity("Alice"), entity("INC-42")).found
-        assert [e.name for e in find(graph_backend, "Project A", "memory leak")] == ["Project A", "memory leak"]
-        put(graph_backend, "a", "Alice retired.")  # an update replaces what the old version derived
-        graph_backend.drain()
-        assert find(graph_backend, "Project A") == []
-        assert graph(graph_backend).integrity_scan(admin()) == {"edges": 0, "mentions": 0, "nodes": 0,
+    def test_deleting_a_memory_cascades_to_what_only_it_derived(self, backend):
+        write_story(backend)
+        backend.memories.delete(alice(), NS, "b")
+        backend.drain()
+        assert not path(backend, entity("Alice"), entity("INC-42")).found
+        assert [e.name for e in find(backend, "Project A", "memory leak")] == ["Project A", "memory leak"]
+        put(backend, "a", "Alice retired.")  # an update replaces what the old version derived
+        backend.drain()
+        assert find(backend, "Project A") == []
+        assert graph(backend).integrity_scan(admin()) == {"edges": 0, "mentions": 0, "nodes": 0,
                                                                 "memories": 0}
 
-    def test_batch_delete_removes_every_derived_row(self, graph_backend):
-        write_story(graph_backend)
+    def test_batch_delete_removes_every_derived_row(self, backend):
+        write_story(backend)
         for key in STORY:
-            graph_backend.memories.delete(alice(), NS, key)
-        graph_backend.drain()
-        assert find(graph_backend, "Alice", "Project A", "memory leak", "INC-42", "Kafka") == []
-        assert graph(graph_backend).health()["nodes"] == 0
-        assert graph(graph_backend).health()["edges"] == 0
+            backend.memories.delete(alice(), NS, key)
+        backend.drain()
+        assert find(backend, "Alice", "Project A", "memory leak", "INC-42", "Kafka") == []
+        assert graph(backend).health()["nodes"] == 0
+        assert graph(backend).health()["edges"] == 0
 
-    def test_expiry_removes_the_graph_of_the_memory(self, graph_backend, clock):
-        put(graph_backend, "t", "Carol Diaz works on Project Zed.", ttl_seconds=60)
-        graph_backend.drain()
-        assert len(find(graph_backend, "Carol Diaz")) == 1
+    def test_expiry_removes_the_graph_of_the_memory(self, backend, clock):
+        put(backend, "t", "Carol Diaz works on Project Zed.", ttl_seconds=60)
+        backend.drain()
+        assert len(find(backend, "Carol Diaz")) == 1
         clock.advance(120)
-        graph_backend.sweep()
-        graph_backend.drain()
-        assert find(graph_backend, "Carol Diaz") == []
+        backend.sweep()
+        backend.drain()
+        assert find(backend, "Carol Diaz") == []
 
-    def test_a_replayed_older_change_never_restores_an_older_graph(self, graph_backend):
-        put(graph_backend, "k", "Alice works on Project A.")
-        changes = graph_backend.changes()
-        graph_backend.drain()
-        put(graph_backend, "k", "Alice works on Project B.")
-        graph_backend.drain()
-        graph_backend.indexer._graph.apply(changes)  # the first version's change, delivered again
-        assert find(graph_backend, "Project A") == []
-        assert len(find(graph_backend, "Project B")) == 1
+    def test_a_replayed_older_change_never_restores_an_older_graph(self, backend):
+        put(backend, "k", "Alice works on Project A.")
+        changes = backend.changes()
+        backend.drain()
+        put(backend, "k", "Alice works on Project B.")
+        backend.drain()
+        backend.indexer._graph.apply(changes)  # the first version's change, delivered again
+        assert find(backend, "Project A") == []
+        assert len(find(backend, "Project B")) == 1
 
-    def test_a_relation_needs_both_entities_and_says_which_is_missing(self, graph_backend):
-        g = graph(graph_backend)
+    def test_a_relation_needs_both_entities_and_says_which_is_missing(self, backend):
+        g = graph(backend)
         g.put_entity(alice(), PutEntity(namespace=NS, name="Dana", type="PERSON"))
         with pytest.raises(NotFound) as missing:
             g.put_relation(alice(), PutRelation(namespace=NS, source="Dana", type="WORKS_ON", target="Project Q"))
         assert "'Project Q'" in missing.value.message and missing.value.details == {"missing": ["target"]}
         g.put_entity(alice(), PutEntity(namespace=NS, name="Project Q", type="PROJECT"))
         g.put_relation(alice(), PutRelation(namespace=NS, source="dana", type="WORKS_ON", target="project q"))
-        answer = path(graph_backend, entity("Dana"), entity("Project Q"))
+        answer = path(backend, entity("Dana"), entity("Project Q"))
         assert answer.hops == 1 and answer.steps[0].edges[0].explicit
 
-    def test_deleting_an_explicit_entity_removes_its_explicit_relations(self, graph_backend):
-        write_story(graph_backend)
-        g = graph(graph_backend)
+    def test_deleting_an_explicit_entity_removes_its_explicit_relations(self, backend):
+        write_story(backend)
+        g = graph(backend)
         g.put_entity(alice(), PutEntity(namespace=NS, name="Eve", type="PERSON"))
         g.put_relation(alice(), PutRelation(namespace=NS, source="Eve", type="REPORTS_TO", target="Alice"))
-        assert path(graph_backend, entity("Eve"), entity("INC-42")).hops == 4
+        assert path(backend, entity("Eve"), entity("INC-42")).hops == 4
         g.delete_entity(alice(), EntityRef(ns=NS, name="Eve"))
         g.delete_entity(alice(), EntityRef(ns=NS, name="Eve"))  # idempotent
-        assert find(graph_backend, "Eve") == [] and len(find(graph_backend, "Alice")) == 1
+        assert find(backend, "Eve") == [] and len(find(backend, "Alice")) == 1
         g.put_entity(alice(), PutEntity(namespace=NS, name="Alice", type="PERSON"))
         g.delete_entity(alice(), EntityRef(ns=NS, name="Alice"))  # a memory still names Alice: she stays
-        assert [e.explicit for e in find(graph_backend, "Alice")] == [False]
+        assert [e.explicit for e in find(backend, "Alice")] == [False]
 
-    def test_an_explicit_relation_goes_with_a_derived_entity_it_joins(self, graph_backend):
-        write_story(graph_backend)
-        g = graph(graph_backend)
+    def test_an_explicit_relation_goes_with_a_derived_entity_it_joins(self, backend):
+        write_story(backend)
+        g = graph(backend)
         g.put_relation(alice(), PutRelation(namespace=NS, source="Kafka", type="DEPENDS_ON", target="INC-42"))
         g.delete_relation(alice(), RelationRef(ns=NS, source="Bob Stone", type="USES", target="Kafka"))  # derived
-        assert path(graph_backend, entity("Bob Stone"), entity("INC-42")).hops == 2
-        graph_backend.memories.delete(alice(), NS, "c")  # INC-42's only memory
-        graph_backend.drain()
-        assert not path(graph_backend, entity("Kafka"), entity("INC-42")).found
-        assert graph(graph_backend).integrity_scan(admin())["edges"] == 0  # nothing was left dangling
+        assert path(backend, entity("Bob Stone"), entity("INC-42")).hops == 2
+        backend.memories.delete(alice(), NS, "c")  # INC-42's only memory
+        backend.drain()
+        assert not path(backend, entity("Kafka"), entity("INC-42")).found
+        assert graph(backend).integrity_scan(admin())["edges"] == 0  # nothing was left dangling
 
-    def test_the_integrity_scan_removes_rows_whose_memory_is_gone(self, graph_backend):
-        write_story(graph_backend)
-        store = graph_backend.app.services.graph._store
-        sealed = graph_backend.sealer.seal_entity_name("acme", "f" * 32, "Ghost")
+    def test_the_integrity_scan_removes_rows_whose_memory_is_gone(self, backend):
+        write_story(backend)
+        store = backend.app.services.graph._store
+        sealed = backend.sealer.seal_entity_name("acme", "f" * 32, "Ghost")
         store.replace_memory(DerivedMemory("acme", tuple(NS), "never-written", "m-0", 1),
                              [GraphNode("acme", tuple(NS), "f" * 32, "CONCEPT", sealed)], [])
         with pytest.raises(Forbidden):
-            graph(graph_backend).integrity_scan(alice())
-        removed = graph(graph_backend).integrity_scan(admin())
+            graph(backend).integrity_scan(alice())
+        removed = graph(backend).integrity_scan(admin())
         assert removed == {"memories": 1, "edges": 0, "mentions": 0, "nodes": 0}
-        assert graph(graph_backend).health()["last_scan_removed"] == removed
-        assert len(find(graph_backend, "Alice")) == 1  # live memories keep theirs
+        assert graph(backend).health()["last_scan_removed"] == removed
+        assert len(find(backend, "Alice")) == 1  # live memories keep theirs
 
 
 class TestIsolation:
-    def test_other_tenants_see_nothing_and_hash_names_differently(self, graph_backend):
-        write_story(graph_backend)
+    def test_other_tenants_see_nothing_and_hash_names_differently(self, backend):
+        write_story(backend)
         other = Caller(tenant_id="globex", user_id="alice", roles=("user",))
-        write_story(graph_backend, caller=other)
-        mine, theirs = find(graph_backend, "Alice"), find(graph_backend, "Alice", caller=other)
+        write_story(backend, caller=other)
+        mine, theirs = find(backend, "Alice"), find(backend, "Alice", caller=other)
         assert mine[0].id != theirs[0].id
-        graph_backend.memories.delete(other, NS, "a")
-        graph_backend.drain()
-        assert find(graph_backend, "Alice", caller=other) == [] and find(graph_backend, "Alice") == mine
+        backend.memories.delete(other, NS, "a")
+        backend.drain()
+        assert find(backend, "Alice", caller=other) == [] and find(backend, "Alice") == mine
         stranger = Caller(tenant_id="initech", user_id="alice", roles=("user",))
-        assert find(graph_backend, "Alice", caller=stranger) == []
-        assert related(graph_backend, caller=stranger, **{"from": entity("Alice")}).memories == []
+        assert find(backend, "Alice", caller=stranger) == []
+        assert related(backend, caller=stranger, **{"from": entity("Alice")}).memories == []
 
-    def test_another_user_is_refused_and_cannot_write_there(self, graph_backend):
-        write_story(graph_backend)
+    def test_another_user_is_refused_and_cannot_write_there(self, backend):
+        write_story(backend)
         with pytest.raises(Forbidden):
-            find(graph_backend, "Alice", caller=bob())
+            find(backend, "Alice", caller=bob())
         with pytest.raises(Forbidden):
-            path(graph_backend, entity("Alice"), entity("INC-42"), caller=bob())
+            path(backend, entity("Alice"), entity("INC-42"), caller=bob())
         with pytest.raises(Forbidden):
-            graph(graph_backend).put_entity(bob(), PutEntity(namespace=NS, name="Mallory"))
+            graph(backend).put_entity(bob(), PutEntity(namespace=NS, name="Mallory"))
         with pytest.raises(Forbidden):
-            graph(graph_backend).delete_entity(bob(), EntityRef(ns=NS, name="Alice"))
+            graph(backend).delete_entity(bob(), EntityRef(ns=NS, name="Alice"))
         # Bob's own subtree holds none of Alice's graph, though the entity ids are the tenant's.
-        assert find(graph_backend, "Alice", caller=bob(), prefix=["user", "bob"]) == []
-        assert find(graph_backend, "Alice", caller=bob(), prefix=[]) == []  # narrowed to ["user", "bob"]
+        assert find(backend, "Alice", caller=bob(), prefix=["user", "bob"]) == []
+        assert find(backend, "Alice", caller=bob(), prefix=[]) == []  # narrowed to ["user", "bob"]
 
-    def test_a_memory_endpoint_must_lie_under_the_prefix(self, graph_backend):
-        write_story(graph_backend)
+    def test_a_memory_endpoint_must_lie_under_the_prefix(self, backend):
+        write_story(backend)
         with pytest.raises(InvalidArgument):
-            related(graph_backend, prefix=["user", "alice", "other"], **{"from": memory("a")})
+            related(backend, prefix=["user", "alice", "other"], **{"from": memory("a")})
 
-    def test_a_prefix_sees_only_its_subtree(self, graph_backend):
-        write_story(graph_backend)
-        put(graph_backend, "w", "Alice works on Project Work.", namespace=["user", "alice", "work"])
-        graph_backend.drain()
-        (everywhere,) = find(graph_backend, "Alice")
+    def test_a_prefix_sees_only_its_subtree(self, backend):
+        write_story(backend)
+        put(backend, "w", "Alice works on Project Work.", namespace=["user", "alice", "work"])
+        backend.drain()
+        (everywhere,) = find(backend, "Alice")
         assert sorted(everywhere.namespaces) == [("user", "alice", "notes"), ("user", "alice", "work")]
-        work = related(graph_backend, prefix=["user", "alice", "work"], **{"from": entity("Alice")}, max_hops=3)
+        work = related(backend, prefix=["user", "alice", "work"], **{"from": entity("Alice")}, max_hops=3)
         assert [r.memory.key for r in work.memories] == ["w"]
 
-    def test_unicode_and_slashes_in_namespaces_and_keys(self, graph_backend):
+    def test_unicode_and_slashes_in_namespaces_and_keys(self, backend):
         ns = ["user", "alice", "a/b%2F", "ünï"]
-        put(graph_backend, "k/1%2F", "Zoë Ångström works on Project Ø.", namespace=ns)
-        graph_backend.drain()
-        (found,) = find(graph_backend, "zoë ångström")
+        put(backend, "k/1%2F", "Zoë Ångström works on Project Ø.", namespace=ns)
+        backend.drain()
+        (found,) = find(backend, "zoë ångström")
         assert found.namespaces == (tuple(ns),)
-        answer = related(graph_backend, **{"from": memory("k/1%2F", ns)}, max_hops=1)
+        answer = related(backend, **{"from": memory("k/1%2F", ns)}, max_hops=1)
         assert answer.memories == []
-        answer = path(graph_backend, entity("Zoë Ångström"), entity("project ø"))
+        answer = path(backend, entity("Zoë Ångström"), entity("project ø"))
         assert answer.found and answer.steps[0].edges[0].key == "k/1%2F"
 
-    def test_no_entity_name_is_stored_in_plaintext(self, graph_backend):
-        write_story(graph_backend)
-        graph(graph_backend).put_entity(alice(), PutEntity(namespace=NS, name="Zebulon Quartz"))
-        dump = graph_dump(graph_backend)
+    def test_no_entity_name_is_stored_in_plaintext(self, backend):
+        write_story(backend)
+        graph(backend).put_entity(alice(), PutEntity(namespace=NS, name="Zebulon Quartz"))
+        dump = graph_dump(backend)
         assert "WORKS_ON" in dump  # the dump does hold the graph
         # (namespaces and keys are stored in the clear, as in the item store: "alice" is one)
         for name in ("Alice", "Project A", "project a", "memory leak", "INC-42", "inc-42", "Kafka", "Zebulon"):
