@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import random
+import socket
 import sqlite3
 import sys
 import tempfile
@@ -80,6 +81,12 @@ def namespace(i: int, n: int) -> tuple[str, ...]:
 
 def say(msg: str) -> None:
     print(msg, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def loadavg() -> float:
@@ -305,7 +312,7 @@ def bench_memsvc(n: int, work: Workload, args: Any, root: Path) -> dict[str, Any
 
     from memsvc.adapters.local.issuer import LocalIssuer
 
-    server = Server(root / "memsvc", args.port)
+    server = Server(root / "memsvc", args.port or free_port())
     try:
         try:
             server.start()
@@ -399,7 +406,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--ops", type=int, default=300, help="operations per phase (default 300)")
     parser.add_argument("--phase-seconds", type=float, default=60.0, help="time bound of each phase")
-    parser.add_argument("--port", type=int, default=8766)
+    parser.add_argument("--port", type=int, default=None, help="memsvc's port (default: a free one)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
 
