@@ -228,10 +228,10 @@ def run_phases(name: str, store: Any, work: Workload, args: Any, *, async_store:
         phases.append(("put (async indexing)", async_store, lambda s, i, run: s.put(*work.new_item(run, i))))
     phases += [
         ("get", store, lambda s, i, run: _expect(s.get(namespace(work.get_ids[i], work.n), f"k{work.get_ids[i]}"))),
-        ("filter (value field)", store, lambda s, i, run: s.search(
-            ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"lang": work.langs[i]}, limit=10)),
-        ("filter (policy attribute)", store, lambda s, i, run: s.search(
-            ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"kind": work.kinds[i]}, limit=10)),
+        ("filter (value field)", store, lambda s, i, run: _expect(s.search(
+            ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"lang": work.langs[i]}, limit=10))),
+        ("filter (policy attribute)", store, lambda s, i, run: _expect(s.search(
+            ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"kind": work.kinds[i]}, limit=10))),
         ("semantic", semantic_store, lambda s, i, run: _expect(s.search(("user", USER), query=work.queries[i],
                                                                           limit=10))),
     ]
