@@ -1,14 +1,15 @@
 """`python -m benchmarks.cold_start`: the Lambda functions' cold start, import plus bootstrap, on this machine.
 
-Builds the Lambda layer (`layers/build.py`) into a temp dir, copies the code asset (`functions/`
-and `memsvc/`, what CDK ships) next to it, and runs each function's module in a fresh
-interpreter of the Lambda runtime's Python version (`infra.config.LAMBDA_PYTHON`), with only the
-layer, the code and the standard library on `sys.path` (`-I -S`: no site-packages, no user
-site, no PYTHON* variables). It times `import functions.<name>` and then the bootstrap the first
-invocation runs (`functions.runtime.aws_app()`: settings, boto3 clients, adapters, policies),
-with `-X importtime` to name what is slow (each top-level package's modules' own import time),
-and the CPU time of both (on a busy machine the wall time includes waiting for a CPU; the CPU
-time much less so). Nothing goes to the network: clients are built, not called. Each
+Builds the Lambda layer (`layers/build.py`: pip, so PyPI is needed; or `--layer` names one already
+built, which is copied) and the code asset (`layers.build.package_code`: `functions/` and
+`memsvc/`, as CDK ships them) into a temp dir. Then runs each function's module in a fresh
+interpreter of the Lambda runtime's Python version (`infra.config.LAMBDA_PYTHON`) with only the
+layer, the code and the standard library on `sys.path` (`-I -S`: no site-packages, no user site,
+no PYTHON* variables). It times `import functions.<name>` and then the bootstrap the first
+invocation runs (`functions.runtime.aws_app()`: settings, boto3 clients, adapters), with
+`-X importtime` to name what is slow (each top-level package's modules' own import time), and
+the CPU time of both (on a busy machine the wall time includes waiting for a CPU; the CPU time
+much less so). Nothing goes to the network: clients are built, not called. Each
 configuration runs `--runs` times; the report is the median.
 
 Two configurations:
@@ -71,9 +72,10 @@ def prepare(workdir: Path, layer: Path | None) -> tuple[Path, Path]:
     """The layer's `python/` dir and the code asset, both built as CDK builds them."""
     if layer is None:
         build(workdir / "layer")
-        layer = workdir / "layer"
+    else:  # a copy: the second configuration strips its bytecode
+        shutil.copytree(layer, workdir / "layer")
     package_code(ROOT, workdir / "code")
-    return layer / "python", workdir / "code"
+    return workdir / "layer" / "python", workdir / "code"
 
 
 def strip_bytecode(*roots: Path) -> None:
