@@ -72,7 +72,8 @@ attributes := {"namespace": input.namespace[0], "sub": input.namespace[1], "kind
 
 
 def item_value(i: int) -> dict[str, Any]:
-    return {**make_value(i), "kind": KINDS[i % len(KINDS)]}
+    # Not `i % 4`: with namespaces chosen by `i % namespaces`, a namespace would hold one kind only.
+    return {**make_value(i), "kind": random.Random(i * 31 + 5).choice(KINDS)}
 
 
 def namespace(i: int, n: int) -> tuple[str, ...]:
