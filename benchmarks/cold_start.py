@@ -6,9 +6,9 @@ built, which is copied) and the code asset (`layers.build.package_code`: `functi
 interpreter of the Lambda runtime's Python version (`infra.config.LAMBDA_PYTHON`) with only the
 layer, the code and the standard library on `sys.path` (`-I -S`: no site-packages, no user site,
 no PYTHON* variables). It times `import functions.<name>` and then the bootstrap the first
-invocation runs (`functions.runtime.aws_app()`: settings, boto3 clients, adapters), with
-`-X importtime` to name what is slow (each top-level package's modules' own import time), and
-the CPU time of both (on a busy machine the wall time includes waiting for a CPU; the CPU time
+invocation runs (`functions.runtime.aws_app()`: settings, boto3 clients, adapters), and,
+in one more run with `-X importtime`, what is slow (each top-level package's modules' own import
+time); and the CPU time of both (on a busy machine the wall time includes waiting for a CPU; the CPU time
 much less so). Nothing goes to the network: clients are built, not called. Each
 configuration runs `--runs` times; the report is the median.
 
@@ -84,10 +84,12 @@ def strip_bytecode(*roots: Path) -> None:
             shutil.rmtree(cache)
 
 
-def run_once(python: str, layer: Path, code: Path, name: str) -> tuple[dict[str, float], dict[str, float]]:
-    """(import and bootstrap ms, import time in ms per top-level package, its modules' own time)."""
+def run_once(python: str, layer: Path, code: Path, name: str, *, importtime: bool = False) -> tuple[dict, dict]:
+    """(import, bootstrap and CPU ms; with `importtime`, ms per top-level package: its modules' own
+    import time, measured in a run of its own since `-X importtime` slows the import down)."""
     probe = _PROBE.format(layer=str(layer), code=str(code), name=name)
-    done = subprocess.run([python, "-I", "-S", "-B", "-X", "importtime", "-c", probe], capture_output=True,
+    flags = ["-X", "importtime"] if importtime else []
+    done = subprocess.run([python, "-I", "-S", "-B", *flags, "-c", probe], capture_output=True,
                           text=True, env={**ENV, "PATH": os.environ.get("PATH", "")}, cwd=code)
     if done.returncode != 0:
         raise RuntimeError(f"functions.{name} failed to start:\n{done.stderr[-3000:]}")
@@ -101,20 +103,16 @@ def run_once(python: str, layer: Path, code: Path, name: str) -> tuple[dict[str,
 def measure(python: str, layer: Path, code: Path, runs: int, label: str, names: list[str]) -> dict[str, dict]:
     out = {}
     for name in names:
-        samples = [run_once(python, layer, code, name) for _ in range(runs)]
-        imports = [s[0]["import_ms"] for s in samples]
-        boots = [s[0]["bootstrap_ms"] for s in samples]
-        totals = [s[0]["import_ms"] + s[0]["bootstrap_ms"] for s in samples]
-        cpus = [s[0]["cpu_ms"] for s in samples]
-        packages = samples[totals.index(sorted(totals)[len(totals) // 2])][1]
-        out[name] = {"import_ms": round(statistics.median(imports), 1),
-                     "bootstrap_ms": round(statistics.median(boots), 1),
-                     "total_ms": round(statistics.median(totals), 1),
-                     "cpu_ms": round(statistics.median(cpus), 1),
+        samples = [run_once(python, layer, code, name)[0] for _ in range(runs)]
+        packages = run_once(python, layer, code, name, importtime=True)[1]
+        out[name] = {"import_ms": round(statistics.median(s["import_ms"] for s in samples), 1),
+                     "bootstrap_ms": round(statistics.median(s["bootstrap_ms"] for s in samples), 1),
+                     "total_ms": round(statistics.median(s["import_ms"] + s["bootstrap_ms"] for s in samples), 1),
+                     "cpu_ms": round(statistics.median(s["cpu_ms"] for s in samples), 1),
                      "slowest_packages": sorted(((round(ms, 1), p) for p, ms in packages.items()), reverse=True)[:6]}
         r = out[name]
         print(f"  {label:<12} {name:<18} import {r['import_ms']:>7} ms  bootstrap {r['bootstrap_ms']:>7} ms  "
-              f"total {r['total_ms']:>7} ms (CPU {r['cpu_ms']:>7} ms)   slowest packages (ms): "
+              f"total {r['total_ms']:>7} ms (CPU {r['cpu_ms']:>7} ms)   slowest packages (ms, -X importtime): "
               + ", ".join(f"{p} {ms}" for ms, p in r["slowest_packages"][:5]), flush=True)
     return out
 
