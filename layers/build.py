@@ -11,6 +11,12 @@ container is needed. `cdk synth` runs the same build through CDK's local bundlin
 
 boto3 is shipped although the runtime has one: the functions then run the botocore the tests
 ran (S3 Vectors is a young API), not whatever version the runtime carries that week.
+
+The layer carries bytecode compiled by a Python of the Lambda runtime's version when one is on
+this machine (`python3.12` on PATH, pyenv's, or `MEMSVC_LAMBDA_PYTHON`): Lambda's `/opt` is
+read-only, so without it every cold start compiles every module it imports from source (the API
+function's cold start went from seconds to a few hundred ms, `python -m benchmarks.cold_start`).
+The `.pyc` files are `unchecked-hash` ones: no timestamps, so the same sources give the same bytes.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -41,12 +48,19 @@ __all__ = [
     "build",
     "LAYER_UNZIPPED_BUDGET",
     "LAMBDA_UNZIPPED_LIMIT",
+    "lambda_python",
+    "compile_bytecode",
+    "package_code",
+    "CODE_PACKAGES",
 ]
 
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024  # function code + all layers, unzipped
 # What the layer may take, leaving room for the function code and a future layer.
 LAYER_UNZIPPED_BUDGET = 200 * 1024 * 1024
 EXTRA = "aws"
+LAYER_RUNTIME_DIR = "/opt/python"  # where Lambda mounts a Python layer's python/
+CODE_RUNTIME_DIR = "/var/task"  # where Lambda unpacks the function's code
+CODE_PACKAGES = ("functions", "memsvc")  # the function code asset: nothing else of the repository
 
 _NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
@@ -67,6 +81,7 @@ class LayerSpec:
         """Changes when anything that decides the layer's content changes (the asset hash)."""
         h = hashlib.sha256()
         h.update(f"{LAMBDA_PYTHON} {' '.join(LAMBDA_PLATFORMS)}\n".encode())
+        h.update(b"bytecode\n" if lambda_python() else b"sources only\n")  # see compile_bytecode
         h.update("\n".join(self.requirements).encode())
         h.update(self.constraints.read_bytes())
         h.update(Path(__file__).read_bytes())
@@ -151,6 +166,7 @@ def build(out: Path, spec: LayerSpec | None = None) -> int:
         for f in cache.iterdir():
             f.unlink()
         cache.rmdir()
+    compile_bytecode(target, LAYER_RUNTIME_DIR)
     size = _size(out)
     names = ", ".join(f"{i['metadata']['name']}=={i['metadata']['version']}" for i in installs)
     print(f"layer: {len(installs)} distributions, {size / 2**20:.1f} MiB unzipped "
@@ -159,6 +175,50 @@ def build(out: Path, spec: LayerSpec | None = None) -> int:
     if size > LAYER_UNZIPPED_BUDGET:
         raise SystemExit(f"the layer is {size / 2**20:.1f} MiB, over its {LAYER_UNZIPPED_BUDGET / 2**20:.0f} MiB budget")
     return size
+
+
+def package_code(root: Path, out: Path) -> None:
+    """The functions' code asset in `out`: `functions/` and `memsvc/` (package data included),
+    without this machine's bytecode, then compiled for the Lambda runtime like the layer."""
+    for package in CODE_PACKAGES:
+        shutil.copytree(root / package, out / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    compile_bytecode(out, CODE_RUNTIME_DIR)
+
+
+def lambda_python() -> str | None:
+    """An interpreter of the Lambda runtime's version (`LAMBDA_PYTHON`): `MEMSVC_LAMBDA_PYTHON`,
+    this one, `python3.12` on PATH, or pyenv's; None if this machine has none."""
+    explicit = os.environ.get("MEMSVC_LAMBDA_PYTHON")
+    candidates = [explicit] if explicit else [sys.executable, shutil.which(f"python{LAMBDA_PYTHON}")]
+    if not explicit:
+        pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+        candidates += sorted(str(p) for p in pyenv.glob(f"{LAMBDA_PYTHON}.*/bin/python{LAMBDA_PYTHON}"))
+    for python in filter(None, candidates):
+        try:
+            done = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                                  capture_output=True, text=True, timeout=60)
+        except OSError:
+            continue
+        if done.returncode == 0 and done.stdout.strip() == LAMBDA_PYTHON:
+            return python
+    return None
+
+
+def compile_bytecode(root: Path, runtime_dir: str) -> bool:
+    """Compile every module under `root` for the Lambda runtime's Python, if this machine has one
+    (see the module's doc); otherwise say so on stderr and leave the sources alone. The code
+    objects name their files as Lambda sees them, under `runtime_dir` (`/opt/python` for the
+    layer), never the build directory: tracebacks point at real paths, and builds are byte-identical."""
+    python = lambda_python()
+    if python is None:
+        print(f"warning: no Python {LAMBDA_PYTHON} here (set MEMSVC_LAMBDA_PYTHON): {root} ships without "
+              "bytecode, and every cold start will compile its modules from source", file=sys.stderr)
+        return False
+    done = subprocess.run([python, "-m", "compileall", "-q", "-j", "0", "--invalidation-mode", "unchecked-hash",
+                           "-s", str(root), "-p", runtime_dir, str(root)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"compiling {root} for Python {LAMBDA_PYTHON} failed:\n{done.stdout[-2000:]}{done.stderr[-2000:]}")
+    return True
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,7 +25,7 @@ from infra.config import LAMBDA_PYTHON
 from infra.constructs.table import ItemTable, KeywordTable
 from infra.constructs.vectors import VectorStore
 from infra.nag import acknowledge
-from layers.build import LayerSpec, build, layer_spec
+from layers.build import LayerSpec, build, layer_spec, package_code
 from memsvc.adapters.aws.dynamo_store import GSI_ID, GSI_PENDING, GSI_RECENT
 from memsvc.adapters.aws.kms_keys import ENCRYPTION_CONTEXT_KEY
 
@@ -50,8 +50,9 @@ __all__ = [
 METRICS_NAMESPACE = "memsvc"  # the functions' Powertools EMF namespace
 
 # Docker-ignore semantics: everything at the top level is out, then memsvc/ and functions/ are
-# back in (without bytecode). No tests, no venv, no local model (that is a pip package, and
-# never in the layer either).
+# back in (without this machine's bytecode). No tests, no venv, no local model (that is a pip
+# package, and never in the layer either). The asset's hash is over these sources; the bundling
+# (`package_code`) copies them and compiles their bytecode for the Lambda runtime.
 CODE_ASSET_EXCLUDE = ["*", "!memsvc", "!functions", "**/__pycache__", "**/*.pyc"]
 
 # Both stream consumers get only records `change_from_stream_record` can turn into a change: item
@@ -116,6 +117,20 @@ class _PipLayerBundling:
         return True
 
 
+@jsii.implements(cdk.ILocalBundling)
+class _CodeBundling:
+    """Builds the code asset on this machine (`layers.build.package_code`): `functions/` and
+    `memsvc/` with bytecode for the Lambda runtime, which cannot write its own (`/var/task` is
+    read-only) and would otherwise compile every module on every cold start."""
+
+    def __init__(self, project_root: Path) -> None:
+        self._root = project_root
+
+    def try_bundle(self, output_dir: str, options: Any = None) -> bool:
+        package_code(self._root, Path(output_dir))
+        return True
+
+
 class LambdaPackage(Construct):
     """What every function runs: the code asset (only `memsvc/` and `functions/`) and the
     dependency layer (`layers/build.py`, bundled at synth; its asset hash covers the pins)."""
@@ -125,7 +140,12 @@ class LambdaPackage(Construct):
         self.runtime = _runtime()
         self.architecture = lambda_.Architecture.X86_64
         self.code = lambda_.Code.from_asset(
-            str(project_root), exclude=CODE_ASSET_EXCLUDE, ignore_mode=cdk.IgnoreMode.DOCKER)
+            str(project_root), exclude=CODE_ASSET_EXCLUDE, ignore_mode=cdk.IgnoreMode.DOCKER,
+            bundling=cdk.BundlingOptions(
+                # Required by the API; never pulled: the local bundler always builds.
+                image=cdk.DockerImage.from_registry(f"public.ecr.aws/sam/build-python{LAMBDA_PYTHON}"),
+                local=_CodeBundling(project_root),
+            ))
         spec = layer_spec(project_root)
         self.layer = lambda_.LayerVersion(
             self, "Dependencies",

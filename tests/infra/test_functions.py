@@ -27,6 +27,7 @@ from infra.constructs.functions import (
     StreamSettings,
 )
 from infra.stack import PROJECT_ROOT
+from layers.build import lambda_python, package_code
 from memsvc.adapters.aws.dynamo_store import change_from_stream_record
 from tests.infra.helpers import REGION, as_list, new_app, resources_of
 
@@ -406,19 +407,26 @@ def test_filter_drops_index_marks_and_refreshes_and_keeps_changes():
                     "tombstone purge"}
 
 
-def test_code_asset_is_only_the_package_and_functions(assembly):
-    manifest = json.loads((assembly.outdir / "memsvc-dev.assets.json").read_text())
-    code_dirs = [assembly.outdir / f["source"]["path"] for f in manifest["files"].values()
-                 if f["source"].get("packaging") == "zip" and (assembly.outdir / f["source"]["path"]).is_dir()
-                 and (assembly.outdir / f["source"]["path"] / "functions").exists()]
-    assert len(code_dirs) == 1
-    root = code_dirs[0]
-    assert sorted(p.name for p in root.iterdir()) == ["functions", "memsvc"]
-    files = [p.relative_to(root) for p in root.rglob("*") if p.is_file()]
+def test_code_asset_is_only_the_package_and_functions(tmp_path):
+    """The code asset is what `package_code` builds (CDK's local bundling; the template tests skip
+    bundling): `functions/` and `memsvc/`, with bytecode for the Lambda runtime's Python when this
+    machine has one, naming its files as Lambda sees them (`/var/task/...`)."""
+    package_code(PROJECT_ROOT, tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["functions", "memsvc"]
+    files = [p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file()]
     assert {Path("functions/api.py"), Path("functions/indexer.py"), Path("functions/timeline.py")} <= set(files)
     assert Path("memsvc/policies/authz.rego") in files  # package data the policy engine loads
-    assert not [f for f in files if "__pycache__" in f.parts or f.suffix == ".pyc"]
-    size = sum((root / f).stat().st_size for f in files)
+    sources = [f for f in files if f.suffix == ".py"]
+    compiled = [f for f in files if f.suffix == ".pyc"]
+    if lambda_python() is None:
+        assert compiled == []
+    else:
+        tag = "cpython-" + LAMBDA_PYTHON.replace(".", "")
+        assert {f.parent.parent / f"{f.name.split('.')[0]}.py" for f in compiled} == set(sources)
+        assert all(f.parent.name == "__pycache__" and f".{tag}." in f.name for f in compiled)
+        api_pyc = (tmp_path / "functions" / "__pycache__" / f"api.{tag}.pyc").read_bytes()
+        assert b"/var/task/functions/api.py" in api_pyc and str(tmp_path).encode() not in api_pyc
+    size = sum((tmp_path / f).stat().st_size for f in files)
     assert size < 5 * 2**20, f"the code asset is {size} bytes"
 
 

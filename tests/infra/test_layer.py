@@ -19,7 +19,7 @@ import pytest
 from infra.config import LAMBDA_PLATFORMS, LAMBDA_PYTHON
 from infra.stack import PROJECT_ROOT
 from memsvc.tokens import CL100K_SHA256
-from layers.build import LAMBDA_UNZIPPED_LIMIT, LAYER_UNZIPPED_BUDGET, build, layer_spec, pip_command
+from layers.build import LAMBDA_UNZIPPED_LIMIT, LAYER_UNZIPPED_BUDGET, build, lambda_python, layer_spec, pip_command
 
 
 # Imported here because the test venv has them, and optional where the functions run.
@@ -148,7 +148,14 @@ def test_layer_builds_within_its_size_budget(tmp_path, capsys):
     # recall's tokenizer file travels in the layer, byte for byte the published cl100k_base
     bpe = tmp_path / "python" / "tiktoken_ext" / "data" / "cl100k_base.tiktoken"
     assert hashlib.sha256(bpe.read_bytes()).hexdigest() == CL100K_SHA256
-    assert not list((tmp_path / "python").rglob("__pycache__"))
+    # bytecode for the runtime's Python only (none of pip's), when this machine has that Python
+    compiled = list((tmp_path / "python").rglob("*.pyc"))
+    tag = ".cpython-" + LAMBDA_PYTHON.replace(".", "") + "."
+    if lambda_python() is None:
+        assert compiled == []
+    else:
+        assert compiled and all(tag in f.name for f in compiled)
+        assert b"/opt/python/six.py" in (tmp_path / "python" / "__pycache__" / f"six{tag}pyc").read_bytes()
     assert size < LAYER_UNZIPPED_BUDGET < LAMBDA_UNZIPPED_LIMIT
     assert "MiB unzipped" in capsys.readouterr().err
     sys.stdout.write(f"\nlayer size: {size / 2**20:.1f} MiB\n")

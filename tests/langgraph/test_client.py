@@ -236,6 +236,15 @@ def test_search_request_and_items():
     assert rec.body() == {"namespace_prefix": [], "refresh_ttl": True, "limit": 10, "offset": 0}
 
 
+def test_search_mode_goes_with_a_query_only():
+    rec = Recorder(ok({"items": []}))
+    store = make(rec, search_mode="semantic")
+    store.search(("user",), query="q")
+    assert rec.body()["mode"] == "semantic"
+    store.search(("user",), filter={"n": 1})
+    assert "mode" not in rec.body()  # the API refuses `mode` without a query
+
+
 def test_search_pages_past_the_api_limit():
     def answer(request):
         body = json.loads(request.content)

@@ -47,3 +47,22 @@ def test_vectors_of_returns_stored_unit_vectors_of_that_tenant_only(tmp_path):
     assert vectors.vectors_of("t1", [("m1", "f"), ("m1", "g"), ("m2", "f")]) == {("m1", "f"): [0.6000000238418579,
                                                                                       0.800000011920929]}
     assert vectors.vectors_of("t2", [("m1", "f")]) == {}
+
+
+def test_narrow_and_wide_scopes_rank_exactly_alike(tmp_path):
+    """A namespace among many is scored on its own rows, the whole tenant on the full matrix:
+    both give the brute-force ranking of the rows in scope, deleted rows left out."""
+    idx = index(tmp_path)
+    rng = np.random.default_rng(11)
+    vecs = rng.standard_normal((400, 8))
+    idx.put_many([VectorWrite("t", ("user", f"ns{i % 20}"), f"k{i}", f"m{i}", 1, {}, (("text", vecs[i]),))
+                  for i in range(400)])
+    idx.delete_many([VectorRef("t", "m3", "text")])
+    q = rng.standard_normal(8)
+    unit = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    cosine = unit @ (q / np.linalg.norm(q))
+    for prefix, members in ((("user", "ns3"), range(3, 400, 20)), ((), range(400))):
+        expected = sorted((i for i in members if i != 3), key=lambda i: -cosine[i])[:7]
+        hits = idx.query("t", prefix, Filter(), q, 7)
+        assert [h.key for h in hits] == [f"k{i}" for i in expected]
+        assert np.allclose([h.score for h in hits], cosine[expected], atol=1e-5)

@@ -269,6 +269,8 @@ class MemsvcStore(BaseStore):
             put). The service embeds with its own model, so `dims` and `embed` are ignored.
         read_your_writes: puts wait until the item is indexed (`sync_index`), so a search right
             after a put finds it, as with LangGraph's own stores. Default True.
+        search_mode: the `mode` of searches with a query (`hybrid`, `semantic` or `keyword`;
+            LangGraph's `search` has no such argument). Default None: the service's default, hybrid.
         timeout: seconds per HTTP request. max_retries: retries of a retryable failure.
         backoff: first back-off in seconds (doubles, with jitter, up to `max_backoff`).
         max_concurrency: requests the store has in flight at once (per thread pool, and per event
@@ -288,6 +290,7 @@ class MemsvcStore(BaseStore):
         ttl: TTLConfig | None = None,
         index: IndexConfig | None = None,
         read_your_writes: bool = True,
+        search_mode: str | None = None,
         timeout: float = 30.0,
         max_retries: int = 3,
         backoff: float = 0.25,
@@ -308,6 +311,7 @@ class MemsvcStore(BaseStore):
         fields = (index or {}).get("fields")
         self._default_index: list[str] | None = None if not fields or fields == ["$"] else list(fields)
         self.read_your_writes = read_your_writes
+        self.search_mode = search_mode
         self._headers = {"Accept": "application/json", **(headers or {})}
         if tenant_id:
             self._headers["X-Tenant-Id"] = tenant_id
@@ -519,6 +523,8 @@ class MemsvcStore(BaseStore):
         body: dict[str, Any] = {"namespace_prefix": list(op.namespace_prefix)}
         if op.query and op.query.strip():  # LangGraph's stores treat "" as no query
             body["query"] = op.query
+            if self.search_mode is not None:
+                body["mode"] = self.search_mode
         if op.filter:
             body["filter"] = translate_filter(op.filter)
         if op.refresh_ttl:

@@ -185,8 +185,10 @@ class LocalVectorIndex:
                 rows = rows[np.isin(t.ns_ids[rows], allowed)]
             if rows.size == 0:
                 return []
-            # Score against a view of the matrix (no copy), then pick the rows in scope.
-            scores = (t.matrix[: t.size] @ q)[rows]
+            # A narrow scope (a namespace among many) scores only its own rows: a gather of 200 rows
+            # instead of a product over the whole tenant (1,000x less work at a million vectors).
+            # A wide one scores a view of the matrix (no copy), then picks the rows in scope.
+            scores = t.matrix[rows] @ q if rows.size * 4 < t.size else (t.matrix[: t.size] @ q)[rows]
             # Sort only the best candidates; widen when the pushdown filter rejects too many.
             k = min(rows.size, max(4 * top_k, 256))
             while True:

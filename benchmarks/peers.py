@@ -1,0 +1,444 @@
+"""`python -m benchmarks.peers --items 10000`: memsvc side by side with LangGraph's own stores.
+
+Three stores, one workload, one embedder:
+- memsvc: a throwaway `memsvc serve`, driven over HTTP through `memsvc_client.MemsvcStore`;
+- LangGraph's `InMemoryStore`, in this process;
+- LangGraph's `SqliteStore` with sqlite-vec, in this process, on a file in the temp dir. It needs
+  a Python whose `sqlite3` can load extensions (`enable_load_extension`): without one the peer
+  is skipped with a message saying so (see benchmarks/README.md for which Pythons can).
+
+All three embed with memsvc's local model (all-MiniLM-L6-v2 int8 on onnxruntime, behind the same
+1,024-entry `CachedEmbedder` the server uses) and index the same field (`text`). Items: `n`
+values from `benchmarks.bench.make_value`, plus a `kind`, in namespaces of 200 items each
+(`("user", "bench", "topic-<t>")`).
+
+Phases, each sequential and with `--clients` threads sharing one store (memsvc: one
+`MemsvcStore`, whose connection pool holds a connection per thread):
+- put: new items, read-your-writes (memsvc: `sync_index`); memsvc also with asynchronous indexing;
+- get: a random item by key;
+- filter (value field): `{"lang": ...}` in one namespace (200 items in scope), equality;
+- filter (policy attribute): `{"kind": ...}` in one namespace. memsvc's tenant gets an attribute
+  extraction policy that makes `kind` a policy attribute; for LangGraph it is a value field;
+- semantic: a query over every item, top 10 (memsvc: `mode: semantic`);
+- hybrid: the same queries, memsvc only (LangGraph's stores have no keyword ranking).
+
+Loading is not timed as a put rate: items go in through `batch` (LangGraph's stores embed a batch
+in one call; memsvc takes asynchronous puts and its indexer drains them). The LangGraph stores'
+load embeds each distinct text once (the workload has at most 8,192), which only shortens the
+load. Every phase is bounded by `--ops` operations and `--phase-seconds`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import socket
+import sqlite3
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from benchmarks.bench import LANGS, Server, ServerFailed, _semantic_queries, make_value, percentile
+
+TENANT = "bench"
+USER = "bench"
+SCOPE = 200  # items per namespace: the filter searches' scope
+KINDS = ("preference", "fact", "episode", "task")
+INDEX_FIELDS = ["text"]
+LOAD_BATCH = 256
+TOKEN_TTL_S = 3 * 24 * 3600
+DRAIN_TIMEOUT_S = 6 * 3600
+
+_ATTRIBUTES_REGO = """package memories.attributes
+
+default attributes := {}
+
+attributes := {"namespace": input.namespace[0], "sub": input.namespace[1], "kind": input.value.kind} if {
+\tcount(input.namespace) >= 2
+\tis_string(input.value.kind)
+} else := {"namespace": input.namespace[0], "sub": input.namespace[1]} if {
+\tcount(input.namespace) >= 2
+} else := {"namespace": input.namespace[0]} if {
+\tcount(input.namespace) == 1
+}
+"""
+
+
+def item_value(i: int) -> dict[str, Any]:
+    # Not `i % 4`: with namespaces chosen by `i % namespaces`, a namespace would hold one kind only.
+    return {**make_value(i), "kind": random.Random(i * 31 + 5).choice(KINDS)}
+
+
+def namespace(i: int, n: int) -> tuple[str, ...]:
+    return ("user", USER, f"topic-{i % max(1, n // SCOPE)}")
+
+
+def say(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def loadavg() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+# -- which Pythons can run SqliteStore ----------------------------------------------------------
+
+
+def sqlite_extensions_problem() -> str | None:
+    """Why this Python cannot run SqliteStore with sqlite-vec, or None if it can."""
+    conn = sqlite3.connect(":memory:")
+    try:
+        if not hasattr(conn, "enable_load_extension"):
+            return (f"this Python ({sys.executable}, {sys.version.split()[0]}) has a sqlite3 built without "
+                    "loadable extensions (pyenv's default build, macOS's system Python), so sqlite-vec cannot "
+                    "load. Run the benchmark with one that can: python.org's builds, Debian's/Ubuntu's python3 "
+                    "(`/usr/bin/python3`), conda's, or pyenv with PYTHON_CONFIGURE_OPTS="
+                    "--enable-loadable-sqlite-extensions")
+        try:
+            import sqlite_vec
+            from langgraph.store.sqlite import SqliteStore  # noqa: F401
+        except ImportError as exc:
+            return f"{exc.name} is not installed (pip install -e '.[test]')"
+        conn.enable_load_extension(True)
+        try:
+            sqlite_vec.load(conn)
+        except sqlite3.Error as exc:
+            return f"sqlite-vec does not load into this Python's SQLite {sqlite3.sqlite_version}: {exc}"
+        return None
+    finally:
+        conn.close()
+
+
+# -- the shared embedder ------------------------------------------------------------------------
+
+
+class SharedEmbedder:
+    """memsvc's local embedder as LangGraph's embedding function. `known` holds vectors of texts
+    embedded while loading (each distinct text once); everything else goes through the same
+    1,024-entry cache the server puts in front of the model."""
+
+    def __init__(self) -> None:
+        from memsvc.adapters.local.cached_embedder import CachedEmbedder
+        from memsvc.adapters.local.embedder import MiniLMEmbedder
+
+        self.model = CachedEmbedder(MiniLMEmbedder())
+        self.dimension = self.model.dimension
+        self.known: dict[str, list[float]] = {}
+
+    def learn(self, texts: list[str]) -> None:
+        new = sorted({t for t in texts if t not in self.known})
+        for start in range(0, len(new), LOAD_BATCH):
+            chunk = new[start:start + LOAD_BATCH]
+            self.known.update(zip(chunk, self.model.embed(chunk)))
+
+    def __call__(self, texts: list[str]) -> list[list[float]]:
+        missing = [t for t in texts if t not in self.known]
+        fresh = dict(zip(missing, self.model.embed(missing))) if missing else {}
+        return [self.known.get(t) or fresh[t] for t in texts]
+
+
+# -- measuring ---------------------------------------------------------------------------------
+
+
+def measure(op: Callable[[int], Any], ops: int, clients: int, seconds: float) -> dict[str, Any]:
+    """Run `op(0..ops-1)` on `clients` threads until done or `seconds` have passed; latencies in ms."""
+    lock = threading.Lock()
+    next_task = [0]
+    latencies: list[float] = []
+    errors: list[str] = []
+    started = time.perf_counter()
+    deadline = started + seconds
+
+    def worker() -> None:
+        while True:
+            with lock:
+                i = next_task[0]
+                if i >= ops or time.perf_counter() > deadline:
+                    return
+                next_task[0] += 1
+            t0 = time.perf_counter()
+            try:
+                op(i)
+            except Exception as exc:  # counted, and the first few named in the results
+                with lock:
+                    errors.append(f"{type(exc).__name__}: {exc}"[:200])
+                continue
+            elapsed = (time.perf_counter() - t0) * 1000.0
+            with lock:
+                latencies.append(elapsed)
+
+    threads = [threading.Thread(target=worker, daemon=True) for _ in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - started
+    s = sorted(latencies)
+    return {"ops": len(s), "errors": len(errors), "first_errors": errors[:3], "per_s": round(len(s) / wall, 1),
+            "p50_ms": _r(percentile(s, 50)), "p95_ms": _r(percentile(s, 95)), "p99_ms": _r(percentile(s, 99)),
+            "load": loadavg()}
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 3)
+
+
+class Workload:
+    """What every store is asked, derived from the item count and a seed only."""
+
+    def __init__(self, n: int, ops: int) -> None:
+        rng = random.Random(20_000 + n)
+        self.n = n
+        self.namespaces = max(1, n // SCOPE)
+        self.get_ids = [rng.randrange(n) for _ in range(ops)]
+        self.filter_scopes = [rng.randrange(self.namespaces) for _ in range(ops)]
+        self.langs = [rng.choice(LANGS) for _ in range(ops)]
+        self.kinds = [rng.choice(KINDS) for _ in range(ops)]
+        self.queries = [q for q, _ in _semantic_queries(ops, rng)]
+
+    def new_item(self, run: str, i: int) -> tuple[tuple[str, ...], str, dict[str, Any]]:
+        """A put's item: a fresh key and a text no load wrote, so it must be embedded."""
+        value = item_value(self.n + i)
+        value["text"] = f"{value['text'][:-1]} ({run} #{i})."
+        return ("user", USER, f"put-{run}"), f"{run}-{i}", value
+
+
+def run_phases(name: str, store: Any, work: Workload, args: Any, *, async_store: Any = None,
+               hybrid_store: Any = None, semantic_store: Any = None) -> dict[str, Any]:
+    from langgraph.store.base import BaseStore
+
+    semantic_store = semantic_store or store
+    out: dict[str, Any] = {}
+    phases: list[tuple[str, BaseStore, Callable[[BaseStore, int, str], Any]]] = [
+        ("put (read-your-writes)", store, lambda s, i, run: s.put(*work.new_item(run, i))),
+    ]
+    if async_store is not None:
+        phases.append(("put (async indexing)", async_store, lambda s, i, run: s.put(*work.new_item(run, i))))
+    phases += [
+        ("get", store, lambda s, i, run: _expect(s.get(namespace(work.get_ids[i], work.n), f"k{work.get_ids[i]}"))),
+        ("filter (value field)", store, lambda s, i, run: _expect(s.search(
+            ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"lang": work.langs[i]}, limit=10))),
+        ("filter (policy attribute)", store, lambda s, i, run: _expect(s.search(
+            ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"kind": work.kinds[i]}, limit=10))),
+        ("semantic", semantic_store, lambda s, i, run: _expect(s.search(("user", USER), query=work.queries[i],
+                                                                          limit=10))),
+    ]
+    if hybrid_store is not None:
+        phases.append(("hybrid", hybrid_store, lambda s, i, run: _expect(s.search(("user", USER),
+                                                                                  query=work.queries[i], limit=10))))
+    for phase, target, op in phases:
+        for clients in (1, args.clients):
+            run = f"{'async' if 'async' in phase else 'ryw'}-c{clients}"
+            result = measure(lambda i: op(target, i, run), args.ops, clients, args.phase_seconds)
+            out[f"{phase} / {clients}"] = result
+            say(f"  {name:<12} {phase:<26} clients {clients}: {result['per_s']:>8} ops/s  p50 {result['p50_ms']} "
+                f"p95 {result['p95_ms']} ms  ({result['ops']} ops, {result['errors']} errors, load {result['load']})"
+                + (f"  e.g. {result['first_errors'][0]}" if result["first_errors"] else ""))
+    return out
+
+
+def _expect(found: Any) -> Any:
+    if not found:
+        raise LookupError("nothing found")
+    return found
+
+
+# -- loading -----------------------------------------------------------------------------------
+
+
+def load_langgraph(store: Any, n: int, embedder: SharedEmbedder) -> float:
+    from langgraph.store.base import PutOp
+
+    started = time.perf_counter()
+    batch: list[PutOp] = []
+    texts: set[str] = set()
+    for i in range(n):
+        value = item_value(i)
+        # InMemoryStore (langgraph 1.2) embeds a batch's distinct texts but expects a vector per
+        # item, so a batch never holds one text twice.
+        if len(batch) == LOAD_BATCH or value["text"] in texts:
+            embedder.learn(list(texts))
+            store.batch(batch)
+            batch, texts = [], set()
+        batch.append(PutOp(namespace(i, n), f"k{i}", value, index=INDEX_FIELDS))
+        texts.add(value["text"])
+        if i % 10_000 == 9_999:
+            say(f"    loaded {i + 1}/{n} in {time.perf_counter() - started:.0f}s")
+    embedder.learn(list(texts))
+    store.batch(batch)
+    return time.perf_counter() - started
+
+
+def load_memsvc(store: Any, n: int, admin: Any) -> dict[str, float]:
+    from langgraph.store.base import PutOp
+
+    started = time.perf_counter()
+    for start in range(0, n, LOAD_BATCH):
+        ids = range(start, min(n, start + LOAD_BATCH))
+        store.batch([PutOp(namespace(i, n), f"k{i}", item_value(i)) for i in ids])
+        if (start // LOAD_BATCH) % 40 == 39:
+            say(f"    put {start + LOAD_BATCH}/{n} in {time.perf_counter() - started:.0f}s")
+    put_s = time.perf_counter() - started
+    last = time.perf_counter()
+    while time.perf_counter() - started < DRAIN_TIMEOUT_S:
+        pending = admin.get("/admin/v1/memories/index/status").json()["pending"]
+        if pending == 0:
+            break
+        if time.perf_counter() - last > 30:
+            say(f"    indexing: {pending} pending after {time.perf_counter() - started:.0f}s")
+            last = time.perf_counter()
+        time.sleep(1.0)
+    return {"put_s": round(put_s, 1), "indexed_s": round(time.perf_counter() - started, 1)}
+
+
+# -- the three stores --------------------------------------------------------------------------
+
+
+def bench_memsvc(n: int, work: Workload, args: Any, root: Path) -> dict[str, Any]:
+    import httpx
+    from memsvc_client import MemsvcStore
+
+    from memsvc.adapters.local.issuer import LocalIssuer
+
+    server = Server(root / "memsvc", args.port or free_port())
+    try:
+        try:
+            server.start()
+        except ServerFailed as exc:
+            say(f"  memsvc: the server did not start: {exc}\n{server.log_tail()}")
+            return {"error": str(exc)}
+        issuer = LocalIssuer(server.data_dir / "keys")
+        token = issuer.mint(sub=USER, tenant=TENANT, ttl_seconds=TOKEN_TTL_S)
+        admin_token = issuer.mint(sub="bench-admin", tenant=TENANT, roles=["admin"], ttl_seconds=TOKEN_TTL_S)
+        with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {admin_token}"},
+                          timeout=60) as admin:
+            policies = admin.get("/admin/v1/memories/policies").json()["policies"]
+            admin.put("/admin/v1/memories/policies",
+                      json={"policies": {**policies, "attributes.rego": _ATTRIBUTES_REGO}}).raise_for_status()
+            common = {"url": server.base_url, "token": token, "index": {"dims": 384, "fields": INDEX_FIELDS},
+                      "max_concurrency": args.clients, "timeout": 300.0}
+            with MemsvcStore(**common, search_mode="semantic") as store, \
+                    MemsvcStore(**common, read_your_writes=False) as async_store, \
+                    MemsvcStore(**common) as hybrid_store:
+                say(f"  memsvc: loading {n} items (async puts, then the indexer drains)")
+                loaded = load_memsvc(async_store, n, admin)
+                say(f"  memsvc: loaded in {loaded['indexed_s']}s (puts {loaded['put_s']}s), load {loadavg()}")
+                return {"load": loaded, "phases": run_phases("memsvc", store, work, args, async_store=async_store,
+                                                             hybrid_store=hybrid_store)}
+    finally:
+        server.stop()
+
+
+def bench_inmemory(n: int, work: Workload, args: Any, embedder: SharedEmbedder) -> dict[str, Any]:
+    from langgraph.store.memory import InMemoryStore
+
+    store = InMemoryStore(index={"dims": embedder.dimension, "embed": embedder, "fields": INDEX_FIELDS})
+    say(f"  InMemoryStore: loading {n} items")
+    load_s = load_langgraph(store, n, embedder)
+    say(f"  InMemoryStore: loaded in {load_s:.1f}s, load {loadavg()}")
+    return {"load": {"indexed_s": round(load_s, 1)}, "phases": run_phases("InMemory", store, work, args)}
+
+
+def bench_sqlite(n: int, work: Workload, args: Any, embedder: SharedEmbedder, root: Path) -> dict[str, Any]:
+    problem = sqlite_extensions_problem()
+    if problem:
+        say(f"  SqliteStore: SKIPPED: {problem}")
+        return {"skipped": problem}
+    from langgraph.store.sqlite import SqliteStore
+
+    index = {"dims": embedder.dimension, "embed": embedder, "fields": INDEX_FIELDS}
+    with SqliteStore.from_conn_string(str(root / "langgraph.sqlite"), index=index) as store:
+        store.setup()
+        say(f"  SqliteStore: loading {n} items")
+        load_s = load_langgraph(store, n, embedder)
+        say(f"  SqliteStore: loaded in {load_s:.1f}s, load {loadavg()}")
+        return {"load": {"indexed_s": round(load_s, 1)}, "phases": run_phases("Sqlite", store, work, args)}
+
+
+# -- the report --------------------------------------------------------------------------------
+
+_COLUMNS = ("put (read-your-writes)", "put (async indexing)", "get", "filter (value field)",
+            "filter (policy attribute)", "semantic", "hybrid")
+
+
+def markdown(results: list[dict[str, Any]], clients: int) -> str:
+    lines = []
+    for c in (1, clients):
+        lines += ["", f"{'Sequential' if c == 1 else f'{c} clients'}: puts in ops/s; everything else p50 / p95 ms "
+                      "and ops/s", "",
+                  "| items | store | " + " | ".join(_COLUMNS) + " |", "|---:|---|" + "---|" * len(_COLUMNS)]
+        for res in results:
+            for store, r in res["stores"].items():
+                if "phases" not in r:
+                    lines.append(f"| {res['items']:,} | {store} | " + " | ".join(
+                        ["skipped" if "skipped" in r else "failed"] * len(_COLUMNS)) + " |")
+                    continue
+                cells = []
+                for col in _COLUMNS:
+                    p = r["phases"].get(f"{col} / {c}")
+                    if p is None:
+                        cells.append("-")
+                    elif col.startswith("put"):
+                        cells.append(f"{p['per_s']}")
+                    else:
+                        cells.append(f"{p['p50_ms']} / {p['p95_ms']} ({p['per_s']}/s)")
+                lines.append(f"| {res['items']:,} | {store} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--items", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--stores", nargs="+", default=["memsvc", "inmemory", "sqlite"],
+                        choices=["memsvc", "inmemory", "sqlite"])
+    parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--ops", type=int, default=300, help="operations per phase (default 300)")
+    parser.add_argument("--phase-seconds", type=float, default=60.0, help="time bound of each phase")
+    parser.add_argument("--port", type=int, default=None, help="memsvc's port (default: a free one)")
+    parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+
+    say(f"peers: items {args.items}, stores {args.stores}, clients 1 and {args.clients}, {args.ops} ops per phase "
+        f"(at most {args.phase_seconds:.0f}s), {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
+        f"load {loadavg()}")
+    embedder = SharedEmbedder()
+    results = []
+    for n in args.items:
+        work = Workload(n, args.ops)
+        say(f"\n=== {n:,} items in {work.namespaces} namespaces ===")
+        stores: dict[str, Any] = {}
+        with tempfile.TemporaryDirectory(prefix="memsvc-peers-") as tmp:
+            root = Path(tmp)
+            if "memsvc" in args.stores:
+                stores["memsvc (HTTP)"] = bench_memsvc(n, work, args, root)
+            if "inmemory" in args.stores:
+                stores["InMemoryStore"] = bench_inmemory(n, work, args, embedder)
+            if "sqlite" in args.stores:
+                stores["SqliteStore + sqlite-vec"] = bench_sqlite(n, work, args, embedder, root)
+        results.append({"items": n, "stores": stores})
+    md = markdown(results, args.clients)
+    say("\n=== summary ===" + md)
+    if args.out:
+        args.out.write_text(json.dumps({
+            "command": "python -m benchmarks.peers " + " ".join(argv if argv is not None else sys.argv[1:]),
+            "when": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), "python": sys.version,
+            "cpus": os.cpu_count(), "results": results, "markdown": md}, indent=2))
+        say(f"results written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
