@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from memsvc.adapters.local.rw_lock import ReadWriteLock
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.models import VectorHit
 from memsvc.core.namespaces import decode_namespace, encode_namespace, is_under
@@ -96,7 +96,9 @@ class LocalVectorIndex:
     def __init__(self, path: Path, *, dimension: int, model_id: str) -> None:
         self._dim = dimension
         self._path = str(path)
-        self._lock = threading.RLock()
+        # Queries share the matrices (numpy's product releases the GIL, so two run on two cores);
+        # a write, which may grow or reuse rows, has them alone.
+        self._lock = ReadWriteLock()
         self._tenants: dict[str, _TenantVectors] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
@@ -139,7 +141,7 @@ class LocalVectorIndex:
         rows = [(w, name, _unit(v, self._dim)) for w in writes for name, v in w.vectors]
         if not rows:
             return
-        with self._lock:
+        with self._lock.writing():
             with _tx(self._db):
                 self._db.executemany(
                     "INSERT OR REPLACE INTO vectors (tenant, memory_id, field, ns, key, version, policy_attributes, vec) "
@@ -156,7 +158,7 @@ class LocalVectorIndex:
                 memory.slots[name] = t.add(w.memory_id, name, ns, arr)
 
     def delete_many(self, refs):
-        with self._lock:
+        with self._lock.writing():
             with _tx(self._db):
                 self._db.executemany(
                     "DELETE FROM vectors WHERE tenant = ? AND memory_id = ? AND field = ?",
@@ -175,7 +177,7 @@ class LocalVectorIndex:
 
     def query(self, tenant, prefix, pushdown, vector, top_k):
         q = _unit(vector, self._dim)
-        with self._lock:
+        with self._lock.reading():
             t = self._tenants.get(tenant)
             if t is None or t.size == 0:
                 return []
@@ -201,7 +203,7 @@ class LocalVectorIndex:
                 k = min(rows.size, k * 4)
 
     def vectors_of(self, tenant, refs):
-        with self._lock:
+        with self._lock.reading():
             t = self._tenants.get(tenant)
             out: dict[tuple[str, str], list[float]] = {}
             for memory_id, field_name in refs:
@@ -227,7 +229,7 @@ class LocalVectorIndex:
 
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids with vectors (for tests and diagnostics)."""
-        with self._lock:
+        with self._lock.reading():
             t = self._tenants.get(tenant)
             return set(t.memories) if t else set()
 
