@@ -10,7 +10,10 @@ Each client is its own process (a Python client's threads would share one GIL an
 client, not the server), on one keep-alive connection (`http.client`, lighter than httpx). The
 clients start together on a barrier; throughput is the successful requests over the wall time
 from the barrier to the last answer. The clients run on the same machine as the server and take
-CPU from it: the ratio is what 8 local callers get, not what the server could do alone.
+CPU from it: the ratio is what 8 local callers get, not what the server could do alone. Each
+run also reports the server's cores: its processes' CPU time over the wall time, which says
+whether it used both cores (a number that other work on the machine lowers but cannot raise).
+`--workers N` runs `memsvc serve --workers N`.
 """
 
 from __future__ import annotations
@@ -79,14 +82,31 @@ def _client(port: int, token: str, requests: list[Request], barrier: Any, out: A
     out.put((started, time.monotonic(), latencies, failures))
 
 
-def _measure(port: int, token: str, requests: list[Request], clients: int) -> dict[str, Any]:
+def _server_cpu_s(pid: int) -> float:
+    """CPU seconds used so far by the server process and its worker processes (Linux /proc)."""
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            fields = Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, ValueError):
+            continue  # a process that has just ended
+    return total
+
+
+def _measure(port: int, token: str, requests: list[Request], clients: int, server_pid: int) -> dict[str, Any]:
     ctx = multiprocessing.get_context("fork")
     barrier, out = ctx.Barrier(clients), ctx.Queue()
     shares = [requests[k::clients] for k in range(clients)]
     procs = [ctx.Process(target=_client, args=(port, token, share, barrier, out)) for share in shares]
+    cpu_before = _server_cpu_s(server_pid)
     for p in procs:
         p.start()
     results = [out.get() for _ in procs]
+    server_cpu = _server_cpu_s(server_pid) - cpu_before
     for p in procs:
         p.join()
     wall = max(r[1] for r in results) - min(r[0] for r in results)
@@ -95,6 +115,9 @@ def _measure(port: int, token: str, requests: list[Request], clients: int) -> di
             "failed": sum(r[3] for r in results), "wall_s": round(wall, 3),
             "per_s": round(len(latencies) / wall, 1) if wall > 0 else None,
             "p50_ms": round(percentile(latencies, 50) or 0, 2), "p95_ms": round(percentile(latencies, 95) or 0, 2),
+            # the server's CPU time over the wall time: how many cores it kept busy (at most 1 for
+            # work that holds one process's GIL)
+            "server_cores": round(server_cpu / wall, 2) if wall > 0 else None,
             "loadavg_1m": round(os.getloadavg()[0], 2)}
 
 
@@ -128,15 +151,17 @@ def run(args: argparse.Namespace) -> int:
         for name, make in READS.items():
             one = [make(rng, args.items, t) for t in range(args.queries)]
             many = [make(rng, args.items, args.queries + t) for t in range(args.queries)]
-            _measure(args.port, user_token, one[: max(1, args.queries // 10)], 1)  # warm up: caches, pages
-            seq = _measure(args.port, user_token, one, 1)
-            par = _measure(args.port, user_token, many, args.clients)
+            pid = server.proc.pid
+            _measure(args.port, user_token, one[: max(1, args.queries // 10)], 1, pid)  # warm up: caches, pages
+            seq = _measure(args.port, user_token, one, 1, pid)
+            par = _measure(args.port, user_token, many, args.clients, pid)
             ratio = par["per_s"] / seq["per_s"] if seq["per_s"] and par["per_s"] else None
             rows.append({"read": name, "sequential": seq, "parallel": par,
                          "ratio": round(ratio, 2) if ratio else None})
             print(f"  {name:<16} 1 client {seq['per_s']:>7}/s (p50 {seq['p50_ms']} ms)   {args.clients} clients "
                   f"{par['per_s']:>7}/s (p50 {par['p50_ms']} ms, p95 {par['p95_ms']} ms)   x{rows[-1]['ratio']}   "
-                  f"failed {seq['failed'] + par['failed']}   load {par['loadavg_1m']}", flush=True)
+                  f"server cores {seq['server_cores']} -> {par['server_cores']}   failed {seq['failed'] + par['failed']}"
+                  f"   load {par['loadavg_1m']}", flush=True)
     except ServerFailed as exc:
         print(f"server failed: {exc}\n{server.log_tail()}", file=sys.stderr)
         return 2
