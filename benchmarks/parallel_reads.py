@@ -11,8 +11,8 @@ client, not the server), on one keep-alive connection (`http.client`, lighter th
 clients start together on a barrier; throughput is the successful requests over the wall time
 from the barrier to the last answer. The clients run on the same machine as the server and take
 CPU from it: the ratio is what 8 local callers get, not what the server could do alone. Each
-run also reports the server's cores: its processes' CPU time over the wall time, which says
-whether it used both cores (a number that other work on the machine lowers but cannot raise).
+run also reports the server's cores: its processes' CPU time over the wall time, which on an
+idle machine says whether it used both cores (on a loaded one it is the server's share).
 `--workers N` runs `memsvc serve --workers N`.
 """
 
