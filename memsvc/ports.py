@@ -7,7 +7,6 @@ contract suite in `tests/contract`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -41,12 +40,6 @@ class ItemStore(Protocol):
     def write(self, item: StoredItem, *, kind: ChangeKind, old: StoredItem | None) -> None:
         """Write `item` if the key's stored version is still `old.version` (absent when `old` is
         None), and record the change in the same transaction. Raises `Conflict` otherwise."""
-
-    def key_writer(self, tenant: str, namespace: tuple[str, ...], key: str) -> AbstractContextManager[None]:
-        """Held around one `get` and `write` of the key. A store that can cheaply make the key's
-        writers take turns does so here, and then a writer's `write` conflicts only with writers
-        that did not take a turn; a store that cannot (DynamoDB, whose instances share nothing)
-        holds nothing, and `write` raises `Conflict` whenever another writer won the race."""
 
     def refresh_expiry(
         self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, expires_at: datetime

@@ -98,27 +98,6 @@ class TestWrites:
         assert backend.memories.get(alice(), NS, "shared").version == len(landed)
         assert len([c for c in backend.changes() if c.new.key == "shared"]) == len(landed)
 
-    def test_local_writers_to_one_key_take_turns(self, local_only):
-        """On SQLite a key's writers queue (`key_writer`), so none ever writes over a version it
-        did not read: no store-level conflict at all, however the threads interleave."""
-        backend, real_write, conflicts = local_only, local_only.store.write, []
-
-        def counting_write(item, *, kind, old):
-            try:
-                return real_write(item, kind=kind, old=old)
-            except Conflict:
-                conflicts.append(item.version)
-                raise
-
-        backend.store.write = counting_write
-        threads = [threading.Thread(target=lambda: [put(backend, key="shared") for _ in range(25)]) for _ in range(8)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert conflicts == []
-        assert backend.memories.get(alice(), NS, "shared").version == 200
-
     def test_rejected_write_changes_nothing(self, backend):
         put(backend, value={"text": "keep"})
         with pytest.raises(InvalidArgument):

@@ -15,7 +15,6 @@ import math
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import nullcontext
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -174,9 +173,6 @@ class DynamoItemStore:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return out
-
-    def key_writer(self, tenant, namespace, key):
-        return nullcontext()  # writers on other instances race anyway: `write`'s condition decides
 
     def mark_indexed(self, tenant, namespace, key, *, version, fields):
         return self._update_if_current(

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
@@ -80,8 +79,6 @@ CREATE TABLE IF NOT EXISTS config (
 );
 """
 
-_KEY_LOCKS = 64
-
 _COLUMNS = (
     "tenant, ns, key, id, version, value_ct, attributes_ct, policy_attributes, index_fields, "
     "created_at, updated_at, expires_at, deleted, ttl_seconds, indexed_fields, access_count, last_accessed_at"
@@ -97,8 +94,6 @@ class SqliteItemStore:
         self._db = SqliteFile(path, _SCHEMA)
         self._conn = self._db.conn
         self._tx = self._db.tx
-        # Striped: two keys sharing a lock only take turns needlessly; a lock per key would grow forever.
-        self._key_locks = tuple(threading.Lock() for _ in range(_KEY_LOCKS))
         with self._tx() as conn:
             present = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
             for column, declaration in _ADDED_COLUMNS.items():
@@ -209,9 +204,6 @@ class SqliteItemStore:
             (tenant, encode_namespace(namespace), after_key, limit),
         ).fetchall()
         return [_item(r) for r in rows]
-
-    def key_writer(self, tenant: str, namespace: tuple[str, ...], key: str) -> threading.Lock:
-        return self._key_locks[hash((tenant, namespace, key)) % _KEY_LOCKS]
 
     def mark_indexed(self, tenant, namespace, key, *, version, fields):
         with self._tx() as conn:
