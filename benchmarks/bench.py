@@ -276,9 +276,10 @@ class ServerFailed(RuntimeError):
 
 
 class Server:
-    def __init__(self, data_dir: Path, port: int) -> None:
+    def __init__(self, data_dir: Path, port: int, serve_args: list[str] | None = None) -> None:
         self.data_dir = data_dir
         self.port = port
+        self.serve_args = serve_args or []  # more `memsvc serve` options
         self.base_url = f"http://{HOST}:{port}"
         self.log_path = data_dir / "server.log"
         self.proc: subprocess.Popen | None = None
@@ -291,7 +292,7 @@ class Server:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log = open(self.log_path, "ab")
         cmd = [sys.executable, "-m", "memsvc.cli", "serve", "--host", HOST, "--port", str(self.port),
-               "--data-dir", str(self.data_dir), "--log-level", "warning"]
+               "--data-dir", str(self.data_dir), "--log-level", "warning", *self.serve_args]
         started = time.perf_counter()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         deadline = started + HEALTH_TIMEOUT_S

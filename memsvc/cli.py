@@ -12,7 +12,7 @@ from pathlib import Path
 from memsvc.evaluation import KINDS, Thresholds
 from memsvc.settings import LocalSettings
 
-__all__ = ["main"]
+__all__ = ["main", "worker_server"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--events-file", type=Path, default=env.events_file,
                        help="also append every timeline event to this file, one JSON line each "
                             "(EventBridge's envelope, no values)")
+    serve.add_argument("--workers", type=int, default=1,
+                       help="HTTP worker processes sharing the data dir (one Python process answers on one "
+                            "core: its GIL); with more than 1, this process runs the indexer, the timeline "
+                            "and the sweeper, and the workers answer requests")
 
     token = sub.add_parser("token", help="print a bearer token the local server accepts")
     token.add_argument("--sub", required=True, help="the user id (JWT subject)")
@@ -94,15 +98,57 @@ def _serve(args: argparse.Namespace) -> int:
     from memsvc.local_server import LocalServer
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.workers < 1:
+        print("memsvc: --workers must be at least 1", file=sys.stderr)
+        return 2
+    # Built before any worker starts: the files, keys and schemas exist once they do.
     app = build_local(args.data_dir, events_file=args.events_file)
     print(f"memsvc: data in {args.data_dir}, embedder {app.embedder.model_id}", file=sys.stderr)
-    print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)", file=sys.stderr)
+    print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)"
+          + (f", {args.workers} worker processes" if args.workers > 1 else ""), file=sys.stderr)
     try:
-        uvicorn.run(LocalServer(app.router, app.issuer, on_shutdown=app.close), host=args.host, port=args.port,
-                    log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on")
+        if args.workers == 1:
+            uvicorn.run(LocalServer(app.router, app.issuer, on_shutdown=app.close), host=args.host, port=args.port,
+                        log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on")
+        else:
+            LocalSettings(data_dir=args.data_dir, events_file=args.events_file).export()
+            _serve_workers(uvicorn.Config("memsvc.cli:worker_server", factory=True, workers=args.workers,
+                                          host=args.host, port=args.port, log_level=args.log_level,
+                                          access_log=args.log_level == "debug", lifespan="on"))
     finally:
         app.close()
     return 0
+
+
+def _serve_workers(config) -> None:
+    """`uvicorn.run(workers=N)`, but with a listening socket that says it is TCP: uvicorn's says
+    protocol 0, the workers' copies and their connections inherit that, and asyncio then leaves
+    Nagle's algorithm on (`TCP_NODELAY` only for `IPPROTO_TCP`), which costs every keep-alive
+    request a delayed ACK: 40 ms."""
+    import socket
+
+    from uvicorn.supervisors import Multiprocess
+
+    bound = config.bind_socket()
+    sock = socket.socket(bound.family, bound.type, socket.IPPROTO_TCP, fileno=bound.detach())
+    sock.set_inheritable(True)
+    try:
+        Multiprocess(config, sockets=[sock]).run()
+    except KeyboardInterrupt:
+        pass
+
+
+def worker_server():
+    """One worker process of `memsvc serve --workers N`: it answers requests on the data dir and
+    flushes its recall access counts; the background work stays with the process that started it
+    (which the workers' writes reach within its poll interval, 0.5 s)."""
+    from memsvc.bootstrap import build_local
+    from memsvc.local_server import LocalServer
+
+    env = LocalSettings.from_env()
+    app = build_local(env.data_dir, events_file=env.events_file, start_workers=False)
+    app.accesses.start()
+    return LocalServer(app.router, app.issuer, on_shutdown=app.close)
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -26,6 +26,15 @@ class LocalSettings:
             events_file=Path(events_file).expanduser() if events_file else None,
         )
 
+    def export(self) -> None:
+        """Put the data dir and the events file in the environment, where the worker processes of
+        `memsvc serve --workers N` (started afresh, not forked) read them back with `from_env`."""
+        os.environ["MEMSVC_DATA_DIR"] = str(self.data_dir)
+        if self.events_file is not None:
+            os.environ["MEMSVC_EVENTS_FILE"] = str(self.events_file)
+        else:
+            os.environ.pop("MEMSVC_EVENTS_FILE", None)
+
 
 @dataclass(frozen=True)
 class AwsSettings:

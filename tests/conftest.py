@@ -125,9 +125,9 @@ def _free_port() -> int:
 
 
 def _server_command(backend: str, data_dir: Path, port: int) -> list[str]:
-    if backend == "local":
+    if backend in ("local", "local-workers"):  # local-workers: `memsvc serve --workers 2`
         return [sys.executable, "-m", "memsvc.cli", "serve", "--data-dir", str(data_dir), "--port", str(port),
-                "--log-level", "warning"]
+                "--log-level", "warning", *(["--workers", "2"] if backend == "local-workers" else [])]
     if backend in ("aws", "aws-titan"):  # aws-titan: the Titan fake embeds, not MiniLM
         return [sys.executable, "-m", "tests.fakes.aws_server", "--data-dir", str(data_dir), "--port", str(port),
                 "--log-level", "warning", *(["--titan"] if backend == "aws-titan" else [])]

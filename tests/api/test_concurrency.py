@@ -254,3 +254,53 @@ def test_concurrent_indexed_updates_leave_only_the_newest_version_in_the_index(l
             assert [(h["id"], h["value"]) for h in hits] == [(final["id"], final["value"])], topic
         best = search_ok(me, ["user", uid], query=final["value"]["text"])[0]
         assert best["id"] == final["id"] and best["score"] > 0.8
+
+
+def test_concurrent_reads_answer_as_sequential_ones_while_the_index_is_written(live_server, uid, tenant):
+    """Gets and searches of every kind, from 8 threads at once, give exactly the answers one
+    client got alone, while a writer keeps indexing other memories (index writes and queries
+    meet on the indexes' locks; SQLite readers run side by side)."""
+    ns = ["user", uid, "read"]
+    with client_for(live_server, uid, tenant=tenant) as c:
+        for w, topic in enumerate(TOPICS):
+            put_ok(c, ns, f"k{w}", {"text": topic, "w": w, "even": w % 2 == 0}, sync_index=True)
+        reads = [("get", f"k{w}") for w in range(len(TOPICS))]
+        reads += [("search", {"query": topic, "mode": mode, "limit": 3}) for topic in TOPICS
+                  for mode in ("semantic", "keyword", "hybrid")]
+        reads += [("search", {"filter": {"even": True}}), ("search", {"filter": {"w": {"gte": 5}}})]
+
+        def answer(client: httpx.Client, read) -> Any:
+            kind, arg = read
+            if kind == "get":
+                r = get(client, ns, arg)
+                return r.status_code, r.json()["value"]
+            r = search(client, ["user", uid, "read"], **arg)
+            return r.status_code, [(h["key"], round(h["score"], 4) if h["score"] is not None else None)
+                                   for h in r.json()["items"]]
+
+        expected = [answer(c, read) for read in reads]
+    assert all(status == 200 for status, _ in expected)
+    assert all(body for _, body in expected), "every read finds something"
+    done = threading.Event()
+
+    def writer(_: int) -> int:
+        with client_for(live_server, uid, tenant=tenant) as c:
+            n = 0
+            while not done.is_set():
+                put_ok(c, ["user", uid, "other"], f"o{n % 5}", {"text": f"{TOPICS[n % 8]} elsewhere {n}"},
+                       sync_index=True)
+                n += 1
+            return n
+
+    def reader(r: int) -> list[tuple[int, Any]]:
+        with client_for(live_server, uid, tenant=tenant) as c:
+            return [(i % len(reads), answer(c, reads[i % len(reads)])) for i in range(r, 2 * len(reads), 8)]
+
+    with ThreadPoolExecutor(9) as pool:
+        writing = pool.submit(writer, 0)
+        answers = [x for chunk in pool.map(reader, range(8)) for x in chunk]
+        done.set()
+        assert writing.result() > 0
+    assert len(answers) == 2 * len(reads)
+    for i, got in answers:
+        assert got == expected[i], reads[i]

@@ -66,3 +66,42 @@ def test_narrow_and_wide_scopes_rank_exactly_alike(tmp_path):
         hits = idx.query("t", prefix, Filter(), q, 7)
         assert [h.key for h in hits] == [f"k{i}" for i in expected]
         assert np.allclose([h.score for h in hits], cosine[expected], atol=1e-5)
+
+
+def test_queries_run_side_by_side_and_see_whole_writes(tmp_path, monkeypatch):
+    """Two queries are inside the index at once (each waits for the other there: a mutex would
+    break the barrier), and a write running meanwhile is seen whole or not at all."""
+    import threading
+
+    idx = index(tmp_path)
+    v = np.eye(8)[0]
+    idx.put_many([VectorWrite("t", ("user", "a"), "k0", "m0", 1, {}, (("x", v),))])
+    both_inside = threading.Barrier(2, timeout=30)
+    real_hits = LocalVectorIndex._hits
+
+    def meeting_hits(*args):
+        both_inside.wait()
+        return real_hits(*args)
+
+    monkeypatch.setattr(LocalVectorIndex, "_hits", staticmethod(meeting_hits))
+    answers: list[list[str]] = []
+    queries = [threading.Thread(target=lambda: answers.append([h.key for h in idx.query("t", (), Filter(), v, 10)]))
+               for _ in range(2)]
+    for t in queries:
+        t.start()
+    for t in queries:
+        t.join(30)
+    assert not both_inside.broken
+    assert answers == [["k0"], ["k0"]]
+    monkeypatch.setattr(LocalVectorIndex, "_hits", staticmethod(real_hits))
+
+    def write(i: int) -> None:  # 300 rows: the matrix grows (256 rows at first) while queries read
+        idx.put_many([VectorWrite("t", ("user", "a"), f"k{i}", f"m{i}", 1, {}, (("x", v),))])
+
+    seen: list[int] = []
+    writer = threading.Thread(target=lambda: [write(i) for i in range(1, 300)])
+    writer.start()
+    while writer.is_alive():
+        seen.append(len(idx.query("t", (), Filter(), v, 1000)))
+    writer.join()
+    assert seen == sorted(seen) and len(idx.query("t", (), Filter(), v, 1000)) == 300

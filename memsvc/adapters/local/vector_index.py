@@ -4,14 +4,14 @@ Vectors are persisted in their own SQLite file (so indexing never contends with 
 and loaded into memory at start. Exact search costs one matrix-vector product over the
 tenant's vectors: about 10 ms a query at 100k vectors and 80 ms at a million (1.5 GB of float32)
 on a 2-core machine; past that an ANN index or the
-AWS backend is the right tool.
+AWS backend is the right tool. Every process serving the data dir holds the vectors in memory
+and catches up with the others' writes before it reads (`index_changes`).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from memsvc.adapters.local.index_changes import IndexChanges, changes_schema
+from memsvc.adapters.local.rw_lock import ReadWriteLock
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.models import VectorHit
 from memsvc.core.namespaces import decode_namespace, encode_namespace, is_under
@@ -34,6 +36,9 @@ CREATE TABLE IF NOT EXISTS vectors (
     PRIMARY KEY (tenant, memory_id, field)
 ) WITHOUT ROWID;
 """
+
+
+_ROW = "tenant, memory_id, field, ns, key, version, policy_attributes, vec"
 
 
 @dataclass
@@ -96,14 +101,18 @@ class LocalVectorIndex:
     def __init__(self, path: Path, *, dimension: int, model_id: str) -> None:
         self._dim = dimension
         self._path = str(path)
-        self._lock = threading.RLock()
+        # Queries share the matrices (numpy's product releases the GIL, so two run on two cores);
+        # a write, which may grow or reuse rows, has them alone.
+        self._lock = ReadWriteLock()
         self._tenants: dict[str, _TenantVectors] = {}
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._db.executescript(_SCHEMA + changes_schema("vectors"))
         self._check_model(model_id)
+        self._changes = IndexChanges(path)
+        self._seen = self._changes.latest()  # before loading: a write after it is caught up with later
         self._load()
 
     def _check_model(self, model_id: str) -> None:
@@ -118,12 +127,35 @@ class LocalVectorIndex:
             )
 
     def _load(self) -> None:
-        for tenant, memory_id, field_name, ns, key, version, attrs, blob in self._db.execute(
-            "SELECT tenant, memory_id, field, ns, key, version, policy_attributes, vec FROM vectors"
-        ):
-            t = self._tenant(tenant)
-            memory = t.memories.setdefault(memory_id, _Memory(ns, key, version, json.loads(attrs)))
-            memory.slots[field_name] = t.add(memory_id, field_name, ns, np.frombuffer(blob, dtype=np.float32))
+        for row in self._db.execute(f"SELECT {_ROW} FROM vectors"):
+            self._add_row(*row)
+
+    def _add_row(self, tenant, memory_id, field_name, ns, key, version, attrs, blob) -> None:
+        t = self._tenant(tenant)
+        memory = t.memories.setdefault(memory_id, _Memory(ns, key, version, json.loads(attrs)))
+        memory.slots[field_name] = t.add(memory_id, field_name, ns, np.frombuffer(blob, dtype=np.float32))
+
+    def _catch_up(self) -> None:
+        """Take in what other processes wrote to the file since this one last looked."""
+        if self._changes.latest() == self._seen:
+            return
+        with self._lock.writing():
+            found = self._changes.since(self._seen)
+            if found is None:  # too far behind: everything again
+                self._seen = self._changes.latest()
+                self._tenants = {}
+                self._load()
+                return
+            self._seen, changed = found
+            for tenant, memory_ids in changed.items():
+                t = self._tenant(tenant)
+                for memory_id in memory_ids:  # as the file has it now: dropped, then its rows again
+                    memory = t.memories.pop(memory_id, None)
+                    for slot in memory.slots.values() if memory else ():
+                        t.drop(slot)
+                    for row in self._db.execute(f"SELECT {_ROW} FROM vectors WHERE tenant = ? AND memory_id = ?",
+                                                (tenant, memory_id)):
+                        self._add_row(*row)
 
     def _tenant(self, tenant: str) -> _TenantVectors:
         t = self._tenants.get(tenant)
@@ -139,14 +171,16 @@ class LocalVectorIndex:
         rows = [(w, name, _unit(v, self._dim)) for w in writes for name, v in w.vectors]
         if not rows:
             return
-        with self._lock:
+        with self._lock.writing():
             with _tx(self._db):
+                before = self._changes.latest(self._db)
                 self._db.executemany(
                     "INSERT OR REPLACE INTO vectors (tenant, memory_id, field, ns, key, version, policy_attributes, vec) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [(w.tenant, w.memory_id, name, encode_namespace(w.namespace), w.key, w.version,
                       json.dumps(w.policy_attributes), arr.tobytes()) for w, name, arr in rows],
                 )
+                self._saw_own(before, self._changes.latest(self._db))
             for w, name, arr in rows:
                 ns = encode_namespace(w.namespace)
                 t = self._tenant(w.tenant)
@@ -156,12 +190,14 @@ class LocalVectorIndex:
                 memory.slots[name] = t.add(w.memory_id, name, ns, arr)
 
     def delete_many(self, refs):
-        with self._lock:
+        with self._lock.writing():
             with _tx(self._db):
+                before = self._changes.latest(self._db)
                 self._db.executemany(
                     "DELETE FROM vectors WHERE tenant = ? AND memory_id = ? AND field = ?",
                     [(r.tenant, r.memory_id, r.field) for r in refs],
                 )
+                self._saw_own(before, self._changes.latest(self._db))
             for r in refs:
                 t = self._tenants.get(r.tenant)
                 memory = t.memories.get(r.memory_id) if t else None
@@ -173,9 +209,16 @@ class LocalVectorIndex:
                 if not memory.slots:
                     del t.memories[r.memory_id]
 
+    def _saw_own(self, before: int, after: int) -> None:
+        """This process applies its own writes as it makes them: when nobody else wrote before
+        them, their changes need no catching up."""
+        if before == self._seen:
+            self._seen = after
+
     def query(self, tenant, prefix, pushdown, vector, top_k):
         q = _unit(vector, self._dim)
-        with self._lock:
+        self._catch_up()
+        with self._lock.reading():
             t = self._tenants.get(tenant)
             if t is None or t.size == 0:
                 return []
@@ -203,7 +246,8 @@ class LocalVectorIndex:
                 k = min(rows.size, k * 4)
 
     def vectors_of(self, tenant, refs):
-        with self._lock:
+        self._catch_up()
+        with self._lock.reading():
             t = self._tenants.get(tenant)
             out: dict[tuple[str, str], list[float]] = {}
             for memory_id, field_name in refs:
@@ -229,7 +273,8 @@ class LocalVectorIndex:
 
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids with vectors (for tests and diagnostics)."""
-        with self._lock:
+        self._catch_up()
+        with self._lock.reading():
             t = self._tenants.get(tenant)
             return set(t.memories) if t else set()
 
