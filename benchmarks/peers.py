@@ -111,7 +111,7 @@ def sqlite_extensions_problem() -> str | None:
             import sqlite_vec
             from langgraph.store.sqlite import SqliteStore  # noqa: F401
         except ImportError as exc:
-            return f"{exc.name} is not installed (pip install -e '.[test]')"
+            return f"{exc.name} is not installed (pip install -c constraints.txt -e '.[bench]' in a separate venv)"
         conn.enable_load_extension(True)
         try:
             sqlite_vec.load(conn)
