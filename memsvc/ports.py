@@ -16,7 +16,7 @@ from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.workflow import PlanRecord, TaskRecord, WorkingRecord
-from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
+from memsvc.core.models import (Change, ChangeKind, FieldDoc, FieldHolders, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
@@ -207,10 +207,19 @@ class KeywordIndex(Protocol):
         """Index these memory versions (one already indexed is left as it is)."""
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
-        """Remove these memory versions' documents (absent ones are fine)."""
+        """Remove these memory versions' documents and field tokens (absent ones are fine)."""
 
     def delete_tenant(self, tenant: str) -> int:
-        """Remove every document of the tenant (keyword indexing turned off); returns how many."""
+        """Remove every document and field token of the tenant (keyword indexing turned off);
+        returns how many documents."""
+
+    def put_fields(self, docs: Sequence[FieldDoc]) -> None:
+        """Index these memory versions' field tokens. A version counts as indexed (`field_holders`)
+        only once all its tokens are readable, so a search never sees part of them."""
+
+    def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
+        """Under `prefix`: the memory versions with field tokens, and which of them hold each token
+        (a consistent read: what a finished `put_fields` wrote is seen)."""
 
     def query(
         self, tenant: str, prefix: tuple[str, ...], pushdown: Filter, terms: Sequence[str], top_k: int

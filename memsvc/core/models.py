@@ -23,6 +23,8 @@ __all__ = [
     "VectorWrite",
     "VectorRef",
     "KeywordDoc",
+    "FieldDoc",
+    "FieldHolders",
     "KeywordHit",
     "KeywordResult",
     "IndexFields",
@@ -362,6 +364,26 @@ class KeywordResult:
 
     hits: list[KeywordHit]
     query_weight: float
+
+
+@dataclass(frozen=True)
+class FieldDoc:
+    """One memory version's blind field tokens (`Sealer.field_tokens`), for `KeywordIndex.put_fields`:
+    what filters' equality conditions are decided on without decrypting it."""
+
+    tenant: str
+    namespace: tuple[str, ...]
+    memory_id: str
+    tokens: frozenset[str]
+
+
+@dataclass(frozen=True)
+class FieldHolders:
+    """`KeywordIndex.field_holders`' answer under a prefix: the memory versions whose field tokens
+    are all written (`indexed`), and of those, which hold each token asked about."""
+
+    indexed: frozenset[str]
+    holders: dict[str, frozenset[str]]
 
 
 def _b64(b: bytes | None) -> str | None:

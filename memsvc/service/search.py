@@ -24,6 +24,7 @@ from memsvc.core.keywords import analyze
 from memsvc.core.ranking import hybrid_score, keyword_match
 from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, VectorIndex
 from memsvc.service.access import Access
+from memsvc.service.field_filter import plan_field_tokens, value_left
 from memsvc.service.memories import Memories, check_nesting, open_memory
 from memsvc.service.sealing import Sealer
 
@@ -130,13 +131,28 @@ class Search:
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
                    offset: int) -> list[Memory]:
+        """The page of live items under `scope` that the filter admits, newest first. Equality
+        conditions are decided on field tokens where the item's current version has them
+        (`field_filter`); a value is decrypted only for what is left (ranges, items without
+        tokens) and for the items returned."""
+        tokens = (plan_field_tokens(self._sealer, self._keywords, tenant, scope, plan.user)
+                  if self._access.settings.get(tenant).keyword_index else None)
         out: list[Memory] = []
-        admitted = (self._admit(plan, item) for item in self._items.scan_live(tenant, scope, self._clock.now()))
-        for n, memory in enumerate(m for m in admitted if m is not None):
-            if n >= offset:
-                out.append(memory)
+        admitted = 0
+        for item in self._items.scan_live(tenant, scope, self._clock.now()):
+            left = plan.value_condition(item) if tokens is None else value_left(tokens, plan.scope, plan.user, item)
+            if left is None:
+                continue
+            memory = None
+            if not left.is_empty:
+                memory = open_memory(self._sealer, item)
+                if not left.matches(lookup_in(memory.value)):
+                    continue
+            if admitted >= offset:
+                out.append(memory or open_memory(self._sealer, item))
                 if len(out) >= limit:
                     break
+            admitted += 1
         return out
 
     def ranked(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, *, mode: str, limit: int,

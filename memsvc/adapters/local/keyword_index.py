@@ -18,10 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from memsvc.adapters.local.field_postings import LocalFieldPostings
 from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.keywords import BM25_B, BM25_K1, idf
-from memsvc.core.models import KeywordDoc, KeywordHit, KeywordResult
+from memsvc.core.models import FieldDoc, FieldHolders, KeywordDoc, KeywordHit, KeywordResult
 from memsvc.core.namespaces import decode_namespace, encode_namespace, is_under
 
 __all__ = ["LocalKeywordIndex"]
@@ -128,6 +129,7 @@ class LocalKeywordIndex:
         self._lock = threading.RLock()  # the in-memory postings; SQLite orders the file's writers
         self._tenants: dict[str, _TenantKeywords] = {}
         self._db = SqliteFile(path, _SCHEMA)
+        self._fields = LocalFieldPostings(path)  # filters' field tokens, in the same file
         for tenant in [r[0] for r in self._db.conn().execute("SELECT DISTINCT tenant FROM docs")]:
             self._load(tenant)
 
@@ -162,6 +164,7 @@ class LocalKeywordIndex:
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
         if not memory_ids:
             return
+        self._fields.delete(tenant, memory_ids)
         with self._lock:
             with self._db.tx() as conn:
                 conn.executemany("DELETE FROM docs WHERE tenant = ? AND memory_id = ?",
@@ -175,6 +178,7 @@ class LocalKeywordIndex:
                 self._load(tenant)
 
     def delete_tenant(self, tenant: str) -> int:
+        self._fields.delete_tenant(tenant)
         with self._lock:
             with self._db.tx() as conn:
                 removed = conn.execute("DELETE FROM docs WHERE tenant = ?", (tenant,)).rowcount
@@ -213,6 +217,12 @@ class LocalKeywordIndex:
             hits = [KeywordHit(t.ns_names[t.ns_ids[s]], t.keys[s], t.memory_ids[s],
                                t.versions[s], float(scores[s])) for s in order]
             return KeywordResult(hits, weight)
+
+    def put_fields(self, docs: Sequence[FieldDoc]) -> None:
+        self._fields.put(docs)
+
+    def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
+        return self._fields.holders(tenant, prefix, tokens)
 
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids with a keyword document (for tests and diagnostics)."""
