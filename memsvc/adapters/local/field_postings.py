@@ -112,7 +112,7 @@ class LocalFieldPostings:
                 if bounds is None or ns == bounds[0] or bounds[1] <= ns < bounds[2]:
                     indexed |= n.ids
                     for token, found in holders.items():
-                        found |= n.postings.get(token, ())
+                        found.update(n.postings.get(token, ()))
         return FieldHolders(frozenset(indexed), {token: frozenset(found) for token, found in holders.items()})
 
     def _tenant(self, tenant: str) -> _TenantFields:
