@@ -16,7 +16,7 @@ from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.workflow import PlanRecord, TaskRecord, WorkingRecord
-from memsvc.core.models import (Change, ChangeKind, FieldDoc, FieldHolders, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
+from memsvc.core.models import (Change, ChangeKind, FieldDoc, FieldHolders, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
@@ -60,6 +60,10 @@ class ItemStore(Protocol):
 
     def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[tuple[str, ...]]:
         """Distinct namespaces under the prefix holding at least one live, unexpired item."""
+
+    def live_heads(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[ItemHead]:
+        """Every live, unexpired item under the prefix, without its sealed parts, in `scan_live`'s
+        order (newest `updated_at` first)."""
 
     def ping(self) -> None: ...
 

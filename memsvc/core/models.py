@@ -24,6 +24,7 @@ __all__ = [
     "VectorRef",
     "KeywordDoc",
     "FieldDoc",
+    "ItemHead",
     "FieldHolders",
     "KeywordHit",
     "KeywordResult",
@@ -364,6 +365,17 @@ class KeywordResult:
 
     hits: list[KeywordHit]
     query_weight: float
+
+
+@dataclass(frozen=True)
+class ItemHead:
+    """What a filter search reads of every live item in scope before deciding which to open:
+    no sealed part. Items with equal policy attributes may share one dict (read-only)."""
+
+    id: str
+    namespace: tuple[str, ...]
+    key: str
+    policy_attributes: dict[str, Any]
 
 
 @dataclass(frozen=True)

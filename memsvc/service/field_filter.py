@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memsvc.core.field_tokens import decidable_path
 from memsvc.core.filters import Filter, equality_key, lookup_in
-from memsvc.core.models import StoredItem
+from memsvc.core.models import ItemHead
 from memsvc.ports import KeywordIndex
 from memsvc.service.sealing import Sealer
 
-__all__ = ["FieldTokenPlan", "plan_field_tokens", "value_left"]
+__all__ = ["FieldTokenPlan", "FilterDecider", "plan_field_tokens"]
 
 _POSITIVE = {"eq": True, "in": True, "ne": False, "nin": False}
 
@@ -33,10 +34,15 @@ class FieldTokenPlan:
     indexed: frozenset[str]
     tests: tuple[Callable[[str], bool] | None, ...]
 
+    @staticmethod
+    def without_tokens(user: Filter) -> FieldTokenPlan:
+        """Every condition decided by decrypting (the tenant's keyword indexing is off)."""
+        return FieldTokenPlan(frozenset(), tuple(None for _ in user.conditions))
+
 
 def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefix: tuple[str, ...],
-                      user: Filter) -> FieldTokenPlan | None:
-    """The token tests of `user`'s conditions under `prefix`; None when tokens decide none of them."""
+                      user: Filter) -> FieldTokenPlan:
+    """The token tests of `user`'s conditions under `prefix`."""
     wanted: list[tuple[str, list[tuple[str, str]]] | None] = []
     for c in user.conditions:
         op = c.op.removeprefix("$")
@@ -47,37 +53,62 @@ def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefi
         # An operand equal to nothing (NaN) has no token: it matches no item's value.
         wanted.append((op, [(c.path, k) for x in operands if (k := equality_key(x)) is not None]))
     if all(w is None for w in wanted):
-        return None
+        return FieldTokenPlan.without_tokens(user)
     pairs = list(dict.fromkeys(pair for w in wanted if w is not None for pair in w[1]))
     try:
         tokens = dict(zip(pairs, sealer.field_tokens(tenant, pairs, create=False)))
     except LookupError:  # a tenant without a data key has stored nothing
-        return FieldTokenPlan(frozenset(), tuple(None for _ in wanted))
+        return FieldTokenPlan.without_tokens(user)
     found = keywords.field_holders(tenant, prefix, list(tokens.values()))
     return FieldTokenPlan(found.indexed, tuple(
         None if w is None else _test(_POSITIVE[w[0]], [found.holders[tokens[pair]] for pair in w[1]])
         for w in wanted))
 
 
-def value_left(plan: FieldTokenPlan, scope: Filter, user: Filter, item: StoredItem) -> Filter | None:
-    """What is left to check on the item's decrypted value, or None when it is rejected already:
-    by its plaintext policy attributes (`scope`, and a condition whose path is one of them, as
-    `FilterPlan.value_condition` decides) or by its field tokens."""
-    attributes = lookup_in(item.policy_attributes)
-    if not scope.matches(attributes):
-        return None
-    has_tokens = item.id in plan.indexed
-    rest = []
-    for c, test in zip(user.conditions, plan.tests):
-        if c.path in item.policy_attributes:
-            if not Filter((c,)).matches(attributes):
-                return None
-        elif has_tokens and test is not None:
-            if not test(item.id):
-                return None
-        else:
-            rest.append(c)
-    return Filter(tuple(rest))
+class FilterDecider:
+    """Decides a filter search's items as far as their heads allow: the filter-injection policy's
+    `scope` and any condition whose path is one of the item's plaintext policy attributes are
+    decided on those attributes (as `FilterPlan.value_condition` does), equality conditions on
+    field tokens where the item has them; `value_left` is what only its decrypted value can decide."""
+
+    def __init__(self, scope: Filter, user: Filter, tokens: FieldTokenPlan) -> None:
+        self._scope = scope
+        self._user = user
+        self._tokens = tokens
+        # Items mostly share a few attribute dicts (the store hands each distinct one once): their
+        # verdicts are worked out once per dict.
+        self._by_attributes: dict[int, tuple[tuple[bool | None, ...] | None, dict[str, Any]]] = {}
+
+    def value_left(self, head: ItemHead) -> Filter | None:
+        """What is left to check on the item's decrypted value; None when it is rejected already."""
+        verdicts = self._attribute_verdicts(head.policy_attributes)
+        if verdicts is None:
+            return None
+        has_tokens = head.id in self._tokens.indexed
+        rest = []
+        for c, on_attributes, test in zip(self._user.conditions, verdicts, self._tokens.tests):
+            if on_attributes is not None:
+                continue  # passed on the attributes (a failure rejected the whole dict's items)
+            if has_tokens and test is not None:
+                if not test(head.id):
+                    return None
+            else:
+                rest.append(c)
+        return Filter(tuple(rest))
+
+    def _attribute_verdicts(self, attributes: dict[str, Any]) -> tuple[bool | None, ...] | None:
+        """Per condition: True when decided (passed) on the attributes, None when it is the value's
+        to decide; None overall when the attributes reject the item."""
+        cached = self._by_attributes.get(id(attributes))
+        if cached is None:
+            lookup = lookup_in(attributes)
+            verdicts: tuple[bool | None, ...] | None = None
+            if self._scope.matches(lookup):
+                on = [Filter((c,)).matches(lookup) if c.path in attributes else None for c in self._user.conditions]
+                verdicts = None if False in on else tuple(on)
+            # Kept with the dict itself, so that its id is never reused for another while cached.
+            cached = self._by_attributes[id(attributes)] = (verdicts, attributes)
+        return cached[0]
 
 
 def _test(positive: bool, holder_sets: Sequence[frozenset[str]]) -> Callable[[str], bool]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memsvc.core.errors import Conflict
-from memsvc.core.models import Change, ChangeKind, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.core.models import Change, ChangeKind, ItemHead, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.layers import layer_of
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
@@ -270,6 +270,25 @@ class SqliteItemStore:
                 return
             last = rows[-1]
             cursor = (last[10], last[1], last[2])
+
+    def live_heads(self, tenant, prefix, now):
+        where, params = "tenant = ? AND deleted IS NULL AND (expires_at IS NULL OR expires_at > ?)", [tenant, to_epoch_us(now)]
+        bounds = prefix_range(prefix)
+        if bounds is not None:
+            # The primary key's range first (`_live_under`'s OR hides it from SQLite's planner, which
+            # would walk the tenant's whole recency index), then the exact rule.
+            exact, lo, hi = bounds
+            where += " AND ns >= ? AND ns < ? AND (ns = ? OR ns >= ?)"
+            params += [exact, hi, exact, lo]
+        rows = self._conn().execute(
+            f"SELECT id, ns, key, updated_at, policy_attributes FROM items WHERE {where}", params).fetchall()
+        rows.sort(key=lambda r: (-r[3], r[1], r[2]))  # a few hundred rows sort faster here than by index
+        namespaces: dict[str, tuple[str, ...]] = {}
+        attributes: dict[str, dict[str, Any]] = {}  # each distinct JSON parsed once, its dict shared
+        return [ItemHead(memory_id,
+                         namespaces.get(ns) or namespaces.setdefault(ns, decode_namespace(ns)), key,
+                         attributes.get(pa) or attributes.setdefault(pa, json.loads(pa)))
+                for memory_id, ns, key, _, pa in rows]
 
     def list_namespaces(self, tenant, prefix, now):
         where, params = _live_under(tenant, prefix, now)
