@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "Caller",
@@ -367,10 +367,10 @@ class KeywordResult:
     query_weight: float
 
 
-@dataclass(frozen=True)
-class ItemHead:
+class ItemHead(NamedTuple):
     """What a filter search reads of every live item in scope before deciding which to open:
-    no sealed part. Items with equal policy attributes may share one dict (read-only)."""
+    no sealed part. Items with equal policy attributes may share one dict (read-only). A named
+    tuple: a search makes one per item in scope, and a frozen dataclass takes 5 times as long."""
 
     id: str
     namespace: tuple[str, ...]
