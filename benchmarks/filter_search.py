@@ -6,8 +6,8 @@ The data directory is filled in process: `--items` bench values (`make_value`: a
 tokens and keyword documents are real; the text's vector is a seeded pseudo-random one, as in
 `benchmarks.search_latency`). Then a fresh `memsvc serve` answers `--queries` searches per
 filter from one sequential client, each under one namespace (200 items in scope), limit 10:
-value-field equality (the target: p95 <= 3 ms at 10k, <= 10 ms at 100k), membership, `ne`, and
-equality with a range. Then keyword indexing is turned off (which removes the tokens) and the
+value-field equality (the target: p95 <= 3 ms at 10k, <= 10 ms at 100k), membership, `ne`,
+equality with a range, and equality over the user's whole subtree (every item in scope). Then keyword indexing is turned off (which removes the tokens) and the
 same filters are measured again, decrypting.
 """
 
@@ -35,6 +35,8 @@ FILTERS = {
     "in": lambda rng: {"lang": {"in": rng.sample(LANGS, 2)}},
     "ne": lambda rng: {"lang": {"ne": rng.choice(LANGS)}},
     "eq+range": lambda rng: {"lang": rng.choice(LANGS), "n": {"gte": rng.randrange(10_000)}},
+    # Every item in scope (the user's whole subtree): every head is read.
+    "eq, all": lambda rng: {"lang": rng.choice(LANGS)},
 }
 
 
@@ -66,8 +68,8 @@ def measure(client: httpx.Client, groups: int, queries: int, label: str) -> dict
         rng = random.Random(7)
         samples = []
         for n in range(queries + queries // 10):  # the first tenth warms up, unmeasured
-            body = {"namespace_prefix": ["user", USER, f"group-{rng.randrange(groups)}"], "filter": make(rng),
-                    "limit": 10}
+            prefix = ["user", USER] if name.endswith(", all") else ["user", USER, f"group-{rng.randrange(groups)}"]
+            body = {"namespace_prefix": prefix, "filter": make(rng), "limit": 10}
             started = time.perf_counter()
             r = client.post("/v1/memories/search", json=body)
             elapsed = (time.perf_counter() - started) * 1000

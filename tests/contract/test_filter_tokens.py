@@ -196,3 +196,24 @@ def test_a_value_with_too_many_fields_is_decided_by_decrypting(backend, value):
     assert backend.field_tokens("acme") == set()
     assert answer(backend, ["user", "alice"], {"list.599": 599}) == [(("user", "alice", "a"), "big")]
     assert answer(backend, ["user", "alice"], {"list.599": {"ne": 599}}) == []
+
+
+def test_an_item_changed_between_its_head_and_its_read_is_decided_as_it_is_now(backend, clock):
+    for key in ("updated", "deleted", "kept"):
+        clock.advance(1)
+        backend.memories.put(alice(), PutMemory(namespace=["user", "alice", "a"], key=key, value={"lang": "en"}))
+    backend.drain()
+    real = backend.store.get_many
+
+    def racing_get_many(tenant, refs):  # a writer lands after the heads were read
+        backend.store.get_many = real
+        clock.advance(1)
+        backend.memories.put(alice(), PutMemory(namespace=["user", "alice", "a"], key="updated", value={"lang": "fr"}))
+        backend.memories.delete(alice(), ["user", "alice", "a"], "deleted")
+        return real(tenant, refs)
+
+    backend.store.get_many = racing_get_many
+    try:
+        assert [k for _, k in answer(backend, ["user", "alice"], {"lang": "en"})] == ["kept"]
+    finally:
+        backend.store.get_many = real
