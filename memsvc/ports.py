@@ -61,9 +61,9 @@ class ItemStore(Protocol):
     def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[tuple[str, ...]]:
         """Distinct namespaces under the prefix holding at least one live, unexpired item."""
 
-    def live_heads(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[ItemHead]:
-        """Every live, unexpired item under the prefix, without its sealed parts, in `scan_live`'s
-        order (newest `updated_at` first)."""
+    def live_heads(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> Iterator[ItemHead]:
+        """Live, unexpired items under the prefix without their sealed parts, in `scan_live`'s
+        order (newest `updated_at` first), fetched lazily."""
 
     def ping(self) -> None: ...
 

@@ -240,13 +240,14 @@ class DynamoItemStore:
 
     def live_heads(self, tenant, prefix, now):
         streams = [self._recent_heads(tenant, ns, now) for ns in self._namespaces_under(tenant, prefix)]
-        return [head for _, head in heapq.merge(*streams, key=lambda pair: pair[0])]
+        for _, head in heapq.merge(*streams, key=lambda pair: pair[0]):
+            yield head
 
     def _recent_heads(self, tenant: str, ns: str, now: datetime) -> Iterator[tuple[tuple, ItemHead]]:
         """One namespace's live items without their sealed parts, newest first."""
         namespace = decode_namespace(ns)
         attributes: dict[str, dict[str, Any]] = {}  # each distinct JSON parsed once, its dict shared
-        for row in self._recent_rows(tenant, ns, now, 1000, projection="#i, #k, uat, pa"):
+        for row in self._recent_rows(tenant, ns, now, 200, projection="#i, #k, uat, pa"):
             pa = row["pa"]["S"]
             yield ((-int(row["uat"]["N"]), ns, row["key"]["S"]),
                    ItemHead(row["id"]["S"], namespace, row["key"]["S"],
