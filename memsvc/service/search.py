@@ -172,7 +172,7 @@ class Search:
                 if admitted >= offset:
                     out.append(memory)
                 admitted += 1
-        return out[:limit]
+        return out
 
     def ranked(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, *, mode: str, limit: int,
                embed: Callable[[], list[float]]) -> list["Ranked"]:
