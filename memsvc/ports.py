@@ -16,11 +16,11 @@ from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.workflow import PlanRecord, TaskRecord, WorkingRecord
-from memsvc.core.models import (Change, ChangeKind, FieldDoc, FieldHolders, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
+from memsvc.core.models import (Change, ChangeKind, FieldDoc, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
-           "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics",
+           "EventPublisher", "VectorIndex", "KeywordIndex", "FieldHolders", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics",
            "OperationSample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents",
            "WorkflowStore"]
 
@@ -202,6 +202,17 @@ class VectorIndex(Protocol):
     def ping(self) -> None: ...
 
 
+class FieldHolders(Protocol):
+    """`KeywordIndex.field_holders`' answer about the memory versions under a prefix (asked only
+    about versions under it)."""
+
+    def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
+        """Whether the version's field tokens are all written (and so decide its filters)."""
+
+    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
+        """Whether the version holds `token` (one of those asked about)."""
+
+
 class KeywordIndex(Protocol):
     """Blind-term postings, derived from the item store like the vectors: one document per memory
     version (its indexed texts), keyed by memory id. Terms are keyed hashes (`Sealer.term_id`),
@@ -222,8 +233,8 @@ class KeywordIndex(Protocol):
         only once all its tokens are readable, so a search never sees part of them."""
 
     def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
-        """Under `prefix`: the memory versions with field tokens, and which of them hold each token
-        (a consistent read: what a finished `put_fields` wrote is seen)."""
+        """Under `prefix`: which memory versions have field tokens, and which of them hold each of
+        `tokens` (a consistent read: what a finished `put_fields` wrote is seen)."""
 
     def query(
         self, tenant: str, prefix: tuple[str, ...], pushdown: Filter, terms: Sequence[str], top_k: int

@@ -25,7 +25,7 @@ __all__ = [
     "KeywordDoc",
     "FieldDoc",
     "ItemHead",
-    "FieldHolders",
+    "FieldHolderSets",
     "KeywordHit",
     "KeywordResult",
     "IndexFields",
@@ -390,12 +390,18 @@ class FieldDoc:
 
 
 @dataclass(frozen=True)
-class FieldHolders:
-    """`KeywordIndex.field_holders`' answer under a prefix: the memory versions whose field tokens
-    are all written (`indexed`), and of those, which hold each token asked about."""
+class FieldHolderSets:
+    """A `FieldHolders` read in full under a prefix: the memory versions whose field tokens are all
+    written (`indexed`), and of those, which hold each token asked about."""
 
-    indexed: frozenset[str]
+    indexed_ids: frozenset[str]
     holders: dict[str, frozenset[str]]
+
+    def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
+        return memory_id in self.indexed_ids
+
+    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
+        return memory_id in self.holders[token]
 
 
 def _b64(b: bytes | None) -> str | None:

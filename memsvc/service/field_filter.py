@@ -10,14 +10,13 @@ an answer never depends on how far the indexer has got.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from memsvc.core.field_tokens import decidable_path
 from memsvc.core.filters import Filter, equality_key, lookup_in
 from memsvc.core.models import ItemHead
-from memsvc.ports import KeywordIndex
+from memsvc.ports import FieldHolders, KeywordIndex
 from memsvc.service.sealing import Sealer
 
 __all__ = ["FieldTokenPlan", "FilterDecider", "plan_field_tokens"]
@@ -27,17 +26,18 @@ _POSITIVE = {"eq": True, "in": True, "ne": False, "nin": False}
 
 @dataclass(frozen=True)
 class FieldTokenPlan:
-    """`indexed`: the memory versions under the searched prefix that have field tokens; `tests`:
-    per condition of the caller's filter, in order, a test of a memory id, or None for a condition
-    that tokens do not decide (a range, or a path they cannot name)."""
+    """`holders`: what the index says about the items under the searched prefix (None: nothing
+    is decided on tokens); `tests`: per condition of the caller's filter, in order, whether it
+    holds when the item has one of its tokens (`eq`, `in`) or none (`ne`, `nin`), and those tokens;
+    None for a condition that tokens do not decide (a range, or a path they cannot name)."""
 
-    indexed: frozenset[str]
-    tests: tuple[Callable[[str], bool] | None, ...]
+    holders: FieldHolders | None
+    tests: tuple[tuple[bool, tuple[str, ...]] | None, ...]
 
     @staticmethod
     def without_tokens(user: Filter) -> FieldTokenPlan:
         """Every condition decided by decrypting (the tenant's keyword indexing is off)."""
-        return FieldTokenPlan(frozenset(), tuple(None for _ in user.conditions))
+        return FieldTokenPlan(None, tuple(None for _ in user.conditions))
 
 
 def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefix: tuple[str, ...],
@@ -59,10 +59,8 @@ def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefi
         tokens = dict(zip(pairs, sealer.field_tokens(tenant, pairs, create=False)))
     except LookupError:  # a tenant without a data key has stored nothing
         return FieldTokenPlan.without_tokens(user)
-    found = keywords.field_holders(tenant, prefix, list(tokens.values()))
-    return FieldTokenPlan(found.indexed, tuple(
-        None if w is None else _test(_POSITIVE[w[0]], [found.holders[tokens[pair]] for pair in w[1]])
-        for w in wanted))
+    return FieldTokenPlan(keywords.field_holders(tenant, prefix, list(tokens.values())), tuple(
+        None if w is None else (_POSITIVE[w[0]], tuple(tokens[pair] for pair in w[1])) for w in wanted))
 
 
 class FilterDecider:
@@ -84,13 +82,15 @@ class FilterDecider:
         verdicts = self._attribute_verdicts(head.policy_attributes)
         if verdicts is None:
             return None
-        has_tokens = head.id in self._tokens.indexed
+        holders = self._tokens.holders
+        has_tokens = holders is not None and holders.indexed(head.namespace, head.id)
         rest = []
         for c, on_attributes, test in zip(self._user.conditions, verdicts, self._tokens.tests):
             if on_attributes is not None:
                 continue  # passed on the attributes (a failure rejected the whole dict's items)
             if has_tokens and test is not None:
-                if not test(head.id):
+                positive, tokens = test
+                if any(holders.holds(t, head.namespace, head.id) for t in tokens) != positive:
                     return None
             else:
                 rest.append(c)
@@ -109,8 +109,3 @@ class FilterDecider:
             # Kept with the dict itself, so that its id is never reused for another while cached.
             cached = self._by_attributes[id(attributes)] = (verdicts, attributes)
         return cached[0]
-
-
-def _test(positive: bool, holder_sets: Sequence[frozenset[str]]) -> Callable[[str], bool]:
-    holders = frozenset().union(*holder_sets)
-    return holders.__contains__ if positive else (lambda memory_id: memory_id not in holders)

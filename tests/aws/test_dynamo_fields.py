@@ -60,12 +60,12 @@ def test_holders_under_a_prefix_and_per_tenant(client):
     index.put_fields([fdoc(("a",), "m1", {"t1"}), fdoc(("a", "x"), "m2", {"t1", "t2"}), fdoc(("ab",), "m3", {"t1"}),
                       fdoc(("a",), "m4", {"t1"}, tenant="other")])
     found = index.field_holders("acme", ("a",), ["t1", "t2", "t3"])
-    assert found.indexed == {"m1", "m2"}  # never ["ab"], never another tenant's
+    assert found.indexed_ids == {"m1", "m2"}  # never ["ab"], never another tenant's
     assert found.holders == {"t1": {"m1", "m2"}, "t2": {"m2"}, "t3": frozenset()}
     assert index.field_holders("acme", (), ["t1"]).holders["t1"] == {"m1", "m2", "m3"}
     index.delete_tenant("acme")
-    assert index.field_holders("acme", (), ["t1"]).indexed == frozenset()
-    assert index.field_holders("other", (), ["t1"]).indexed == {"m4"}
+    assert index.field_holders("acme", (), ["t1"]).indexed_ids == frozenset()
+    assert index.field_holders("other", (), ["t1"]).indexed_ids == {"m4"}
 
 
 def test_a_put_that_stopped_midway_is_not_indexed_and_its_retry_finishes(client):
@@ -75,8 +75,8 @@ def test_a_put_that_stopped_midway_is_not_indexed_and_its_retry_finishes(client)
     with pytest.raises(ProviderError):
         index.put_fields([d])
     failure.remove()
-    assert index.field_holders("acme", ("a",), ["t1"]).indexed == frozenset()
+    assert index.field_holders("acme", ("a",), ["t1"]).indexed_ids == frozenset()
     assert index.field_holders("acme", ("a",), ["t1"]).holders["t1"] == {"m1"}  # written, but not yet to be used
     index.put_fields([d])
     found = index.field_holders("acme", ("a",), sorted(d.tokens))
-    assert found.indexed == {"m1"} and all(h == {"m1"} for h in found.holders.values())
+    assert found.indexed_ids == {"m1"} and all(h == {"m1"} for h in found.holders.values())

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from memsvc.adapters.aws.dynamo_store import batch_get_rows
-from memsvc.core.models import FieldDoc, FieldHolders
+from memsvc.core.models import FieldDoc, FieldHolderSets
 from memsvc.core.namespaces import decode_namespace, encode_namespace
 
 __all__ = ["DynamoFieldPostings", "RECORD_SHARDS"]
@@ -63,11 +63,11 @@ class DynamoFieldPostings:
                                     ExpressionAttributeValues={":p": {"S": f"T#{tenant}#FD#{shard}"}}):
                 self._remove(tenant, rows)
 
-    def holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
+    def holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolderSets:
         distinct = list(dict.fromkeys(tokens))
         indexed = self._pool.submit(self._memory_ids, f"T#{tenant}#FI", prefix)
         found = [self._pool.submit(self._memory_ids, f"T#{tenant}#FT#{t}", prefix) for t in distinct]
-        return FieldHolders(indexed.result(), {t: f.result() for t, f in zip(distinct, found)})
+        return FieldHolderSets(indexed.result(), {t: f.result() for t, f in zip(distinct, found)})
 
     def _remove(self, tenant: str, rows: list[dict[str, Any]]) -> None:
         docs = [FieldDoc(tenant, decode_namespace(r["ns"]["S"]), r["sk"]["S"],

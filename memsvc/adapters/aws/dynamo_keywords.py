@@ -40,7 +40,8 @@ from memsvc.adapters.aws.errors import aws_error, error_code
 from memsvc.core.errors import RateLimited
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.keywords import bm25, idf
-from memsvc.core.models import FieldDoc, FieldHolders, KeywordDoc, KeywordHit, KeywordResult
+from memsvc.core.models import FieldDoc, KeywordDoc, KeywordHit, KeywordResult
+from memsvc.ports import FieldHolders
 from memsvc.core.namespaces import ancestors, decode_namespace, encode_namespace
 
 __all__ = ["DynamoKeywordIndex", "keyword_table_definition", "SHARDS", "MAX_TERMS_PER_DOC",

@@ -1,7 +1,11 @@
 """The local field-token postings, beside the keyword index in `keywords.db`: each memory
 version's blind field tokens are one row (tokens only, never a value or a path), loaded at start
-into per-namespace postings (token -> memory ids), so a filter's tokens under a prefix are a few
-set unions. Thread-safe; a version's tokens become visible all at once, after they are durable."""
+into per-namespace postings (token -> memory ids). A filter asks about the items it reads, each
+by namespace and id: two set lookups, whatever the size of the scope.
+
+Thread-safe: writers hold a lock; readers look sets up without it (a lookup in a set another
+thread changes is atomic under the GIL). A version's postings are added before it is marked
+indexed and it is unmarked before they are removed, so a reader never decides on part of them."""
 
 from __future__ import annotations
 
@@ -11,8 +15,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from memsvc.adapters.local.sqlite_db import SqliteFile
-from memsvc.core.models import FieldDoc, FieldHolders
-from memsvc.core.namespaces import encode_namespace, prefix_range
+from memsvc.core.models import FieldDoc
+from memsvc.core.namespaces import decode_namespace, encode_namespace
 
 __all__ = ["LocalFieldPostings"]
 
@@ -34,19 +38,19 @@ class _Namespace:
 
 class _TenantFields:
     def __init__(self) -> None:
-        self.namespaces: dict[str, _Namespace] = {}  # by encoded namespace
-        self.docs: dict[str, tuple[str, list[str]]] = {}  # memory id -> (encoded namespace, tokens)
+        self.namespaces: dict[tuple[str, ...], _Namespace] = {}
+        self.docs: dict[str, tuple[tuple[str, ...], list[str]]] = {}  # memory id -> (namespace, tokens)
 
-    def add(self, memory_id: str, ns: str, tokens: list[str]) -> None:
+    def add(self, memory_id: str, ns: tuple[str, ...], tokens: list[str]) -> None:
         if memory_id in self.docs:
             return
         self.docs[memory_id] = (ns, tokens)
         n = self.namespaces.get(ns)
         if n is None:
             n = self.namespaces[ns] = _Namespace()
-        n.ids.add(memory_id)
         for token in tokens:
             n.postings.setdefault(token, set()).add(memory_id)
+        n.ids.add(memory_id)  # last: now its tokens decide
 
     def drop(self, memory_id: str) -> None:
         found = self.docs.pop(memory_id, None)
@@ -54,14 +58,27 @@ class _TenantFields:
             return
         ns, tokens = found
         n = self.namespaces[ns]
-        n.ids.discard(memory_id)
+        n.ids.discard(memory_id)  # first: its tokens no longer decide
         for token in tokens:
             holders = n.postings[token]
             holders.discard(memory_id)
             if not holders:
                 del n.postings[token]
-        if not n.ids:
-            del self.namespaces[ns]
+
+
+class _Holders:
+    """`FieldHolders` over a tenant's live postings."""
+
+    def __init__(self, t: _TenantFields | None) -> None:
+        self._namespaces = t.namespaces if t is not None else {}
+
+    def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
+        n = self._namespaces.get(namespace)
+        return n is not None and memory_id in n.ids
+
+    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
+        n = self._namespaces.get(namespace)
+        return n is not None and memory_id in n.postings.get(token, ())
 
 
 class LocalFieldPostings:
@@ -71,18 +88,18 @@ class LocalFieldPostings:
         self._db = SqliteFile(path, _SCHEMA)
         for tenant, memory_id, ns, tokens in self._db.conn().execute(
                 "SELECT tenant, memory_id, ns, tokens FROM field_docs"):
-            self._tenant(tenant).add(memory_id, ns, json.loads(tokens))
+            self._tenant(tenant).add(memory_id, decode_namespace(ns), json.loads(tokens))
 
     def put(self, docs: Sequence[FieldDoc]) -> None:
         if not docs:
             return
-        rows = [(d.tenant, d.memory_id, encode_namespace(d.namespace), sorted(d.tokens)) for d in docs]
         with self._lock:
             with self._db.tx() as conn:
                 conn.executemany("INSERT OR IGNORE INTO field_docs (tenant, memory_id, ns, tokens) VALUES (?, ?, ?, ?)",
-                                 [(t, m, ns, json.dumps(tokens)) for t, m, ns, tokens in rows])
-            for tenant, memory_id, ns, tokens in rows:
-                self._tenant(tenant).add(memory_id, ns, tokens)
+                                 [(d.tenant, d.memory_id, encode_namespace(d.namespace), json.dumps(sorted(d.tokens)))
+                                  for d in docs])
+            for d in docs:
+                self._tenant(d.tenant).add(d.memory_id, d.namespace, sorted(d.tokens))
 
     def delete(self, tenant: str, memory_ids: Sequence[str]) -> None:
         if not memory_ids:
@@ -102,18 +119,9 @@ class LocalFieldPostings:
                 conn.execute("DELETE FROM field_docs WHERE tenant = ?", (tenant,))
             self._tenants.pop(tenant, None)
 
-    def holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
-        bounds = prefix_range(prefix)
-        indexed: set[str] = set()
-        holders: dict[str, set[str]] = {token: set() for token in tokens}
-        with self._lock:
-            t = self._tenants.get(tenant)
-            for ns, n in (t.namespaces.items() if t else ()):
-                if bounds is None or ns == bounds[0] or bounds[1] <= ns < bounds[2]:
-                    indexed |= n.ids
-                    for token, found in holders.items():
-                        found.update(n.postings.get(token, ()))
-        return FieldHolders(frozenset(indexed), {token: frozenset(found) for token, found in holders.items()})
+    def holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> _Holders:
+        # Nothing to read ahead: each item in scope is looked up as the search reaches it.
+        return _Holders(self._tenants.get(tenant))
 
     def _tenant(self, tenant: str) -> _TenantFields:
         t = self._tenants.get(tenant)

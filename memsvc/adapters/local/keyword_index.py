@@ -22,7 +22,8 @@ from memsvc.adapters.local.field_postings import LocalFieldPostings
 from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.keywords import BM25_B, BM25_K1, idf
-from memsvc.core.models import FieldDoc, FieldHolders, KeywordDoc, KeywordHit, KeywordResult
+from memsvc.core.models import FieldDoc, KeywordDoc, KeywordHit, KeywordResult
+from memsvc.ports import FieldHolders
 from memsvc.core.namespaces import decode_namespace, encode_namespace, is_under
 
 __all__ = ["LocalKeywordIndex"]
