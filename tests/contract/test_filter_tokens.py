@@ -101,7 +101,7 @@ def check(model: Model, rng: random.Random, n: int) -> None:
 
 
 def test_token_answers_equal_decrypting_everything(backend, clock, monkeypatch):
-    # Locally, scopes of 30 items or more are read in recency order, smaller ones by key range:
+    # Locally, scopes of more than 30 items are read in recency order, smaller ones by key range:
     # both ways are exercised here (["user", "alice"] holds about 70 items, ["user", "alice", "a"] about 30).
     monkeypatch.setattr("memsvc.adapters.local.sqlite_store._FEW_HEADS", 30)
     rng = random.Random(14)

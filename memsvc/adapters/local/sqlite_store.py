@@ -283,12 +283,10 @@ class SqliteItemStore:
             params += [exact, hi, exact, lo]
         conn = self._conn()
         columns = "id, ns, key, updated_at, policy_attributes"
-        in_scope = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM items WHERE {where} LIMIT ?)",
-                                [*params, _FEW_HEADS]).fetchone()[0]
-        if in_scope < _FEW_HEADS:
-            # A few: read them by the key range and sort them here (the recency index would walk
-            # the tenant's every item to find them).
-            rows = conn.execute(f"SELECT {columns} FROM items WHERE {where}", params).fetchall()
+        rows = conn.execute(f"SELECT {columns} FROM items WHERE {where} LIMIT ?", [*params, _FEW_HEADS + 1]).fetchall()
+        if len(rows) <= _FEW_HEADS:
+            # A few: read by the key range and sorted here (the recency index would walk the
+            # tenant's every item to find them).
             rows.sort(key=lambda r: (-r[3], r[1], r[2]))
         else:
             # Many: walk the recency index, newest first, a page at a time; a search stops early.
