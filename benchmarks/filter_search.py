@@ -84,6 +84,23 @@ def measure(client: httpx.Client, groups: int, queries: int, label: str) -> dict
     return out
 
 
+def measure_get(client: httpx.Client, groups: int, items: int, queries: int) -> None:
+    """`GET /v1/memories` of one item, the same way: the HTTP and authorization floor under the searches."""
+    rng = random.Random(7)
+    samples = []
+    for n in range(queries + queries // 10):
+        i = rng.randrange(items)
+        started = time.perf_counter()
+        r = client.get("/v1/memories", params={"ns": ["user", USER, f"group-{i % groups}"], "key": f"k{i}"})
+        elapsed = (time.perf_counter() - started) * 1000
+        r.raise_for_status()
+        if n >= queries // 10:
+            samples.append(elapsed)
+    samples.sort()
+    print(f"{'get':>8} {'one item':>9}: p50 {percentile(samples, 50):.2f} ms  p95 {percentile(samples, 95):.2f} ms  "
+          f"p99 {percentile(samples, 99):.2f} ms", file=sys.stderr)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=10_000)
@@ -106,6 +123,7 @@ def main(argv: list[str] | None = None) -> int:
             user = issuer.mint(sub=USER, tenant=TENANT, roles=[], ttl_seconds=3600)
             ops = issuer.mint(sub="ops", tenant=TENANT, roles=["admin"], ttl_seconds=3600)
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {user}"}, timeout=60) as client:
+                measure_get(client, groups, args.items, args.queries)
                 measure(client, groups, args.queries, "tokens")
                 if args.data_dir is None:  # turning keyword indexing off removes a kept directory's tokens for good
                     httpx.put(url + "/admin/v1/memories/settings", json={"keyword_index": False},
