@@ -33,23 +33,31 @@ class _Namespace:
 
     def __init__(self) -> None:
         self.ids: set[str] = set()  # memory versions with tokens
-        self.postings: dict[str, set[str]] = {}  # token -> memory ids
+        # token -> its one holder's memory id, or a set of them. Most tokens of a namespace have
+        # one holder (an id, a timestamp, a text): a set each would triple the index's memory.
+        self.postings: dict[str, str | set[str]] = {}
 
 
 class _TenantFields:
     def __init__(self) -> None:
         self.namespaces: dict[tuple[str, ...], _Namespace] = {}
-        self.docs: dict[str, tuple[tuple[str, ...], list[str]]] = {}  # memory id -> (namespace, tokens)
+        self.docs: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # memory id -> (namespace, tokens)
 
     def add(self, memory_id: str, ns: tuple[str, ...], tokens: list[str]) -> None:
         if memory_id in self.docs:
             return
-        self.docs[memory_id] = (ns, tokens)
+        self.docs[memory_id] = (ns, tuple(tokens))
         n = self.namespaces.get(ns)
         if n is None:
             n = self.namespaces[ns] = _Namespace()
         for token in tokens:
-            n.postings.setdefault(token, set()).add(memory_id)
+            held = n.postings.get(token)
+            if held is None:
+                n.postings[token] = memory_id
+            elif isinstance(held, str):
+                n.postings[token] = {held, memory_id}  # a new set, complete before a reader can see it
+            else:
+                held.add(memory_id)
         n.ids.add(memory_id)  # last: now its tokens decide
 
     def drop(self, memory_id: str) -> None:
@@ -60,10 +68,13 @@ class _TenantFields:
         n = self.namespaces[ns]
         n.ids.discard(memory_id)  # first: its tokens no longer decide
         for token in tokens:
-            holders = n.postings[token]
-            holders.discard(memory_id)
-            if not holders:
+            held = n.postings[token]
+            if isinstance(held, str):
                 del n.postings[token]
+            else:
+                held.discard(memory_id)
+                if len(held) == 1:
+                    n.postings[token] = next(iter(held))
 
 
 class _Holders:
@@ -78,7 +89,8 @@ class _Holders:
 
     def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
         n = self._namespaces.get(namespace)
-        return n is not None and memory_id in n.postings.get(token, ())
+        held = n.postings.get(token) if n is not None else None
+        return held == memory_id if isinstance(held, str) else held is not None and memory_id in held
 
 
 class LocalFieldPostings:
