@@ -17,13 +17,13 @@ from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.workflow import PlanRecord, TaskRecord, WorkingRecord
-from memsvc.core.models import (Change, ChangeKind, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
+from memsvc.core.models import (Change, ChangeKind, FieldDoc, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
-           "EventPublisher", "VectorIndex", "KeywordIndex", "Embedder", "KeyProvider", "Clock", "SystemClock", "Metrics",
-           "OperationSample", "GraphQuerySample", "SameFactJudge", "RateLimiter", "RememberQueue", "SessionStore", "BusEvents",
-           "WorkflowStore", "EntityExtractor", "GraphStore"]
+           "EventPublisher", "VectorIndex", "KeywordIndex", "FieldHolders", "Embedder", "KeyProvider", "Clock",
+           "SystemClock", "Metrics", "OperationSample", "GraphQuerySample", "SameFactJudge", "RateLimiter",
+           "RememberQueue", "SessionStore", "BusEvents", "WorkflowStore", "EntityExtractor", "GraphStore"]
 
 
 class ItemStore(Protocol):
@@ -61,6 +61,10 @@ class ItemStore(Protocol):
 
     def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[tuple[str, ...]]:
         """Distinct namespaces under the prefix holding at least one live, unexpired item."""
+
+    def live_heads(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> Iterator[ItemHead]:
+        """Live, unexpired items under the prefix without their sealed parts, in `scan_live`'s
+        order (newest `updated_at` first), fetched lazily."""
 
     def ping(self) -> None: ...
 
@@ -199,6 +203,17 @@ class VectorIndex(Protocol):
     def ping(self) -> None: ...
 
 
+class FieldHolders(Protocol):
+    """`KeywordIndex.field_holders`' answer about the memory versions under a prefix (asked only
+    about versions under it)."""
+
+    def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
+        """Whether the version's field tokens are all written (and so decide its filters)."""
+
+    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
+        """Whether the version holds `token` (one of those asked about)."""
+
+
 class KeywordIndex(Protocol):
     """Blind-term postings, derived from the item store like the vectors: one document per memory
     version (its indexed texts), keyed by memory id. Terms are keyed hashes (`Sealer.term_id`),
@@ -208,10 +223,19 @@ class KeywordIndex(Protocol):
         """Index these memory versions (one already indexed is left as it is)."""
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
-        """Remove these memory versions' documents (absent ones are fine)."""
+        """Remove these memory versions' documents and field tokens (absent ones are fine)."""
 
     def delete_tenant(self, tenant: str) -> int:
-        """Remove every document of the tenant (keyword indexing turned off); returns how many."""
+        """Remove every document and field token of the tenant (keyword indexing turned off);
+        returns how many documents."""
+
+    def put_fields(self, docs: Sequence[FieldDoc]) -> None:
+        """Index these memory versions' field tokens. A version counts as indexed (`field_holders`)
+        only once all its tokens are readable, so a search never sees part of them."""
+
+    def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
+        """Under `prefix`: which memory versions have field tokens, and which of them hold each of
+        `tokens` (a consistent read: what a finished `put_fields` wrote is seen)."""
 
     def query(
         self, tenant: str, prefix: tuple[str, ...], pushdown: Filter, terms: Sequence[str], top_k: int

@@ -68,3 +68,13 @@ def term_ids(data_key: bytes, terms: Iterable[str]) -> list[str]:
     tenants' hashes of the same word differ."""
     subkey = hmac.new(data_key, b"memsvc keyword terms v1", hashlib.sha256).digest()
     return [hmac.new(subkey, t.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16] for t in terms]
+
+
+def field_tokens(data_key: bytes, fields: Iterable[tuple[str, str]]) -> list[str]:
+    """Blind field tokens for filters: HMAC-SHA256 of (dot path, equality key) under their own key
+    derived from the tenant's data key, 128 bits as hex, so that a collision, which would make a
+    filter return a non-match, is out of reach. Equal values at one path of one tenant share a
+    token; other tenants' tokens of the same value differ."""
+    subkey = hmac.new(data_key, b"memsvc field tokens v1", hashlib.sha256).digest()
+    return [hmac.new(subkey, json.dumps(pair, ensure_ascii=False).encode("utf-8", "surrogatepass"),
+                     hashlib.sha256).hexdigest()[:32] for pair in fields]

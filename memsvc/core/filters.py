@@ -21,6 +21,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
+from fractions import Fraction
 from functools import lru_cache
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "Filter",
     "parse_filter",
     "condition_matches",
+    "equality_key",
     "get_path",
     "lookup_in",
 ]
@@ -273,6 +275,37 @@ def _equal(a: Any, b: Any) -> bool:
     if isinstance(a, dict) and isinstance(b, dict):
         return a.keys() == b.keys() and all(_equal(a[k], b[k]) for k in a)
     return a is None and b is None
+
+
+def equality_key(x: Any) -> str | None:
+    """A text that two values share exactly when `eq` calls them equal (`_equal`), so equality can
+    be decided on keyed hashes of it: 1, 1.0 and Decimal("1") share one; True, "1" and 1 differ;
+    two timestamps share one when they are the same instant. None for a value equal to nothing
+    (NaN, or anything holding one)."""
+    if isinstance(x, bool):
+        return "b1" if x else "b0"
+    if _is_number(x):
+        if x != x:
+            return None
+        if x in (math.inf, -math.inf):
+            return "n+inf" if x > 0 else "n-inf"
+        exact = Fraction(x)  # exact for ints, floats and Decimals alike, as == compares them
+        return f"n{exact.numerator}/{exact.denominator}"
+    if isinstance(x, str):
+        instant = _instant(x)
+        return "s" + x if instant is None else f"t{(instant - _EPOCH) // timedelta(microseconds=1)}"
+    if x is None:
+        return "z"
+    if isinstance(x, (list, tuple)):
+        parts = [equality_key(e) for e in x]
+        return None if None in parts else "l" + json.dumps(parts, ensure_ascii=False)
+    if isinstance(x, dict) and all(isinstance(k, str) for k in x):
+        pairs = sorted((k, equality_key(v)) for k, v in x.items())
+        return None if any(v is None for _, v in pairs) else "o" + json.dumps(pairs, ensure_ascii=False)
+    return None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 
 
 def _invalid(message: str, **details: Any) -> InvalidArgument:

@@ -7,7 +7,7 @@ import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "Caller",
@@ -23,6 +23,9 @@ __all__ = [
     "VectorWrite",
     "VectorRef",
     "KeywordDoc",
+    "FieldDoc",
+    "ItemHead",
+    "FieldHolderSets",
     "KeywordHit",
     "KeywordResult",
     "IndexFields",
@@ -362,6 +365,43 @@ class KeywordResult:
 
     hits: list[KeywordHit]
     query_weight: float
+
+
+class ItemHead(NamedTuple):
+    """What a filter search reads of every live item in scope before deciding which to open:
+    no sealed part. Items with equal policy attributes may share one dict (read-only). A named
+    tuple: a search makes one per item in scope, and a frozen dataclass takes 5 times as long."""
+
+    id: str
+    namespace: tuple[str, ...]
+    key: str
+    policy_attributes: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class FieldDoc:
+    """One memory version's blind field tokens (`Sealer.field_tokens`), for `KeywordIndex.put_fields`:
+    what filters' equality conditions are decided on without decrypting it."""
+
+    tenant: str
+    namespace: tuple[str, ...]
+    memory_id: str
+    tokens: frozenset[str]
+
+
+@dataclass(frozen=True)
+class FieldHolderSets:
+    """A `FieldHolders` read in full under a prefix: the memory versions whose field tokens are all
+    written (`indexed`), and of those, which hold each token asked about."""
+
+    indexed_ids: frozenset[str]
+    holders: dict[str, frozenset[str]]
+
+    def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
+        return memory_id in self.indexed_ids
+
+    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
+        return memory_id in self.holders[token]
 
 
 def _b64(b: bytes | None) -> str | None:

@@ -12,7 +12,8 @@ from collections.abc import Sequence
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
 from memsvc.core.keywords import term_counts
-from memsvc.core.models import Change, KeywordDoc, StoredItem, VectorRef, VectorWrite
+from memsvc.core.field_tokens import value_fields
+from memsvc.core.models import Change, FieldDoc, KeywordDoc, StoredItem, VectorRef, VectorWrite
 from memsvc.core.paths import extract_texts
 from memsvc.ports import Embedder, IndexBacklog, KeywordIndex, VectorIndex
 from memsvc.service.graph_indexer import GraphIndexer
@@ -78,6 +79,7 @@ class Indexer:
         refused = self._put([w for w in writes if w.vectors])
         self._keywords.put_many([doc for item, item_fields in zip(todo, fields)
                                  if (doc := self._keyword_doc(item, [text for _, text in item_fields]))])
+        self._keywords.put_fields([doc for item in todo if (doc := self._field_doc(item))])
         lost, lost_docs = [], []
         for item, write in zip(todo, writes):
             names = [] if item.id in refused else [field for field, _ in write.vectors]
@@ -113,6 +115,17 @@ class Indexer:
             terms[term_id] = terms.get(term_id, 0) + tf
         return KeywordDoc(item.tenant, item.namespace, item.key, item.id, item.version, item.policy_attributes,
                           terms, sum(counts.values()))
+
+    def _field_doc(self, item: StoredItem) -> FieldDoc | None:
+        """The version's blind field tokens, which filters decide on without decrypting it; none
+        while the tenant's keyword indexing is off (then filters decrypt), or for a value with too
+        many fields."""
+        if item.value_ct is None or not self._settings.get(item.tenant).keyword_index:
+            return None
+        fields = value_fields(self._sealer.open_value(item))
+        if fields is None:
+            return None
+        return FieldDoc(item.tenant, item.namespace, item.id, frozenset(self._sealer.field_tokens(item.tenant, fields)))
 
     def _put(self, writes: list[VectorWrite]) -> set[str]:
         """Write the vectors in as few requests as the index takes; returns the memory ids whose

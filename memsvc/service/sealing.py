@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memsvc.core.crypto import SealError, associated_data, entity_ids, field_id, open_sealed, seal, term_ids
+from memsvc.core.crypto import SealError, associated_data, entity_ids, field_id, field_tokens, open_sealed, seal, term_ids
 from memsvc.core.errors import InternalError, InvalidArgument
 from memsvc.ports import DataKeyStore, KeyProvider
 
@@ -129,6 +129,11 @@ class Sealer:
             return open_sealed(data_key, sealed, _entity_aad(tenant, entity_id)).decode("utf-8", "surrogatepass")
         except Exception as exc:  # a sealed name that won't open is corruption, not bad input
             raise InternalError("a stored graph entity could not be decrypted") from exc
+
+    def field_tokens(self, tenant: str, fields: Iterable[tuple[str, str]], *, create: bool = True) -> list[str]:
+        """The blind tokens of (dot path, equality key) pairs that filters are decided on (a
+        filter's are made with `create=False`, like a query's terms)."""
+        return field_tokens(self.data_key(tenant, create=create), fields)
 
     def data_key(self, tenant: str, *, create: bool = True) -> bytes:
         """The tenant's plaintext data key. With `create=False`, a tenant without one raises

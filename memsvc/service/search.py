@@ -8,6 +8,7 @@ plaintext attributes reject is never decrypted.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,6 +25,7 @@ from memsvc.core.keywords import analyze
 from memsvc.core.ranking import hybrid_score, keyword_match
 from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, VectorIndex
 from memsvc.service.access import Access
+from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, plan_field_tokens
 from memsvc.service.memories import Memories, check_nesting, open_memory
 from memsvc.service.sealing import Sealer
 
@@ -130,13 +132,46 @@ class Search:
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
                    offset: int) -> list[Memory]:
+        """The page of live items under `scope` that the filter admits, newest first.
+
+        Every item's head (no sealed part) is read; its policy attributes, and field tokens where
+        its current version has them (`field_filter`), decide what they can. Values are read and
+        decrypted, a batch at a time (`get_many`), only for what is left (ranges, items without
+        tokens) and for the page returned."""
+        now = self._clock.now()
+        tokens = (plan_field_tokens(self._sealer, self._keywords, tenant, scope, plan.user)
+                  if self._access.settings.get(tenant).keyword_index else FieldTokenPlan.without_tokens(plan.user))
+        decider = FilterDecider(plan.scope, plan.user, tokens)
+        candidates = ((head, left) for head in self._items.live_heads(tenant, scope, now)
+                      if (left := decider.value_left(head)) is not None)
         out: list[Memory] = []
-        admitted = (self._admit(plan, item) for item in self._items.scan_live(tenant, scope, self._clock.now()))
-        for n, memory in enumerate(m for m in admitted if m is not None):
-            if n >= offset:
-                out.append(memory)
-                if len(out) >= limit:
-                    break
+        admitted = 0
+        while admitted < offset + limit:
+            # As many candidates as could complete the page if every one passed.
+            batch = list(itertools.islice(candidates, offset + limit - admitted))
+            if not batch:
+                break
+            # Read the items that need their value: to decide, or because they may be returned.
+            # One that the tokens admit and that lands before `offset` even if all before it pass
+            # is counted unread.
+            needed = [head for n, (head, left) in enumerate(batch) if not left.is_empty or admitted + n >= offset]
+            rows = self._items.get_many(tenant, [(h.namespace, h.key) for h in needed]) if needed else {}
+            for head, left in batch:
+                row = rows.get((head.namespace, head.key))
+                memory = None
+                if row is not None and row.id != head.id:  # written since its head was read: decide it anew
+                    left = plan.value_condition(row) if row.is_live(now) else None
+                    if left is None:
+                        continue
+                if not left.is_empty or admitted >= offset:
+                    if row is None or not row.is_live(now):  # deleted or expired since its head was read
+                        continue
+                    memory = open_memory(self._sealer, row)
+                    if not left.matches(lookup_in(memory.value)):
+                        continue
+                if admitted >= offset:
+                    out.append(memory)
+                admitted += 1
         return out
 
     def ranked(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, *, mode: str, limit: int,

@@ -60,8 +60,9 @@ class TenantSettings(BaseModel):
     )
 
     keyword_index: bool = Field(
-        True, description="Index memories' texts as blind keyword terms for keyword and hybrid search. Turning it "
-                          "off removes the tenant's keyword index at once; turning it on indexes new writes.")
+        True, description="Index memories' texts as blind keyword terms for keyword and hybrid search, and their "
+                          "fields as blind tokens that decide filters without decrypting. Turning it off removes "
+                          "both at once (filters then decrypt); turning it on indexes new writes.")
 
     # Remember (API-AGENT.md "Typed memories", seed 002). The deployment's defaults depend on the
     # embedding model (`core.consolidation.CALIBRATED_THRESHOLDS`); these are seed 002's.

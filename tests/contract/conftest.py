@@ -92,6 +92,17 @@ class Backend:
         pages = client.get_paginator("scan").paginate(TableName=KEYWORD_TABLE)
         return json.dumps([item for page in pages for item in page["Items"]])
 
+    def field_tokens(self, tenant: str) -> set[str]:
+        """Every field token the keyword index holds for the tenant (from its records)."""
+        if self.local is not None:
+            rows = self.local.keywords._fields._db.conn().execute(
+                "SELECT tokens FROM field_docs WHERE tenant = ?", (tenant,)).fetchall()
+            return {t for (tokens,) in rows for t in json.loads(tokens)}
+        client = self.aws.clients.dynamodb
+        pages = client.get_paginator("scan").paginate(TableName=KEYWORD_TABLE)
+        return {t["S"] for page in pages for item in page["Items"]
+                if item["pk"]["S"].startswith(f"T#{tenant}#FD#") for t in item["tokens"]["L"]}
+
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids that have vectors in the index."""
         if self.local is not None:

@@ -34,12 +34,14 @@ from typing import Any, TypeVar
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from memsvc.adapters.aws.dynamo_fields import DynamoFieldPostings
 from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table
 from memsvc.adapters.aws.errors import aws_error, error_code
 from memsvc.core.errors import RateLimited
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.keywords import bm25, idf
-from memsvc.core.models import KeywordDoc, KeywordHit, KeywordResult
+from memsvc.core.models import FieldDoc, KeywordDoc, KeywordHit, KeywordResult
+from memsvc.ports import FieldHolders
 from memsvc.core.namespaces import ancestors, decode_namespace, encode_namespace
 
 __all__ = ["DynamoKeywordIndex", "keyword_table_definition", "SHARDS", "MAX_TERMS_PER_DOC",
@@ -110,6 +112,9 @@ class DynamoKeywordIndex:
         self._pool = ThreadPoolExecutor(max_workers=_WORKERS, thread_name_prefix="keyword-index")
         self.sleep: Callable[[float], None] = time.sleep  # backoff between contended attempts
         self.random: Callable[[], float] = random.random  # its jitter
+        # Filters' field tokens, in this table with the same request loops.
+        self._fields = DynamoFieldPostings(client, table_name, pool=self._pool, batch_write=self._batch_write,
+                                           pages=self._pages, run=self._map)
 
     def ping(self) -> None:
         self._call("GetItem", Key={"pk": {"S": "ping"}, "sk": {"S": "ping"}})
@@ -123,9 +128,11 @@ class DynamoKeywordIndex:
         self._map(self._count, _transaction_groups([_Record(d, counted=False) for d in claimed]))
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
+        self._fields.delete(tenant, memory_ids)
         self._remove(list(self._records(tenant, memory_ids).values()))
 
     def delete_tenant(self, tenant: str) -> int:
+        self._fields.delete_tenant(tenant)
         removed = 0
         for shard in range(SHARDS):
             for rows in self._pages(KeyConditionExpression="pk = :p",
@@ -134,6 +141,12 @@ class DynamoKeywordIndex:
                 removed += len(rows)
         self._drop_empty_statistics(tenant)
         return removed
+
+    def put_fields(self, docs: Sequence[FieldDoc]) -> None:
+        self._fields.put(docs)
+
+    def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
+        return self._fields.holders(tenant, prefix, tokens)
 
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids with a document record (for tests and diagnostics: 16 Queries)."""

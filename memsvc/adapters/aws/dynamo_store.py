@@ -23,7 +23,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.adapters.aws.errors import aws_error
 from memsvc.core.errors import Conflict, RateLimited
-from memsvc.core.models import Change, StoredItem, expiry_event_id, from_epoch_us, to_epoch_us
+from memsvc.core.models import Change, ItemHead, StoredItem, expiry_event_id, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under, prefix_range
 
 __all__ = [
@@ -234,6 +234,27 @@ class DynamoItemStore:
 
     def _recent(self, tenant: str, ns: str, now: datetime, page_size: int) -> Iterator[tuple[tuple, StoredItem]]:
         """One namespace's live items, newest first, a page at a time."""
+        for row in self._recent_rows(tenant, ns, now, page_size):
+            item = _item(row)
+            yield (-to_epoch_us(item.updated_at), ns, item.key), item
+
+    def live_heads(self, tenant, prefix, now):
+        streams = [self._recent_heads(tenant, ns, now) for ns in self._namespaces_under(tenant, prefix)]
+        for _, head in heapq.merge(*streams, key=lambda pair: pair[0]):
+            yield head
+
+    def _recent_heads(self, tenant: str, ns: str, now: datetime) -> Iterator[tuple[tuple, ItemHead]]:
+        """One namespace's live items without their sealed parts, newest first."""
+        namespace = decode_namespace(ns)
+        attributes: dict[str, dict[str, Any]] = {}  # each distinct JSON parsed once, its dict shared
+        for row in self._recent_rows(tenant, ns, now, 200, projection="#i, #k, uat, pa"):
+            pa = row["pa"]["S"]
+            yield ((-int(row["uat"]["N"]), ns, row["key"]["S"]),
+                   ItemHead(row["id"]["S"], namespace, row["key"]["S"],
+                            attributes.get(pa) or attributes.setdefault(pa, json.loads(pa))))
+
+    def _recent_rows(self, tenant: str, ns: str, now: datetime, page_size: int, *,
+                     projection: str | None = None) -> Iterator[dict[str, Any]]:
         start: dict[str, Any] | None = None
         while True:
             kwargs: dict[str, Any] = {
@@ -243,12 +264,13 @@ class DynamoItemStore:
                 "ExpressionAttributeValues": {":g": {"S": f"T#{tenant}#N#{ns}"}, ":now": {"N": str(to_epoch_us(now))}},
                 "Limit": page_size,
             }
+            if projection:
+                kwargs["ProjectionExpression"] = projection
+                kwargs["ExpressionAttributeNames"] |= {"#i": "id", "#k": "key"}
             if start:
                 kwargs["ExclusiveStartKey"] = start
             page = self._call("Query", **kwargs)
-            for row in page.get("Items", []):
-                item = _item(row)
-                yield (-to_epoch_us(item.updated_at), ns, item.key), item
+            yield from page.get("Items", [])
             start = page.get("LastEvaluatedKey")
             if not start:
                 return

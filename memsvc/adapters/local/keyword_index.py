@@ -21,10 +21,12 @@ import numpy as np
 
 from memsvc.adapters.local.index_changes import IndexChanges, changes_schema
 from memsvc.adapters.local.rw_lock import ReadWriteLock
+from memsvc.adapters.local.field_postings import LocalFieldPostings
 from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.keywords import BM25_B, BM25_K1, idf
-from memsvc.core.models import KeywordDoc, KeywordHit, KeywordResult
+from memsvc.core.models import FieldDoc, KeywordDoc, KeywordHit, KeywordResult
+from memsvc.ports import FieldHolders
 from memsvc.core.namespaces import decode_namespace, encode_namespace, is_under
 
 __all__ = ["LocalKeywordIndex"]
@@ -144,6 +146,7 @@ class LocalKeywordIndex:
         self._db = SqliteFile(path, _SCHEMA + changes_schema("docs"))
         self._changes = IndexChanges(path)
         self._seen = self._changes.latest()  # before loading: a write after it is caught up with later
+        self._fields = LocalFieldPostings(path)  # filters' field tokens, in the same file
         self._load_all()
 
     def _load_all(self) -> None:
@@ -213,6 +216,7 @@ class LocalKeywordIndex:
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
         if not memory_ids:
             return
+        self._fields.delete(tenant, memory_ids)
         with self._lock.writing():
             with self._db.tx() as conn:
                 before = self._changes.latest(conn)
@@ -227,6 +231,7 @@ class LocalKeywordIndex:
             self._compact(tenant)
 
     def delete_tenant(self, tenant: str) -> int:
+        self._fields.delete_tenant(tenant)
         with self._lock.writing():
             with self._db.tx() as conn:
                 before = self._changes.latest(conn)
@@ -268,6 +273,12 @@ class LocalKeywordIndex:
             hits = [KeywordHit(t.ns_names[t.ns_ids[s]], t.keys[s], t.memory_ids[s],
                                t.versions[s], float(scores[s])) for s in order]
             return KeywordResult(hits, weight)
+
+    def put_fields(self, docs: Sequence[FieldDoc]) -> None:
+        self._fields.put(docs)
+
+    def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
+        return self._fields.holders(tenant, prefix, tokens)
 
     def memory_ids(self, tenant: str) -> set[str]:
         """Memory ids with a keyword document (for tests and diagnostics)."""

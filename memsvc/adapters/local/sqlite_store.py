@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from memsvc.core.errors import Conflict
-from memsvc.core.models import Change, ChangeKind, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.core.models import Change, ChangeKind, ItemHead, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.layers import layer_of
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
@@ -271,6 +271,34 @@ class SqliteItemStore:
             last = rows[-1]
             cursor = (last[10], last[1], last[2])
 
+    def live_heads(self, tenant, prefix, now):
+        live = "tenant = ? AND deleted IS NULL AND (expires_at IS NULL OR expires_at > ?)"
+        where, params = live, [tenant, to_epoch_us(now)]
+        bounds = prefix_range(prefix)
+        if bounds is not None:
+            # The primary key's range first (`_live_under`'s OR hides it from SQLite's planner),
+            # then the exact rule.
+            exact, lo, hi = bounds
+            where += " AND ns >= ? AND ns < ? AND (ns = ? OR ns >= ?)"
+            params += [exact, hi, exact, lo]
+        conn = self._conn()
+        columns = "id, ns, key, updated_at, policy_attributes"
+        rows = conn.execute(f"SELECT {columns} FROM items WHERE {where} LIMIT ?", [*params, _FEW_HEADS + 1]).fetchall()
+        if len(rows) <= _FEW_HEADS:
+            # A few: read by the key range and sorted here (the recency index would walk the
+            # tenant's every item to find them).
+            rows.sort(key=lambda r: (-r[3], r[1], r[2]))
+        else:
+            # Many: walk the recency index, newest first, a page at a time; a search stops early.
+            where, params = _live_under(tenant, prefix, now)
+            rows = _paged(conn.execute(f"SELECT {columns} FROM items WHERE {where} "
+                                       "ORDER BY updated_at DESC, ns, key", params))
+        namespaces: dict[str, tuple[str, ...]] = {}
+        attributes: dict[str, dict[str, Any]] = {}  # each distinct JSON parsed once, its dict shared
+        for memory_id, ns, key, _, pa in rows:
+            yield ItemHead(memory_id, namespaces.get(ns) or namespaces.setdefault(ns, decode_namespace(ns)), key,
+                           attributes.get(pa) or attributes.setdefault(pa, json.loads(pa)))
+
     def list_namespaces(self, tenant, prefix, now):
         where, params = _live_under(tenant, prefix, now)
         rows = self._conn().execute(f"SELECT DISTINCT ns FROM items WHERE {where}", params).fetchall()
@@ -430,6 +458,15 @@ def _usage(item: StoredItem | None) -> tuple[int, int]:
     if item is None or item.deleted is not None:
         return 0, 0
     return 1, len(item.value_ct or b"") + len(item.attributes_ct or b"")
+
+
+# Up to this many items in scope, `live_heads` reads them all by key range and sorts them.
+_FEW_HEADS = 2_000
+
+
+def _paged(cursor: sqlite3.Cursor, size: int = 256) -> Iterator[tuple[Any, ...]]:
+    while rows := cursor.fetchmany(size):
+        yield from rows
 
 
 def _live_under(tenant: str, prefix: tuple[str, ...], now: datetime) -> tuple[str, list[Any]]:

@@ -1,0 +1,142 @@
+"""The local field-token postings, beside the keyword index in `keywords.db`: each memory
+version's blind field tokens are one row (tokens only, never a value or a path), loaded at start
+into per-namespace postings (token -> memory ids). A filter asks about the items it reads, each
+by namespace and id: two set lookups, whatever the size of the scope.
+
+Thread-safe: writers hold a lock; readers look sets up without it (a lookup in a set another
+thread changes is atomic under the GIL). A version's postings are added before it is marked
+indexed and it is unmarked before they are removed, so a reader never decides on part of them."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+from memsvc.adapters.local.sqlite_db import SqliteFile
+from memsvc.core.models import FieldDoc
+from memsvc.core.namespaces import decode_namespace, encode_namespace
+
+__all__ = ["LocalFieldPostings"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS field_docs (
+    tenant TEXT NOT NULL, memory_id TEXT NOT NULL, ns TEXT NOT NULL, tokens TEXT NOT NULL,
+    PRIMARY KEY (tenant, memory_id)
+) WITHOUT ROWID;
+"""
+
+
+class _Namespace:
+    __slots__ = ("ids", "postings")
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()  # memory versions with tokens
+        # token -> its one holder's memory id, or a set of them. Most tokens of a namespace have
+        # one holder (an id, a timestamp, a text): a set each would triple the index's memory.
+        self.postings: dict[str, str | set[str]] = {}
+
+
+class _TenantFields:
+    def __init__(self) -> None:
+        self.namespaces: dict[tuple[str, ...], _Namespace] = {}
+        self.docs: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # memory id -> (namespace, tokens)
+
+    def add(self, memory_id: str, ns: tuple[str, ...], tokens: list[str]) -> None:
+        if memory_id in self.docs:
+            return
+        self.docs[memory_id] = (ns, tuple(tokens))
+        n = self.namespaces.get(ns)
+        if n is None:
+            n = self.namespaces[ns] = _Namespace()
+        for token in tokens:
+            held = n.postings.get(token)
+            if held is None:
+                n.postings[token] = memory_id
+            elif isinstance(held, str):
+                n.postings[token] = {held, memory_id}  # a new set, complete before a reader can see it
+            else:
+                held.add(memory_id)
+        n.ids.add(memory_id)  # last: now its tokens decide
+
+    def drop(self, memory_id: str) -> None:
+        found = self.docs.pop(memory_id, None)
+        if found is None:
+            return
+        ns, tokens = found
+        n = self.namespaces[ns]
+        n.ids.discard(memory_id)  # first: its tokens no longer decide
+        for token in tokens:
+            held = n.postings[token]
+            if isinstance(held, str):
+                del n.postings[token]
+            else:
+                held.discard(memory_id)
+                if len(held) == 1:
+                    n.postings[token] = next(iter(held))
+
+
+class _Holders:
+    """`FieldHolders` over a tenant's live postings."""
+
+    def __init__(self, t: _TenantFields | None) -> None:
+        self._namespaces = t.namespaces if t is not None else {}
+
+    def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
+        n = self._namespaces.get(namespace)
+        return n is not None and memory_id in n.ids
+
+    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
+        n = self._namespaces.get(namespace)
+        held = n.postings.get(token) if n is not None else None
+        return held == memory_id if isinstance(held, str) else held is not None and memory_id in held
+
+
+class LocalFieldPostings:
+    def __init__(self, path: Path) -> None:
+        self._lock = threading.Lock()
+        self._tenants: dict[str, _TenantFields] = {}
+        self._db = SqliteFile(path, _SCHEMA)
+        for tenant, memory_id, ns, tokens in self._db.conn().execute(
+                "SELECT tenant, memory_id, ns, tokens FROM field_docs"):
+            self._tenant(tenant).add(memory_id, decode_namespace(ns), json.loads(tokens))
+
+    def put(self, docs: Sequence[FieldDoc]) -> None:
+        if not docs:
+            return
+        with self._lock:
+            with self._db.tx() as conn:
+                conn.executemany("INSERT OR IGNORE INTO field_docs (tenant, memory_id, ns, tokens) VALUES (?, ?, ?, ?)",
+                                 [(d.tenant, d.memory_id, encode_namespace(d.namespace), json.dumps(sorted(d.tokens)))
+                                  for d in docs])
+            for d in docs:
+                self._tenant(d.tenant).add(d.memory_id, d.namespace, sorted(d.tokens))
+
+    def delete(self, tenant: str, memory_ids: Sequence[str]) -> None:
+        if not memory_ids:
+            return
+        with self._lock:
+            with self._db.tx() as conn:
+                conn.executemany("DELETE FROM field_docs WHERE tenant = ? AND memory_id = ?",
+                                 [(tenant, m) for m in memory_ids])
+            t = self._tenants.get(tenant)
+            if t is not None:
+                for memory_id in memory_ids:
+                    t.drop(memory_id)
+
+    def delete_tenant(self, tenant: str) -> None:
+        with self._lock:
+            with self._db.tx() as conn:
+                conn.execute("DELETE FROM field_docs WHERE tenant = ?", (tenant,))
+            self._tenants.pop(tenant, None)
+
+    def holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> _Holders:
+        # Nothing to read ahead: each item in scope is looked up as the search reaches it.
+        return _Holders(self._tenants.get(tenant))
+
+    def _tenant(self, tenant: str) -> _TenantFields:
+        t = self._tenants.get(tenant)
+        if t is None:
+            t = self._tenants[tenant] = _TenantFields()
+        return t

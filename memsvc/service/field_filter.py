@@ -1,0 +1,111 @@
+"""Deciding a filter search's equality conditions on blind field tokens instead of decrypting.
+
+`eq`, `in`, `ne` and `nin` on a value field are answered from the keyword index's field tokens
+(`KeywordIndex.field_holders`) for every item whose current version has its tokens written; the
+other conditions (ranges) are checked on the decrypted value of the items the tokens leave. An
+item whose current version has no tokens yet (written since the indexer last ran, written while
+keyword indexing was off, or with too many fields) is decided by decrypting it, as before, so
+an answer never depends on how far the indexer has got.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from memsvc.core.field_tokens import decidable_path
+from memsvc.core.filters import Filter, equality_key, lookup_in
+from memsvc.core.models import ItemHead
+from memsvc.ports import FieldHolders, KeywordIndex
+from memsvc.service.sealing import Sealer
+
+__all__ = ["FieldTokenPlan", "FilterDecider", "plan_field_tokens"]
+
+_POSITIVE = {"eq": True, "in": True, "ne": False, "nin": False}
+
+
+@dataclass(frozen=True)
+class FieldTokenPlan:
+    """`holders`: what the index says about the items under the searched prefix (None: nothing
+    is decided on tokens); `tests`: per condition of the caller's filter, in order, whether it
+    holds when the item has one of its tokens (`eq`, `in`) or none (`ne`, `nin`), and those tokens;
+    None for a condition that tokens do not decide (a range, or a path they cannot name)."""
+
+    holders: FieldHolders | None
+    tests: tuple[tuple[bool, tuple[str, ...]] | None, ...]
+
+    @staticmethod
+    def without_tokens(user: Filter) -> FieldTokenPlan:
+        """Every condition decided by decrypting (the tenant's keyword indexing is off)."""
+        return FieldTokenPlan(None, tuple(None for _ in user.conditions))
+
+
+def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefix: tuple[str, ...],
+                      user: Filter) -> FieldTokenPlan:
+    """The token tests of `user`'s conditions under `prefix`."""
+    wanted: list[tuple[str, list[tuple[str, str]]] | None] = []
+    for c in user.conditions:
+        op = c.op.removeprefix("$")
+        if op not in _POSITIVE or not decidable_path(c.path):
+            wanted.append(None)
+            continue
+        operands = c.operand if op in ("in", "nin") else (c.operand,)
+        # An operand equal to nothing (NaN) has no token: it matches no item's value.
+        wanted.append((op, [(c.path, k) for x in operands if (k := equality_key(x)) is not None]))
+    if all(w is None for w in wanted):
+        return FieldTokenPlan.without_tokens(user)
+    pairs = list(dict.fromkeys(pair for w in wanted if w is not None for pair in w[1]))
+    try:
+        tokens = dict(zip(pairs, sealer.field_tokens(tenant, pairs, create=False)))
+    except LookupError:  # a tenant without a data key has stored nothing
+        return FieldTokenPlan.without_tokens(user)
+    return FieldTokenPlan(keywords.field_holders(tenant, prefix, list(tokens.values())), tuple(
+        None if w is None else (_POSITIVE[w[0]], tuple(tokens[pair] for pair in w[1])) for w in wanted))
+
+
+class FilterDecider:
+    """Decides a filter search's items as far as their heads allow: the filter-injection policy's
+    `scope` and any condition whose path is one of the item's plaintext policy attributes are
+    decided on those attributes (as `FilterPlan.value_condition` does), equality conditions on
+    field tokens where the item has them; `value_left` is what only its decrypted value can decide."""
+
+    def __init__(self, scope: Filter, user: Filter, tokens: FieldTokenPlan) -> None:
+        self._scope = scope
+        self._user = user
+        self._tokens = tokens
+        # Items mostly share a few attribute dicts (the store hands each distinct one once): their
+        # verdicts are worked out once per dict.
+        self._by_attributes: dict[int, tuple[tuple[bool | None, ...] | None, dict[str, Any]]] = {}
+
+    def value_left(self, head: ItemHead) -> Filter | None:
+        """What is left to check on the item's decrypted value; None when it is rejected already."""
+        verdicts = self._attribute_verdicts(head.policy_attributes)
+        if verdicts is None:
+            return None
+        holders = self._tokens.holders
+        has_tokens = holders is not None and holders.indexed(head.namespace, head.id)
+        rest = []
+        for c, on_attributes, test in zip(self._user.conditions, verdicts, self._tokens.tests):
+            if on_attributes is not None:
+                continue  # passed on the attributes (a failure rejected the whole dict's items)
+            if has_tokens and test is not None:
+                positive, tokens = test
+                if any(holders.holds(t, head.namespace, head.id) for t in tokens) != positive:
+                    return None
+            else:
+                rest.append(c)
+        return Filter(tuple(rest))
+
+    def _attribute_verdicts(self, attributes: dict[str, Any]) -> tuple[bool | None, ...] | None:
+        """Per condition: True when decided (passed) on the attributes, None when it is the value's
+        to decide; None overall when the attributes reject the item."""
+        cached = self._by_attributes.get(id(attributes))
+        if cached is None:
+            lookup = lookup_in(attributes)
+            verdicts: tuple[bool | None, ...] | None = None
+            if self._scope.matches(lookup):
+                on = [Filter((c,)).matches(lookup) if c.path in attributes else None for c in self._user.conditions]
+                verdicts = None if False in on else tuple(on)
+            # Kept with the dict itself, so that its id is never reused for another while cached.
+            cached = self._by_attributes[id(attributes)] = (verdicts, attributes)
+        return cached[0]
