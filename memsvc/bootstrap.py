@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,6 +75,7 @@ class LocalApp:
     events: SqliteEventLog
     remember_jobs: SqliteRememberQueue
     accesses: AccessRecorder
+    embed_pool: Executor
     closed: bool = False
 
     def close(self) -> None:
@@ -80,6 +83,7 @@ class LocalApp:
         if not self.closed:
             self.closed = True
             self.workers.stop()
+            self.embed_pool.shutdown()
             self.vectors.close()
 
 
@@ -101,6 +105,7 @@ def build_local(
     from memsvc.adapters.local.sqlite_sessions import SqliteSessionStore
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.keys import FileKeyProvider
+    from memsvc.adapters.local.low_priority_pool import low_priority_pool
     from memsvc.adapters.local.prometheus_metrics import PrometheusMetrics
     from memsvc.adapters.local.rate_limiter import SqliteRateLimiter
     from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
@@ -123,7 +128,12 @@ def build_local(
     keywords = LocalKeywordIndex(data_dir / "keywords.db")
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
     settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id))
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings)
+    # Indexing embeds on every core at a low priority, a chunk per thread, while the feed's
+    # thread writes the chunk before (see `memsvc.service.indexer`).
+    cores = os.cpu_count() or 1
+    embed_pool = low_priority_pool(cores, name="memsvc-embed")
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, embed_pool=embed_pool,
+                      chunk_size=_INDEX_CHUNK, lookahead=cores)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     accesses = AccessRecorder(store)
@@ -131,7 +141,8 @@ def build_local(
     sweeper = Sweeper(store, settings, clock, events=event_log,
                       expired_sessions=lambda: services.sessions.remove_due())
     workers = BackgroundWorkers(
-        (FeedConsumer(store, "indexer", indexer.apply), FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
+        (FeedConsumer(store, "indexer", indexer.apply, batch_size=_INDEX_CHUNK * cores * 2),
+         FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
         sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
         remember_jobs=lambda: remember_jobs.drain(services.remember.run_job),
     )
@@ -149,7 +160,12 @@ def build_local(
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
                     sealer, settings,
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs,
-                    accesses)
+                    accesses, embed_pool)
+
+
+# Texts per embedder call when indexing the change feed: the model's throughput per core is flat
+# from 8 to 32 texts a call and falls beyond 64 (benchmarks/README.md, "Indexing throughput").
+_INDEX_CHUNK = 64
 
 
 def _remember_defaults_for(model_id: str) -> dict[str, Any]:
@@ -272,7 +288,10 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     event_log = DynamoEventLog(clients.dynamodb, settings.table_name, retention_days=retention)
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings)
+    # The next chunk of a stream batch is embedded (Titan runs its own parallel requests) while
+    # this one's vectors and marks are written. The thread starts at the first batch.
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings,
+                      embed_pool=ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsvc-embed"))
     accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
                          clock, indexer, event_log, accesses, concurrent_retrievers=True,

@@ -1,14 +1,22 @@
 """Changes -> vectors and keyword documents. Idempotent and version-aware: replaying a change, or
 applying an older one after a newer, never puts a stale entry back; a delete always wins over the
-write it follows."""
+write it follows.
+
+A batch of changes goes through a pipeline, a chunk of items at a time: read each item's texts
+and embed them (on the embedding pool, when there is one), then write the derived indexes and
+mark the items indexed (on the calling thread). While one chunk is written the next ones are
+embedded, so neither the model nor the stores wait for the other. A further derived index is one
+more write in `_write`."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
 from memsvc.core.keywords import term_counts
@@ -25,6 +33,20 @@ log = logging.getLogger(__name__)
 MAX_INDEXED_FIELDS = 64
 
 
+@dataclass
+class _Embedded:
+    """A chunk of items on its way through the pipeline: their texts, embedded."""
+
+    items: list[StoredItem]
+    fields: list[list[tuple[str, str]]]  # per item: (path, text) of each indexed field
+    vectors: list[list[float]]  # one per text, in the order of `fields`
+    seconds: float  # the embedder call's time
+
+    @property
+    def texts(self) -> int:
+        return len(self.vectors)
+
+
 class Indexer:
     """Keeps the vector index and the keyword index in step with the item store.
 
@@ -36,8 +58,16 @@ class Indexer:
     """
 
     def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
-                 keywords: KeywordIndex, settings: SettingsRegistry) -> None:
+                 keywords: KeywordIndex, settings: SettingsRegistry, *, embed_pool: Executor | None = None,
+                 chunk_size: int = 64, lookahead: int = 1) -> None:
+        """`embed_pool` runs the embedding of `apply`'s chunks, up to `lookahead` chunks ahead of
+        the one being written; without it they are embedded on the calling thread, one after the
+        other. `index_items` always embeds on the calling thread: a request that indexes inline
+        must not wait behind a backlog's chunks."""
         self._store = store
+        self._embed_pool = embed_pool
+        self._chunk_size = chunk_size
+        self._lookahead = lookahead if embed_pool is not None else 0
         self._vectors = vectors
         self._keywords = keywords
         self._settings = settings
@@ -54,6 +84,12 @@ class Indexer:
     def index_items(self, items: Sequence[StoredItem]) -> int:
         """Embed the items' fields in one embedder call, write their vectors, mark them indexed.
         Returns how many items got vectors written."""
+        chunk = self._embedded(items)
+        self._write(chunk)
+        return len(chunk.items)
+
+    def _embedded(self, items: Sequence[StoredItem]) -> _Embedded:
+        """The pipeline's first stage: read the items' texts and embed them, in one embedder call."""
         todo = [i for i in items if i.deleted is None and i.indexed_fields is None]
         fields = [self.texts_of(i) for i in todo]
         texts = [text for item_fields in fields for _, text in item_fields]
@@ -64,7 +100,14 @@ class Indexer:
             raise
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed; the write is kept and will be indexed later") from exc
-        embedded = time.perf_counter()
+        return _Embedded(todo, fields, vectors, time.perf_counter() - started)
+
+    def _write(self, chunk: _Embedded) -> None:
+        """The pipeline's second stage: write the derived indexes, then mark the items indexed."""
+        todo, fields, vectors = chunk.items, chunk.fields, chunk.vectors
+        if not todo:
+            return
+        started = time.perf_counter()
         writes, at = [], 0
         for item, item_fields in zip(todo, fields):
             # Stored as keyed hashes: a value's field names are as private as the value.
@@ -91,13 +134,12 @@ class Indexer:
         written = time.perf_counter()
         with self._stats_lock:  # an embedder call's time is shared by its items by their text count
             for item, item_fields in zip(todo, fields):
-                share = len(item_fields) / len(texts) if texts else 1 / len(todo)
+                share = len(item_fields) / chunk.texts if chunk.texts else 1 / len(todo)
                 c = self._stats.setdefault(item.tenant, Counter())
                 c["embedded_texts"] += len(item_fields)
-                c["embed_seconds"] += (embedded - started) * share
+                c["embed_seconds"] += chunk.seconds * share
                 c["indexed_items"] += 1
-                c["write_seconds"] += (written - embedded) / len(todo)
-        return len(todo)
+                c["write_seconds"] += (written - started) / len(todo)
 
     def _keyword_doc(self, item: StoredItem, texts: list[str]) -> KeywordDoc | None:
         if not texts or not self._settings.get(item.tenant).keyword_index:
@@ -179,27 +221,63 @@ class Indexer:
                 k = (change.tenant, change.new.namespace, change.new.key)
                 if k not in latest or latest[k].new.version < change.new.version:
                     latest[k] = change
-        current = {}
-        for (tenant, ns, key), change in latest.items():
-            item = self._store.get(tenant, ns, key)
-            if item is not None and item.id == change.new.id and item.indexed_fields is None:
-                current[change.seq] = item
-        if current:
+        by_tenant: dict[str, list[Change]] = {}
+        for change in latest.values():
+            by_tenant.setdefault(change.tenant, []).append(change)
+        current: dict[int, StoredItem] = {}
+        for tenant, tenant_changes in by_tenant.items():
+            rows = self._store.get_many(tenant, [(c.new.namespace, c.new.key) for c in tenant_changes])
+            for change in tenant_changes:
+                item = rows.get((change.new.namespace, change.new.key))
+                if item is not None and item.id == change.new.id and item.indexed_fields is None:
+                    current[change.seq] = item
+        return failed | self._index_pipelined(current)
+
+    def _index_pipelined(self, current: dict[int, StoredItem]) -> set[int]:
+        """Index the items chunk by chunk, embedding up to `lookahead` chunks ahead of the one
+        being written; returns the seqs of the changes whose items failed."""
+        seqs = list(current)
+        in_flight: deque[tuple[list[int], Future]] = deque()
+        failed: set[int] = set()
+        for start in range(0, len(seqs), self._chunk_size):
+            chunk = seqs[start : start + self._chunk_size]
+            in_flight.append((chunk, self._embed_later([current[s] for s in chunk])))
+            if len(in_flight) > self._lookahead:
+                failed |= self._finish(*in_flight.popleft(), current)
+        while in_flight:
+            failed |= self._finish(*in_flight.popleft(), current)
+        return failed
+
+    def _embed_later(self, items: list[StoredItem]) -> Future:
+        if self._embed_pool is not None:
+            return self._embed_pool.submit(self._embedded, items)
+        done: Future = Future()
+        try:
+            done.set_result(self._embedded(items))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+    def _finish(self, seqs: list[int], embedding: Future, current: dict[int, StoredItem]) -> set[int]:
+        """Write one embedded chunk; returns the seqs that failed."""
+        try:
+            self._write(embedding.result())
+            return set()
+        except RateLimited:
+            # Throttled (the model or the index): retrying each item now would only deepen
+            # the throttling. Every change is retried later, with the feed's backoff.
+            log.warning("indexing a batch was throttled; its changes will be retried")
+            return set(seqs)
+        except Exception:
+            log.exception("indexing a batch failed; retrying item by item")
+        failed = set()
+        for seq in seqs:
+            item = current[seq]
             try:
-                self.index_items(list(current.values()))
-            except RateLimited:
-                # Throttled (the model or the index): retrying each item now would only deepen
-                # the throttling. Every change is retried later, with the feed's backoff.
-                log.warning("indexing a batch was throttled; its changes will be retried")
-                failed.update(current)
+                # Read again: the failed batch may have indexed this item already.
+                fresh = self._store.get(item.tenant, item.namespace, item.key)
+                if fresh is not None and fresh.id == item.id:
+                    self.index_items([fresh])
             except Exception:
-                log.exception("indexing a batch failed; retrying item by item")
-                for seq, item in current.items():
-                    try:
-                        # Read again: the failed batch may have indexed this item already.
-                        fresh = self._store.get(item.tenant, item.namespace, item.key)
-                        if fresh is not None and fresh.id == item.id:
-                            self.index_items([fresh])
-                    except Exception:
-                        failed.add(seq)
+                failed.add(seq)
         return failed
