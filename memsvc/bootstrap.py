@@ -133,7 +133,7 @@ def build_local(
     cores = os.cpu_count() or 1
     embed_pool = low_priority_pool(cores, name="memsvc-embed")
     indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, embed_pool=embed_pool,
-                      chunk_size=_INDEX_CHUNK, lookahead=cores)
+                      chunk_texts=_INDEX_CHUNK, lookahead=cores)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     accesses = AccessRecorder(store)
@@ -163,8 +163,9 @@ def build_local(
                     accesses, embed_pool)
 
 
-# Texts per embedder call when indexing the change feed: the model's throughput per core is flat
-# from 8 to 32 texts a call and falls beyond 64 (benchmarks/README.md, "Indexing throughput").
+# Texts per chunk of the indexing pipeline (one embedder call, run by one thread): small enough that
+# several chunks of a feed batch keep every core busy, large enough that the model's per-call
+# cost is spread (MiniLM's throughput per core is flat from 8 to 32 texts a call).
 _INDEX_CHUNK = 64
 
 
@@ -265,7 +266,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     from memsvc.adapters.aws.dynamo_workflow import DynamoWorkflowStore
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
-    from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
+    from memsvc.adapters.aws.s3vectors_index import MAX_WRITE_BATCH, S3VectorsIndex
     from memsvc.adapters.aws.titan import TitanEmbedder
 
     clients = clients or AwsClients.create(settings.region, embedding_concurrency=settings.embedding_concurrency)
@@ -288,9 +289,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     event_log = DynamoEventLog(clients.dynamodb, settings.table_name, retention_days=retention)
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
-    # The next chunk of a stream batch is embedded (Titan runs its own parallel requests) while
-    # this one's vectors and marks are written. The thread starts at the first batch.
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings,
+    # A stream batch is embedded a chunk ahead of the chunk whose vectors and marks are written
+    # (Titan runs its own parallel requests); a chunk's vectors are one PutVectors request.
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings, chunk_texts=MAX_WRITE_BATCH,
                       embed_pool=ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsvc-embed"))
     accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),

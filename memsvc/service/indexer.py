@@ -2,11 +2,11 @@
 applying an older one after a newer, never puts a stale entry back; a delete always wins over the
 write it follows.
 
-A batch of changes goes through a pipeline, a chunk of items at a time: read each item's texts
-and embed them (on the embedding pool, when there is one), then write the derived indexes and
-mark the items indexed (on the calling thread). While one chunk is written the next ones are
-embedded, so neither the model nor the stores wait for the other. A further derived index is one
-more write in `_write`."""
+A batch of changes goes through a pipeline: read the items' texts, cut them into chunks of at most
+`chunk_texts` texts, embed each chunk (on the embedding pool, when there is one), then write its
+derived indexes and mark its items indexed (on the calling thread). While one chunk is written
+the next ones are embedded, so neither the model nor the stores wait for the other. A further
+derived index is one more write in `_write`."""
 
 from __future__ import annotations
 
@@ -59,14 +59,16 @@ class Indexer:
 
     def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
                  keywords: KeywordIndex, settings: SettingsRegistry, *, embed_pool: Executor | None = None,
-                 chunk_size: int = 64, lookahead: int = 1) -> None:
+                 chunk_texts: int = 64, lookahead: int = 1) -> None:
         """`embed_pool` runs the embedding of `apply`'s chunks, up to `lookahead` chunks ahead of
         the one being written; without it they are embedded on the calling thread, one after the
         other. `index_items` always embeds on the calling thread: a request that indexes inline
-        must not wait behind a backlog's chunks."""
+        must not wait behind a backlog's chunks. A chunk holds at most `chunk_texts` texts (an
+        item with more is a chunk of its own), so its vectors go to the index in one request
+        when that is what the index takes at most (S3 Vectors: 500)."""
         self._store = store
         self._embed_pool = embed_pool
-        self._chunk_size = chunk_size
+        self._chunk_texts = chunk_texts
         self._lookahead = lookahead if embed_pool is not None else 0
         self._vectors = vectors
         self._keywords = keywords
@@ -84,14 +86,13 @@ class Indexer:
     def index_items(self, items: Sequence[StoredItem]) -> int:
         """Embed the items' fields in one embedder call, write their vectors, mark them indexed.
         Returns how many items got vectors written."""
-        chunk = self._embedded(items)
+        todo = [i for i in items if i.deleted is None and i.indexed_fields is None]
+        chunk = self._embedded(todo, [self.texts_of(i) for i in todo])
         self._write(chunk)
         return len(chunk.items)
 
-    def _embedded(self, items: Sequence[StoredItem]) -> _Embedded:
-        """The pipeline's first stage: read the items' texts and embed them, in one embedder call."""
-        todo = [i for i in items if i.deleted is None and i.indexed_fields is None]
-        fields = [self.texts_of(i) for i in todo]
+    def _embedded(self, todo: list[StoredItem], fields: list[list[tuple[str, str]]]) -> _Embedded:
+        """The pipeline's middle stage: embed the items' texts, in one embedder call."""
         texts = [text for item_fields in fields for _, text in item_fields]
         started = time.perf_counter()
         try:
@@ -229,31 +230,49 @@ class Indexer:
             rows = self._store.get_many(tenant, [(c.new.namespace, c.new.key) for c in tenant_changes])
             for change in tenant_changes:
                 item = rows.get((change.new.namespace, change.new.key))
-                if item is not None and item.id == change.new.id and item.indexed_fields is None:
+                if item is not None and item.id == change.new.id and item.deleted is None \
+                        and item.indexed_fields is None:
                     current[change.seq] = item
         return failed | self._index_pipelined(current)
 
     def _index_pipelined(self, current: dict[int, StoredItem]) -> set[int]:
         """Index the items chunk by chunk, embedding up to `lookahead` chunks ahead of the one
         being written; returns the seqs of the changes whose items failed."""
-        seqs = list(current)
+        try:
+            fields = {seq: self.texts_of(item) for seq, item in current.items()}
+        except RateLimited:  # the key provider: every item needs it, so all are retried later
+            log.warning("reading a batch's texts was throttled; its changes will be retried")
+            return set(current)
+        except Exception:
+            log.exception("reading a batch's texts failed; indexing item by item")
+            return self._one_by_one(list(current), current)
         in_flight: deque[tuple[list[int], Future]] = deque()
         failed: set[int] = set()
-        for start in range(0, len(seqs), self._chunk_size):
-            chunk = seqs[start : start + self._chunk_size]
-            in_flight.append((chunk, self._embed_later([current[s] for s in chunk])))
+        for chunk in self._chunks(fields):
+            in_flight.append((chunk, self._embed_later([current[s] for s in chunk], [fields[s] for s in chunk])))
             if len(in_flight) > self._lookahead:
                 failed |= self._finish(*in_flight.popleft(), current)
         while in_flight:
             failed |= self._finish(*in_flight.popleft(), current)
         return failed
 
-    def _embed_later(self, items: list[StoredItem]) -> Future:
+    def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
+        chunks: list[list[int]] = [[]]
+        texts = 0
+        for seq, item_fields in fields.items():
+            if chunks[-1] and texts + len(item_fields) > self._chunk_texts:
+                chunks.append([])
+                texts = 0
+            chunks[-1].append(seq)
+            texts += len(item_fields)
+        return [c for c in chunks if c]
+
+    def _embed_later(self, items: list[StoredItem], fields: list[list[tuple[str, str]]]) -> Future:
         if self._embed_pool is not None:
-            return self._embed_pool.submit(self._embedded, items)
+            return self._embed_pool.submit(self._embedded, items, fields)
         done: Future = Future()
         try:
-            done.set_result(self._embedded(items))
+            done.set_result(self._embedded(items, fields))
         except Exception as exc:
             done.set_exception(exc)
         return done
@@ -270,6 +289,9 @@ class Indexer:
             return set(seqs)
         except Exception:
             log.exception("indexing a batch failed; retrying item by item")
+        return self._one_by_one(seqs, current)
+
+    def _one_by_one(self, seqs: list[int], current: dict[int, StoredItem]) -> set[int]:
         failed = set()
         for seq in seqs:
             item = current[seq]

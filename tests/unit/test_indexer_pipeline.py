@@ -61,9 +61,9 @@ def pool():
         yield executor
 
 
-def pipelined(app, embedder, pool, chunk_size=2) -> Indexer:
+def pipelined(app, embedder, pool, chunk_texts=2) -> Indexer:
     return Indexer(app.store, app.vectors, embedder, app.sealer, app.keywords, app.settings, embed_pool=pool,
-                   chunk_size=chunk_size, lookahead=2)
+                   chunk_texts=chunk_texts, lookahead=2)
 
 
 def put(app, key, text, **kw):
@@ -178,3 +178,16 @@ def test_the_low_priority_pool_runs_below_the_callers_priority():
         pool.shutdown()
     assert theirs == min(me + NICENESS, 19)
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == me  # the caller is untouched
+
+
+def test_a_chunk_holds_at_most_chunk_texts_texts_and_a_bigger_item_is_a_chunk_of_its_own(app, embedder, pool):
+    for key, fields in (("a", 2), ("b", 2), ("c", 5), ("d", 1), ("e", 3)):
+        app.services.memories.put(alice(), PutMemory(namespace=NS, key=key,
+                                                     value={f"f{n}": f"{key} field {n}" for n in range(fields)}))
+    indexer = pipelined(app, embedder, pool, chunk_texts=4)
+
+    assert indexer.apply(changes(app)) == set()
+
+    chunks = sorted(sorted({text.split()[0] for text in call}) for call in embedder.calls)
+    assert chunks == [["a", "b"], ["c"], ["d", "e"]]
+    assert len(app.vectors.memory_ids("acme")) == 5
