@@ -14,6 +14,9 @@ reads 0 (polled every 0.2 s). Latencies are client-side wall clock; percentiles 
 Everything runs on this machine and competes for its CPU: say the load with any number. The
 server's CPU time over the drain (from /proc, Linux) gives texts per CPU-second, which depends
 much less on the load: on an idle machine the drain runs at up to that times the cores.
+
+`--model` measures the model alone instead, on the same texts: one thread, one call with two
+intra-op threads, and two concurrent single-threaded calls (what the indexer's pool does).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import random
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -87,6 +91,25 @@ def server_cpu_seconds() -> float:
     raise RuntimeError("the server process is not a child of this one")
 
 
+def model_modes(texts: list[str]) -> None:
+    from memsvc.adapters.local.embedder import MiniLMEmbedder
+
+    single, intra2 = MiniLMEmbedder(), MiniLMEmbedder(intra_op_num_threads=2)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        def concurrent(batch: list[str]) -> None:
+            list(pool.map(single.embed_array, [batch[i : i + 64] for i in range(0, len(batch), 64)]))
+
+        for name, embed in (("1 thread, one call at a time", single.embed_array),
+                            ("intra_op_num_threads=2, one call", intra2.embed_array),
+                            ("1 thread, 2 concurrent calls of 64", concurrent)):
+            embed(texts[:128])  # warm up
+            cpu, wall = time.process_time(), time.perf_counter()
+            embed(texts)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            print(f"  {name:36} {len(texts) / wall:6.0f} texts/s  {len(texts) / cpu:6.0f} texts per CPU-second  "
+                  f"(load average {os.getloadavg()[0]:.1f})")
+
+
 def _summary(name: str, samples: list[float]) -> str:
     samples = sorted(samples)
     return (f"  {name:22} n={len(samples):5}  p50 {percentile(samples, 50):7.2f} ms  "
@@ -99,7 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--probe-interval", type=float, default=0.1, help="seconds between GET+search pairs")
     parser.add_argument("--idle-requests", type=int, default=200, help="GET+search pairs after the drain")
     parser.add_argument("--port", type=int, default=8771)
+    parser.add_argument("--model", action="store_true", help="measure the model alone, in process")
     args = parser.parse_args(argv)
+    if args.model:
+        print(f"MiniLM int8 on {os.cpu_count()} cores, {args.items} texts:")
+        model_modes([make_value(i)["text"] for i in range(args.items)])
+        return 0
     from memsvc.adapters.local.issuer import LocalIssuer
 
     with tempfile.TemporaryDirectory(prefix="memsvc-indexing-") as tmp:
