@@ -60,10 +60,10 @@ class Indexer:
     def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
                  keywords: KeywordIndex, settings: SettingsRegistry, *, embed_pool: Executor | None = None,
                  chunk_texts: int = 64, lookahead: int = 1) -> None:
-        """`embed_pool` runs the embedding of `apply`'s chunks, up to `lookahead` chunks ahead of
-        the one being written; without it they are embedded on the calling thread, one after the
-        other. `index_items` always embeds on the calling thread: a request that indexes inline
-        must not wait behind a backlog's chunks. A chunk holds at most `chunk_texts` texts (an
+        """`embed_pool` runs the embedding of `apply`'s chunks when a batch has several, up to
+        `lookahead` chunks ahead of the one being written; without it they are embedded on the
+        calling thread, one after the other. `index_items` always embeds on the calling thread: a
+        request that indexes inline must not wait behind a backlog's chunks. A chunk holds at most `chunk_texts` texts (an
         item with more is a chunk of its own), so its vectors go to the index in one request
         when that is what the index takes at most (S3 Vectors: 500)."""
         self._store = store
@@ -246,10 +246,14 @@ class Indexer:
         except Exception:
             log.exception("reading a batch's texts failed; indexing item by item")
             return self._one_by_one(list(current), current)
+        chunks = self._chunks(fields)
+        # A batch of one chunk (a trickle of fresh writes) is embedded here and now: nothing to
+        # overlap, and it is what the next search wants to find. A backlog goes to the pool.
+        pool = self._embed_pool if len(chunks) > 1 else None
         in_flight: deque[tuple[list[int], Future]] = deque()
         failed: set[int] = set()
-        for chunk in self._chunks(fields):
-            in_flight.append((chunk, self._embed_later([current[s] for s in chunk], [fields[s] for s in chunk])))
+        for chunk in chunks:
+            in_flight.append((chunk, self._embed_later(pool, [current[s] for s in chunk], [fields[s] for s in chunk])))
             if len(in_flight) > self._lookahead:
                 failed |= self._finish(*in_flight.popleft(), current)
         while in_flight:
@@ -267,9 +271,10 @@ class Indexer:
             texts += len(item_fields)
         return [c for c in chunks if c]
 
-    def _embed_later(self, items: list[StoredItem], fields: list[list[tuple[str, str]]]) -> Future:
-        if self._embed_pool is not None:
-            return self._embed_pool.submit(self._embedded, items, fields)
+    def _embed_later(self, pool: Executor | None, items: list[StoredItem],
+                     fields: list[list[tuple[str, str]]]) -> Future:
+        if pool is not None:
+            return pool.submit(self._embedded, items, fields)
         done: Future = Future()
         try:
             done.set_result(self._embedded(items, fields))

@@ -100,17 +100,22 @@ def test_every_item_is_indexed_once_at_its_latest_version(app, embedder, pool, w
         assert (row.id, tuple(row.indexed_fields)) == (memory.id, (field,))
 
 
-def test_embedding_runs_on_the_pool_while_inline_indexing_stays_on_the_callers_thread(app, embedder, pool):
-    put(app, "a", "from the feed")
-    put(app, "b", "from the feed too")
+def test_a_backlog_is_embedded_on_the_pool_and_a_trickle_or_inline_indexing_on_the_callers_thread(
+        app, embedder, pool):
+    for key in "abc":
+        put(app, key, f"backlog {key}")
     indexer = pipelined(app, embedder, pool)
-    indexer.apply(changes(app))
-    assert len(embedder.threads) == 1 and threading.get_ident() not in embedder.threads
+    indexer.apply(changes(app))  # two chunks
+    assert len(embedder.threads) == 2 and threading.get_ident() not in embedder.threads
 
     embedder.threads.clear()
-    put(app, "c", "indexed inline")  # as a request with sync_index does: never behind the backlog's chunks
-    indexer.index_items([app.store.get("acme", NS, "c")])
-    assert embedder.threads == [threading.get_ident()]
+    put(app, "d", "a fresh write")
+    put(app, "e", "another one")
+    indexer.apply(changes(app))  # one chunk: the feed's own thread, at its priority
+    put(app, "f", "indexed inline")  # as a request with sync_index does: never behind the backlog's chunks
+    indexer.index_items([app.store.get("acme", NS, "f")])
+    assert embedder.threads == [threading.get_ident()] * 2
+    assert len(app.vectors.memory_ids("acme")) == 6
 
 
 def test_a_failing_chunk_loses_nothing_and_is_retried(app, embedder, pool, clock):
