@@ -261,9 +261,12 @@ class Indexer:
         return failed
 
     def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
+        """The batch's items in chunks of at most `chunk_texts` texts, shortest texts first: a chunk
+        of similar lengths pads little (the model pads each call to its longest text)."""
         chunks: list[list[int]] = [[]]
         texts = 0
-        for seq, item_fields in fields.items():
+        for seq in sorted(fields, key=lambda seq: max((len(text) for _, text in fields[seq]), default=0)):
+            item_fields = fields[seq]
             if chunks[-1] and texts + len(item_fields) > self._chunk_texts:
                 chunks.append([])
                 texts = 0

@@ -185,14 +185,14 @@ def test_the_low_priority_pool_runs_below_the_callers_priority():
     assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == me  # the caller is untouched
 
 
-def test_a_chunk_holds_at_most_chunk_texts_texts_and_a_bigger_item_is_a_chunk_of_its_own(app, embedder, pool):
-    for key, fields in (("a", 2), ("b", 2), ("c", 5), ("d", 1), ("e", 3)):
-        app.services.memories.put(alice(), PutMemory(namespace=NS, key=key,
-                                                     value={f"f{n}": f"{key} field {n}" for n in range(fields)}))
+def test_chunks_hold_at_most_chunk_texts_texts_of_similar_lengths(app, embedder, pool):
+    for key, fields, words in (("a", 2, 9), ("b", 2, 1), ("c", 5, 4), ("d", 1, 8), ("e", 1, 2)):
+        app.services.memories.put(alice(), PutMemory(namespace=NS, key=key, value={
+            f"f{n}": " ".join([key] * words) for n in range(fields)}))
     indexer = pipelined(app, embedder, pool, chunk_texts=4)
 
     assert indexer.apply(changes(app)) == set()
 
-    chunks = sorted(sorted({text.split()[0] for text in call}) for call in embedder.calls)
-    assert chunks == [["a", "b"], ["c"], ["d", "e"]]
+    # by length (b, e, c, d, a; in the order written: a, b, d, e); c has more texts than a chunk holds
+    assert sorted(sorted({text[0] for text in call}) for call in embedder.calls) == [["a", "d"], ["b", "e"], ["c"]]
     assert len(app.vectors.memory_ids("acme")) == 5
