@@ -62,10 +62,10 @@ class Indexer:
                  chunk_texts: int = 64, lookahead: int = 1) -> None:
         """`embed_pool` runs the embedding of `apply`'s chunks when a batch has several, up to
         `lookahead` chunks ahead of the one being written; without it they are embedded on the
-        calling thread, one after the other. `index_items` always embeds on the calling thread: a
-        request that indexes inline must not wait behind a backlog's chunks. A chunk holds at most `chunk_texts` texts (an
-        item with more is a chunk of its own), so its vectors go to the index in one request
-        when that is what the index takes at most (S3 Vectors: 500)."""
+        calling thread, one after the other. `index_items` always embeds on the calling thread:
+        a request that indexes inline must not wait behind a backlog's chunks. A chunk holds at
+        most `chunk_texts` texts (an item with more is a chunk of its own), so its vectors go to
+        the index in one request when that is what the index takes at most (S3 Vectors: 500)."""
         self._store = store
         self._embed_pool = embed_pool
         self._chunk_texts = chunk_texts
@@ -261,8 +261,8 @@ class Indexer:
         return failed
 
     def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
-        """The batch's items in chunks of at most `chunk_texts` texts, shortest texts first: a chunk
-        of similar lengths pads little (the model pads each call to its longest text)."""
+        """The batch's items in chunks of at most `chunk_texts` texts, by their longest text: a
+        chunk of similar lengths pads little (the model pads each call to its longest text)."""
         chunks: list[list[int]] = [[]]
         texts = 0
         for seq in sorted(fields, key=lambda seq: max((len(text) for _, text in fields[seq]), default=0)):
