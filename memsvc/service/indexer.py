@@ -262,7 +262,9 @@ class Indexer:
 
     def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
         """The batch's items in chunks of at most `chunk_texts` texts, by their longest text: a
-        chunk of similar lengths pads little (the model pads each call to its longest text)."""
+        chunk of similar lengths pads little (the model pads each call to its longest text).
+        Within a chunk the items keep the batch's order."""
+        arrival = {seq: n for n, seq in enumerate(fields)}
         chunks: list[list[int]] = [[]]
         texts = 0
         for seq in sorted(fields, key=lambda seq: max((len(text) for _, text in fields[seq]), default=0)):
@@ -272,7 +274,7 @@ class Indexer:
                 texts = 0
             chunks[-1].append(seq)
             texts += len(item_fields)
-        return [c for c in chunks if c]
+        return [sorted(c, key=arrival.__getitem__) for c in chunks if c]
 
     def _embed_later(self, pool: Executor | None, items: list[StoredItem],
                      fields: list[list[tuple[str, str]]]) -> Future:
