@@ -64,7 +64,7 @@ def probe(client: httpx.Client, rng: random.Random, items: int, interval: float,
     gets: list[float] = []
     searches: list[float] = []
     stop = threading.Event() if until is None else until
-    while not stop.wait(interval) and (until is not None or len(gets) < count):
+    while (until is not None or len(gets) < count) and not stop.wait(interval):
         i = rng.randrange(items)
         started = time.perf_counter()
         r = client.get("/v1/memories", params=[*(("ns", s) for s in _namespace(i)), ("key", f"m{i}")])
