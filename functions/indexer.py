@@ -1,8 +1,10 @@
 """The indexer Lambda: DynamoDB stream -> embed -> S3 Vectors.
 
-The whole batch goes to the indexer at once (embeddings are shared across its records); the
-records whose changes failed are reported as partial batch failures (`ReportBatchItemFailures`),
-so Lambda retries from the first of them. Redelivery is safe: the indexer is idempotent and
+The whole batch goes to the indexer at once: its current rows are read with one `BatchGetItem`
+per 100 keys, and its texts are embedded in chunks of up to 500 (one `PutVectors` each), the
+next chunk while the previous one is written (`memsvc.service.indexer`). The records whose
+changes failed are reported as partial batch failures (`ReportBatchItemFailures`), so Lambda
+retries from the first of them. Redelivery is safe: the indexer is idempotent and
 version-aware (see `memsvc.service.indexer`), so a record applied twice changes nothing and an
 item a batch already indexed is not embedded again.
 

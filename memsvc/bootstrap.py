@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,6 +81,7 @@ class LocalApp:
     remember_jobs: SqliteRememberQueue
     accesses: AccessRecorder
     graph: SqliteGraphStore
+    embed_pool: Executor
     closed: bool = False
 
     def close(self) -> None:
@@ -86,6 +89,7 @@ class LocalApp:
         if not self.closed:
             self.closed = True
             self.workers.stop()
+            self.embed_pool.shutdown()
             self.vectors.close()
 
 
@@ -107,6 +111,7 @@ def build_local(
     from memsvc.adapters.local.sqlite_sessions import SqliteSessionStore
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.keys import FileKeyProvider
+    from memsvc.adapters.local.low_priority_pool import low_priority_pool
     from memsvc.adapters.local.prometheus_metrics import PrometheusMetrics
     from memsvc.adapters.local.rate_limiter import SqliteRateLimiter
     from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
@@ -133,7 +138,12 @@ def build_local(
     settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id))
     graph = SqliteGraphStore(data_dir / "graph.db")
     graph_indexer = GraphIndexer(graph=graph, extractor=PatternExtractor(), sealer=sealer, items=store)
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, graph=graph_indexer)
+    # Indexing embeds on every core at a low priority, a chunk per thread, while the feed's
+    # thread writes the chunk before (see `memsvc.service.indexer`).
+    cores = os.cpu_count() or 1
+    embed_pool = low_priority_pool(cores, name="memsvc-embed")
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, graph=graph_indexer,
+                      embed_pool=embed_pool, chunk_texts=_INDEX_CHUNK, lookahead=cores)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     accesses = AccessRecorder(store)
@@ -141,7 +151,8 @@ def build_local(
     sweeper = Sweeper(store, settings, clock, events=event_log,
                       expired_sessions=lambda: services.sessions.remove_due())
     workers = BackgroundWorkers(
-        (FeedConsumer(store, "indexer", indexer.apply), FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
+        (FeedConsumer(store, "indexer", indexer.apply, batch_size=_INDEX_CHUNK * cores * 2),
+         FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
         sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
         remember_jobs=lambda: remember_jobs.drain(services.remember.run_job),
     )
@@ -160,7 +171,13 @@ def build_local(
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
                     sealer, settings,
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs,
-                    accesses, graph)
+                    accesses, graph, embed_pool)
+
+
+# Texts per chunk of the indexing pipeline (one embedder call, run by one thread): small enough that
+# several chunks of a feed batch keep every core busy, large enough that the model's per-call
+# cost is spread (MiniLM's throughput per core is flat from 8 to 32 texts a call).
+_INDEX_CHUNK = 64
 
 
 def _remember_defaults_for(model_id: str) -> dict[str, Any]:
@@ -276,7 +293,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     from memsvc.adapters.aws.dynamo_workflow import DynamoWorkflowStore
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
-    from memsvc.adapters.aws.s3vectors_index import S3VectorsIndex
+    from memsvc.adapters.aws.s3vectors_index import MAX_WRITE_BATCH, S3VectorsIndex
     from memsvc.adapters.aws.titan import TitanEmbedder
 
     clients = clients or AwsClients.create(settings.region, embedding_concurrency=settings.embedding_concurrency)
@@ -305,7 +322,11 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     extractor = BedrockExtractor(clients.extractor_runtime or clients.bedrock_runtime, settings.extraction_model_id)
     # 8 keys of a stream batch extracted at once (the extractor's client pools 10 connections).
     graph_indexer = GraphIndexer(graph=graph, extractor=extractor, sealer=sealer, items=store, concurrency=8)
-    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings, graph=graph_indexer)
+    # A stream batch is embedded a chunk ahead of the chunk whose vectors and marks are written
+    # (Titan runs its own parallel requests); a chunk's vectors are one PutVectors request.
+    indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings, graph=graph_indexer,
+                      chunk_texts=MAX_WRITE_BATCH,
+                      embed_pool=ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsvc-embed"))
     accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),
                          clock, indexer, event_log, accesses, concurrent_retrievers=True,

@@ -74,6 +74,11 @@ class IndexBacklog(Protocol):
 
     def get(self, tenant: str, namespace: tuple[str, ...], key: str) -> StoredItem | None: ...
 
+    def get_many(
+        self, tenant: str, refs: Sequence[tuple[tuple[str, ...], str]]
+    ) -> dict[tuple[tuple[str, ...], str], StoredItem]:
+        """The keys' current rows, read as `get` reads them (the indexer reads a batch's at once)."""
+
     def mark_indexed(
         self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, fields: Sequence[str]
     ) -> bool:

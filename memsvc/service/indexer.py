@@ -1,14 +1,22 @@
 """Changes -> vectors and keyword documents. Idempotent and version-aware: replaying a change, or
 applying an older one after a newer, never puts a stale entry back; a delete always wins over the
-write it follows."""
+write it follows.
+
+A batch of changes goes through a pipeline: read the items' texts, cut them into chunks of at most
+`chunk_texts` texts, embed each chunk (on the embedding pool, when there is one), then write its
+derived indexes and mark its items indexed (on the calling thread). While one chunk is written
+the next ones are embedded, so neither the model nor the stores wait for the other. A further
+derived index is one more write in `_write`."""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Sequence
+from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
 from memsvc.core.keywords import term_counts
@@ -27,6 +35,20 @@ log = logging.getLogger(__name__)
 MAX_INDEXED_FIELDS = 64
 
 
+@dataclass
+class _Embedded:
+    """A chunk of items on its way through the pipeline: their texts, embedded."""
+
+    items: list[StoredItem]
+    fields: list[list[tuple[str, str]]]  # per item: (path, text) of each indexed field
+    vectors: list[list[float]]  # one per text, in the order of `fields`
+    seconds: float  # the embedder call's time
+
+    @property
+    def texts(self) -> int:
+        return len(self.vectors)
+
+
 class Indexer:
     """Keeps the vector index and the keyword index in step with the item store.
 
@@ -38,9 +60,20 @@ class Indexer:
     """
 
     def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
-                 keywords: KeywordIndex, settings: SettingsRegistry, graph: GraphIndexer | None = None) -> None:
+                 keywords: KeywordIndex, settings: SettingsRegistry, *, graph: GraphIndexer | None = None,
+                 embed_pool: Executor | None = None, chunk_texts: int = 64, lookahead: int = 1) -> None:
+        """`graph` is the knowledge graph's step. `embed_pool` runs the embedding of `apply`'s
+        chunks when a batch has several, up to `lookahead` chunks ahead of the one being written;
+        without it they are embedded on the calling thread, one after the other. `index_items`
+        always embeds on the calling thread: a request that indexes inline must not wait behind a
+        backlog's chunks. A chunk holds at most `chunk_texts` texts (an item with more is a chunk
+        of its own), so its vectors go to the index in one request when that is what the index
+        takes at most (S3 Vectors: 500)."""
         self._store = store
-        self._graph = graph  # the knowledge graph's step; None where the deployment has no graph store
+        self._graph = graph
+        self._embed_pool = embed_pool
+        self._chunk_texts = chunk_texts
+        self._lookahead = lookahead if embed_pool is not None else 0
         self._vectors = vectors
         self._keywords = keywords
         self._settings = settings
@@ -58,7 +91,12 @@ class Indexer:
         """Embed the items' fields in one embedder call, write their vectors, mark them indexed.
         Returns how many items got vectors written."""
         todo = [i for i in items if i.deleted is None and i.indexed_fields is None]
-        fields = [self.texts_of(i) for i in todo]
+        chunk = self._embedded(todo, [self.texts_of(i) for i in todo])
+        self._write(chunk)
+        return len(chunk.items)
+
+    def _embedded(self, todo: list[StoredItem], fields: list[list[tuple[str, str]]]) -> _Embedded:
+        """The pipeline's middle stage: embed the items' texts, in one embedder call."""
         texts = [text for item_fields in fields for _, text in item_fields]
         started = time.perf_counter()
         try:
@@ -67,7 +105,14 @@ class Indexer:
             raise
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed; the write is kept and will be indexed later") from exc
-        embedded = time.perf_counter()
+        return _Embedded(todo, fields, vectors, time.perf_counter() - started)
+
+    def _write(self, chunk: _Embedded) -> None:
+        """The pipeline's second stage: write the derived indexes, then mark the items indexed."""
+        todo, fields, vectors = chunk.items, chunk.fields, chunk.vectors
+        if not todo:
+            return
+        started = time.perf_counter()
         writes, at = [], 0
         for item, item_fields in zip(todo, fields):
             # Stored as keyed hashes: a value's field names are as private as the value.
@@ -95,13 +140,12 @@ class Indexer:
         written = time.perf_counter()
         with self._stats_lock:  # an embedder call's time is shared by its items by their text count
             for item, item_fields in zip(todo, fields):
-                share = len(item_fields) / len(texts) if texts else 1 / len(todo)
+                share = len(item_fields) / chunk.texts if chunk.texts else 1 / len(todo)
                 c = self._stats.setdefault(item.tenant, Counter())
                 c["embedded_texts"] += len(item_fields)
-                c["embed_seconds"] += (embedded - started) * share
+                c["embed_seconds"] += chunk.seconds * share
                 c["indexed_items"] += 1
-                c["write_seconds"] += (written - embedded) / len(todo)
-        return len(todo)
+                c["write_seconds"] += (written - started) / len(todo)
 
     def _keyword_doc(self, item: StoredItem, texts: list[str]) -> KeywordDoc | None:
         if not texts or not self._settings.get(item.tenant).keyword_index:
@@ -194,29 +238,97 @@ class Indexer:
                 k = (change.tenant, change.new.namespace, change.new.key)
                 if k not in latest or latest[k].new.version < change.new.version:
                     latest[k] = change
-        current = {}
-        for (tenant, ns, key), change in latest.items():
-            item = self._store.get(tenant, ns, key)
-            if item is not None and item.id == change.new.id and item.indexed_fields is None:
-                current[change.seq] = item
-        if current:
-            try:
-                self.index_items(list(current.values()))
-            except RateLimited:
-                # Throttled (the model or the index): retrying each item now would only deepen
-                # the throttling. Every change is retried later, with the feed's backoff.
-                log.warning("indexing a batch was throttled; its changes will be retried")
-                failed.update(current)
-            except Exception:
-                log.exception("indexing a batch failed; retrying item by item")
-                for seq, item in current.items():
-                    try:
-                        # Read again: the failed batch may have indexed this item already.
-                        fresh = self._store.get(item.tenant, item.namespace, item.key)
-                        if fresh is not None and fresh.id == item.id:
-                            self.index_items([fresh])
-                    except Exception:
-                        failed.add(seq)
+        by_tenant: dict[str, list[Change]] = {}
+        for change in latest.values():
+            by_tenant.setdefault(change.tenant, []).append(change)
+        current: dict[int, StoredItem] = {}
+        for tenant, tenant_changes in by_tenant.items():
+            rows = self._store.get_many(tenant, [(c.new.namespace, c.new.key) for c in tenant_changes])
+            for change in tenant_changes:
+                item = rows.get((change.new.namespace, change.new.key))
+                if item is not None and item.id == change.new.id and item.deleted is None \
+                        and item.indexed_fields is None:
+                    current[change.seq] = item
+        failed |= self._index_pipelined(current)
         if self._graph is not None:
             failed |= self._graph.apply(changes)
+        return failed
+
+    def _index_pipelined(self, current: dict[int, StoredItem]) -> set[int]:
+        """Index the items chunk by chunk, embedding up to `lookahead` chunks ahead of the one
+        being written; returns the seqs of the changes whose items failed."""
+        try:
+            fields = {seq: self.texts_of(item) for seq, item in current.items()}
+        except RateLimited:  # the key provider: every item needs it, so all are retried later
+            log.warning("reading a batch's texts was throttled; its changes will be retried")
+            return set(current)
+        except Exception:
+            log.exception("reading a batch's texts failed; indexing item by item")
+            return self._one_by_one(list(current), current)
+        chunks = self._chunks(fields)
+        # A batch of one chunk (a trickle of fresh writes) is embedded here and now: nothing to
+        # overlap, and it is what the next search wants to find. A backlog goes to the pool.
+        pool = self._embed_pool if len(chunks) > 1 else None
+        in_flight: deque[tuple[list[int], Future]] = deque()
+        failed: set[int] = set()
+        for chunk in chunks:
+            in_flight.append((chunk, self._embed_later(pool, [current[s] for s in chunk], [fields[s] for s in chunk])))
+            if len(in_flight) > self._lookahead:
+                failed |= self._finish(*in_flight.popleft(), current)
+        while in_flight:
+            failed |= self._finish(*in_flight.popleft(), current)
+        return failed
+
+    def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
+        """The batch's items in chunks of at most `chunk_texts` texts, by their longest text: a
+        chunk of similar lengths pads little (the model pads each call to its longest text).
+        Within a chunk the items keep the batch's order."""
+        arrival = {seq: n for n, seq in enumerate(fields)}
+        chunks: list[list[int]] = [[]]
+        texts = 0
+        for seq in sorted(fields, key=lambda seq: max((len(text) for _, text in fields[seq]), default=0)):
+            item_fields = fields[seq]
+            if chunks[-1] and texts + len(item_fields) > self._chunk_texts:
+                chunks.append([])
+                texts = 0
+            chunks[-1].append(seq)
+            texts += len(item_fields)
+        return [sorted(c, key=arrival.__getitem__) for c in chunks if c]
+
+    def _embed_later(self, pool: Executor | None, items: list[StoredItem],
+                     fields: list[list[tuple[str, str]]]) -> Future:
+        if pool is not None:
+            return pool.submit(self._embedded, items, fields)
+        done: Future = Future()
+        try:
+            done.set_result(self._embedded(items, fields))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+    def _finish(self, seqs: list[int], embedding: Future, current: dict[int, StoredItem]) -> set[int]:
+        """Write one embedded chunk; returns the seqs that failed."""
+        try:
+            self._write(embedding.result())
+            return set()
+        except RateLimited:
+            # Throttled (the model or the index): retrying each item now would only deepen
+            # the throttling. Every change is retried later, with the feed's backoff.
+            log.warning("indexing a batch was throttled; its changes will be retried")
+            return set(seqs)
+        except Exception:
+            log.exception("indexing a batch failed; retrying item by item")
+        return self._one_by_one(seqs, current)
+
+    def _one_by_one(self, seqs: list[int], current: dict[int, StoredItem]) -> set[int]:
+        failed = set()
+        for seq in seqs:
+            item = current[seq]
+            try:
+                # Read again: the failed batch may have indexed this item already.
+                fresh = self._store.get(item.tenant, item.namespace, item.key)
+                if fresh is not None and fresh.id == item.id:
+                    self.index_items([fresh])
+            except Exception:
+                failed.add(seq)
         return failed

@@ -1,0 +1,198 @@
+"""The indexer's pipeline: a batch of changes indexed a chunk at a time, the next chunks embedded on
+a pool while the one before is written. Over the local adapters, with a scripted fake embedder."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from memsvc.adapters.local.low_priority_pool import NICENESS, low_priority_pool
+from memsvc.core.errors import RateLimited
+from memsvc.service.indexer import Indexer
+from memsvc.service.memories import PutMemory
+from tests.conftest import alice
+from tests.fakes.embedder import HashEmbedder
+
+NS = ("user", "alice", "notes")
+
+
+class ScriptedEmbedder(HashEmbedder):
+    """Fails any call holding a text of `failing`, throttles any holding one of `throttled`, runs
+    `during` (once) inside the call holding its text, and records which thread made each call."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.failing: set[str] = set()
+        self.throttled: set[str] = set()
+        self.during: dict[str, object] = {}
+        self.threads: list[int] = []
+
+    def embed(self, texts):
+        self.threads.append(threading.get_ident())
+        if self.failing & set(texts):
+            self.calls.append(list(texts))
+            raise RuntimeError("the model failed (injected)")
+        if self.throttled & set(texts):
+            self.calls.append(list(texts))
+            raise RateLimited("throttled (injected)", retry_after_seconds=1)
+        for text in texts:
+            if text in self.during:
+                self.during.pop(text)()
+        return super().embed(texts)
+
+
+@pytest.fixture
+def app(local_app):
+    return local_app
+
+
+@pytest.fixture
+def embedder():
+    return ScriptedEmbedder()
+
+
+@pytest.fixture
+def pool():
+    with ThreadPoolExecutor(max_workers=2) as executor:
+        yield executor
+
+
+def pipelined(app, embedder, pool, chunk_texts=2) -> Indexer:
+    return Indexer(app.store, app.vectors, embedder, app.sealer, app.keywords, app.settings, embed_pool=pool,
+                   chunk_texts=chunk_texts, lookahead=2)
+
+
+def put(app, key, text, **kw):
+    return app.services.memories.put(alice(), PutMemory(namespace=NS, key=key, value={"text": text}, **kw))
+
+
+def changes(app):
+    return app.store.read("indexer", 10_000)
+
+
+def indexed_texts(embedder) -> list[str]:
+    return [text for call in embedder.calls for text in call]
+
+
+@pytest.mark.parametrize("with_pool", [True, False], ids=["pool", "inline"])
+def test_every_item_is_indexed_once_at_its_latest_version(app, embedder, pool, with_pool):
+    latest, texts = {}, {}
+    for key, text in [*((f"k{n}", f"first text {n}") for n in range(7)),
+                      *((f"k{n}", f"second text {n}") for n in range(0, 7, 2)), ("k6", "third text 6")]:
+        latest[key], texts[key] = put(app, key, text), text
+    app.services.memories.delete(alice(), NS, "k5")
+    del latest["k5"], texts["k5"]
+    indexer = pipelined(app, embedder, pool if with_pool else None)
+
+    assert indexer.apply(changes(app)) == set()
+
+    assert sorted(indexed_texts(embedder)) == sorted(texts.values())
+    assert all(len(call) <= 2 for call in embedder.calls)  # a chunk per embedder call
+    assert app.vectors.memory_ids("acme") == {m.id for m in latest.values()}
+    assert app.keywords.memory_ids("acme") == {m.id for m in latest.values()}
+    field = app.sealer.field_id("acme", "text")
+    for key, memory in latest.items():
+        row = app.store.get("acme", NS, key)
+        assert (row.id, tuple(row.indexed_fields)) == (memory.id, (field,))
+
+
+def test_a_backlog_is_embedded_on_the_pool_and_a_trickle_or_inline_indexing_on_the_callers_thread(
+        app, embedder, pool):
+    for key in "abc":
+        put(app, key, f"backlog {key}")
+    indexer = pipelined(app, embedder, pool)
+    indexer.apply(changes(app))  # two chunks
+    assert len(embedder.threads) == 2 and threading.get_ident() not in embedder.threads
+
+    embedder.threads.clear()
+    put(app, "d", "a fresh write")
+    put(app, "e", "another one")
+    indexer.apply(changes(app))  # one chunk: the feed's own thread, at its priority
+    put(app, "f", "indexed inline")  # as a request with sync_index does: never behind the backlog's chunks
+    indexer.index_items([app.store.get("acme", NS, "f")])
+    assert embedder.threads == [threading.get_ident()] * 2
+    assert len(app.vectors.memory_ids("acme")) == 6
+
+
+def test_a_failing_chunk_loses_nothing_and_is_retried(app, embedder, pool, clock):
+    for n in range(6):
+        put(app, f"k{n}", f"text {n}")
+    embedder.failing = {"text 2"}  # k2's chunk (k2, k3) fails; k3 succeeds on the item-by-item retry
+    indexer = pipelined(app, embedder, pool)
+    batch = changes(app)
+
+    failed = indexer.apply(batch)
+
+    assert failed == {batch[2].seq}
+    assert app.store.get("acme", NS, "k2").indexed_fields is None
+    assert app.store.pending_index("acme", clock.now()) == 1
+    assert {app.store.get("acme", NS, f"k{n}").id for n in (0, 1, 3, 4, 5)} == app.vectors.memory_ids("acme")
+
+    embedder.failing = set()
+    embedder.calls.clear()
+    assert indexer.apply(batch) == set()  # the feed delivers the batch again from the failed change
+    assert indexed_texts(embedder) == ["text 2"]  # nothing else is embedded twice
+    assert app.store.get("acme", NS, "k2").id in app.vectors.memory_ids("acme")
+
+
+def test_a_throttled_chunk_fails_its_changes_without_retrying_them_now(app, embedder, pool):
+    for n in range(4):
+        put(app, f"k{n}", f"text {n}")
+    embedder.throttled = {"text 0"}
+    indexer = pipelined(app, embedder, pool)
+    batch = changes(app)
+
+    assert indexer.apply(batch) == {batch[0].seq, batch[1].seq}
+
+    assert sum("text 0" in call for call in embedder.calls) == 1  # no item-by-item retry
+    assert app.store.get("acme", NS, "k0").indexed_fields is None
+    assert app.store.get("acme", NS, "k1").indexed_fields is None
+    assert app.store.get("acme", NS, "k3").indexed_fields is not None
+
+
+def test_an_item_written_while_its_chunk_is_embedded_keeps_no_stale_entry(app, embedder, pool):
+    put(app, "a", "stale text")
+    put(app, "b", "other text")
+    newer = {}
+    embedder.during["stale text"] = lambda: newer.setdefault("a", put(app, "a", "newer text"))
+    indexer = pipelined(app, embedder, pool)
+    batch = changes(app)
+
+    assert indexer.apply(batch) == set()
+
+    stale_id = batch[0].new.id
+    assert stale_id not in app.vectors.memory_ids("acme")  # lost the mark: its own entries removed
+    assert stale_id not in app.keywords.memory_ids("acme")
+    assert app.store.get("acme", NS, "a").indexed_fields is None
+    assert indexer.apply(changes(app)) == set()  # the newer version's change follows
+    assert app.store.get("acme", NS, "a").id == newer["a"].id
+    assert app.vectors.memory_ids("acme") == {newer["a"].id, batch[1].new.id}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="threads have their own nice value on Linux only")
+def test_the_low_priority_pool_runs_below_the_callers_priority():
+    me = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+    pool = low_priority_pool(1, name="test-low")
+    try:
+        theirs = pool.submit(lambda: os.getpriority(os.PRIO_PROCESS, threading.get_native_id())).result()
+    finally:
+        pool.shutdown()
+    assert theirs == min(me + NICENESS, 19)
+    assert os.getpriority(os.PRIO_PROCESS, threading.get_native_id()) == me  # the caller is untouched
+
+
+def test_chunks_hold_at_most_chunk_texts_texts_of_similar_lengths(app, embedder, pool):
+    for key, fields, words in (("a", 2, 9), ("b", 2, 1), ("c", 5, 4), ("d", 1, 8), ("e", 1, 2)):
+        app.services.memories.put(alice(), PutMemory(namespace=NS, key=key, value={
+            f"f{n}": " ".join([key] * words) for n in range(fields)}))
+    indexer = pipelined(app, embedder, pool, chunk_texts=4)
+
+    assert indexer.apply(changes(app)) == set()
+
+    # by length (b, e, c, d, a; in the order written: a, b, d, e); c has more texts than a chunk holds
+    assert sorted(sorted({text[0] for text in call}) for call in embedder.calls) == [["a", "d"], ["b", "e"], ["c"]]
+    assert len(app.vectors.memory_ids("acme")) == 5
