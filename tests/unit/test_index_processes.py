@@ -94,3 +94,19 @@ def test_the_change_log_keeps_only_the_newest_changes(tmp_path, monkeypatch, kin
     assert latest == (40 if kind == "vectors" else 20)
     assert changes.since(latest - 5)[0] == latest
     assert changes.since(latest - 6) is None
+
+
+def test_field_tokens_of_one_process_reach_the_other_and_a_keyword_write_sends_nobody_catching_up(tmp_path):
+    from memsvc.core.models import FieldDoc
+
+    a, b = LocalKeywordIndex(tmp_path / "keywords.db"), LocalKeywordIndex(tmp_path / "keywords.db")
+    ns = ("user", "a")
+    a.put_fields([FieldDoc("t", ns, "m1", frozenset({"tok-red"})), FieldDoc("t", ns, "m2", frozenset({"tok-blue"}))])
+    seen = b.field_holders("t", ns, ["tok-red"])
+    assert seen.indexed(ns, "m1") and seen.holds("tok-red", ns, "m1") and not seen.holds("tok-red", ns, "m2")
+    a.delete_many("t", ["m1"])
+    assert not b.field_holders("t", ns, ["tok-red"]).indexed(ns, "m1")
+    fields_seen = b._fields._seen
+    a.put_many([kdoc(3)])  # the keyword documents keep a log of their own
+    b.field_holders("t", ns, ["tok-blue"])
+    assert b._fields._seen == fields_seen

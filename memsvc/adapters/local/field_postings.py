@@ -12,13 +12,17 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Sequence
+from typing import Any
 from pathlib import Path
 
+from memsvc.adapters.local.index_changes import IndexChanges, changes_schema
 from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.models import FieldDoc
 from memsvc.core.namespaces import decode_namespace, encode_namespace
 
 __all__ = ["LocalFieldPostings"]
+
+_LOG = "field_changes"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS field_docs (
@@ -94,22 +98,55 @@ class _Holders:
 
 
 class LocalFieldPostings:
+    """Each process holds the postings in memory; with `memsvc serve --workers N` a process catches
+    up with the others' writes before it answers (`index_changes`), as the keyword index does."""
+
     def __init__(self, path: Path) -> None:
         self._lock = threading.Lock()
         self._tenants: dict[str, _TenantFields] = {}
-        self._db = SqliteFile(path, _SCHEMA)
-        for tenant, memory_id, ns, tokens in self._db.conn().execute(
-                "SELECT tenant, memory_id, ns, tokens FROM field_docs"):
+        self._db = SqliteFile(path, _SCHEMA + changes_schema("field_docs", log=_LOG))
+        self._changes = IndexChanges(path, log=_LOG)
+        self._seen = self._changes.latest()  # before loading: a write after it is caught up with later
+        self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs", ())
+
+    def _load(self, query: str, params: tuple[Any, ...]) -> None:
+        for tenant, memory_id, ns, tokens in self._db.conn().execute(query, params):
             self._tenant(tenant).add(memory_id, decode_namespace(ns), json.loads(tokens))
+
+    def _catch_up(self) -> None:
+        """Take in what other processes wrote to the file since this one last looked."""
+        if self._changes.latest() == self._seen:
+            return
+        with self._lock:
+            found = self._changes.since(self._seen)
+            if found is None:  # too far behind: everything again
+                self._seen = self._changes.latest()
+                self._tenants = {}
+                self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs", ())
+                return
+            self._seen, changed = found
+            for tenant, memory_ids in changed.items():
+                for memory_id in memory_ids:  # as the file has it now: dropped, then its row again
+                    self._tenant(tenant).drop(memory_id)
+                    self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs WHERE tenant = ? AND memory_id = ?",
+                               (tenant, memory_id))
+
+    def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
+        """Run a write; when no other process wrote before it, its changes need no catching up
+        (this process applies its own as it makes them)."""
+        with self._db.tx() as conn:
+            before = self._changes.latest(conn)
+            conn.executemany(sql, rows)
+            if before == self._seen:
+                self._seen = self._changes.latest(conn)
 
     def put(self, docs: Sequence[FieldDoc]) -> None:
         if not docs:
             return
         with self._lock:
-            with self._db.tx() as conn:
-                conn.executemany("INSERT OR IGNORE INTO field_docs (tenant, memory_id, ns, tokens) VALUES (?, ?, ?, ?)",
-                                 [(d.tenant, d.memory_id, encode_namespace(d.namespace), json.dumps(sorted(d.tokens)))
-                                  for d in docs])
+            self._write("INSERT OR IGNORE INTO field_docs (tenant, memory_id, ns, tokens) VALUES (?, ?, ?, ?)",
+                        [(d.tenant, d.memory_id, encode_namespace(d.namespace), json.dumps(sorted(d.tokens)))
+                         for d in docs])
             for d in docs:
                 self._tenant(d.tenant).add(d.memory_id, d.namespace, sorted(d.tokens))
 
@@ -117,9 +154,7 @@ class LocalFieldPostings:
         if not memory_ids:
             return
         with self._lock:
-            with self._db.tx() as conn:
-                conn.executemany("DELETE FROM field_docs WHERE tenant = ? AND memory_id = ?",
-                                 [(tenant, m) for m in memory_ids])
+            self._write("DELETE FROM field_docs WHERE tenant = ? AND memory_id = ?", [(tenant, m) for m in memory_ids])
             t = self._tenants.get(tenant)
             if t is not None:
                 for memory_id in memory_ids:
@@ -127,12 +162,12 @@ class LocalFieldPostings:
 
     def delete_tenant(self, tenant: str) -> None:
         with self._lock:
-            with self._db.tx() as conn:
-                conn.execute("DELETE FROM field_docs WHERE tenant = ?", (tenant,))
+            self._write("DELETE FROM field_docs WHERE tenant = ?", [(tenant,)])
             self._tenants.pop(tenant, None)
 
     def holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> _Holders:
         # Nothing to read ahead: each item in scope is looked up as the search reaches it.
+        self._catch_up()
         return _Holders(self._tenants.get(tenant))
 
     def _tenant(self, tenant: str) -> _TenantFields:

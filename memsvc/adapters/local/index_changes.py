@@ -19,36 +19,38 @@ __all__ = ["IndexChanges", "changes_schema"]
 KEEP = 100_000
 
 
-def changes_schema(table: str) -> str:
-    """The `changed` table and the triggers that fill it from `table` (which has `tenant` and
-    `memory_id` columns). An `INSERT OR REPLACE` fires the insert trigger only, which is enough."""
+def changes_schema(table: str, log: str = "changed") -> str:
+    """The `log` table and the triggers that fill it from `table` (which has `tenant` and
+    `memory_id` columns). An `INSERT OR REPLACE` fires the insert trigger only, which is enough.
+    Indexes sharing a file keep a log each, so one's writes never send the other catching up."""
     return f"""
-CREATE TABLE IF NOT EXISTS changed (seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL,
-                                    memory_id TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS {log} (seq INTEGER PRIMARY KEY AUTOINCREMENT, tenant TEXT NOT NULL,
+                                  memory_id TEXT NOT NULL);
 CREATE TRIGGER IF NOT EXISTS {table}_added AFTER INSERT ON {table}
-BEGIN INSERT INTO changed (tenant, memory_id) VALUES (new.tenant, new.memory_id); END;
+BEGIN INSERT INTO {log} (tenant, memory_id) VALUES (new.tenant, new.memory_id); END;
 CREATE TRIGGER IF NOT EXISTS {table}_removed AFTER DELETE ON {table}
-BEGIN INSERT INTO changed (tenant, memory_id) VALUES (old.tenant, old.memory_id); END;
-CREATE TRIGGER IF NOT EXISTS changed_kept AFTER INSERT ON changed
-BEGIN DELETE FROM changed WHERE seq <= new.seq - {KEEP}; END;
+BEGIN INSERT INTO {log} (tenant, memory_id) VALUES (old.tenant, old.memory_id); END;
+CREATE TRIGGER IF NOT EXISTS {log}_kept AFTER INSERT ON {log}
+BEGIN DELETE FROM {log} WHERE seq <= new.seq - {KEEP}; END;
 """
 
 
 class IndexChanges:
     """Reads one index file's `changed` table, on a connection per thread (readers never queue)."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, log: str = "changed") -> None:
         self._path = str(path)
+        self._log = log
         self._local = threading.local()
 
     def latest(self, conn: sqlite3.Connection | None = None) -> int:
         """The newest change's number (0 when none), on `conn` inside a write transaction."""
-        return (conn or self._conn()).execute("SELECT coalesce(max(seq), 0) FROM changed").fetchone()[0]
+        return (conn or self._conn()).execute(f"SELECT coalesce(max(seq), 0) FROM {self._log}").fetchone()[0]
 
     def since(self, seq: int) -> tuple[int, dict[str, set[str]]] | None:
         """(the newest change's number, the memory ids changed after `seq` per tenant), or None when
         changes after `seq` are no longer kept."""
-        rows = self._conn().execute("SELECT seq, tenant, memory_id FROM changed WHERE seq > ? ORDER BY seq",
+        rows = self._conn().execute(f"SELECT seq, tenant, memory_id FROM {self._log} WHERE seq > ? ORDER BY seq",
                                     (seq,)).fetchall()
         if not rows:
             return seq, {}
