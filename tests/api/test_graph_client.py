@@ -13,14 +13,10 @@ from memsvc_client import AsyncMemsvcClient, MemsvcClient, NotFoundError
 @pytest.fixture
 def client(live_server, uid):
     with MemsvcClient(live_server.url, live_server.token(uid)) as c:
-        try:
-            c.find_entities(["user", uid], ["x"])
-        except NotFoundError:
-            pytest.skip(f"{live_server.backend} has no graph store wired yet")
         yield c
 
 
-def _settled(client, prefix, name, timeout=30.0):
+def _settled(client, prefix, name, timeout=120.0):  # background indexing, however busy the machine
     deadline = time.monotonic() + timeout
     while not client.find_entities(prefix, [name])["entities"]:
         assert time.monotonic() < deadline, f"{name!r} not in the graph after {timeout}s"
