@@ -360,15 +360,24 @@ class TestBadInput:
 
 
 def test_each_recall_is_logged_without_query_or_content(backend, caplog):
-    remember(backend, USER, "secret", "the vault code is 4471", caller=alice())
+    remember(backend, USER, "secret", "the vault code is swordfish", caller=alice())
     backend.drain()
-    with caplog.at_level(logging.INFO, logger="memsvc.service.recall"):
-        backend.app.services.recall.recall(alice(), RecallQuery(query="what is the vault code"), request_id="req-42")
-    [record] = [r for r in caplog.records if r.name == "memsvc.service.recall"]
+    recall_log = logging.getLogger("memsvc.service.recall")
+    # Listened to directly: the AWS backend's Lambda functions give the `memsvc` loggers
+    # Powertools' handler and stop them propagating (functions.observability).
+    recall_log.addHandler(caplog.handler)
+    try:
+        with caplog.at_level(logging.INFO, logger="memsvc.service.recall"):
+            backend.app.services.recall.recall(alice(), RecallQuery(query="what is the vault code"),
+                                               request_id="req-42")
+    finally:
+        recall_log.removeHandler(caplog.handler)
+    # Counted once, whether it came by propagation, by the handler or both.
+    [record] = list(dict.fromkeys(r for r in caplog.records if r.name == "memsvc.service.recall"))
     assert (record.request_id, record.result_count) == ("req-42", 1)
     assert len(record.query_sha256) == 16 and record.latency_ms > 0
     text = " ".join(str(v) for v in record.__dict__.values())
-    assert "vault" not in text and "4471" not in text
+    assert "vault" not in text and "swordfish" not in text  # (digits could occur in a thread id)
 
 
 @pytest.mark.slow
