@@ -10,8 +10,12 @@ STAMP := $(VENV)/.installed-stamp
 run: $(RUN_STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
 	$(BIN)/memsvc serve
 
+# pytest-xdist: one worker per core of the 2-core machine CI runs on. `loadgroup` hands tests out
+# one by one, except the groups a conftest names (tests/infra: one synthesis, one layer resolution).
+TEST_WORKERS ?= 2
+
 test: $(STAMP)  ## every test (what .ci/run calls)
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 eval: $(STAMP)  ## retrieval quality on the golden dataset against a throwaway local server (eval-report.json)
 	$(BIN)/memsvc eval --serve --report eval-report.json

@@ -18,7 +18,8 @@ def test_metrics_are_served_without_a_token_and_carry_no_tenant_data(live_server
     if live_server.backend != "local":
         pytest.skip("memsvc serve's endpoint; on AWS the metrics are EMF")
     ns = ["user", uid, "memories", SECRET]
-    assert me.put("/v1/memories", json={"namespace": ns, "key": SECRET, "value": {"text": SECRET}}).status_code == 200
+    assert me.put("/v1/memories", json={"namespace": ns, "key": SECRET, "value": {"text": SECRET},
+                                       "sync_index": True}).status_code == 200  # searched at once below
     params = [("ns", s) for s in ns]
     assert me.get("/v1/memories", params=[*params, ("key", SECRET)]).status_code == 200
     assert me.get("/v1/memories", params=[*params, ("key", "absent")]).status_code == 404

@@ -38,6 +38,15 @@ class Assembly:
         return {k: v for k, v in self.templates[env]["Resources"].items() if v["Type"] == type_}
 
 
+def pytest_collection_modifyitems(items):
+    """Under `make test` (pytest-xdist, `--dist loadgroup`) one worker runs every test here, so the
+    session's synthesis and test_layer.py's resolution of the layer (pip, ~10 s each) happen once."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in item.path.parents:
+            item.add_marker(pytest.mark.xdist_group("infra"))
+
+
 @pytest.fixture(scope="session")
 def assembly(tmp_path_factory) -> Assembly:
     outdir = tmp_path_factory.mktemp("cdk.out")
