@@ -42,7 +42,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table
+from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table, query_pages
 from memsvc.adapters.aws.errors import aws_error, error_code
 from memsvc.core.errors import RateLimited
 from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention
@@ -598,14 +598,7 @@ class DynamoGraphStore:
         return list(self._pool.map(fn, ids))
 
     def _pages(self, *, limit: Callable[[], int] | None = None, **kwargs: Any) -> Iterable[list[dict[str, Any]]]:
-        while True:
-            if limit is not None:
-                kwargs["Limit"] = limit()
-            page = self._call("Query", **kwargs)
-            yield page.get("Items", [])
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return query_pages(self._db, self._table, limit=limit, **kwargs)
 
     def _backoff(self, attempt: int) -> None:
         self.sleep(min(0.05 * 2**attempt, 1.0) * (0.5 + self.random() / 2))

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.adapters.aws.dynamo_fields import DynamoFieldPostings
-from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table
+from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table, query_pages
 from memsvc.adapters.aws.errors import aws_error, error_code
 from memsvc.core.errors import RateLimited
 from memsvc.core.filters import Filter, lookup_in
@@ -379,14 +379,7 @@ class DynamoKeywordIndex:
         return {row["sk"]["S"]: _record_of(tenant, row) for row in batch_get_rows(self._db, self._table, keys)}
 
     def _pages(self, *, limit: Callable[[], int] | None = None, **kwargs: Any) -> Iterable[list[dict[str, Any]]]:
-        while True:
-            if limit is not None:
-                kwargs["Limit"] = limit()
-            page = self._call("Query", **kwargs)
-            yield page.get("Items", [])
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return query_pages(self._db, self._table, limit=limit, **kwargs)
 
     def _map(self, fn: Callable[[_T], _R], items: list[_T]) -> list[_R]:
         """`fn` over `items`, `_WORKERS` at a time, results in order. Every call has ended when it

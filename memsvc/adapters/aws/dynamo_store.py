@@ -14,7 +14,7 @@ import json
 import math
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -543,6 +543,20 @@ def call_table(client: Any, table: str, operation: str, **kwargs: Any) -> dict[s
         return getattr(client, _snake(operation))(**kwargs)
     except (ClientError, BotoCoreError) as exc:
         raise aws_error(exc, service="DynamoDB", operation=operation) from None
+
+
+def query_pages(client: Any, table: str, *, limit: Callable[[], int] | None = None,
+                **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
+    """A `Query`'s rows, a page at a time, following `LastEvaluatedKey`; `limit`, when given, is
+    asked for each page's `Limit` as the caller consumes them."""
+    while True:
+        if limit is not None:
+            kwargs["Limit"] = limit()
+        page = call_table(client, table, "Query", **kwargs)
+        yield page.get("Items", [])
+        if "LastEvaluatedKey" not in page:
+            return
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def batch_get_rows(client: Any, table: str, keys: list[dict[str, Any]], *,
