@@ -112,6 +112,8 @@ def model_modes(texts: list[str]) -> None:
 
 def _summary(name: str, samples: list[float]) -> str:
     samples = sorted(samples)
+    if not samples:  # no probe asked for (--probe-interval longer than the drain, --idle-requests 0)
+        return f"  {name:22} n=    0"
     return (f"  {name:22} n={len(samples):5}  p50 {percentile(samples, 50):7.2f} ms  "
             f"p95 {percentile(samples, 95):7.2f} ms  p99 {percentile(samples, 99):7.2f} ms  max {samples[-1]:7.2f} ms")
 
