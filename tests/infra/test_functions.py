@@ -432,7 +432,7 @@ def test_code_asset_is_only_the_package_and_functions(tmp_path):
 
 # The DynamoDB adapters' shared call routines (`dynamo_store`): one named operation each.
 _DYNAMO_CALLS = (r'_call\(\s*"(\w+)"', r'call_table\(\s*[\w.]+,\s*[\w.]+,\s*"(\w+)"', r"self\._db\.(\w+)\(")
-_DYNAMO_HELPERS = {"batch_get_rows(": "BatchGetItem"}
+_DYNAMO_HELPERS = {"batch_get_rows(": "BatchGetItem", "query_pages(": "Query"}
 
 
 def _calls(path: str, patterns: tuple[str, ...], helpers: dict[str, str] | None = None) -> set[str]:
