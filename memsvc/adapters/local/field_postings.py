@@ -106,7 +106,6 @@ class LocalFieldPostings:
         self._tenants: dict[str, _TenantFields] = {}
         self._db = SqliteFile(path, _SCHEMA + changes_schema("field_docs", log=_LOG))
         self._changes = IndexChanges(path, log=_LOG)
-        self._seen = self._changes.latest()  # before loading: a write after it is caught up with later
         self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs", ())
 
     def _load(self, query: str, params: tuple[Any, ...]) -> None:
@@ -115,16 +114,14 @@ class LocalFieldPostings:
 
     def _catch_up(self) -> None:
         """Take in what other processes wrote to the file since this one last looked."""
-        if self._changes.latest() == self._seen:
+        if not self._changes.behind():
             return
         with self._lock:
-            found = self._changes.since(self._seen)
-            if found is None:  # too far behind: everything again
-                self._seen = self._changes.latest()
+            changed = self._changes.take()
+            if changed is None:  # too far behind: everything again
                 self._tenants = {}
                 self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs", ())
                 return
-            self._seen, changed = found
             for tenant, memory_ids in changed.items():
                 for memory_id in memory_ids:  # as the file has it now: dropped, then its row again
                     self._tenant(tenant).drop(memory_id)
@@ -132,13 +129,8 @@ class LocalFieldPostings:
                                (tenant, memory_id))
 
     def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
-        """Run a write; when no other process wrote before it, its changes need no catching up
-        (this process applies its own as it makes them)."""
-        with self._db.tx() as conn:
-            before = self._changes.latest(conn)
+        with self._db.tx() as conn, self._changes.own_write(conn):
             conn.executemany(sql, rows)
-            if before == self._seen:
-                self._seen = self._changes.latest(conn)
 
     def put(self, docs: Sequence[FieldDoc]) -> None:
         if not docs:

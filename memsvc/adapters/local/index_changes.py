@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 __all__ = ["IndexChanges", "changes_schema"]
@@ -36,30 +38,49 @@ BEGIN DELETE FROM {log} WHERE seq <= new.seq - {KEEP}; END;
 
 
 class IndexChanges:
-    """Reads one index file's `changed` table, on a connection per thread (readers never queue)."""
+    """One index file's change log as one process follows it: which change it has applied last
+    (`seen`), what changed since, and its own writes, which need no catching up. Reads go on a
+    connection per thread (readers never queue). Create it before the index loads the file: a
+    write after that is caught up with later."""
 
     def __init__(self, path: Path, log: str = "changed") -> None:
         self._path = str(path)
         self._log = log
         self._local = threading.local()
+        self._seen = self.latest()
 
     def latest(self, conn: sqlite3.Connection | None = None) -> int:
         """The newest change's number (0 when none), on `conn` inside a write transaction."""
         return (conn or self._conn()).execute(f"SELECT coalesce(max(seq), 0) FROM {self._log}").fetchone()[0]
 
-    def since(self, seq: int) -> tuple[int, dict[str, set[str]]] | None:
-        """(the newest change's number, the memory ids changed after `seq` per tenant), or None when
-        changes after `seq` are no longer kept."""
+    def behind(self) -> bool:
+        """Whether another process has written since this one last looked (one primary-key read)."""
+        return self.latest() != self._seen
+
+    def take(self) -> dict[str, set[str]] | None:
+        """The memory ids changed since this process last looked, per tenant, now marked seen; None
+        when the log no longer reaches back that far (then the index loads everything again). Call
+        it with the index's write lock held."""
         rows = self._conn().execute(f"SELECT seq, tenant, memory_id FROM {self._log} WHERE seq > ? ORDER BY seq",
-                                    (seq,)).fetchall()
-        if not rows:
-            return seq, {}
-        if rows[0][0] != seq + 1:  # numbers have no gaps (one writer at a time): these were dropped
+                                    (self._seen,)).fetchall()
+        if rows and rows[0][0] != self._seen + 1:  # numbers have no gaps (one writer at a time): dropped
+            self._seen = self.latest()
             return None
         changed: dict[str, set[str]] = {}
         for _, tenant, memory_id in rows:
             changed.setdefault(tenant, set()).add(memory_id)
-        return rows[-1][0], changed
+        if rows:
+            self._seen = rows[-1][0]
+        return changed
+
+    @contextmanager
+    def own_write(self, conn: sqlite3.Connection) -> Iterator[None]:
+        """Around a write inside `conn`'s transaction: this process applies its own writes as it
+        makes them, so when nobody else wrote before them their changes count as seen."""
+        before = self.latest(conn)
+        yield
+        if before == self._seen:
+            self._seen = self.latest(conn)
 
     def _conn(self) -> sqlite3.Connection:
         conn = getattr(self._local, "conn", None)

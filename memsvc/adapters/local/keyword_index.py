@@ -144,8 +144,7 @@ class LocalKeywordIndex:
         self._lock = ReadWriteLock()
         self._tenants: dict[str, _TenantKeywords] = {}
         self._db = SqliteFile(path, _SCHEMA + changes_schema("docs"))
-        self._changes = IndexChanges(path)
-        self._seen = self._changes.latest()  # before loading: a write after it is caught up with later
+        self._changes = IndexChanges(path)  # before loading: a write after it is caught up with later
         self._fields = LocalFieldPostings(path)  # filters' field tokens, in the same file
         self._load_all()
 
@@ -161,15 +160,13 @@ class LocalKeywordIndex:
 
     def _catch_up(self) -> None:
         """Take in what other processes wrote to the file since this one last looked."""
-        if self._changes.latest() == self._seen:
+        if not self._changes.behind():
             return
         with self._lock.writing():
-            found = self._changes.since(self._seen)
-            if found is None:  # too far behind: everything again
-                self._seen = self._changes.latest()
+            changed = self._changes.take()
+            if changed is None:  # too far behind: everything again
                 self._load_all()
                 return
-            self._seen, changed = found
             for tenant, memory_ids in changed.items():
                 t = self._tenant(tenant)
                 for memory_id in memory_ids:  # a document never changes: it is in the file or it is not
@@ -180,12 +177,6 @@ class LocalKeywordIndex:
                     elif memory_id not in t.slot_of:
                         t.add(_doc(tenant, *row))
                 self._compact(tenant)
-
-    def _saw_own(self, before: int, after: int) -> None:
-        """This process applies its own writes as it makes them: when nobody else wrote before
-        them, their changes need no catching up."""
-        if before == self._seen:
-            self._seen = after
 
     def _compact(self, tenant: str) -> None:
         t = self._tenants.get(tenant)
@@ -201,15 +192,13 @@ class LocalKeywordIndex:
         with self._lock.writing():
             fresh = [d for d in {(d.tenant, d.memory_id): d for d in docs}.values()
                      if d.memory_id not in self._tenant(d.tenant).slot_of]
-            with self._db.tx() as conn:
-                before = self._changes.latest(conn)
+            with self._db.tx() as conn, self._changes.own_write(conn):
                 conn.executemany(
                     "INSERT OR IGNORE INTO docs (tenant, memory_id, ns, key, version, policy_attributes, length, terms) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [(d.tenant, d.memory_id, encode_namespace(d.namespace), d.key, d.version,
                       json.dumps(d.policy_attributes), d.length, json.dumps(d.terms)) for d in fresh],
                 )
-                self._saw_own(before, self._changes.latest(conn))
             for doc in fresh:
                 self._tenant(doc.tenant).add(doc)
 
@@ -218,11 +207,9 @@ class LocalKeywordIndex:
             return
         self._fields.delete(tenant, memory_ids)
         with self._lock.writing():
-            with self._db.tx() as conn:
-                before = self._changes.latest(conn)
+            with self._db.tx() as conn, self._changes.own_write(conn):
                 conn.executemany("DELETE FROM docs WHERE tenant = ? AND memory_id = ?",
                                      [(tenant, m) for m in memory_ids])
-                self._saw_own(before, self._changes.latest(conn))
             t = self._tenants.get(tenant)
             if t is None:
                 return
@@ -233,10 +220,8 @@ class LocalKeywordIndex:
     def delete_tenant(self, tenant: str) -> int:
         self._fields.delete_tenant(tenant)
         with self._lock.writing():
-            with self._db.tx() as conn:
-                before = self._changes.latest(conn)
+            with self._db.tx() as conn, self._changes.own_write(conn):
                 removed = conn.execute("DELETE FROM docs WHERE tenant = ?", (tenant,)).rowcount
-                self._saw_own(before, self._changes.latest(conn))
             self._tenants.pop(tenant, None)
             return removed
 

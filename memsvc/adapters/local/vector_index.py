@@ -111,8 +111,7 @@ class LocalVectorIndex:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(_SCHEMA + changes_schema("vectors"))
         self._check_model(model_id)
-        self._changes = IndexChanges(path)
-        self._seen = self._changes.latest()  # before loading: a write after it is caught up with later
+        self._changes = IndexChanges(path)  # before loading: a write after it is caught up with later
         self._load()
 
     def _check_model(self, model_id: str) -> None:
@@ -137,16 +136,14 @@ class LocalVectorIndex:
 
     def _catch_up(self) -> None:
         """Take in what other processes wrote to the file since this one last looked."""
-        if self._changes.latest() == self._seen:
+        if not self._changes.behind():
             return
         with self._lock.writing():
-            found = self._changes.since(self._seen)
-            if found is None:  # too far behind: everything again
-                self._seen = self._changes.latest()
+            changed = self._changes.take()
+            if changed is None:  # too far behind: everything again
                 self._tenants = {}
                 self._load()
                 return
-            self._seen, changed = found
             for tenant, memory_ids in changed.items():
                 t = self._tenant(tenant)
                 for memory_id in memory_ids:  # as the file has it now: dropped, then its rows again
@@ -172,15 +169,13 @@ class LocalVectorIndex:
         if not rows:
             return
         with self._lock.writing():
-            with _tx(self._db):
-                before = self._changes.latest(self._db)
+            with _tx(self._db), self._changes.own_write(self._db):
                 self._db.executemany(
                     "INSERT OR REPLACE INTO vectors (tenant, memory_id, field, ns, key, version, policy_attributes, vec) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [(w.tenant, w.memory_id, name, encode_namespace(w.namespace), w.key, w.version,
                       json.dumps(w.policy_attributes), arr.tobytes()) for w, name, arr in rows],
                 )
-                self._saw_own(before, self._changes.latest(self._db))
             for w, name, arr in rows:
                 ns = encode_namespace(w.namespace)
                 t = self._tenant(w.tenant)
@@ -191,13 +186,11 @@ class LocalVectorIndex:
 
     def delete_many(self, refs):
         with self._lock.writing():
-            with _tx(self._db):
-                before = self._changes.latest(self._db)
+            with _tx(self._db), self._changes.own_write(self._db):
                 self._db.executemany(
                     "DELETE FROM vectors WHERE tenant = ? AND memory_id = ? AND field = ?",
                     [(r.tenant, r.memory_id, r.field) for r in refs],
                 )
-                self._saw_own(before, self._changes.latest(self._db))
             for r in refs:
                 t = self._tenants.get(r.tenant)
                 memory = t.memories.get(r.memory_id) if t else None
@@ -208,12 +201,6 @@ class LocalVectorIndex:
                     t.drop(slot)
                 if not memory.slots:
                     del t.memories[r.memory_id]
-
-    def _saw_own(self, before: int, after: int) -> None:
-        """This process applies its own writes as it makes them: when nobody else wrote before
-        them, their changes need no catching up."""
-        if before == self._seen:
-            self._seen = after
 
     def query(self, tenant, prefix, pushdown, vector, top_k):
         q = _unit(vector, self._dim)
