@@ -25,7 +25,7 @@ from memsvc.service.indexer import MAX_INDEXED_FIELDS, Indexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 
-__all__ = ["Memories", "PutMemory", "Expected", "open_memory", "check_nesting", "backoff", "WRITE_ATTEMPTS", "MAX_TTL_SECONDS",
+__all__ = ["Memories", "PutMemory", "Expected", "open_memory", "check_nesting", "MAX_TTL_SECONDS",
            "MAX_NESTING"]
 
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600

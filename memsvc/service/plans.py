@@ -9,14 +9,15 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, StrictStr
 
-from memsvc.core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, Taken
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
+from memsvc.core.errors import Conflict, InvalidArgument, NotFound, Taken
 from memsvc.core.models import Caller, to_epoch_us, to_rfc3339
 from memsvc.core.pages import json_size, take_page
 from memsvc.core.validation import Command
 from memsvc.core.workflow import PlanRecord, StaleRecord, check_id
 from memsvc.ports import Clock, BusEvents, WorkflowStore
 from memsvc.service.sealing import CursorCodec, Sealer
-from memsvc.service.workflow_rules import WRITE_ATTEMPTS, Name, WorkflowId, backoff, check_payload, notify
+from memsvc.service.workflow_rules import Name, WorkflowId, check_payload, check_version, notify
 
 __all__ = ["Plans", "CreatePlan", "UpdatePlan", "ListPlans", "Plan", "PlanPage", "STATUS_EVENT"]
 
@@ -122,9 +123,7 @@ class Plans:
         for attempt in range(WRITE_ATTEMPTS):
             backoff(attempt)
             old = self._own(caller, plan_id)
-            if expected_version is not None and old.version != expected_version:
-                raise PreconditionFailed("the plan is not at the version If-Match names",
-                                         details={"expected_version": expected_version, "current_version": old.version})
+            check_version(expected_version, old.version, "plan")
             current = self._open(old)
             payload = {"goal_data": cmd.goal_data if "goal_data" in given else current.goal_data,
                        "state": cmd.state if "state" in given else current.state}

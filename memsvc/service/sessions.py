@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictInt, StrictStr
 
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.core.pages import json_size, take_page
@@ -24,7 +25,8 @@ from memsvc.core.sessions import SessionRecord, message_key, messages_namespace,
 from memsvc.core.validation import Command, Timestamp
 from memsvc.ports import Clock, ItemStore, SessionStore
 from memsvc.service.access import Access
-from memsvc.service.memories import WRITE_ATTEMPTS, Memories, backoff, check_nesting
+from memsvc.service.memories import Memories, check_nesting
+from memsvc.service.workflow_rules import check_version
 from memsvc.service.sealing import CursorCodec, Sealer
 
 __all__ = ["Sessions", "CreateSession", "UpdateSession", "ListSessions", "AppendMessage", "ListMessages",
@@ -179,9 +181,7 @@ class Sessions:
         for attempt in range(WRITE_ATTEMPTS):
             backoff(attempt)
             record = self.record(caller, session_id)
-            if if_match is not None and if_match != record.version:
-                raise PreconditionFailed("the session is at another version",
-                                         details={"expected_version": if_match, "current_version": record.version})
+            check_version(if_match, record.version, "session")
             sealed = record.sealed
             if cmd.title is not None or cmd.metadata is not None:
                 current = self._open(record)

@@ -14,13 +14,14 @@ from typing import Any
 
 from pydantic import Field, StrictStr
 
-from memsvc.core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed, Taken
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
+from memsvc.core.errors import Conflict, InvalidArgument, NotFound, Taken
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.core.validation import Command
 from memsvc.core.workflow import MAX_SUB_TASKS, StaleRecord, TaskRecord, check_id
 from memsvc.ports import Clock, BusEvents, WorkflowStore
 from memsvc.service.sealing import Sealer
-from memsvc.service.workflow_rules import WRITE_ATTEMPTS, Name, WorkflowId, backoff, check_payload, notify
+from memsvc.service.workflow_rules import Name, WorkflowId, check_payload, check_version, notify
 
 __all__ = ["TaskContexts", "CreateTaskContext", "UpdateTaskContext", "ChangeSubTasks", "TaskContext", "SubTasksChanged",
            "DELETED_EVENT"]
@@ -125,9 +126,7 @@ class TaskContexts:
         for attempt in range(WRITE_ATTEMPTS):
             backoff(attempt)
             old = self._visible(caller, task_id)
-            if expected_version is not None and old.version != expected_version:
-                raise PreconditionFailed("the task context is not at the version If-Match names",
-                                         details={"expected_version": expected_version, "current_version": old.version})
+            check_version(expected_version, old.version, "task context")
             current = self._open(old)
             payload = {"data": cmd.data if "data" in given else current.data,
                        "state": cmd.state if "state" in given else current.state}

@@ -1,6 +1,6 @@
-"""What the three workflow use cases (task contexts, plans, working memory) share: the id and
-name types of their commands, the size limit of what they seal, `If-Match`, retries of a lost
-race, and publishing their events."""
+"""What the workflow use cases (task contexts, plans, working memory, sessions) share: the id and
+name types of their commands, the size limit of what they seal, `If-Match`, and publishing
+their events."""
 
 from __future__ import annotations
 
@@ -11,14 +11,13 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, StrictStr, StringConstraints
 
-from memsvc.core.errors import ContentTooLong, InvalidArgument
+from memsvc.core.errors import ContentTooLong, InvalidArgument, PreconditionFailed
 from memsvc.core.workflow import MAX_NAME_CHARS, check_id
 from memsvc.ports import BusEvents
-from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.service.memories import check_nesting
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 
-__all__ = ["WorkflowId", "Name", "check_payload", "if_match", "backoff", "WRITE_ATTEMPTS", "notify"]
+__all__ = ["WorkflowId", "Name", "check_payload", "if_match", "check_version", "notify"]
 
 log = logging.getLogger(__name__)
 _VERSION_TAG = re.compile(r'(?:W/)?"([0-9]{1,18})"|([0-9]{1,18})')
@@ -53,6 +52,13 @@ def if_match(header: str | None) -> int | None:
     if match is None:
         raise InvalidArgument('If-Match must be a version number, as 3 or "3"', details={"field": "If-Match"})
     return int(match.group(1) or match.group(2))
+
+
+def check_version(expected: int | None, current: int, what: str) -> None:
+    """`If-Match`: a write naming a version (`expected`) goes ahead only on that version (412)."""
+    if expected is not None and expected != current:
+        raise PreconditionFailed(f"the {what} is not at the version If-Match names",
+                                 details={"expected_version": expected, "current_version": current})
 
 
 def notify(notices: BusEvents | None, detail_type: str, detail: dict[str, Any]) -> None:
