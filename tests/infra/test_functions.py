@@ -432,12 +432,12 @@ def test_code_asset_is_only_the_package_and_functions(tmp_path):
 
 # The DynamoDB adapters' shared call routines (`dynamo_store`): one named operation each.
 _DYNAMO_CALLS = (r'_call\(\s*"(\w+)"', r'call_table\(\s*[\w.]+,\s*[\w.]+,\s*"(\w+)"', r"self\._db\.(\w+)\(")
-_DYNAMO_HELPERS = {"batch_get_rows(": "BatchGetItem", "query_pages(": "Query"}
+_DYNAMO_HELPERS = {"batch_get_rows(": "BatchGetItem", "query_pages(": "Query", "transact_or_cancelled(": "TransactWriteItems"}
 
 
 def _calls(path: str, patterns: tuple[str, ...], helpers: dict[str, str] | None = None) -> set[str]:
     source = (PROJECT_ROOT / path).read_text()
-    found = {op for call, op in (helpers or {}).items() if call in source}
+    found = {op for call, op in (helpers or {}).items() if re.search(r"(?<!def )" + re.escape(call), source)}
     for pattern in patterns:
         for name in re.findall(pattern, source):
             found.add("".join(part.title() for part in name.split("_")) if "_" in name or name.islower() else name)

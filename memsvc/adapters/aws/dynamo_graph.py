@@ -40,10 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from botocore.exceptions import BotoCoreError, ClientError
-
-from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table, query_pages
-from memsvc.adapters.aws.errors import aws_error, error_code
+from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table, query_pages, transact_or_cancelled
 from memsvc.core.errors import RateLimited
 from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention
 from memsvc.core.namespaces import decode_namespace, encode_namespace
@@ -62,8 +59,6 @@ _WORKERS = 8  # Queries in flight per expand (the client pools 10 connections)
 _END = "\x1f"  # after a namespace in a sort key: sorts after SEP (`\x1e`), so `<ns>\x1f` ends a namespace
 _LAST = "\U0010ffff"
 _SK = {"#sk": "sk"}
-_CANCELLED_RETRYABLE = {None, "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError",
-                        "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 
 
 @dataclass(frozen=True)
@@ -578,15 +573,8 @@ class DynamoGraphStore:
                     del body[empty]
             if body.get("ConditionExpression") is None:
                 body.pop("ConditionExpression", None)
-        try:
-            self._db.transact_write_items(TransactItems=actions)
-        except ClientError as exc:
-            reasons = {r.get("Code") for r in exc.response.get("CancellationReasons", [])}
-            if error_code(exc) == "TransactionCanceledException" and reasons <= _CANCELLED_RETRYABLE:
-                return False
-            raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
-        except BotoCoreError as exc:
-            raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
+        if not transact_or_cancelled(self._db, actions):
+            return False
         self._count(**counted)
         return True
 

@@ -35,7 +35,7 @@ from typing import Any, TypeVar
 from botocore.exceptions import BotoCoreError, ClientError
 
 from memsvc.adapters.aws.dynamo_fields import DynamoFieldPostings
-from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table, query_pages
+from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table, query_pages, transact_or_cancelled
 from memsvc.adapters.aws.errors import aws_error, error_code
 from memsvc.core.errors import RateLimited
 from memsvc.core.filters import Filter, lookup_in
@@ -64,8 +64,6 @@ _DOC_END = "\x1f"  # between a posting's namespace and memory id: sorts after SE
 _LAST = "\U0010ffff"  # above any memory id, for the end of a sort-key range
 _POSTING_FIELDS = {"#sk": "sk", "#tf": "tf", "#dl": "dl", "#v": "v", "#k": "k", "#pa": "pa"}
 # Why DynamoDB may cancel a transaction that trying again can get through (anything else is raised).
-_CANCELLED_RETRYABLE = {None, "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError",
-                        "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 _T = TypeVar("_T")
 _R = TypeVar("_R")
 
@@ -257,19 +255,9 @@ class DynamoKeywordIndex:
         }} for prefix, (n, length) in totals.items()]
 
     def _transact(self, actions: list[dict[str, Any]]) -> bool:
-        """One transaction; False when DynamoDB cancelled it (a condition failed, another
-        transaction held one of its items, or it was throttled): the caller reads the records to
-        tell which. botocore never retries a cancelled transaction."""
-        try:
-            self._db.transact_write_items(TransactItems=actions)
-            return True
-        except ClientError as exc:
-            reasons = {r.get("Code") for r in exc.response.get("CancellationReasons", [])}
-            if error_code(exc) == "TransactionCanceledException" and reasons <= _CANCELLED_RETRYABLE:
-                return False
-            raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
-        except BotoCoreError as exc:
-            raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
+        """One transaction; False when DynamoDB cancelled it retryably: the caller reads the
+        records to tell which."""
+        return transact_or_cancelled(self._db, actions)
 
     def _write_each(self, requests: list[dict[str, Any]]) -> None:
         """BatchWriteItem requests one after the other, from a pool thread (see `_map`)."""

@@ -545,6 +545,29 @@ def call_table(client: Any, table: str, operation: str, **kwargs: Any) -> dict[s
         raise aws_error(exc, service="DynamoDB", operation=operation) from None
 
 
+# A transaction cancelled for these reasons (per item; "None" is an item that was fine) is worth
+# planning again after a backoff: a condition on what was read failed, another transaction held an
+# item, or throttling. botocore never retries a cancelled transaction.
+_CANCELLED_RETRYABLE = frozenset({None, "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError",
+                                  "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
+
+
+def transact_or_cancelled(client: Any, actions: list[dict[str, Any]]) -> bool:
+    """One `TransactWriteItems`; False when DynamoDB cancelled it for a reason worth planning
+    again (the caller reads, backs off and retries); any other failure is the service's error."""
+    try:
+        client.transact_write_items(TransactItems=actions)
+        return True
+    except ClientError as exc:
+        reasons = {r.get("Code") for r in exc.response.get("CancellationReasons", [])}
+        if exc.response.get("Error", {}).get("Code") == "TransactionCanceledException" \
+                and reasons <= _CANCELLED_RETRYABLE:
+            return False
+        raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
+    except BotoCoreError as exc:
+        raise aws_error(exc, service="DynamoDB", operation="TransactWriteItems") from None
+
+
 def query_pages(client: Any, table: str, *, limit: Callable[[], int] | None = None,
                 **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
     """A `Query`'s rows, a page at a time, following `LastEvaluatedKey`; `limit`, when given, is
