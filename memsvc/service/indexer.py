@@ -17,10 +17,11 @@ from collections import Counter, deque
 from collections.abc import Sequence
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from typing import Any
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
-from memsvc.core.keywords import term_counts
 from memsvc.core.field_tokens import value_fields
+from memsvc.core.keywords import term_counts
 from memsvc.core.models import Change, FieldDoc, KeywordDoc, StoredItem, VectorRef, VectorWrite
 from memsvc.core.paths import extract_texts
 from memsvc.ports import Embedder, IndexBacklog, KeywordIndex, VectorIndex
@@ -41,6 +42,7 @@ class _Embedded:
 
     items: list[StoredItem]
     fields: list[list[tuple[str, str]]]  # per item: (path, text) of each indexed field
+    field_docs: list[FieldDoc | None]  # per item: its blind field tokens, from the same decryption
     vectors: list[list[float]]  # one per text, in the order of `fields`
     seconds: float  # the embedder call's time
 
@@ -82,20 +84,27 @@ class Indexer:
         self._stats_lock = threading.Lock()
         self._stats: dict[str, Counter] = {}
 
-    def texts_of(self, item: StoredItem) -> list[tuple[str, str]]:
-        if item.index_fields is False or item.value_ct is None:
-            return []
-        return extract_texts(self._sealer.open_value(item), item.index_fields)[:MAX_INDEXED_FIELDS]
+    def _opened(self, item: StoredItem) -> tuple[list[tuple[str, str]], FieldDoc | None]:
+        """What the item's version gives the indexes, from one decryption of its value: the
+        (path, text) of each field to embed, and its blind field tokens."""
+        with_tokens = self._settings.get(item.tenant).keyword_index
+        if item.value_ct is None or (item.index_fields is False and not with_tokens):
+            return [], None
+        value = self._sealer.open_value(item)
+        texts = [] if item.index_fields is False else extract_texts(value, item.index_fields)[:MAX_INDEXED_FIELDS]
+        return texts, self._field_doc(item, value) if with_tokens else None
 
     def index_items(self, items: Sequence[StoredItem]) -> int:
         """Embed the items' fields in one embedder call, write their vectors, mark them indexed.
         Returns how many items got vectors written."""
         todo = [i for i in items if i.deleted is None and i.indexed_fields is None]
-        chunk = self._embedded(todo, [self.texts_of(i) for i in todo])
+        opened = [self._opened(i) for i in todo]
+        chunk = self._embedded(todo, [texts for texts, _ in opened], [doc for _, doc in opened])
         self._write(chunk)
         return len(chunk.items)
 
-    def _embedded(self, todo: list[StoredItem], fields: list[list[tuple[str, str]]]) -> _Embedded:
+    def _embedded(self, todo: list[StoredItem], fields: list[list[tuple[str, str]]],
+                  field_docs: list[FieldDoc | None]) -> _Embedded:
         """The pipeline's middle stage: embed the items' texts, in one embedder call."""
         texts = [text for item_fields in fields for _, text in item_fields]
         started = time.perf_counter()
@@ -105,7 +114,7 @@ class Indexer:
             raise
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed; the write is kept and will be indexed later") from exc
-        return _Embedded(todo, fields, vectors, time.perf_counter() - started)
+        return _Embedded(todo, fields, field_docs, vectors, time.perf_counter() - started)
 
     def _write(self, chunk: _Embedded) -> None:
         """The pipeline's second stage: write the derived indexes, then mark the items indexed."""
@@ -124,7 +133,7 @@ class Indexer:
         refused = self._put([w for w in writes if w.vectors])
         self._keywords.put_many([doc for item, item_fields in zip(todo, fields)
                                  if (doc := self._keyword_doc(item, [text for _, text in item_fields]))])
-        self._keywords.put_fields([doc for item in todo if (doc := self._field_doc(item))])
+        self._keywords.put_fields([doc for doc in chunk.field_docs if doc is not None])
         lost, lost_docs = [], []
         for item, write in zip(todo, writes):
             names = [] if item.id in refused else [field for field, _ in write.vectors]
@@ -160,13 +169,11 @@ class Indexer:
         return KeywordDoc(item.tenant, item.namespace, item.key, item.id, item.version, item.policy_attributes,
                           terms, sum(counts.values()))
 
-    def _field_doc(self, item: StoredItem) -> FieldDoc | None:
+    def _field_doc(self, item: StoredItem, value: Any) -> FieldDoc | None:
         """The version's blind field tokens, which filters decide on without decrypting it; none
-        while the tenant's keyword indexing is off (then filters decrypt), or for a value with too
-        many fields."""
-        if item.value_ct is None or not self._settings.get(item.tenant).keyword_index:
-            return None
-        fields = value_fields(self._sealer.open_value(item))
+        for a value with too many fields (then filters decrypt it). Only while the tenant's
+        keyword indexing is on (`_opened`)."""
+        fields = value_fields(value)
         if fields is None:
             return None
         return FieldDoc(item.tenant, item.namespace, item.id, frozenset(self._sealer.field_tokens(item.tenant, fields)))
@@ -258,21 +265,21 @@ class Indexer:
         """Index the items chunk by chunk, embedding up to `lookahead` chunks ahead of the one
         being written; returns the seqs of the changes whose items failed."""
         try:
-            fields = {seq: self.texts_of(item) for seq, item in current.items()}
+            opened = {seq: self._opened(item) for seq, item in current.items()}
         except RateLimited:  # the key provider: every item needs it, so all are retried later
             log.warning("reading a batch's texts was throttled; its changes will be retried")
             return set(current)
         except Exception:
             log.exception("reading a batch's texts failed; indexing item by item")
             return self._one_by_one(list(current), current)
-        chunks = self._chunks(fields)
+        chunks = self._chunks({seq: texts for seq, (texts, _) in opened.items()})
         # A batch of one chunk (a trickle of fresh writes) is embedded here and now: nothing to
         # overlap, and it is what the next search wants to find. A backlog goes to the pool.
         pool = self._embed_pool if len(chunks) > 1 else None
         in_flight: deque[tuple[list[int], Future]] = deque()
         failed: set[int] = set()
         for chunk in chunks:
-            in_flight.append((chunk, self._embed_later(pool, [current[s] for s in chunk], [fields[s] for s in chunk])))
+            in_flight.append((chunk, self._embed_later(pool, [current[s] for s in chunk], [opened[s] for s in chunk])))
             if len(in_flight) > self._lookahead:
                 failed |= self._finish(*in_flight.popleft(), current)
         while in_flight:
@@ -296,12 +303,13 @@ class Indexer:
         return [sorted(c, key=arrival.__getitem__) for c in chunks if c]
 
     def _embed_later(self, pool: Executor | None, items: list[StoredItem],
-                     fields: list[list[tuple[str, str]]]) -> Future:
+                     opened: list[tuple[list[tuple[str, str]], FieldDoc | None]]) -> Future:
+        fields, field_docs = [texts for texts, _ in opened], [doc for _, doc in opened]
         if pool is not None:
-            return pool.submit(self._embedded, items, fields)
+            return pool.submit(self._embedded, items, fields, field_docs)
         done: Future = Future()
         try:
-            done.set_result(self._embedded(items, fields))
+            done.set_result(self._embedded(items, fields, field_docs))
         except Exception as exc:
             done.set_exception(exc)
         return done
