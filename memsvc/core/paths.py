@@ -15,9 +15,10 @@ from typing import Any, Literal
 
 from memsvc.core.errors import InvalidArgument
 
-__all__ = ["MAX_INDEX_FIELDS", "extract_texts", "validate_index_fields"]
+__all__ = ["MAX_INDEX_FIELDS", "MAX_INDEXED_FIELDS", "extract_texts", "validate_index_fields"]
 
-MAX_INDEX_FIELDS = 64
+MAX_INDEX_FIELDS = 64  # paths an `index_fields` list may name
+MAX_INDEXED_FIELDS = 64  # text fields one version has embedded (a write with more is refused)
 
 _SEGMENT = re.compile(r"([^.\[\]]+)((?:\[(?:\*|-?[0-9]+)\])*)")
 _SELECTOR = re.compile(r"\[(\*|-?[0-9]+)\]")

@@ -18,7 +18,7 @@ from memsvc.core.errors import InvalidArgument, RateLimited
 from memsvc.core.graph import (MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, DerivedMemory, Extraction,
                                GraphEdge, GraphNode, display_name, entity_type, normalise_name, relation_type)
 from memsvc.core.models import Change, StoredItem
-from memsvc.core.paths import extract_texts
+from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
 from memsvc.ports import EntityExtractor, GraphStore, IndexBacklog
 from memsvc.service.sealing import Sealer
 
@@ -29,7 +29,6 @@ log = logging.getLogger(__name__)
 # What one memory hands the extractor: its indexed texts, joined, cut here (a bounded prompt on
 # Bedrock; the local patterns need no more to find a memory's entities).
 MAX_EXTRACTED_CHARS = 8000
-MAX_FIELDS = 64  # as the vector indexer (`indexer.MAX_INDEXED_FIELDS`)
 
 
 class GraphIndexer:
@@ -100,7 +99,7 @@ class GraphIndexer:
         """The nodes and edges the item's indexed texts name (none for an item not indexed)."""
         if item.index_fields is False or item.value_ct is None:
             return [], []
-        texts = [text for _, text in extract_texts(self._sealer.open_value(item), item.index_fields)[:MAX_FIELDS]]
+        texts = [text for _, text in extract_texts(self._sealer.open_value(item), item.index_fields)[:MAX_INDEXED_FIELDS]]
         text = "\n".join(texts)[:MAX_EXTRACTED_CHARS]
         return self.graph_rows(item, self._extractor.extract(text)) if text.strip() else ([], [])
 

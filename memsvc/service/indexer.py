@@ -23,17 +23,16 @@ from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, Ra
 from memsvc.core.field_tokens import value_fields
 from memsvc.core.keywords import term_counts
 from memsvc.core.models import Change, FieldDoc, KeywordDoc, StoredItem, VectorRef, VectorWrite
-from memsvc.core.paths import extract_texts
+from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
 from memsvc.ports import Embedder, IndexBacklog, KeywordIndex, VectorIndex
 from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import SettingsRegistry
 
-__all__ = ["Indexer", "MAX_INDEXED_FIELDS"]
+__all__ = ["Indexer"]
 
 log = logging.getLogger(__name__)
 
-MAX_INDEXED_FIELDS = 64
 
 
 @dataclass

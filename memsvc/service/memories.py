@@ -15,13 +15,13 @@ from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound
 from memsvc.core.models import Caller, IndexFields, Memory, RememberAction, StoredItem, to_rfc3339
 from memsvc.core.namespaces import validate_key
-from memsvc.core.paths import extract_texts, validate_index_fields
+from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts, validate_index_fields
 from memsvc.core.timestamps import parse_rfc3339
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.validation import Command, Namespace, NoIndexing
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
-from memsvc.service.indexer import MAX_INDEXED_FIELDS, Indexer
+from memsvc.service.indexer import Indexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 
