@@ -92,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    LocalSettings.one_blas_thread()
     import uvicorn
 
     from memsvc.bootstrap import build_local

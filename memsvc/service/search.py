@@ -121,15 +121,6 @@ class Search:
             found = [r.memory for r in ranked]
         return self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found
 
-    def _admit(self, plan: FilterPlan, item: StoredItem) -> Memory | None:
-        """The item opened, if the plan admits it. A value is decrypted only for an item that its
-        plaintext attributes admit; it is then opened once, for the check and the answer."""
-        condition = plan.value_condition(item)
-        if condition is None:
-            return None
-        memory = open_memory(self._sealer, item)
-        return memory if condition.matches(lookup_in(memory.value)) else None
-
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
                    offset: int) -> list[Memory]:
         """The page of live items under `scope` that the filter admits, newest first.
@@ -193,7 +184,10 @@ class Search:
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
         wanted = offset + limit
         top_k = first_page or max(50, wanted * 4)
-        decided: dict[str, Memory | None] = {}  # by memory id: a wider query never opens one twice
+        # By memory id, so a wider query never reads or opens one twice: the current items that
+        # their plaintext attributes admit, with what is left to check on their values.
+        decided: dict[str, tuple[StoredItem, Filter] | None] = {}
+        opened: dict[str, Memory | None] = {}
         signals: dict[str, dict[str, _Signal]] = {}
         while True:
             asked = [r for r in retrievers if not r.exhausted]
@@ -210,10 +204,9 @@ class Search:
                 item = items.get(ref)
                 # Not current: a version whose index entries await cleanup, or one deleted or expired.
                 current = item is not None and item.id == memory_id and item.is_live(now)
-                decided[memory_id] = self._admit(plan, item) if current else None
-            ranked = [self._scored(m, signals[m.id], mode) for m in decided.values() if m is not None]
-            if min_score is not None:
-                ranked = [r for r in ranked if (r.memory.score or 0.0) >= min_score]
+                condition = plan.value_condition(item) if current else None
+                decided[memory_id] = (item, condition) if condition is not None else None
+            ranked = self._best_opened(decided, opened, signals, mode, wanted, min_score)
             exhausted = all(r.exhausted for r in retrievers)
             # What a memory that no retriever has handed over yet could score at most.
             ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode)
@@ -221,11 +214,38 @@ class Search:
             if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
-        # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row order);
-        # a tie goes to the closer meaning, then to the newer memory.
-        ranked.sort(key=lambda r: (-round(r.memory.score or 0.0, 6), -round(r.memory.scores["semantic"] or -1.0, 6),
-                                   -r.memory.updated_at.timestamp()))
         return ranked[offset:wanted]
+
+    def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
+                     signals: dict[str, dict[str, "_Signal"]], mode: str, wanted: int,
+                     min_score: float | None) -> list["Ranked"]:
+        """The best `wanted` candidates that pass the filter, best first. The ranking needs only
+        the retrievers' signals and the items' heads, so values are decrypted in rank order, and
+        only until `wanted` pass: a page of 10 opens about 10 memories, not every candidate."""
+        scored = []
+        for memory_id, entry in decided.items():
+            if entry is None:
+                continue
+            score = _fused(signals[memory_id], mode)
+            if min_score is not None and score < min_score:
+                continue
+            semantic = signals[memory_id].get("semantic")
+            # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row
+            # order); a tie goes to the closer meaning, then to the newer memory.
+            tie = (-round(score, 6), -round((semantic.raw if semantic else None) or -1.0, 6),
+                   -entry[0].updated_at.timestamp())
+            scored.append((tie, memory_id, entry))
+        scored.sort(key=lambda s: s[0])
+        ranked: list[Ranked] = []
+        for _, memory_id, (item, condition) in scored:
+            if len(ranked) >= wanted:
+                break
+            if memory_id not in opened:
+                memory = open_memory(self._sealer, item)
+                opened[memory_id] = memory if condition.matches(lookup_in(memory.value)) else None
+            if opened[memory_id] is not None:
+                ranked.append(self._scored(opened[memory_id], signals[memory_id], mode))
+        return ranked
 
     def _retrievers(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str,
                     mode: str, embed: Callable[[], list[float]]) -> list["_Retriever"]:

@@ -87,6 +87,29 @@ class TestModes:
                                                                                    limit=3, offset=3))
         assert sorted(whole) == [f"k{n}" for n in range(6)] and pages == whole
 
+    @pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
+    def test_a_ranked_page_decrypts_only_what_it_returns(self, backend, mode):
+        for n in range(30):
+            backend.memories.put(alice(), PutMemory(namespace=NS, key=f"k{n}", index_fields=["text"],
+                                                    value={"text": f"ledger entry number {n} for ledger audit", "n": n}))
+        backend.drain()
+        whole = search(backend, query="ledger audit", mode=mode, limit=30)
+        opened = []
+        real = backend.sealer.open_value
+        backend.sealer.open_value = lambda item: opened.append(item.key) or real(item)
+        try:
+            page = search(backend, query="ledger audit", mode=mode, limit=5, offset=2)
+            assert keys(page) == keys(whole)[2:7]
+            assert sorted(opened) == sorted(keys(whole)[:7])  # a page of 5 after 2: the best 7, no other candidate
+            opened.clear()
+            # A range on the value is checked in rank order, until the page is full.
+            late = search(backend, query="ledger audit", mode=mode, limit=3, filter={"n": {"gte": 15}})
+            passing = [k for k in keys(whole) if int(k[1:]) >= 15][:3]
+            assert keys(late) == passing
+            assert sorted(opened) == sorted(keys(whole)[:keys(whole).index(passing[-1]) + 1])
+        finally:
+            backend.sealer.open_value = real
+
 
 class TestIndexLifecycle:
     def keyword_ids(self, backend, tenant="acme"):

@@ -3,6 +3,7 @@ JWT authorizer verifies (signature, expiry, issuer, audience)."""
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -18,6 +19,8 @@ __all__ = ["LocalIssuer", "ISSUER", "AUDIENCE", "InvalidToken"]
 
 ISSUER = "memsvc-local"
 AUDIENCE = "memsvc"
+LEEWAY_SECONDS = 5
+VERIFIED_TOKENS_KEPT = 4096
 
 
 class InvalidToken(Exception):
@@ -30,6 +33,11 @@ class LocalIssuer:
         self._private = _load_or_create(self._private_path)
         self._public = self._private.public_key()
         self.key_id = "local-1"
+        # A client sends the same token with every request, and checking its RS256 signature is a
+        # fifth of a small request's work; a token is immutable, so one that verified once stays
+        # verified until it expires, which is checked on every use.
+        self._verified: dict[str, dict[str, Any]] = {}
+        self._verified_lock = threading.Lock()
 
     def mint(self, *, sub: str, tenant: str | None = None, roles: list[str] | None = None,
              ttl_seconds: int = 3600, client_id: str = "memsvc-cli", projects: list[str] | None = None,
@@ -50,10 +58,22 @@ class LocalIssuer:
         return jwt.encode(claims, self._private, algorithm="RS256", headers={"kid": self.key_id})
 
     def verify(self, token: str) -> dict[str, Any]:
+        claims = self._verified.get(token)
+        if claims is None:
+            claims = self._decode(token)
+            with self._verified_lock:
+                if len(self._verified) >= VERIFIED_TOKENS_KEPT:
+                    del self._verified[next(iter(self._verified))]  # the oldest
+                self._verified[token] = claims
+        elif time.time() > claims["exp"] + LEEWAY_SECONDS:
+            raise InvalidToken("Signature has expired")
+        return dict(claims)
+
+    def _decode(self, token: str) -> dict[str, Any]:
         try:
             return jwt.decode(
                 token, self._public, algorithms=["RS256"], audience=AUDIENCE, issuer=ISSUER,
-                options={"require": ["exp", "iss", "aud", "sub"]}, leeway=5,
+                options={"require": ["exp", "iss", "aud", "sub"]}, leeway=LEEWAY_SECONDS,
             )
         except jwt.PyJWTError as exc:
             raise InvalidToken(str(exc)) from None
