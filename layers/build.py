@@ -17,6 +17,10 @@ this machine (`python3.12` on PATH, pyenv's, or `MEMSVC_LAMBDA_PYTHON`): Lambda'
 read-only, so without it every cold start compiles every module it imports from source (the API
 function's cold start went from seconds to a few hundred ms, `python -m benchmarks.cold_start`).
 The `.pyc` files are `unchecked-hash` ones: no timestamps, so the same sources give the same bytes.
+
+botocore's data keeps only the services the functions call (`BOTOCORE_SERVICES`): its first
+client lists every service's directory and parses every service's endpoints, ~55 ms of each
+cold start with all ~440 services (and 17.8 MiB of the layer: 80.5 -> 62.7 MiB).
 """
 
 from __future__ import annotations
