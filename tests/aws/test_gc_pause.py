@@ -1,5 +1,6 @@
 """The cold start's pause of the garbage collector (`functions.gc_pause`): the collector is as it
-was afterwards, whatever happened inside, and a handler's import leaves it running."""
+was afterwards, whatever happened inside, what the block built is frozen, and a handler's import
+leaves the collector running."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def test_no_collection_inside_and_the_collector_runs_again_after(collector_enabl
             assert not gc.isenabled()
         assert not gc.isenabled()  # the outer pause still holds
     assert gc.isenabled()
+
+
+def test_what_the_block_built_is_frozen_so_no_later_pass_walks_it(collector_enabled):
+    frozen = gc.get_freeze_count()
+    with collector_paused():
+        built = [[i] for i in range(1000)]  # lists: always tracked by the collector
+    assert gc.get_freeze_count() >= frozen + len(built)
 
 
 def test_an_error_inside_still_restarts_the_collector(collector_enabled):
