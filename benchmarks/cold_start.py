@@ -47,6 +47,7 @@ from contextlib import contextmanager, redirect_stdout
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Iterator
+from unittest import mock
 
 from infra.config import LAMBDA_PYTHON
 from layers.build import build, lambda_python, package_code
@@ -121,16 +122,13 @@ def record_first_get() -> tuple[dict[str, str], dict[str, list[dict[str, Any]]]]
                "MEMSVC_VECTOR_BUCKET": BUCKET, "MEMSVC_VECTOR_INDEX": INDEX,
                "MEMSVC_KMS_KEY_ID": stack.clients.kms.list_keys()["Keys"][0]["KeyId"]}
         botocore.handlers.BUILTIN_HANDLERS.append(("response-received", record))
-        saved = {k: os.environ.get(k) for k in env}
-        os.environ.update(env)
         runtime.set_app(None)  # a cold start: new clients, empty caches
         try:
-            got = api.handler(json.loads(_GET_EVENT.read_text()), _Context())
+            with mock.patch.dict(os.environ, env):
+                got = api.handler(json.loads(_GET_EVENT.read_text()), _Context())
         finally:
             botocore.handlers.BUILTIN_HANDLERS.remove(("response-received", record))
             runtime.set_app(stack.app)
-            for k, v in saved.items():
-                os.environ.pop(k) if v is None else os.environ.__setitem__(k, v)
         assert got["statusCode"] == 200, got
     return env, dict(answers)
 
