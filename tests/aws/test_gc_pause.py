@@ -7,11 +7,13 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from functions.gc_pause import collector_paused
-from infra.stack import PROJECT_ROOT
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
