@@ -24,21 +24,24 @@ import json
 import time
 from typing import Any
 
-from aws_lambda_powertools import single_metric
-from aws_lambda_powertools.logging import correlation_paths
-from aws_lambda_powertools.metrics import MetricUnit
+from functions.gc_pause import collector_paused
 
-from functions.observability import (
-    VectorMeter,
-    add_embedding_metrics,
-    embedder_stats,
-    make_logger,
-    make_metrics,
-    metrics_namespace,
-    service_name,
-)
-from functions.runtime import aws_app
-from memsvc.api.router import Route
+with collector_paused():  # the cold start's imports (see functions.gc_pause)
+    from aws_lambda_powertools import single_metric
+    from aws_lambda_powertools.logging import correlation_paths
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    from functions.observability import (
+        VectorMeter,
+        add_embedding_metrics,
+        embedder_stats,
+        make_logger,
+        make_metrics,
+        metrics_namespace,
+        service_name,
+    )
+    from functions.runtime import aws_app
+    from memsvc.api.router import Route
 
 SERVICE = service_name("memsvc-api")
 UNMATCHED = "UNMATCHED"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functions.gc_pause import collector_paused
 from memsvc.bootstrap import AwsApp, build_aws
 from memsvc.settings import AwsSettings
 
@@ -11,7 +12,8 @@ _app: AwsApp | None = None
 def aws_app() -> AwsApp:
     global _app
     if _app is None:
-        _app = build_aws(AwsSettings.from_env())
+        with collector_paused():
+            _app = build_aws(AwsSettings.from_env())
         # Recall's access counts are written by this thread, off the requests (see AccessRecorder
         # for what Lambda's freezing between invocations means for them).
         _app.accesses.start()

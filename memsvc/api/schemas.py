@@ -7,7 +7,7 @@ import dataclasses
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, Field, PlainSerializer, StrictBool, StrictStr, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StrictBool, StrictStr, WithJsonSchema
 
 from memsvc.core.graph import GraphEdge
 from memsvc.core.models import Memory, to_rfc3339
@@ -92,6 +92,13 @@ class SettingsBody(SettingsPatch):
     """`PUT /admin/v1/memories/settings`: only the settings to change."""
 
 
+class Answer(BaseModel):
+    """An answer's model. Its serializer is built when first used (`defer_build`), not at import: a
+    Lambda cold start imports every answer of the API, and one request uses one or two of them."""
+
+    model_config = ConfigDict(defer_build=True)
+
+
 Rfc3339 = Annotated[datetime, PlainSerializer(to_rfc3339, return_type=str),
                     WithJsonSchema({"type": "string", "format": "date-time"})]
 
@@ -109,7 +116,7 @@ class GetMemoryQuery(MemoryQuery):
     refresh_ttl: StrictBool = Field(False, description="Restart the item's TTL from now (LangGraph refresh_on_read)")
 
 
-class PutMemoryOut(BaseModel):
+class PutMemoryOut(Answer):
     id: str
     namespace: list[str]
     key: str
@@ -133,7 +140,7 @@ class MemoryOut(PutMemoryOut):
         return super().of(m, value=m.value, **extra)
 
 
-class Scores(BaseModel):
+class Scores(Answer):
     semantic: float | None = Field(description="cosine similarity of the best-matching indexed text")
     keyword: float | None = Field(description="BM25 over the indexed texts")
 
@@ -148,11 +155,11 @@ class SearchItemOut(MemoryOut):
         return super().of(m, score=m.score, scores=scores, **extra)
 
 
-class SearchOut(BaseModel):
+class SearchOut(Answer):
     items: list[SearchItemOut]
 
 
-class RecalledOut(BaseModel):
+class RecalledOut(Answer):
     id: str
     namespace: list[str]
     key: str
@@ -182,7 +189,7 @@ class RecalledOut(BaseModel):
                    truncated=r.truncated, graph_hops=r.graph_hops)
 
 
-class RecallMetadataOut(BaseModel):
+class RecallMetadataOut(Answer):
     count: int
     total_count: int = Field(description="memories that matched, before limit and token budget")
     truncated: bool = Field(description="the token budget cut the last memory or left matches out")
@@ -193,7 +200,7 @@ class RecallMetadataOut(BaseModel):
     retrieval_ms: float
 
 
-class RecallOut(BaseModel):
+class RecallOut(Answer):
     memories: list[RecalledOut]
     metadata: RecallMetadataOut
 
@@ -206,7 +213,7 @@ class RecallOut(BaseModel):
             retrieval_ms=result.retrieval_ms))
 
 
-class EventOut(BaseModel):
+class EventOut(Answer):
     id: str
     namespace: list[str]
     key: str
@@ -228,7 +235,7 @@ class EventOut(BaseModel):
                    version=e.version, action=e.action)
 
 
-class EventsOut(BaseModel):
+class EventsOut(Answer):
     events: list[EventOut]
     after_cursor: str | None
     resume_cursor: str | None
@@ -239,11 +246,11 @@ class EventsOut(BaseModel):
                    resume_cursor=page.resume_cursor)
 
 
-class NamespacesOut(BaseModel):
+class NamespacesOut(Answer):
     namespaces: list[list[str]]
 
 
-class PoliciesOut(BaseModel):
+class PoliciesOut(Answer):
     version: str
     policies: dict[str, str]
 
@@ -252,7 +259,7 @@ class PoliciesOut(BaseModel):
         return cls(version=compiled.bundle.version, policies=compiled.bundle.policies)
 
 
-class IndexStatusOut(BaseModel):
+class IndexStatusOut(Answer):
     pending: int
     embedding_model: str
     dimension: int
@@ -264,7 +271,7 @@ class IndexStatusOut(BaseModel):
                    stats=status.stats)
 
 
-class IndexTriggerOut(BaseModel):
+class IndexTriggerOut(Answer):
     processed: int
     pending: int
 
@@ -273,24 +280,24 @@ class IndexTriggerOut(BaseModel):
         return cls(processed=run.processed, pending=run.pending)
 
 
-class HealthOut(BaseModel):
+class HealthOut(Answer):
     status: Literal["healthy", "degraded", "unhealthy"]
     components: dict[str, dict[str, Any]]
 
 
-class NeighborOut(BaseModel):
+class NeighborOut(Answer):
     key: str
     score: float = Field(description="cosine similarity of the contents")
 
 
-class JudgeOut(BaseModel):
+class JudgeOut(Answer):
     asked: bool
     same_fact: bool | None
     contradiction: bool | None = Field(None, description="the judge found the two contradict (then superseded)")
     failed: bool = Field(False, description="the judge was asked but gave no answer: treated as not asked, created")
 
 
-class RememberOut(BaseModel):
+class RememberOut(Answer):
     action: Literal["created", "updated", "unchanged", "superseded"]
     memory: MemoryOut
     neighbors: list[NeighborOut]
@@ -306,20 +313,20 @@ class RememberOut(BaseModel):
                    neighbors=[NeighborOut(key=k, score=score) for k, score in r.neighbors], judge=judge)
 
 
-class RememberAcceptedOut(BaseModel):
+class RememberAcceptedOut(Answer):
     """Accepted (`wait: false`): the memory is consolidated in the background."""
 
     candidate_id: str = Field(description="decided in the background; the outcome appears on the timeline")
 
 
-class _ErrorBody(BaseModel):
+class _ErrorBody(Answer):
     code: str
     message: str
     retryable: bool
     details: dict[str, Any]
 
 
-class ErrorOut(BaseModel):
+class ErrorOut(Answer):
     error: _ErrorBody
 
 
@@ -342,7 +349,7 @@ class UpsertSemanticBody(UpsertSemantic):
     """`POST /v1/memory/semantic`."""
 
 
-class SessionOut(BaseModel):
+class SessionOut(Answer):
     session_id: str
     agent_id: str | None
     title: str | None
@@ -360,19 +367,19 @@ class SessionOut(BaseModel):
         return cls(**dataclasses.asdict(v))
 
 
-class SessionsOut(BaseModel):
+class SessionsOut(Answer):
     sessions: list[SessionOut]
     count: int
     next_cursor: str | None
 
 
-class AppendedMessageOut(BaseModel):
+class AppendedMessageOut(Answer):
     message_id: str
     seq: int
     created_at: Rfc3339
 
 
-class MessageOut(BaseModel):
+class MessageOut(Answer):
     message_id: str
     seq: int
     role: str
@@ -381,27 +388,27 @@ class MessageOut(BaseModel):
     created_at: Rfc3339
 
 
-class MessagesOut(BaseModel):
+class MessagesOut(Answer):
     messages: list[MessageOut]
     count: int
     next_after_seq: int | None = Field(description="pass as after_seq for the next page; null at the end")
 
 
-class SessionClosedOut(BaseModel):
+class SessionClosedOut(Answer):
     promoted: int = Field(description="memories copied to the target layer by this close")
     blocked: int = Field(description="important memories not promoted: marked sensitive or private")
     deleted: bool = Field(description="the session and its data are deleted (auto-delete, retention 0)")
     delete_after: str | None = Field(description="when auto-delete removes the session and its data")
 
 
-class SemanticUpsertOut(BaseModel):
+class SemanticUpsertOut(Answer):
     id: str
     external_id: str | None
     content_hash: str
     action: Literal["created", "updated", "unchanged"]
 
 
-class SemanticOut(BaseModel):
+class SemanticOut(Answer):
     id: str
     external_id: str | None
     content_hash: str
@@ -421,13 +428,13 @@ class SemanticOut(BaseModel):
 # -- Agent workflow state (seed 003): task contexts, plans, working memory ---------------------
 
 
-class TaskContextCreatedOut(BaseModel):
+class TaskContextCreatedOut(Answer):
     task_id: str
     created_at: str
     version: int
 
 
-class TaskContextOut(BaseModel):
+class TaskContextOut(Answer):
     task_id: str
     plan_id: str | None
     event_type: str
@@ -441,14 +448,14 @@ class TaskContextOut(BaseModel):
     version: int
 
 
-class SubTasksOut(BaseModel):
+class SubTasksOut(Answer):
     sub_tasks: list[str]
     remaining: int = Field(description="sub-tasks left after this change; 0 for exactly one of racing removers")
     removed: list[str] = Field(description="those of `remove` this call took out (not already gone)")
     version: int
 
 
-class PlanOut(BaseModel):
+class PlanOut(Answer):
     plan_id: str
     goal_event: str
     goal_data: dict[str, Any]
@@ -459,13 +466,13 @@ class PlanOut(BaseModel):
     version: int
 
 
-class PlansOut(BaseModel):
+class PlansOut(Answer):
     plans: list[PlanOut]
     count: int
     next_cursor: str | None
 
 
-class WorkingValueOut(BaseModel):
+class WorkingValueOut(Answer):
     plan_id: str
     key: str
     value: Any
@@ -474,12 +481,12 @@ class WorkingValueOut(BaseModel):
     expires_at: str | None
 
 
-class WorkingValuesOut(BaseModel):
+class WorkingValuesOut(Answer):
     items: list[WorkingValueOut]
     next_cursor: str | None = None
 
 
-class WorkingDeletedOut(BaseModel):
+class WorkingDeletedOut(Answer):
     deleted_count: int
     plan_id: str
 
@@ -487,7 +494,7 @@ class WorkingDeletedOut(BaseModel):
 # -- the knowledge graph (issue 15) ---------------------------------------------------------------
 
 
-class GraphEntityOut(BaseModel):
+class GraphEntityOut(Answer):
     id: str = Field(description="the entity's id: a keyed hash of its normalised name, stable within the tenant")
     name: str
     type: str
@@ -500,7 +507,7 @@ class GraphEntityOut(BaseModel):
                    explicit=e.explicit)
 
 
-class GraphEntitiesOut(BaseModel):
+class GraphEntitiesOut(Answer):
     entities: list[GraphEntityOut]
 
 
@@ -509,7 +516,7 @@ class RelatedMemoryOut(MemoryOut):
     via: GraphEntityOut = Field(description="the nearest entity it names")
 
 
-class RelatedOut(BaseModel):
+class RelatedOut(Answer):
     memories: list[RelatedMemoryOut]
     depth: int = Field(description="hops the traversal expanded")
     truncated: bool = Field(description="a node or edge limit cut the traversal: more may be related")
@@ -520,13 +527,13 @@ class RelatedOut(BaseModel):
                              for m in r.memories], depth=r.depth, truncated=r.truncated)
 
 
-class JustifyingMemoryOut(BaseModel):
+class JustifyingMemoryOut(Answer):
     namespace: list[str]
     key: str
     id: str = Field(description="the memory version the relation was extracted from")
 
 
-class GraphEdgeOut(BaseModel):
+class GraphEdgeOut(Answer):
     source: str = Field(description="entity id")
     type: str
     target: str = Field(description="entity id")
@@ -540,13 +547,13 @@ class GraphEdgeOut(BaseModel):
         return cls(source=e.source_id, type=e.type, target=e.target_id, namespace=list(e.namespace), memory=memory)
 
 
-class PathStepOut(BaseModel):
+class PathStepOut(Answer):
     source: GraphEntityOut
     target: GraphEntityOut
     edges: list[GraphEdgeOut] = Field(description="every relation between the two, each in its own direction")
 
 
-class PathOut(BaseModel):
+class PathOut(Answer):
     found: bool
     hops: int = Field(description="relation edges on the path")
     entities: list[GraphEntityOut] = Field(description="from start to goal, intermediate entities between")
@@ -561,12 +568,12 @@ class PathOut(BaseModel):
                    truncated=p.truncated)
 
 
-class GraphRelationOut(BaseModel):
+class GraphRelationOut(Answer):
     namespace: list[str]
     source: str = Field(description="entity id")
     type: str
     target: str = Field(description="entity id")
 
 
-class IntegrityScanOut(BaseModel):
+class IntegrityScanOut(Answer):
     removed: dict[str, int] = Field(description="memories (keys whose memory is gone), mentions, nodes, edges")

@@ -9,14 +9,17 @@ so an exact code outranks the memories that only share its parts.
 
 from __future__ import annotations
 
+import importlib
 import math
 import re
+import sys
+import types
 import unicodedata
 from collections import Counter
 from collections.abc import Iterable
-from functools import lru_cache
-
-import snowballstemmer
+from functools import cache, lru_cache
+from importlib.util import find_spec
+from typing import Any
 
 __all__ = ["analyze", "term_counts", "idf", "bm25", "BM25_K1", "BM25_B", "MAX_TERM_LENGTH"]
 
@@ -30,12 +33,24 @@ _STOP_WORDS = frozenset(
 )
 _WORD = re.compile(r"\w+", re.UNICODE)
 _COMPOUND = re.compile(r"\w+(?:[-./:_]\w+)+", re.UNICODE)
-_stemmer = snowballstemmer.stemmer("english")
+_ENGLISH_ONLY = "_memsvc_snowballstemmer_english"
+
+
+@cache
+def _english_stemmer() -> Any:
+    """snowballstemmer's English stemmer, imported alone when first used. The package's
+    `__init__` imports the stemmers of all its 30 languages (15-20 ms of a Lambda cold start), so
+    its directory is imported again under a private name, whose `__init__` is never run."""
+    if _ENGLISH_ONLY not in sys.modules:
+        package = types.ModuleType(_ENGLISH_ONLY)
+        package.__path__ = list(find_spec("snowballstemmer").submodule_search_locations)
+        sys.modules[_ENGLISH_ONLY] = package
+    return importlib.import_module(f"{_ENGLISH_ONLY}.english_stemmer").EnglishStemmer()
 
 
 @lru_cache(maxsize=65_536)
 def _stem(word: str) -> str:
-    return _stemmer.stemWord(word)
+    return _english_stemmer().stemWord(word)
 
 
 def analyze(text: str) -> list[str]:

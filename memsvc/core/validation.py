@@ -22,9 +22,12 @@ __all__ = ["Command", "Segment", "Namespace", "NamespacePrefix", "NoIndexing", "
 
 
 class Command(BaseModel):
-    """Unknown fields are refused; scalars are never coerced (declare them `Strict*`)."""
+    """Unknown fields are refused; scalars are never coerced (declare them `Strict*`).
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    Validators are built when a model is first used (`defer_build`), not at import: a Lambda cold
+    start imports every command of the API, and one request uses one or two of them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, defer_build=True)
 
     def __init__(self, **data: Any) -> None:
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import boto3
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 from botocore.retries.standard import ThrottledRetryableChecker
@@ -38,6 +39,34 @@ def test_every_client_has_its_retry_mode(monkeypatch):
     assert EXTRACTOR_RETRIES["mode"] == "adaptive" and EXTRACTOR_RETRIES["total_max_attempts"] > 1
     with pytest.raises(dataclasses.FrozenInstanceError):
         clients.kms = None  # type: ignore[misc]
+
+
+def created_services(monkeypatch) -> list[str]:
+    """The services of the clients boto3 creates from now on, in order."""
+    created: list[str] = []
+    create = boto3.session.Session.client
+
+    def recording(self, service_name, *args, **kwargs):
+        created.append(service_name)
+        return create(self, service_name, *args, **kwargs)
+
+    monkeypatch.setattr(boto3.session.Session, "client", recording)
+    return created
+
+
+def test_the_clients_few_requests_use_are_created_on_first_use(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    created = created_services(monkeypatch)
+    clients = AwsClients.create("us-east-1", embedding_concurrency=4)
+    assert created == ["dynamodb", "s3vectors", "kms", "bedrock-runtime"]
+    assert clients.sqs.meta.service_model.service_name == "sqs"
+    assert clients.sqs.meta.region_name == "us-east-1"
+    assert created[4:] == ["sqs"]  # created once, then reused
+    assert clients.events.meta.service_model.service_name == "events"
+    assert clients.judge_runtime.meta.config.read_timeout == JUDGE_READ_TIMEOUT_SECONDS
+    assert clients.extractor_runtime.meta.config.read_timeout != JUDGE_READ_TIMEOUT_SECONDS
+    assert created[4:] == ["sqs", "events", "bedrock-runtime", "bedrock-runtime"]
 
 
 def test_the_throttling_codes_are_the_ones_botocore_retries():

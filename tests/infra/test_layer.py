@@ -4,6 +4,7 @@ These tests download wheels from PyPI (reachable here and in CI)."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib.metadata
 import json
@@ -19,7 +20,8 @@ import pytest
 from infra.config import LAMBDA_PLATFORMS, LAMBDA_PYTHON
 from infra.stack import PROJECT_ROOT
 from memsvc.tokens import CL100K_SHA256
-from layers.build import LAMBDA_UNZIPPED_LIMIT, LAYER_UNZIPPED_BUDGET, build, lambda_python, layer_spec, pip_command
+from layers.build import (BOTOCORE_SERVICES, LAMBDA_UNZIPPED_LIMIT, LAYER_UNZIPPED_BUDGET, build, lambda_python,
+                          layer_spec, pip_command, prune_botocore_data)
 
 
 # Imported here because the test venv has them, and optional where the functions run.
@@ -141,6 +143,42 @@ def test_functions_import_nothing_the_layer_lacks(resolved):
     assert missing == []
 
 
+def test_the_layer_keeps_botocore_data_of_the_services_the_functions_call(tmp_path):
+    data = tmp_path / "data"
+    for service in ("dynamodb", "kms", "ec2", "s3"):
+        (data / service / "2020-01-01").mkdir(parents=True)
+        (data / service / "2020-01-01" / "service-2.json.gz").write_bytes(b"model")
+    partition = {"partition": "aws", "defaults": {"hostname": "{service}.{region}.{dnsSuffix}"},
+                 "services": {"dynamodb": {"endpoints": {"eu-west-1": {}}}, "ec2": {"endpoints": {}},
+                              "kms": {"endpoints": {"eu-west-1": {"variants": []}}}}}
+    (data / "endpoints.json").write_text(json.dumps({"partitions": [partition], "version": 3}))
+    (data / "partitions.json").write_text("{}")
+    prune_botocore_data(data)
+    assert sorted(p.name for p in data.iterdir()) == ["dynamodb", "endpoints.json", "kms", "partitions.json"]
+    assert (data / "kms" / "2020-01-01" / "service-2.json.gz").read_bytes() == b"model"
+    pruned = json.loads((data / "endpoints.json").read_text())
+    assert pruned["version"] == 3 and pruned["partitions"][0]["defaults"] == partition["defaults"]
+    assert pruned["partitions"][0]["services"] == {"dynamodb": {"endpoints": {"eu-west-1": {}}},
+                                                   "kms": {"endpoints": {"eu-west-1": {"variants": []}}}}
+
+
+def test_every_client_the_functions_create_has_its_botocore_data_in_the_layer(monkeypatch):
+    import boto3
+
+    from memsvc.adapters.aws.clients import AwsClients
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    created: list[str] = []
+    create = boto3.session.Session.client
+    monkeypatch.setattr(boto3.session.Session, "client",
+                        lambda self, name, *a, **k: created.append(name) or create(self, name, *a, **k))
+    clients = AwsClients.create("eu-west-1", embedding_concurrency=4)
+    for field in dataclasses.fields(clients):  # the lazy ones too
+        assert getattr(clients, field.name).meta.region_name == "eu-west-1"
+    assert set(created) == set(BOTOCORE_SERVICES) - {"sts"}
+
+
 def test_layer_builds_within_its_size_budget(tmp_path, capsys):
     size = build(tmp_path)
     assert (tmp_path / "python" / "regorus").is_dir() or any((tmp_path / "python").glob("regorus*"))
@@ -156,6 +194,8 @@ def test_layer_builds_within_its_size_budget(tmp_path, capsys):
     else:
         assert compiled and all(tag in f.name for f in compiled)
         assert b"/opt/python/six.py" in (tmp_path / "python" / "__pycache__" / f"six{tag}pyc").read_bytes()
+    data = tmp_path / "python" / "botocore" / "data"
+    assert sorted(p.name for p in data.iterdir() if p.is_dir()) == sorted(BOTOCORE_SERVICES)
     assert size < LAYER_UNZIPPED_BUDGET < LAMBDA_UNZIPPED_LIMIT
     assert "MiB unzipped" in capsys.readouterr().err
     sys.stdout.write(f"\nlayer size: {size / 2**20:.1f} MiB\n")

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -101,3 +104,29 @@ class TestLocalKeywordIndex:
         assert index.memory_ids("t") == {"a"}
         assert index.query("other", (), parse_filter({}), ["x"], 10).hits == []
         assert index.delete_tenant("t") == 1 and index.memory_ids("t") == set()
+
+
+_WORDS = ("running runners ran easily generously connections connected happiness relational conditional "
+          "hopefully agreed feed skies dying lying news proceed exceeding cannings inning outing andes "
+          "atlas cosmos bias gently singly ugly early only sky").split()
+
+
+def test_the_english_stemmer_alone_stems_as_the_snowballstemmer_package_does():
+    import snowballstemmer
+
+    package = snowballstemmer.stemmer("english")
+    assert [analyze(w) for w in _WORDS] == [[package.stemWord(w)] for w in _WORDS]
+
+
+def test_the_analyzer_imports_no_stemmer_until_it_stems_and_then_the_english_one_alone():
+    """snowballstemmer's package imports 30 languages' stemmers: a Lambda cold start's cost."""
+    script = ("import json, sys\nfrom memsvc.core.keywords import analyze\n"
+              "before = sorted(m for m in sys.modules if 'stemmer' in m)\n"
+              "assert analyze('running') == ['run']\n"
+              "print(json.dumps([before, sorted(m for m in sys.modules if 'stemmer' in m)]))")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    before, after = json.loads(done.stdout)
+    assert before == []
+    assert after == ["_memsvc_snowballstemmer_english", "_memsvc_snowballstemmer_english.among",
+                     "_memsvc_snowballstemmer_english.basestemmer", "_memsvc_snowballstemmer_english.english_stemmer"]

@@ -20,17 +20,23 @@ its reasons, access denied): those are the adapters' to decide (see `memsvc.adap
 - Bedrock Runtime for entity extraction (`extractor_runtime`): `adaptive`, 5 attempts. It runs in
   the indexer, off the request path, so waiting out a throttle is better than failing the batch;
   what still fails is retried with the stream batch (`BedrockExtractor`).
+
+The clients few requests or functions use (EventBridge, SQS, the judge's and the extractor's
+Bedrock Runtime) are created on first use (`LazyClient`): each costs 3-8 ms of a cold start
+whose first request most likely never calls it.
 """
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-__all__ = ["AwsClients", "RETRIES", "JUDGE_READ_TIMEOUT_SECONDS", "EXTRACTOR_RETRIES", "EXTRACTOR_READ_TIMEOUT_SECONDS"]
+__all__ = ["AwsClients", "LazyClient", "RETRIES", "JUDGE_READ_TIMEOUT_SECONDS", "EXTRACTOR_RETRIES", "EXTRACTOR_READ_TIMEOUT_SECONDS"]
 
 # `total_max_attempts` counts the first request (botocore's `max_attempts` counts only retries).
 RETRIES: dict[str, dict[str, Any]] = {
@@ -47,6 +53,24 @@ JUDGE_READ_TIMEOUT_SECONDS = 4.0
 # Entity extraction (Converse, up to 800 output tokens from a small model: a few seconds at most).
 EXTRACTOR_RETRIES: dict[str, Any] = {"mode": "adaptive", "total_max_attempts": 5}
 EXTRACTOR_READ_TIMEOUT_SECONDS = 20.0
+
+
+class LazyClient:
+    """Stands in for a boto3 client, created by `create` when an attribute is first asked for."""
+
+    # A boto3 session is not thread-safe: its clients are created one at a time.
+    _creating = threading.Lock()
+
+    def __init__(self, create: Callable[[], Any]) -> None:
+        self._create = create
+        self._client: Any = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._client is None:
+            with LazyClient._creating:
+                if self._client is None:
+                    self._client = self._create()
+        return getattr(self._client, name)
 
 
 @dataclass(frozen=True)
@@ -69,16 +93,20 @@ class AwsClients:
         def client(service: str, **config: Any) -> Any:
             return session.client(service, config=Config(retries=dict(RETRIES[service]), **config))
 
+        def on_first_use(service: str, **config: Any) -> LazyClient:
+            return LazyClient(lambda: client(service, **config))
+
         return cls(
             dynamodb=client("dynamodb"),
             s3vectors=client("s3vectors"),
             kms=client("kms"),
-            events=client("events"),
+            events=on_first_use("events"),
             # One pooled connection per concurrent InvokeModel; a text takes seconds at most.
             bedrock_runtime=client("bedrock-runtime", connect_timeout=3.0, read_timeout=15.0,
                                    max_pool_connections=max(10, embedding_concurrency)),
-            sqs=client("sqs"),
-            judge_runtime=client("bedrock-runtime", connect_timeout=2.0, read_timeout=JUDGE_READ_TIMEOUT_SECONDS),
-            extractor_runtime=session.client("bedrock-runtime", config=Config(
-                retries=dict(EXTRACTOR_RETRIES), connect_timeout=3.0, read_timeout=EXTRACTOR_READ_TIMEOUT_SECONDS)),
+            sqs=on_first_use("sqs"),
+            judge_runtime=on_first_use("bedrock-runtime", connect_timeout=2.0,
+                                       read_timeout=JUDGE_READ_TIMEOUT_SECONDS),
+            extractor_runtime=LazyClient(lambda: session.client("bedrock-runtime", config=Config(
+                retries=dict(EXTRACTOR_RETRIES), connect_timeout=3.0, read_timeout=EXTRACTOR_READ_TIMEOUT_SECONDS))),
         )
