@@ -8,7 +8,9 @@ Three stores, one workload, one embedder:
   is skipped with a message saying so (see benchmarks/README.md for which Pythons can).
 
 All three embed with memsvc's local model (all-MiniLM-L6-v2 int8 on onnxruntime, behind the same
-1,024-entry `CachedEmbedder` the server uses) and index the same field (`text`). Items: `n`
+1,024-entry `CachedEmbedder` the server uses) and index the same field (`text`). Loading embeds
+each distinct text once (`benchmarks.bulk_load.KnownTextsEmbedder`, shared by the three loads;
+the workload has at most 8,192). Items: `n`
 values from `benchmarks.bench.make_value`, plus a `kind`, in namespaces of 200 items each
 (`("user", "bench", "topic-<t>")`).
 
@@ -22,10 +24,11 @@ Phases, each sequential and with `--clients` threads sharing one store (memsvc: 
 - semantic: a query over every item, top 10 (memsvc: `mode: semantic`);
 - hybrid: the same queries, memsvc only (LangGraph's stores have no keyword ranking).
 
-Loading is not timed as a put rate: items go in through `batch` (LangGraph's stores embed a batch
-in one call; memsvc takes asynchronous puts and its indexer drains them). The LangGraph stores'
-load embeds each distinct text once (the workload has at most 8,192), which only shortens the
-load. Every phase is bounded by `--ops` operations and `--phase-seconds`.
+Loading is not timed as a put rate. LangGraph's stores take the items through `batch`. memsvc's
+data directory is filled in process before `memsvc serve` starts on it (`benchmarks.bulk_load`:
+the server's own services and feed consumers, without HTTP), and the server's policy bundle
+already holds the attribute policy. Every phase is bounded by `--ops` operations and
+`--phase-seconds`.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench import LANGS, Server, ServerFailed, _semantic_queries, make_value, percentile
+from benchmarks.bulk_load import KnownTextsEmbedder, Loaded, bulk_load
 
 TENANT = "bench"
 USER = "bench"
@@ -54,7 +58,6 @@ KINDS = ("preference", "fact", "episode", "task")
 INDEX_FIELDS = ["text"]
 LOAD_BATCH = 256
 TOKEN_TTL_S = 3 * 24 * 3600
-DRAIN_TIMEOUT_S = 6 * 3600
 
 _ATTRIBUTES_REGO = """package memories.attributes
 
@@ -120,34 +123,6 @@ def sqlite_extensions_problem() -> str | None:
         return None
     finally:
         conn.close()
-
-
-# -- the shared embedder ------------------------------------------------------------------------
-
-
-class SharedEmbedder:
-    """memsvc's local embedder as LangGraph's embedding function. `known` holds vectors of texts
-    embedded while loading (each distinct text once); everything else goes through the same
-    1,024-entry cache the server puts in front of the model."""
-
-    def __init__(self) -> None:
-        from memsvc.adapters.local.cached_embedder import CachedEmbedder
-        from memsvc.adapters.local.embedder import MiniLMEmbedder
-
-        self.model = CachedEmbedder(MiniLMEmbedder())
-        self.dimension = self.model.dimension
-        self.known: dict[str, list[float]] = {}
-
-    def learn(self, texts: list[str]) -> None:
-        new = sorted({t for t in texts if t not in self.known})
-        for start in range(0, len(new), LOAD_BATCH):
-            chunk = new[start:start + LOAD_BATCH]
-            self.known.update(zip(chunk, self.model.embed(chunk)))
-
-    def __call__(self, texts: list[str]) -> list[list[float]]:
-        missing = [t for t in texts if t not in self.known]
-        fresh = dict(zip(missing, self.model.embed(missing))) if missing else {}
-        return [self.known.get(t) or fresh[t] for t in texts]
 
 
 # -- measuring ---------------------------------------------------------------------------------
@@ -259,7 +234,7 @@ def _expect(found: Any) -> Any:
 # -- loading -----------------------------------------------------------------------------------
 
 
-def load_langgraph(store: Any, n: int, embedder: SharedEmbedder) -> float:
+def load_langgraph(store: Any, n: int, embedder: KnownTextsEmbedder) -> float:
     from langgraph.store.base import PutOp
 
     started = time.perf_counter()
@@ -282,67 +257,49 @@ def load_langgraph(store: Any, n: int, embedder: SharedEmbedder) -> float:
     return time.perf_counter() - started
 
 
-def load_memsvc(store: Any, n: int, admin: Any) -> dict[str, float]:
-    from langgraph.store.base import PutOp
-
-    started = time.perf_counter()
-    for start in range(0, n, LOAD_BATCH):
-        ids = range(start, min(n, start + LOAD_BATCH))
-        store.batch([PutOp(namespace(i, n), f"k{i}", item_value(i)) for i in ids])
-        if (start // LOAD_BATCH) % 40 == 39:
-            say(f"    put {start + LOAD_BATCH}/{n} in {time.perf_counter() - started:.0f}s")
-    put_s = time.perf_counter() - started
-    last = time.perf_counter()
-    while time.perf_counter() - started < DRAIN_TIMEOUT_S:
-        pending = admin.get("/admin/v1/memories/index/status").json()["pending"]
-        if pending == 0:
-            break
-        if time.perf_counter() - last > 30:
-            say(f"    indexing: {pending} pending after {time.perf_counter() - started:.0f}s")
-            last = time.perf_counter()
-        time.sleep(1.0)
-    return {"put_s": round(put_s, 1), "indexed_s": round(time.perf_counter() - started, 1)}
-
-
 # -- the three stores --------------------------------------------------------------------------
 
 
-def bench_memsvc(n: int, work: Workload, args: Any, root: Path) -> dict[str, Any]:
-    import httpx
+def bench_memsvc(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder, root: Path) -> dict[str, Any]:
     from memsvc_client import MemsvcStore
 
     from memsvc.adapters.local.issuer import LocalIssuer
 
     server = Server(root / "memsvc", args.port or free_port())
+    say(f"  memsvc: loading {n} items in process (benchmarks.bulk_load), then starting the server")
+    started = time.perf_counter()
+
+    def progress(done: int, so_far: Loaded) -> None:
+        if done % 50_000 == 0 or done == n:
+            say(f"    loaded {done}/{n} in {time.perf_counter() - started:.0f}s (puts {so_far.put_s:.0f}s, "
+                f"embedding {so_far.embed_s:.0f}s, indexing {so_far.index_s:.0f}s), load {loadavg()}")
+
+    loaded = bulk_load(server.data_dir, ((namespace(i, n), f"k{i}", item_value(i)) for i in range(n)),
+                       tenant=TENANT, user=USER, embedder=embedder, index_fields=INDEX_FIELDS,
+                       policies={"attributes.rego": _ATTRIBUTES_REGO}, progress=progress)
+    load = {"put_s": round(loaded.put_s, 1), "embed_s": round(loaded.embed_s, 1), "index_s": round(loaded.index_s, 1),
+            "indexed_s": round(loaded.total_s, 1)}
     try:
         try:
-            server.start()
+            load["server_start_s"] = round(server.start(), 1)
         except ServerFailed as exc:
             say(f"  memsvc: the server did not start: {exc}\n{server.log_tail()}")
-            return {"error": str(exc)}
-        issuer = LocalIssuer(server.data_dir / "keys")
-        token = issuer.mint(sub=USER, tenant=TENANT, ttl_seconds=TOKEN_TTL_S)
-        admin_token = issuer.mint(sub="bench-admin", tenant=TENANT, roles=["admin"], ttl_seconds=TOKEN_TTL_S)
-        with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {admin_token}"},
-                          timeout=60) as admin:
-            policies = admin.get("/admin/v1/memories/policies").json()["policies"]
-            admin.put("/admin/v1/memories/policies",
-                      json={"policies": {**policies, "attributes.rego": _ATTRIBUTES_REGO}}).raise_for_status()
-            common = {"url": server.base_url, "token": token, "index": {"dims": 384, "fields": INDEX_FIELDS},
-                      "max_concurrency": args.clients, "timeout": 300.0}
-            with MemsvcStore(**common, search_mode="semantic") as store, \
-                    MemsvcStore(**common, read_your_writes=False) as async_store, \
-                    MemsvcStore(**common) as hybrid_store:
-                say(f"  memsvc: loading {n} items (async puts, then the indexer drains)")
-                loaded = load_memsvc(async_store, n, admin)
-                say(f"  memsvc: loaded in {loaded['indexed_s']}s (puts {loaded['put_s']}s), load {loadavg()}")
-                return {"load": loaded, "phases": run_phases("memsvc", store, work, args, async_store=async_store,
-                                                             hybrid_store=hybrid_store)}
+            return {"error": str(exc), "load": load}
+        say(f"  memsvc: loaded in {load['indexed_s']}s, the server answered after {load['server_start_s']}s, "
+            f"load {loadavg()}")
+        token = LocalIssuer(server.data_dir / "keys").mint(sub=USER, tenant=TENANT, ttl_seconds=TOKEN_TTL_S)
+        common = {"url": server.base_url, "token": token, "index": {"dims": 384, "fields": INDEX_FIELDS},
+                  "max_concurrency": args.clients, "timeout": 300.0}
+        with MemsvcStore(**common, search_mode="semantic") as store, \
+                MemsvcStore(**common, read_your_writes=False) as async_store, \
+                MemsvcStore(**common) as hybrid_store:
+            return {"load": load, "phases": run_phases("memsvc", store, work, args, async_store=async_store,
+                                                       hybrid_store=hybrid_store)}
     finally:
         server.stop()
 
 
-def bench_inmemory(n: int, work: Workload, args: Any, embedder: SharedEmbedder) -> dict[str, Any]:
+def bench_inmemory(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder) -> dict[str, Any]:
     from langgraph.store.memory import InMemoryStore
 
     store = InMemoryStore(index={"dims": embedder.dimension, "embed": embedder, "fields": INDEX_FIELDS})
@@ -352,7 +309,7 @@ def bench_inmemory(n: int, work: Workload, args: Any, embedder: SharedEmbedder) 
     return {"load": {"indexed_s": round(load_s, 1)}, "phases": run_phases("InMemory", store, work, args)}
 
 
-def bench_sqlite(n: int, work: Workload, args: Any, embedder: SharedEmbedder, root: Path) -> dict[str, Any]:
+def bench_sqlite(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder, root: Path) -> dict[str, Any]:
     problem = sqlite_extensions_problem()
     if problem:
         say(f"  SqliteStore: SKIPPED: {problem}")
@@ -414,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     say(f"peers: items {args.items}, stores {args.stores}, clients 1 and {args.clients}, {args.ops} ops per phase "
         f"(at most {args.phase_seconds:.0f}s), {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
         f"load {loadavg()}")
-    embedder = SharedEmbedder()
+    embedder = KnownTextsEmbedder()
     results = []
     for n in args.items:
         work = Workload(n, args.ops)
@@ -423,7 +380,7 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="memsvc-peers-") as tmp:
             root = Path(tmp)
             if "memsvc" in args.stores:
-                stores["memsvc (HTTP)"] = bench_memsvc(n, work, args, root)
+                stores["memsvc (HTTP)"] = bench_memsvc(n, work, args, embedder, root)
             if "inmemory" in args.stores:
                 stores["InMemoryStore"] = bench_inmemory(n, work, args, embedder)
             if "sqlite" in args.stores:
