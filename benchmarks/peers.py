@@ -355,6 +355,56 @@ def markdown(results: list[dict[str, Any]], clients: int) -> str:
     return "\n".join(lines)
 
 
+# Issue 14's targets, memsvc through the client over HTTP: sequential p95 by (items, phase), and
+# the throughput of `--clients` clients over one client's for gets and searches.
+P95_TARGETS_MS = {(10_000, "filter (value field)"): 3.0, (10_000, "semantic"): 15.0,
+                  (100_000, "filter (value field)"): 10.0, (100_000, "semantic"): 25.0}
+PARALLEL_TARGET = 1.6
+READS = ("get", "filter (value field)", "filter (policy attribute)", "semantic", "hybrid")
+MEMSVC, SQLITE = "memsvc (HTTP)", "SqliteStore + sqlite-vec"
+
+
+def targets(results: list[dict[str, Any]], clients: int) -> str:
+    """One table of every number issue 14's targets name, next to its target."""
+    lines = ["", "Issue 14's targets (memsvc through the client over HTTP; the issue sets the latency targets at "
+             "10k and 100k only)", "", "| items | target | measured | met |", "|---:|---|---|---|"]
+    for res in results:
+        n = res["items"]
+
+        def row(target: str, measured: str, met: bool | None) -> None:
+            lines.append(f"| {n:,} | {target} | {measured} | {'-' if met is None else 'yes' if met else 'NO'} |")
+
+        memsvc = res["stores"].get(MEMSVC, {}).get("phases")
+        if memsvc is None:
+            row("every target", "memsvc was not run, or failed", None)
+            continue
+        for phase in ("filter (value field)", "semantic"):
+            limit = P95_TARGETS_MS.get((n, phase))
+            p95 = memsvc[f"{phase} / 1"]["p95_ms"]
+            row(f"{phase} p95 <= {limit} ms" if limit else f"{phase} p95", "no answer" if p95 is None else f"{p95} ms",
+                None if limit is None or p95 is None else p95 <= limit)
+        ryw, unsynced = memsvc["put (read-your-writes) / 1"]["per_s"], memsvc["put (async indexing) / 1"]["per_s"]
+        sqlite = res["stores"].get(SQLITE, {}).get("phases")
+        if sqlite is None:
+            row("put, read-your-writes >= SqliteStore's", f"{ryw}/s (SqliteStore not run)", None)
+            row("put, async indexing > 3x SqliteStore's", f"{unsynced}/s (SqliteStore not run)", None)
+        else:
+            base = sqlite["put (read-your-writes) / 1"]["per_s"]
+            row("put, read-your-writes >= SqliteStore's", f"{ryw}/s vs {base}/s (x{_ratio(ryw, base)})",
+                ryw >= base)
+            row("put, async indexing > 3x SqliteStore's", f"{unsynced}/s vs {base}/s (x{_ratio(unsynced, base)})",
+                unsynced > 3 * base)
+        for phase in READS:
+            one, many = memsvc[f"{phase} / 1"]["per_s"], memsvc[f"{phase} / {clients}"]["per_s"]
+            row(f"{phase}: {clients} clients >= {PARALLEL_TARGET}x one client's throughput",
+                f"{one}/s -> {many}/s (x{_ratio(many, one)})", bool(one) and many >= PARALLEL_TARGET * one)
+    return "\n".join(lines)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "-"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, nargs="+", default=[10_000])
@@ -379,13 +429,13 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="memsvc-peers-") as tmp:
             root = Path(tmp)
             if "memsvc" in args.stores:
-                stores["memsvc (HTTP)"] = bench_memsvc(n, work, args, embedder, root)
+                stores[MEMSVC] = bench_memsvc(n, work, args, embedder, root)
             if "inmemory" in args.stores:
                 stores["InMemoryStore"] = bench_inmemory(n, work, args, embedder)
             if "sqlite" in args.stores:
-                stores["SqliteStore + sqlite-vec"] = bench_sqlite(n, work, args, embedder, root)
+                stores[SQLITE] = bench_sqlite(n, work, args, embedder, root)
         results.append({"items": n, "stores": stores})
-    md = markdown(results, args.clients)
+    md = markdown(results, args.clients) + "\n" + targets(results, args.clients)
     say("\n=== summary ===" + md)
     if args.out:
         args.out.write_text(json.dumps({
