@@ -203,12 +203,14 @@ def _consume_feed(data_dir: Path, model_id: str, dimension: int, inbox: Any, out
 
 
 def _drain(app: Any) -> int:
-    """Run the feed's consumers until nothing is pending, then drop the changes they consumed
-    (the server's sweeper does that every second); returns how many changes were consumed."""
+    """One cycle of each of the feed's consumers (each runs until nothing is pending or for at
+    most 1,000 batches, so neither waits for the other to catch up with the puts), then drop the
+    changes both consumed (the server's sweeper does that every second); returns how many
+    changes were consumed or failed (0: nothing was pending)."""
     consumed = 0
     for consumer in ("indexer", "timeline"):
-        while (cycle := app.workers.run_cycle(consumer)).total or cycle.failed:
-            consumed += cycle.total  # a failing change is retried until the consumer parks it
+        cycle = app.workers.run_cycle(consumer)
+        consumed += cycle.total + cycle.failed  # a failed change is retried next round, until it is parked
         parked = app.store.dead_letters(consumer)
         if parked:
             raise RuntimeError(f"the {consumer} parked {len(parked)} changes, e.g. {parked[0]}")
