@@ -39,17 +39,16 @@ EMBED_BATCH = 256  # texts per model call when learning texts ahead
 
 
 class KnownTextsEmbedder:
-    """An `Embedder` (and a LangGraph embedding function) that embeds each distinct text once and
-    remembers its vector for the rest of the run. Only for benchmarks: it keeps every vector it
-    ever computed. Texts it has not seen go to `model` (by default memsvc's local MiniLM behind
-    the server's 1,024-entry cache, which is what a query meets in the server)."""
+    """An `Embedder` (and a LangGraph embedding function) that embeds the texts it `learn`s once
+    and remembers their vectors for the rest of the run (only for benchmarks: it keeps them all).
+    Any other text, a query, goes to `model` every time (by default memsvc's local MiniLM), so a
+    benchmark's queries cost LangGraph's stores what an uncached query costs the server."""
 
     def __init__(self, model: Any = None) -> None:
         if model is None:
-            from memsvc.adapters.local.cached_embedder import CachedEmbedder
             from memsvc.adapters.local.embedder import MiniLMEmbedder
 
-            model = CachedEmbedder(MiniLMEmbedder())
+            model = MiniLMEmbedder()
         self.model = model
         self.model_id = model.model_id
         self.dimension = model.dimension

@@ -7,10 +7,11 @@ Three stores, one workload, one embedder:
   a Python whose `sqlite3` can load extensions (`enable_load_extension`): without one the peer
   is skipped with a message saying so (see benchmarks/README.md for which Pythons can).
 
-All three embed with memsvc's local model (all-MiniLM-L6-v2 int8 on onnxruntime, behind the same
-1,024-entry `CachedEmbedder` the server uses) and index the same field (`text`). Loading embeds
-each distinct text once (`benchmarks.bulk_load.KnownTextsEmbedder`, shared by the three loads;
-the workload has at most 8,192). Items: `n`
+All three embed with memsvc's local model (all-MiniLM-L6-v2 int8 on onnxruntime) and index the
+same field (`text`). Loading embeds each distinct text once (`benchmarks.bulk_load.KnownTextsEmbedder`,
+shared by the three loads; the workload has at most 8,192). Every search phase asks its own
+queries (the same for every store), so no embedding cache answers one: each query is embedded,
+by the server for memsvc and by the model in this process for LangGraph's stores. Items: `n`
 values from `benchmarks.bench.make_value`, plus a `kind`, in namespaces of 200 items each
 (`("user", "bench", "topic-<t>")`).
 
@@ -182,7 +183,17 @@ class Workload:
         self.filter_scopes = [rng.randrange(self.namespaces) for _ in range(ops)]
         self.langs = [rng.choice(LANGS) for _ in range(ops)]
         self.kinds = [rng.choice(KINDS) for _ in range(ops)]
-        self.queries = [q for q, _ in _semantic_queries(ops, rng)]
+        self.ops = ops
+        # Each search phase asks queries no other phase asked (while there are enough: about
+        # 1,200 distinct ones), so the 8-client phase never finds the sequential one's in the
+        # server's embedding cache. Every store asks the same ones.
+        self._queries = list(dict.fromkeys(q for q, _ in _semantic_queries(40 * ops, rng)))
+        self._query_slots: dict[str, int] = {}
+
+    def queries_for(self, use: str) -> list[str]:
+        """`ops` queries for one use (a phase and its clients), the same use the same ones."""
+        slot = self._query_slots.setdefault(use, len(self._query_slots))
+        return [self._queries[(slot * self.ops + i) % len(self._queries)] for i in range(self.ops)]
 
     def new_item(self, run: str, i: int) -> tuple[tuple[str, ...], str, dict[str, Any]]:
         """A put's item: a fresh key and a text no load wrote, so it must be embedded."""
@@ -197,27 +208,30 @@ def run_phases(name: str, store: Any, work: Workload, args: Any, *, async_store:
 
     semantic_store = semantic_store or store
     out: dict[str, Any] = {}
-    phases: list[tuple[str, BaseStore, Callable[[BaseStore, int, str], Any]]] = [
-        ("put (read-your-writes)", store, lambda s, i, run: s.put(*work.new_item(run, i))),
+    phases: list[tuple[str, BaseStore, Callable[[BaseStore, int, str, list[str]], Any]]] = [
+        ("put (read-your-writes)", store, lambda s, i, run, queries: s.put(*work.new_item(run, i))),
     ]
     if async_store is not None:
-        phases.append(("put (async indexing)", async_store, lambda s, i, run: s.put(*work.new_item(run, i))))
+        phases.append(("put (async indexing)", async_store,
+                       lambda s, i, run, queries: s.put(*work.new_item(run, i))))
     phases += [
-        ("get", store, lambda s, i, run: _expect(s.get(namespace(work.get_ids[i], work.n), f"k{work.get_ids[i]}"))),
-        ("filter (value field)", store, lambda s, i, run: _expect(s.search(
+        ("get", store, lambda s, i, run, queries: _expect(s.get(namespace(work.get_ids[i], work.n),
+                                                                f"k{work.get_ids[i]}"))),
+        ("filter (value field)", store, lambda s, i, run, queries: _expect(s.search(
             ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"lang": work.langs[i]}, limit=10))),
-        ("filter (policy attribute)", store, lambda s, i, run: _expect(s.search(
+        ("filter (policy attribute)", store, lambda s, i, run, queries: _expect(s.search(
             ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"kind": work.kinds[i]}, limit=10))),
-        ("semantic", semantic_store, lambda s, i, run: _expect(s.search(("user", USER), query=work.queries[i],
-                                                                          limit=10))),
+        ("semantic", semantic_store, lambda s, i, run, queries: _expect(s.search(("user", USER), query=queries[i],
+                                                                                 limit=10))),
     ]
     if hybrid_store is not None:
-        phases.append(("hybrid", hybrid_store, lambda s, i, run: _expect(s.search(("user", USER),
-                                                                                  query=work.queries[i], limit=10))))
+        phases.append(("hybrid", hybrid_store, lambda s, i, run, queries: _expect(s.search(
+            ("user", USER), query=queries[i], limit=10))))
     for phase, target, op in phases:
         for clients in (1, args.clients):
             run = f"{'async' if 'async' in phase else 'ryw'}-c{clients}"
-            result = measure(lambda i: op(target, i, run), args.ops, clients, args.phase_seconds)
+            queries = work.queries_for(f"{phase} / {clients}")
+            result = measure(lambda i: op(target, i, run, queries), args.ops, clients, args.phase_seconds)
             out[f"{phase} / {clients}"] = result
             say(f"  {name:<12} {phase:<26} clients {clients}: {result['per_s']:>8} ops/s  p50 {result['p50_ms']} "
                 f"p95 {result['p95_ms']} ms  ({result['ops']} ops, {result['errors']} errors, load {result['load']})"
@@ -260,12 +274,7 @@ def load_langgraph(store: Any, n: int, embedder: KnownTextsEmbedder) -> float:
 # -- the three stores --------------------------------------------------------------------------
 
 
-def bench_memsvc(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder, root: Path) -> dict[str, Any]:
-    from memsvc_client import MemsvcStore
-
-    from memsvc.adapters.local.issuer import LocalIssuer
-
-    server = Server(root / "memsvc", args.port or free_port())
+def load_memsvc(data_dir: Path, n: int, embedder: KnownTextsEmbedder) -> dict[str, float]:
     say(f"  memsvc: loading {n} items in process (benchmarks.bulk_load), then starting the server")
 
     def progress(done: int, so_far: Loaded) -> None:
@@ -273,11 +282,31 @@ def bench_memsvc(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder
             say(f"    put {done}/{n} in {so_far.wall_s:.0f}s (puts {so_far.put_s:.0f}s, embedding "
                 f"{so_far.embed_s:.0f}s; indexing alongside), load {loadavg()}")
 
-    loaded = bulk_load(server.data_dir, ((namespace(i, n), f"k{i}", item_value(i)) for i in range(n)),
+    loaded = bulk_load(data_dir, ((namespace(i, n), f"k{i}", item_value(i)) for i in range(n)),
                        tenant=TENANT, user=USER, embedder=embedder, index_fields=INDEX_FIELDS,
                        policies={"attributes.rego": _ATTRIBUTES_REGO}, progress=progress)
-    load = {"put_s": round(loaded.put_s, 1), "embed_s": round(loaded.embed_s, 1), "index_s": round(loaded.index_s, 1),
+    return {"put_s": round(loaded.put_s, 1), "embed_s": round(loaded.embed_s, 1), "index_s": round(loaded.index_s, 1),
             "indexed_s": round(loaded.wall_s, 1)}
+
+
+def bench_memsvc(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder, root: Path) -> dict[str, Any]:
+    from memsvc_client import MemsvcStore
+
+    from memsvc.adapters.local.issuer import LocalIssuer
+
+    data_dir = args.keep_memsvc / str(n) if args.keep_memsvc else root / "memsvc"
+    # The server reads every vector when it starts: 149 s for 1M at load 21 (vector_scale, README).
+    server = Server(data_dir, args.port or free_port(), health_timeout_s=max(180.0, n / 1000))
+    done_marker = data_dir / "peers-loaded.json"
+    if done_marker.exists():
+        say(f"  memsvc: reusing the items loaded in {data_dir}")
+        load = {**json.loads(done_marker.read_text()), "reused": True}
+    elif (data_dir / "memsvc.db").exists():
+        say(f"  memsvc: {data_dir} holds a load that did not finish: remove it, or name another directory")
+        return {"error": "an unfinished load in --keep-memsvc"}
+    else:
+        load = load_memsvc(data_dir, n, embedder)
+        done_marker.write_text(json.dumps(load))
     try:
         try:
             load["server_start_s"] = round(server.start(), 1)
@@ -415,6 +444,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-seconds", type=float, default=60.0, help="time bound of each phase")
     parser.add_argument("--port", type=int, default=None, help="memsvc's port (default: a free one)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--keep-memsvc", type=Path, default=None, metavar="DIR",
+                        help="keep memsvc's loaded data directory of each size in DIR/<items>, and reuse one "
+                             "there instead of loading again (1M: about an hour on a busy 2-core machine); the put "
+                             "phases write to it, and a re-run's puts overwrite the same keys")
     args = parser.parse_args(argv)
 
     say(f"peers: items {args.items}, stores {args.stores}, clients 1 and {args.clients}, {args.ops} ops per phase "
