@@ -75,12 +75,15 @@ def load_over_http(data_dir: Path) -> None:
         app.close()
 
 
+INSTANCE_FIELDS = {"id", "memory_id", "created_at", "updated_at", "occurred_at", "event_id", "cursor", "resume_cursor",
+                   "next_cursor", "latency_ms", "stats"}
+
+
 def without_instance_fields(found: Any) -> Any:
     """An answer without what differs between two writes of the same data: ids, times, cursors."""
     if isinstance(found, dict):
         return {k: without_instance_fields(v) for k, v in found.items()
-                if k not in {"id", "memory_id", "created_at", "updated_at", "occurred_at", "event_id", "cursor", "resume_cursor",
-                             "next_cursor", "latency_ms", "stats"}}
+                if k not in INSTANCE_FIELDS}
     if isinstance(found, list):
         return sorted((without_instance_fields(x) for x in found), key=lambda x: json.dumps(x, sort_keys=True))
     return round(found, 6) if isinstance(found, float) else found
