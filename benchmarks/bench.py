@@ -276,8 +276,10 @@ class ServerFailed(RuntimeError):
 
 
 class Server:
-    def __init__(self, data_dir: Path, port: int, serve_args: list[str] | None = None) -> None:
+    def __init__(self, data_dir: Path, port: int, serve_args: list[str] | None = None, *,
+                 health_timeout_s: float = HEALTH_TIMEOUT_S) -> None:
         self.data_dir = data_dir
+        self.health_timeout_s = health_timeout_s  # a big data dir takes a while: the vector index is read at start
         self.port = port
         self.serve_args = serve_args or []  # more `memsvc serve` options
         self.base_url = f"http://{HOST}:{port}"
@@ -295,7 +297,7 @@ class Server:
                "--data-dir", str(self.data_dir), "--log-level", "warning", *self.serve_args]
         started = time.perf_counter()
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        deadline = started + HEALTH_TIMEOUT_S
+        deadline = started + self.health_timeout_s
         last = "no answer"
         with httpx.Client(timeout=10.0) as client:
             while time.perf_counter() < deadline:
@@ -309,7 +311,7 @@ class Server:
                 except httpx.TransportError as exc:
                     last = type(exc).__name__
                 time.sleep(0.25)
-        raise ServerFailed(f"/health not healthy after {HEALTH_TIMEOUT_S:.0f}s (last: {last})")
+        raise ServerFailed(f"/health not healthy after {self.health_timeout_s:.0f}s (last: {last})")
 
     def stop(self) -> None:
         proc = self.proc

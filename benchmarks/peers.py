@@ -7,8 +7,11 @@ Three stores, one workload, one embedder:
   a Python whose `sqlite3` can load extensions (`enable_load_extension`): without one the peer
   is skipped with a message saying so (see benchmarks/README.md for which Pythons can).
 
-All three embed with memsvc's local model (all-MiniLM-L6-v2 int8 on onnxruntime, behind the same
-1,024-entry `CachedEmbedder` the server uses) and index the same field (`text`). Items: `n`
+All three embed with memsvc's local model (all-MiniLM-L6-v2 int8 on onnxruntime) and index the
+same field (`text`). Loading embeds each distinct text once (`benchmarks.bulk_load.KnownTextsEmbedder`,
+shared by the three loads; the workload has at most 8,192). Every search phase asks its own
+queries (the same for every store), so no embedding cache answers one: each query is embedded,
+by the server for memsvc and by the model in this process for LangGraph's stores. Items: `n`
 values from `benchmarks.bench.make_value`, plus a `kind`, in namespaces of 200 items each
 (`("user", "bench", "topic-<t>")`).
 
@@ -22,10 +25,11 @@ Phases, each sequential and with `--clients` threads sharing one store (memsvc: 
 - semantic: a query over every item, top 10 (memsvc: `mode: semantic`);
 - hybrid: the same queries, memsvc only (LangGraph's stores have no keyword ranking).
 
-Loading is not timed as a put rate: items go in through `batch` (LangGraph's stores embed a batch
-in one call; memsvc takes asynchronous puts and its indexer drains them). The LangGraph stores'
-load embeds each distinct text once (the workload has at most 8,192), which only shortens the
-load. Every phase is bounded by `--ops` operations and `--phase-seconds`.
+Loading is not timed as a put rate. LangGraph's stores take the items through `batch`. memsvc's
+data directory is filled in process before `memsvc serve` starts on it (`benchmarks.bulk_load`:
+the server's own services and feed consumers, without HTTP), and the server's policy bundle
+already holds the attribute policy. Every phase is bounded by `--ops` operations and
+`--phase-seconds`.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.bench import LANGS, Server, ServerFailed, _semantic_queries, make_value, percentile
+from benchmarks.bulk_load import KnownTextsEmbedder, Loaded, bulk_load
 
 TENANT = "bench"
 USER = "bench"
@@ -54,7 +59,6 @@ KINDS = ("preference", "fact", "episode", "task")
 INDEX_FIELDS = ["text"]
 LOAD_BATCH = 256
 TOKEN_TTL_S = 3 * 24 * 3600
-DRAIN_TIMEOUT_S = 6 * 3600
 
 _ATTRIBUTES_REGO = """package memories.attributes
 
@@ -122,34 +126,6 @@ def sqlite_extensions_problem() -> str | None:
         conn.close()
 
 
-# -- the shared embedder ------------------------------------------------------------------------
-
-
-class SharedEmbedder:
-    """memsvc's local embedder as LangGraph's embedding function. `known` holds vectors of texts
-    embedded while loading (each distinct text once); everything else goes through the same
-    1,024-entry cache the server puts in front of the model."""
-
-    def __init__(self) -> None:
-        from memsvc.adapters.local.cached_embedder import CachedEmbedder
-        from memsvc.adapters.local.embedder import MiniLMEmbedder
-
-        self.model = CachedEmbedder(MiniLMEmbedder())
-        self.dimension = self.model.dimension
-        self.known: dict[str, list[float]] = {}
-
-    def learn(self, texts: list[str]) -> None:
-        new = sorted({t for t in texts if t not in self.known})
-        for start in range(0, len(new), LOAD_BATCH):
-            chunk = new[start:start + LOAD_BATCH]
-            self.known.update(zip(chunk, self.model.embed(chunk)))
-
-    def __call__(self, texts: list[str]) -> list[list[float]]:
-        missing = [t for t in texts if t not in self.known]
-        fresh = dict(zip(missing, self.model.embed(missing))) if missing else {}
-        return [self.known.get(t) or fresh[t] for t in texts]
-
-
 # -- measuring ---------------------------------------------------------------------------------
 
 
@@ -207,7 +183,17 @@ class Workload:
         self.filter_scopes = [rng.randrange(self.namespaces) for _ in range(ops)]
         self.langs = [rng.choice(LANGS) for _ in range(ops)]
         self.kinds = [rng.choice(KINDS) for _ in range(ops)]
-        self.queries = [q for q, _ in _semantic_queries(ops, rng)]
+        self.ops = ops
+        # Each search phase asks queries no other phase asked (while there are enough: about
+        # 1,200 distinct ones), so the 8-client phase never finds the sequential one's in the
+        # server's embedding cache. Every store asks the same ones.
+        self._queries = list(dict.fromkeys(q for q, _ in _semantic_queries(40 * ops, rng)))
+        self._query_slots: dict[str, int] = {}
+
+    def queries_for(self, use: str) -> list[str]:
+        """`ops` queries for one use (a phase and its clients), the same use the same ones."""
+        slot = self._query_slots.setdefault(use, len(self._query_slots))
+        return [self._queries[(slot * self.ops + i) % len(self._queries)] for i in range(self.ops)]
 
     def new_item(self, run: str, i: int) -> tuple[tuple[str, ...], str, dict[str, Any]]:
         """A put's item: a fresh key and a text no load wrote, so it must be embedded."""
@@ -222,27 +208,30 @@ def run_phases(name: str, store: Any, work: Workload, args: Any, *, async_store:
 
     semantic_store = semantic_store or store
     out: dict[str, Any] = {}
-    phases: list[tuple[str, BaseStore, Callable[[BaseStore, int, str], Any]]] = [
-        ("put (read-your-writes)", store, lambda s, i, run: s.put(*work.new_item(run, i))),
+    phases: list[tuple[str, BaseStore, Callable[[BaseStore, int, str, list[str]], Any]]] = [
+        ("put (read-your-writes)", store, lambda s, i, run, queries: s.put(*work.new_item(run, i))),
     ]
     if async_store is not None:
-        phases.append(("put (async indexing)", async_store, lambda s, i, run: s.put(*work.new_item(run, i))))
+        phases.append(("put (async indexing)", async_store,
+                       lambda s, i, run, queries: s.put(*work.new_item(run, i))))
     phases += [
-        ("get", store, lambda s, i, run: _expect(s.get(namespace(work.get_ids[i], work.n), f"k{work.get_ids[i]}"))),
-        ("filter (value field)", store, lambda s, i, run: _expect(s.search(
+        ("get", store, lambda s, i, run, queries: _expect(s.get(namespace(work.get_ids[i], work.n),
+                                                                f"k{work.get_ids[i]}"))),
+        ("filter (value field)", store, lambda s, i, run, queries: _expect(s.search(
             ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"lang": work.langs[i]}, limit=10))),
-        ("filter (policy attribute)", store, lambda s, i, run: _expect(s.search(
+        ("filter (policy attribute)", store, lambda s, i, run, queries: _expect(s.search(
             ("user", USER, f"topic-{work.filter_scopes[i]}"), filter={"kind": work.kinds[i]}, limit=10))),
-        ("semantic", semantic_store, lambda s, i, run: _expect(s.search(("user", USER), query=work.queries[i],
-                                                                          limit=10))),
+        ("semantic", semantic_store, lambda s, i, run, queries: _expect(s.search(("user", USER), query=queries[i],
+                                                                                 limit=10))),
     ]
     if hybrid_store is not None:
-        phases.append(("hybrid", hybrid_store, lambda s, i, run: _expect(s.search(("user", USER),
-                                                                                  query=work.queries[i], limit=10))))
+        phases.append(("hybrid", hybrid_store, lambda s, i, run, queries: _expect(s.search(
+            ("user", USER), query=queries[i], limit=10))))
     for phase, target, op in phases:
         for clients in (1, args.clients):
             run = f"{'async' if 'async' in phase else 'ryw'}-c{clients}"
-            result = measure(lambda i: op(target, i, run), args.ops, clients, args.phase_seconds)
+            queries = work.queries_for(f"{phase} / {clients}")
+            result = measure(lambda i: op(target, i, run, queries), args.ops, clients, args.phase_seconds)
             out[f"{phase} / {clients}"] = result
             say(f"  {name:<12} {phase:<26} clients {clients}: {result['per_s']:>8} ops/s  p50 {result['p50_ms']} "
                 f"p95 {result['p95_ms']} ms  ({result['ops']} ops, {result['errors']} errors, load {result['load']})"
@@ -259,7 +248,7 @@ def _expect(found: Any) -> Any:
 # -- loading -----------------------------------------------------------------------------------
 
 
-def load_langgraph(store: Any, n: int, embedder: SharedEmbedder) -> float:
+def load_langgraph(store: Any, n: int, embedder: KnownTextsEmbedder) -> float:
     from langgraph.store.base import PutOp
 
     started = time.perf_counter()
@@ -282,67 +271,63 @@ def load_langgraph(store: Any, n: int, embedder: SharedEmbedder) -> float:
     return time.perf_counter() - started
 
 
-def load_memsvc(store: Any, n: int, admin: Any) -> dict[str, float]:
-    from langgraph.store.base import PutOp
-
-    started = time.perf_counter()
-    for start in range(0, n, LOAD_BATCH):
-        ids = range(start, min(n, start + LOAD_BATCH))
-        store.batch([PutOp(namespace(i, n), f"k{i}", item_value(i)) for i in ids])
-        if (start // LOAD_BATCH) % 40 == 39:
-            say(f"    put {start + LOAD_BATCH}/{n} in {time.perf_counter() - started:.0f}s")
-    put_s = time.perf_counter() - started
-    last = time.perf_counter()
-    while time.perf_counter() - started < DRAIN_TIMEOUT_S:
-        pending = admin.get("/admin/v1/memories/index/status").json()["pending"]
-        if pending == 0:
-            break
-        if time.perf_counter() - last > 30:
-            say(f"    indexing: {pending} pending after {time.perf_counter() - started:.0f}s")
-            last = time.perf_counter()
-        time.sleep(1.0)
-    return {"put_s": round(put_s, 1), "indexed_s": round(time.perf_counter() - started, 1)}
-
-
 # -- the three stores --------------------------------------------------------------------------
 
 
-def bench_memsvc(n: int, work: Workload, args: Any, root: Path) -> dict[str, Any]:
-    import httpx
+def load_memsvc(data_dir: Path, n: int, embedder: KnownTextsEmbedder) -> dict[str, float]:
+    say(f"  memsvc: loading {n} items in process (benchmarks.bulk_load), then starting the server")
+
+    def progress(done: int, so_far: Loaded) -> None:
+        if done % 50_000 == 0 or done == n:
+            say(f"    put {done}/{n} in {so_far.wall_s:.0f}s (puts {so_far.put_s:.0f}s, embedding "
+                f"{so_far.embed_s:.0f}s; indexing alongside), load {loadavg()}")
+
+    loaded = bulk_load(data_dir, ((namespace(i, n), f"k{i}", item_value(i)) for i in range(n)),
+                       tenant=TENANT, user=USER, embedder=embedder, index_fields=INDEX_FIELDS,
+                       policies={"attributes.rego": _ATTRIBUTES_REGO}, progress=progress)
+    return {"put_s": round(loaded.put_s, 1), "embed_s": round(loaded.embed_s, 1), "index_s": round(loaded.index_s, 1),
+            "indexed_s": round(loaded.wall_s, 1)}
+
+
+def bench_memsvc(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder, root: Path) -> dict[str, Any]:
     from memsvc_client import MemsvcStore
 
     from memsvc.adapters.local.issuer import LocalIssuer
 
-    server = Server(root / "memsvc", args.port or free_port())
+    data_dir = args.keep_memsvc / str(n) if args.keep_memsvc else root / "memsvc"
+    # The server reads every vector when it starts: 149 s for 1M at load 21 (vector_scale, README).
+    server = Server(data_dir, args.port or free_port(), health_timeout_s=max(180.0, n / 1000))
+    done_marker = data_dir / "peers-loaded.json"
+    if done_marker.exists():
+        say(f"  memsvc: reusing the items loaded in {data_dir}")
+        load = {**json.loads(done_marker.read_text()), "reused": True}
+    elif (data_dir / "memsvc.db").exists():
+        say(f"  memsvc: {data_dir} holds a load that did not finish: remove it, or name another directory")
+        return {"error": "an unfinished load in --keep-memsvc"}
+    else:
+        load = load_memsvc(data_dir, n, embedder)
+        done_marker.write_text(json.dumps(load))
     try:
         try:
-            server.start()
+            load["server_start_s"] = round(server.start(), 1)
         except ServerFailed as exc:
             say(f"  memsvc: the server did not start: {exc}\n{server.log_tail()}")
-            return {"error": str(exc)}
-        issuer = LocalIssuer(server.data_dir / "keys")
-        token = issuer.mint(sub=USER, tenant=TENANT, ttl_seconds=TOKEN_TTL_S)
-        admin_token = issuer.mint(sub="bench-admin", tenant=TENANT, roles=["admin"], ttl_seconds=TOKEN_TTL_S)
-        with httpx.Client(base_url=server.base_url, headers={"Authorization": f"Bearer {admin_token}"},
-                          timeout=60) as admin:
-            policies = admin.get("/admin/v1/memories/policies").json()["policies"]
-            admin.put("/admin/v1/memories/policies",
-                      json={"policies": {**policies, "attributes.rego": _ATTRIBUTES_REGO}}).raise_for_status()
-            common = {"url": server.base_url, "token": token, "index": {"dims": 384, "fields": INDEX_FIELDS},
-                      "max_concurrency": args.clients, "timeout": 300.0}
-            with MemsvcStore(**common, search_mode="semantic") as store, \
-                    MemsvcStore(**common, read_your_writes=False) as async_store, \
-                    MemsvcStore(**common) as hybrid_store:
-                say(f"  memsvc: loading {n} items (async puts, then the indexer drains)")
-                loaded = load_memsvc(async_store, n, admin)
-                say(f"  memsvc: loaded in {loaded['indexed_s']}s (puts {loaded['put_s']}s), load {loadavg()}")
-                return {"load": loaded, "phases": run_phases("memsvc", store, work, args, async_store=async_store,
-                                                             hybrid_store=hybrid_store)}
+            return {"error": str(exc), "load": load}
+        say(f"  memsvc: loaded in {load['indexed_s']}s, the server answered after {load['server_start_s']}s, "
+            f"load {loadavg()}")
+        token = LocalIssuer(server.data_dir / "keys").mint(sub=USER, tenant=TENANT, ttl_seconds=TOKEN_TTL_S)
+        common = {"url": server.base_url, "token": token, "index": {"dims": 384, "fields": INDEX_FIELDS},
+                  "max_concurrency": args.clients, "timeout": 300.0}
+        with MemsvcStore(**common, search_mode="semantic") as store, \
+                MemsvcStore(**common, read_your_writes=False) as async_store, \
+                MemsvcStore(**common) as hybrid_store:
+            return {"load": load, "phases": run_phases("memsvc", store, work, args, async_store=async_store,
+                                                       hybrid_store=hybrid_store)}
     finally:
         server.stop()
 
 
-def bench_inmemory(n: int, work: Workload, args: Any, embedder: SharedEmbedder) -> dict[str, Any]:
+def bench_inmemory(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder) -> dict[str, Any]:
     from langgraph.store.memory import InMemoryStore
 
     store = InMemoryStore(index={"dims": embedder.dimension, "embed": embedder, "fields": INDEX_FIELDS})
@@ -352,7 +337,7 @@ def bench_inmemory(n: int, work: Workload, args: Any, embedder: SharedEmbedder) 
     return {"load": {"indexed_s": round(load_s, 1)}, "phases": run_phases("InMemory", store, work, args)}
 
 
-def bench_sqlite(n: int, work: Workload, args: Any, embedder: SharedEmbedder, root: Path) -> dict[str, Any]:
+def bench_sqlite(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder, root: Path) -> dict[str, Any]:
     problem = sqlite_extensions_problem()
     if problem:
         say(f"  SqliteStore: SKIPPED: {problem}")
@@ -399,6 +384,56 @@ def markdown(results: list[dict[str, Any]], clients: int) -> str:
     return "\n".join(lines)
 
 
+# Issue 14's targets, memsvc through the client over HTTP: sequential p95 by (items, phase), and
+# the throughput of `--clients` clients over one client's for gets and searches.
+P95_TARGETS_MS = {(10_000, "filter (value field)"): 3.0, (10_000, "semantic"): 15.0,
+                  (100_000, "filter (value field)"): 10.0, (100_000, "semantic"): 25.0}
+PARALLEL_TARGET = 1.6
+READS = ("get", "filter (value field)", "filter (policy attribute)", "semantic", "hybrid")
+MEMSVC, SQLITE = "memsvc (HTTP)", "SqliteStore + sqlite-vec"
+
+
+def targets(results: list[dict[str, Any]], clients: int) -> str:
+    """One table of every number issue 14's targets name, next to its target."""
+    lines = ["", "Issue 14's targets (memsvc through the client over HTTP; the issue sets the latency targets at "
+             "10k and 100k only)", "", "| items | target | measured | met |", "|---:|---|---|---|"]
+    for res in results:
+        n = res["items"]
+
+        def row(target: str, measured: str, met: bool | None) -> None:
+            lines.append(f"| {n:,} | {target} | {measured} | {'-' if met is None else 'yes' if met else 'NO'} |")
+
+        memsvc = res["stores"].get(MEMSVC, {}).get("phases")
+        if memsvc is None:
+            row("every target", "memsvc was not run, or failed", None)
+            continue
+        for phase in ("filter (value field)", "semantic"):
+            limit = P95_TARGETS_MS.get((n, phase))
+            p95 = memsvc[f"{phase} / 1"]["p95_ms"]
+            row(f"{phase} p95 <= {limit} ms" if limit else f"{phase} p95", "no answer" if p95 is None else f"{p95} ms",
+                None if limit is None or p95 is None else p95 <= limit)
+        ryw, unsynced = memsvc["put (read-your-writes) / 1"]["per_s"], memsvc["put (async indexing) / 1"]["per_s"]
+        sqlite = res["stores"].get(SQLITE, {}).get("phases")
+        if sqlite is None:
+            row("put, read-your-writes >= SqliteStore's", f"{ryw}/s (SqliteStore not run)", None)
+            row("put, async indexing > 3x SqliteStore's", f"{unsynced}/s (SqliteStore not run)", None)
+        else:
+            base = sqlite["put (read-your-writes) / 1"]["per_s"]
+            row("put, read-your-writes >= SqliteStore's", f"{ryw}/s vs {base}/s (x{_ratio(ryw, base)})",
+                ryw >= base)
+            row("put, async indexing > 3x SqliteStore's", f"{unsynced}/s vs {base}/s (x{_ratio(unsynced, base)})",
+                unsynced > 3 * base)
+        for phase in READS:
+            one, many = memsvc[f"{phase} / 1"]["per_s"], memsvc[f"{phase} / {clients}"]["per_s"]
+            row(f"{phase}: {clients} clients >= {PARALLEL_TARGET}x one client's throughput",
+                f"{one}/s -> {many}/s (x{_ratio(many, one)})", bool(one) and many >= PARALLEL_TARGET * one)
+    return "\n".join(lines)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}" if b else "-"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.peers", description=__doc__.split("\n\n")[0])
     parser.add_argument("--items", type=int, nargs="+", default=[10_000])
@@ -409,12 +444,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phase-seconds", type=float, default=60.0, help="time bound of each phase")
     parser.add_argument("--port", type=int, default=None, help="memsvc's port (default: a free one)")
     parser.add_argument("--out", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--keep-memsvc", type=Path, default=None, metavar="DIR",
+                        help="keep memsvc's loaded data directory of each size in DIR/<items>, and reuse one "
+                             "there instead of loading again (1M: about an hour on a busy 2-core machine); the put "
+                             "phases write to it, and a re-run's puts overwrite the same keys")
     args = parser.parse_args(argv)
 
     say(f"peers: items {args.items}, stores {args.stores}, clients 1 and {args.clients}, {args.ops} ops per phase "
         f"(at most {args.phase_seconds:.0f}s), {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, "
         f"load {loadavg()}")
-    embedder = SharedEmbedder()
+    embedder = KnownTextsEmbedder()
     results = []
     for n in args.items:
         work = Workload(n, args.ops)
@@ -423,13 +462,13 @@ def main(argv: list[str] | None = None) -> int:
         with tempfile.TemporaryDirectory(prefix="memsvc-peers-") as tmp:
             root = Path(tmp)
             if "memsvc" in args.stores:
-                stores["memsvc (HTTP)"] = bench_memsvc(n, work, args, root)
+                stores[MEMSVC] = bench_memsvc(n, work, args, embedder, root)
             if "inmemory" in args.stores:
                 stores["InMemoryStore"] = bench_inmemory(n, work, args, embedder)
             if "sqlite" in args.stores:
-                stores["SqliteStore + sqlite-vec"] = bench_sqlite(n, work, args, embedder, root)
+                stores[SQLITE] = bench_sqlite(n, work, args, embedder, root)
         results.append({"items": n, "stores": stores})
-    md = markdown(results, args.clients)
+    md = markdown(results, args.clients) + "\n" + targets(results, args.clients)
     say("\n=== summary ===" + md)
     if args.out:
         args.out.write_text(json.dumps({
