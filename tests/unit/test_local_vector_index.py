@@ -105,3 +105,26 @@ def test_queries_run_side_by_side_and_see_whole_writes(tmp_path, monkeypatch):
         seen.append(len(idx.query("t", (), Filter(), v, 1000)))
     writer.join()
     assert seen == sorted(seen) and len(idx.query("t", (), Filter(), v, 1000)) == 300
+
+
+def test_scope_rows_come_from_namespace_lists_and_match_a_scan_of_every_row(tmp_path):
+    """Per-namespace row lists and per-prefix namespace sets give, for narrow and wide prefixes,
+    nested ones and a sibling that only shares characters ("a" vs "ab"), exactly the live rows a
+    scan of every row finds, after deletes and the reuse of freed rows."""
+    from memsvc.core.namespaces import is_under
+
+    idx = index(tmp_path)
+    rng = np.random.default_rng(5)
+    spaces = [("u", "a", "x"), ("u", "a", "y"), ("u", "ab"), ("u", "a"), ("v", "a")] + [("w", str(i)) for i in range(40)]
+    writes = [VectorWrite("t", spaces[i % len(spaces)], f"k{i}", f"m{i}", 1, {}, (("text", rng.standard_normal(8)),))
+              for i in range(900)]
+    idx.put_many(writes)
+    idx.delete_many([VectorRef("t", f"m{i}", "text") for i in range(0, 900, 7)])
+    idx.put_many([VectorWrite("t", ("u", "a", "y"), f"n{i}", f"n{i}", 1, {}, (("text", rng.standard_normal(8)),))
+                  for i in range(50)])  # take freed rows, in another namespace than their last owner
+    t = idx._tenants["t"]
+    for prefix in ((), ("u",), ("u", "a"), ("u", "a", "x"), ("u", "ab"), ("v",), ("w", "3"), ("w",), ("none",)):
+        scanned = [i for i in range(t.size) if t.live[i] and is_under(t.memories[t.owner[i][0]].ns, prefix)]
+        assert t.rows_under(prefix).tolist() == scanned, prefix
+    narrow = idx.query("t", ("u", "a", "x"), Filter(), rng.standard_normal(8), 1000)
+    assert {h.namespace for h in narrow} == {("u", "a", "x")} and len(narrow) == len(t.rows_under(("u", "a", "x")))
