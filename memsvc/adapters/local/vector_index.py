@@ -28,15 +28,22 @@ from memsvc.core.namespaces import ancestors, decode_namespace, encode_namespace
 
 __all__ = ["LocalVectorIndex"]
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS vectors (
+# A rowid table: a row (a 1.5 KB vector at 384 dimensions) fits in its leaf page, where the
+# first layout's WITHOUT ROWID table, whose rows may hold about 1 KB in a 4 KB page, spilled every
+# row to an overflow page (4.4 KB of file per vector). `_migrate_layout` converts such a file.
+_VECTORS_TABLE = """
+CREATE TABLE IF NOT EXISTS {name} (
     tenant TEXT NOT NULL, memory_id TEXT NOT NULL, field TEXT NOT NULL,
     ns TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, policy_attributes TEXT NOT NULL,
-    vec BLOB NOT NULL,
-    PRIMARY KEY (tenant, memory_id, field)
-) WITHOUT ROWID;
+    vec BLOB NOT NULL
+);
 """
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+""" + _VECTORS_TABLE.format(name="vectors") + """
+CREATE UNIQUE INDEX IF NOT EXISTS vectors_by_ref ON vectors (tenant, memory_id, field);
+"""
+_LOAD_BATCH = 50_000  # rows read at a time at start (80 MB of vectors at 384 dimensions)
 
 
 _ROW = "tenant, memory_id, field, ns, key, version, policy_attributes, vec"
@@ -86,6 +93,28 @@ class _TenantVectors:
         self.owner[slot] = (memory_id, field_name)
         return slot
 
+    def add_loaded(self, memory_ids: list[str], field_names: list[str], namespaces: list[str],
+                   blobs: list[bytes]) -> range:
+        """Append rows read from the file (unit vectors already) in one copy; returns their slots."""
+        n = len(blobs)
+        while self.size + n > len(self.live):
+            self._grow()
+        slots = range(self.size, self.size + n)
+        self.matrix[self.size : self.size + n] = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(n, -1)
+        self.live[self.size : self.size + n] = True
+        ns_ids = [self._ns_id(ns) for ns in namespaces]
+        self.ns_ids[self.size : self.size + n] = ns_ids
+        for slot, ns_id in zip(slots, ns_ids):
+            self.ns_rows[ns_id].add(slot)
+        self.owner[self.size : self.size + n] = zip(memory_ids, field_names)
+        self.size += n
+        return slots
+
+    def reserve(self, rows: int) -> None:
+        """Room for `rows` rows in one allocation (at start, when the count is known)."""
+        if rows > len(self.live):
+            self._resize(rows)
+
     def drop(self, slot: int) -> None:
         self.live[slot] = False
         self.ns_rows[self.ns_ids[slot]].discard(slot)
@@ -118,7 +147,9 @@ class _TenantVectors:
         return np.flatnonzero(in_scope & self.live[: self.size])
 
     def _grow(self) -> None:
-        n = len(self.live) * 2
+        self._resize(len(self.live) * 2)
+
+    def _resize(self, n: int) -> None:
         self.matrix = np.resize(self.matrix, (n, self.matrix.shape[1]))
         self.live = np.concatenate([self.live, np.zeros(n - len(self.live), dtype=bool)])
         self.ns_ids = np.concatenate([self.ns_ids, np.zeros(n - len(self.ns_ids), dtype=np.int32)])
@@ -142,6 +173,7 @@ class LocalVectorIndex:
         self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        _migrate_layout(self._db)
         self._db.executescript(_SCHEMA + changes_schema("vectors"))
         self._check_model(model_id)
         self._changes = IndexChanges(path)  # before loading: a write after it is caught up with later
@@ -159,8 +191,26 @@ class LocalVectorIndex:
             )
 
     def _load(self) -> None:
-        for row in self._db.execute(f"SELECT {_ROW} FROM vectors"):
-            self._add_row(*row)
+        """Read every row into the matrices, a batch at a time: one copy per batch into the
+        matrix, and one parse per distinct policy-attributes text (most memories share a few)."""
+        for tenant, count in self._db.execute("SELECT tenant, count(*) FROM vectors GROUP BY tenant"):
+            self._tenant(tenant).reserve(count)
+        attributes: dict[str, dict[str, Any]] = {}
+        cursor = self._db.execute(f"SELECT {_ROW} FROM vectors")  # in file order: a tenant's runs are grouped
+        while batch := cursor.fetchmany(_LOAD_BATCH):
+            for tenant, rows in itertools.groupby(batch, key=lambda row: row[0]):
+                rows = list(rows)
+                t = self._tenant(tenant)
+                slots = t.add_loaded([r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows],
+                                     [r[7] for r in rows])
+                for slot, (_, memory_id, field_name, ns, key, version, attrs, _) in zip(slots, rows):
+                    memory = t.memories.get(memory_id)
+                    if memory is None:
+                        parsed = attributes.get(attrs)
+                        if parsed is None:
+                            parsed = attributes[attrs] = json.loads(attrs)
+                        memory = t.memories[memory_id] = _Memory(ns, key, version, parsed)
+                    memory.slots[field_name] = slot
 
     def _add_row(self, tenant, memory_id, field_name, ns, key, version, attrs, blob) -> None:
         t = self._tenant(tenant)
@@ -298,6 +348,26 @@ class LocalVectorIndex:
     def close(self) -> None:
         self._db.close()
 
+
+
+def _migrate_layout(db: sqlite3.Connection) -> None:
+    """Convert a file of the first layout (a WITHOUT ROWID `vectors` table) to the rowid table,
+    every row copied in one transaction, then give the freed pages back (VACUUM). The change log
+    is left as it is: the rows are the same, so no process has anything to catch up with."""
+    def old_layout() -> bool:
+        row = db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'vectors'").fetchone()
+        return row is not None and "WITHOUT ROWID" in row[0].upper()
+
+    if not old_layout():
+        return
+    with _tx(db):
+        if not old_layout():  # another process converted it meanwhile
+            return
+        db.execute(_VECTORS_TABLE.format(name="vectors_rowid"))
+        db.execute(f"INSERT INTO vectors_rowid ({_ROW}) SELECT {_ROW} FROM vectors")
+        db.execute("DROP TABLE vectors")  # and its triggers, which `changes_schema` creates again
+        db.execute("ALTER TABLE vectors_rowid RENAME TO vectors")
+    db.execute("VACUUM")
 
 
 def _unit(v: Sequence[float], dim: int) -> np.ndarray:
