@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from memsvc.adapters.local.ann import GraphBuilder, TenantGraph
 from memsvc.adapters.local.index_changes import IndexChanges, changes_schema
 from memsvc.adapters.local.rw_lock import ReadWriteLock
 from memsvc.core.filters import Filter, lookup_in
@@ -43,7 +45,10 @@ CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 """ + _VECTORS_TABLE.format(name="vectors") + """
 CREATE UNIQUE INDEX IF NOT EXISTS vectors_by_ref ON vectors (tenant, memory_id, field);
 """
+_BUILD_CHUNK = 50_000  # rows copied into an ANN graph at a time, under the read lock
 _LOAD_BATCH = 50_000  # rows read at a time at start (80 MB of vectors at 384 dimensions)
+_ANN_MAX_K = 1_000  # a deeper page than this is a scan: exact
+_ANN_CANDIDATES = 100  # candidates asked of the graph at least, rescored exactly (the page's top_k at most)
 
 
 _ROW = "tenant, memory_id, field, ns, key, version, policy_attributes, vec"
@@ -76,6 +81,11 @@ class _TenantVectors:
         self.ns_rows: list[set[int]] = []  # by namespace id
         self.under: dict[str, set[int]] = {}  # encoded prefix -> ids of the namespaces at or below it
         self.memories: dict[str, _Memory] = {}
+        self.graph: TenantGraph | None = None  # once a wide query of a big tenant asked for one
+
+    @property
+    def live_count(self) -> int:
+        return self.size - len(self.free)
 
     def add(self, memory_id: str, field_name: str, ns: str, vec: np.ndarray) -> int:
         if self.free:
@@ -91,6 +101,8 @@ class _TenantVectors:
         self.ns_ids[slot] = ns_id
         self.ns_rows[ns_id].add(slot)
         self.owner[slot] = (memory_id, field_name)
+        if self.graph is not None:
+            self.graph.dirty.add(slot)
         return slot
 
     def add_loaded(self, memory_ids: list[str], field_names: list[str], namespaces: list[str],
@@ -107,6 +119,8 @@ class _TenantVectors:
         for slot, ns_id in zip(slots, ns_ids):
             self.ns_rows[ns_id].add(slot)
         self.owner[self.size : self.size + n] = zip(memory_ids, field_names)
+        if self.graph is not None:
+            self.graph.dirty.update(slots)
         self.size += n
         return slots
 
@@ -120,6 +134,13 @@ class _TenantVectors:
         self.ns_rows[self.ns_ids[slot]].discard(slot)
         self.owner[slot] = None
         self.free.append(slot)
+        if self.graph is not None:
+            self.graph.dirty.add(slot)
+
+    def settle(self) -> None:
+        """At the end of a write (write lock held): a ready graph takes the rows it changed."""
+        if self.graph is not None and self.graph.ready:
+            self.graph.apply(self.live, self.matrix)
 
     def _ns_id(self, ns: str) -> int:
         ns_id = self.ns_index.get(ns)
@@ -130,14 +151,20 @@ class _TenantVectors:
                 self.under.setdefault(prefix, set()).add(ns_id)
         return ns_id
 
+    def scope(self, prefix: tuple[str, ...]) -> tuple[set[int] | None, int]:
+        """The ids of the namespaces under `prefix` (None: every one) and how many live rows they hold."""
+        if not prefix:
+            return None, self.live_count
+        ns_ids = self.under.get(encode_namespace(prefix), set())
+        return ns_ids, sum(len(self.ns_rows[i]) for i in ns_ids)
+
     def rows_under(self, prefix: tuple[str, ...]) -> np.ndarray:
         """The live rows in scope, ascending. A narrow scope (under a quarter of the tenant) is
         gathered from its namespaces' row sets; a wide one is picked by a mask over every row,
         which is cheaper there than Python sets and costs less than the product that follows."""
-        if not prefix:
+        ns_ids, count = self.scope(prefix)
+        if ns_ids is None:
             return np.flatnonzero(self.live[: self.size])
-        ns_ids = self.under.get(encode_namespace(prefix), set())
-        count = sum(len(self.ns_rows[i]) for i in ns_ids)
         if count * 4 < self.size:
             rows = np.fromiter(itertools.chain.from_iterable(self.ns_rows[i] for i in ns_ids), dtype=np.int64,
                                count=count)
@@ -160,11 +187,19 @@ class LocalVectorIndex:
     """`VectorIndex` for one machine. Thread-safe; writes are durable before they are visible."""
 
     max_top_k = 10_000
-    short_page_is_end = True  # exact search: a short page holds every match
+    # Exact search: a short page holds every match. An ANN page that comes up short is never
+    # returned (exact search answers instead), so this holds with the graph too.
+    short_page_is_end = True
 
-    def __init__(self, path: Path, *, dimension: int, model_id: str) -> None:
+    def __init__(self, path: Path, *, dimension: int, model_id: str, ann_threshold: int | None = None) -> None:
+        """`ann_threshold`: from how many vectors a tenant's wide-scope queries use an ANN graph
+        (built in the background at the first such query; exact search answers until it is
+        ready); None: never (`memsvc serve`'s default is `LocalSettings.ann_threshold`)."""
         self._dim = dimension
         self._path = str(path)
+        self._ann_threshold = ann_threshold
+        self._graphs = GraphBuilder()
+        self._closed = False
         # Queries share the matrices (numpy's product releases the GIL, so two run on two cores);
         # a write, which may grow or reuse rows, has them alone.
         self._lock = ReadWriteLock()
@@ -236,6 +271,7 @@ class LocalVectorIndex:
                     for row in self._db.execute(f"SELECT {_ROW} FROM vectors WHERE tenant = ? AND memory_id = ?",
                                                 (tenant, memory_id)):
                         self._add_row(*row)
+                t.settle()
 
     def _tenant(self, tenant: str) -> _TenantVectors:
         t = self._tenants.get(tenant)
@@ -266,6 +302,8 @@ class LocalVectorIndex:
                 if name in memory.slots:
                     t.drop(memory.slots[name])
                 memory.slots[name] = t.add(w.memory_id, name, ns, arr)
+            for tenant in {w.tenant for w in writes}:
+                self._tenant(tenant).settle()
 
     def delete_many(self, refs):
         with self._lock.writing():
@@ -284,6 +322,9 @@ class LocalVectorIndex:
                     t.drop(slot)
                 if not memory.slots:
                     del t.memories[r.memory_id]
+            for tenant in {r.tenant for r in refs}:
+                if tenant in self._tenants:
+                    self._tenants[tenant].settle()
 
     def query(self, tenant, prefix, pushdown, vector, top_k):
         q = _unit(vector, self._dim)
@@ -292,6 +333,10 @@ class LocalVectorIndex:
             t = self._tenants.get(tenant)
             if t is None or t.size == 0:
                 return []
+            if self._wide_for_graph(tenant, t, prefix, top_k):
+                hits = self._graph_hits(t, prefix, pushdown, q, top_k)
+                if hits is not None:
+                    return hits
             rows = t.rows_under(prefix)
             if rows.size == 0:
                 return []
@@ -311,6 +356,61 @@ class LocalVectorIndex:
                 if len(hits) >= top_k or k >= rows.size:
                     return hits
                 k = min(rows.size, k * 4)
+
+    def _wide_for_graph(self, tenant: str, t: _TenantVectors, prefix: tuple[str, ...], top_k: int) -> bool:
+        """Whether the query is one for the graph (a big tenant, a wide scope, a page of a usual
+        size) and the graph is ready; queues the graph's build when it is not there yet."""
+        if self._ann_threshold is None or t.live_count < self._ann_threshold or top_k > _ANN_MAX_K:
+            return False
+        _, count = t.scope(prefix)
+        if count * 4 < t.live_count:  # narrow: exact over its own rows costs less than a graph search
+            return False
+        if t.graph is None:
+            self._graphs.build(tenant, lambda: self._build_graph(tenant, t))
+            return False
+        return t.graph.ready
+
+    def _graph_hits(self, t: _TenantVectors, prefix: tuple[str, ...], pushdown: Filter, q: np.ndarray,
+                    top_k: int) -> list[VectorHit] | None:
+        """The best `top_k` hits among the graph's candidates, scored exactly; None when fewer
+        than `top_k` pass (the scope or the pushdown filter rejects most): exact search then
+        answers, so a short page still means no more matches."""
+        ns_ids, count = t.scope(prefix)
+        # A scope of a fraction of the tenant keeps about that fraction of the candidates.
+        asked = min(len(t.graph), int(max(top_k, _ANN_CANDIDATES) * t.live_count / max(count, 1)) + 1)
+        rows = t.graph.candidates(q, asked)
+        rows = rows[t.live[rows]]  # a row dropped since the graph took it never answers
+        if ns_ids is not None:
+            rows = rows[np.isin(t.ns_ids[rows], np.fromiter(ns_ids, dtype=np.int32, count=len(ns_ids)))]
+        scores = t.matrix[rows] @ q
+        hits = self._hits(t, rows, scores, np.argsort(-scores, kind="stable"), pushdown, top_k)
+        return hits if len(hits) >= top_k else None
+
+    def _build_graph(self, tenant: str, t: _TenantVectors) -> None:
+        """On the builder's thread: register the graph (from then on every changed row is marked
+        dirty), add the rows a chunk at a time (copied under the read lock, so queries and writes
+        go on between chunks), then replay the dirty rows and open it to queries."""
+        graph = TenantGraph(self._dim)
+        with self._lock.writing():
+            if self._tenants.get(tenant) is not t or t.graph is not None:
+                return
+            t.graph = graph
+            end = t.size
+        threads = os.cpu_count() or 1
+        for start in range(0, end, _BUILD_CHUNK):
+            with self._lock.reading():
+                if self._closed or self._tenants.get(tenant) is not t:  # closed, or everything reloaded
+                    return
+                rows = np.flatnonzero(t.live[start : min(end, start + _BUILD_CHUNK)]) + start
+                vectors = t.matrix[rows]
+            graph.add(rows, vectors, threads=threads)
+        with self._lock.writing():
+            graph.ready = True
+            t.settle()
+
+    def wait_for_graphs(self, timeout: float | None = None) -> bool:
+        """Until no ANN graph is being built (benchmarks, tests); False if `timeout` passed first."""
+        return self._graphs.wait(timeout)
 
     def vectors_of(self, tenant, refs):
         self._catch_up()
@@ -346,6 +446,8 @@ class LocalVectorIndex:
             return set(t.memories) if t else set()
 
     def close(self) -> None:
+        self._closed = True
+        self._graphs.close()
         self._db.close()
 
 

@@ -1,0 +1,108 @@
+"""An approximate nearest-neighbour graph (HNSW, usearch) over one tenant's vector rows, for
+the local index's wide-scope queries once a tenant holds many vectors.
+
+The graph only proposes candidates: they are keyed by row, checked against the index's live
+bookkeeping (row live, namespace in scope) and scored exactly from the float32 matrix, so a
+deleted or replaced vector never comes back, and a score is always the true cosine. Vectors are
+held as int8 in the graph (a quarter of the matrix's memory), which costs nothing in the scores.
+
+A graph is built in a background thread (a million vectors take minutes) while exact search
+answers; rows that change meanwhile are marked `dirty` and replayed when the build ends, and
+afterwards every write's rows are applied as the write finishes (`apply`), so each process's
+graph follows its in-memory rows, whether they changed by its own writes or by catching up with
+another process's.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+import numpy as np
+from usearch.index import Index
+
+from memsvc.adapters.local.low_priority_pool import low_priority_pool
+
+__all__ = ["TenantGraph", "GraphBuilder"]
+
+log = logging.getLogger(__name__)
+
+CONNECTIVITY = 16  # HNSW's M: edges per node
+EXPANSION_ADD = 128  # candidates kept while inserting (usearch's default): build time against recall
+EXPANSION_SEARCH = 256  # candidates kept while searching, at least the number asked for
+_BUILD_CHUNK = 50_000  # rows copied from the matrix at a time, under the index's read lock
+
+
+class TenantGraph:
+    """One tenant's graph. Until `ready`, only `dirty` changes (under the index's write lock)."""
+
+    def __init__(self, dim: int) -> None:
+        self._graph = Index(ndim=dim, metric="cos", dtype="i8", connectivity=CONNECTIVITY,
+                            expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+        # usearch's search keeps per-thread scratch space by thread number, not by caller: two
+        # Python threads searching at once would share it. A search takes about a millisecond.
+        self._searching = threading.Lock()
+        self.dirty: set[int] = set()
+        self.ready = False
+
+    def add(self, rows: np.ndarray, vectors: np.ndarray, threads: int = 1) -> None:
+        if rows.size:
+            self._graph.add(rows, vectors, threads=threads)
+
+    def apply(self, live: np.ndarray, matrix: np.ndarray) -> None:
+        """Bring the dirty rows up to date (under the index's write lock): each leaves the graph,
+        and goes back in with its current vector if it is live."""
+        if not self.dirty:
+            return
+        rows = np.fromiter(self.dirty, dtype=np.int64, count=len(self.dirty))
+        self.dirty.clear()
+        self._graph.remove(rows)
+        kept = rows[live[rows]]
+        self.add(kept, matrix[kept])
+
+    def candidates(self, vector: np.ndarray, count: int) -> np.ndarray:
+        """Rows of about the `count` nearest vectors (some may have been dropped since: check)."""
+        with self._searching:
+            return self._graph.search(vector, count, threads=1).keys.astype(np.int64)
+
+    def __len__(self) -> int:
+        return len(self._graph)
+
+
+class GraphBuilder:
+    """Builds graphs one at a time on a low-priority thread, so that requests keep the cores.
+
+    `build(key, start)` queues a build unless one is queued or running for `key`; `start(graph)`
+    runs on the builder thread and does the work (`LocalVectorIndex` copies its rows in chunks)."""
+
+    def __init__(self) -> None:
+        self._pool = low_priority_pool(1, name="memsvc-ann")
+        self._queued: set[str] = set()
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+
+    def build(self, key: str, start: Callable[[], None]) -> None:
+        with self._lock:
+            if key in self._queued:
+                return
+            self._queued.add(key)
+        self._pool.submit(self._run, key, start)
+
+    def _run(self, key: str, start: Callable[[], None]) -> None:
+        try:
+            start()
+        except Exception:  # exact search goes on answering; the next wide query queues it again
+            log.exception("building the ANN graph of %s failed", key)
+        finally:
+            with self._lock:
+                self._queued.discard(key)
+                self._idle.notify_all()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Until no build is queued or running (benchmarks, tests); False if `timeout` passed first."""
+        with self._lock:
+            return self._idle.wait_for(lambda: not self._queued, timeout)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
