@@ -143,3 +143,14 @@ def test_another_process_writes_reach_this_ones_graph(tmp_path):
     assert "k100" not in {h.key for h in a.query("t", (), Filter(), vecs[100], 10)}
     assert {h.key for h in a.query("t", (), Filter(), vecs[200], 2)} == {"k200", "k8888"}
     assert len(a._tenants["t"].graph) == a._tenants["t"].live_count == N
+
+
+def test_the_index_can_be_imported_before_the_embedders_runtime():
+    """onnxruntime crashes at import in a process that loaded usearch's extension first; the
+    index's module loads them in the safe order, whatever the process imports next."""
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", "import memsvc.adapters.local.vector_index; import onnxruntime"],
+                          capture_output=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]

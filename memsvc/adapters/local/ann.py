@@ -20,11 +20,17 @@ import threading
 from collections.abc import Callable
 
 import numpy as np
+import onnxruntime  # noqa: F401  (before usearch: see below)
 from usearch.index import Index
 
 from memsvc.adapters.local.low_priority_pool import low_priority_pool
 
 __all__ = ["TenantGraph", "GraphBuilder"]
+
+# Load order matters: onnxruntime 1.31 (the embedder's runtime) crashes at import (SIGSEGV in its
+# C++ locale set-up) in a process that has loaded usearch 2.26.6's extension first; the other
+# order is fine. Both are in the `local` extra, and importing onnxruntime here makes every
+# process that can build a graph load them in the safe order.
 
 log = logging.getLogger(__name__)
 

@@ -1,12 +1,14 @@
-"""The local vector index: exact cosine search over numpy matrices, one per tenant.
+"""The local vector index: cosine search over numpy matrices, one per tenant; exact, and
+through an ANN graph for the wide queries of big tenants.
 
 Vectors are persisted in their own SQLite file (so indexing never contends with item writes)
-and loaded into memory at start. Exact search costs one matrix-vector product over the
-tenant's vectors: about 10 ms a query at 100k vectors and 80 ms at a million (1.5 GB of float32)
-on a 2-core machine; past that an ANN index or the
-AWS backend is the right tool. Every process serving the data dir holds the vectors in memory
-and catches up with the others' writes before it reads (`index_changes`).
-"""
+and loaded into memory at start. Exact search costs one matrix-vector product over the rows in
+scope: about 10 ms a query over 100k vectors and 80 ms over a million (1.5 GB of float32) on a
+2-core machine; a narrow scope's rows are found through per-namespace row lists, so it costs the
+same in a tenant of any size. A tenant with more than `ann_threshold` vectors answers wide
+scopes from an HNSW graph (`ann`), built in the background at its first wide query. Every
+process serving the data dir holds the vectors in memory and catches up with the others' writes
+before it reads (`index_changes`)."""
 
 from __future__ import annotations
 
