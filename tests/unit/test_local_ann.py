@@ -90,6 +90,8 @@ def test_a_short_graph_page_is_answered_exactly(tmp_path):
 
 
 def test_deleted_and_replaced_vectors_never_come_back(tmp_path):
+    """At once (the changed rows scored exactly beside the graph) and after the background thread
+    has moved them into the graph."""
     vecs = clustered(N, 7)
     idx = filled(tmp_path, vecs)
     q = vecs[42]
@@ -103,7 +105,11 @@ def test_deleted_and_replaced_vectors_never_come_back(tmp_path):
     assert "k43" not in {h.key for h in hits}
     top = idx.query("t", (), Filter(), vecs[7], 2)
     assert {h.key for h in top} == {"k7", "k9999"} and min(h.score for h in top) > 0.999
-    assert len(idx._tenants["t"].graph) == idx._tenants["t"].live_count
+    assert idx.wait_for_graphs(120)  # the changed rows, moved into the graph in the background
+    t = idx._tenants["t"]
+    assert not t.graph.dirty and len(t.graph) == t.live_count
+    assert "k42" not in {h.key for h in idx.query("t", (), Filter(), q, 10)}
+    assert {h.key for h in idx.query("t", (), Filter(), vecs[7], 2)} == {"k7", "k9999"}
 
 
 def test_writes_during_the_build_reach_the_graph(tmp_path, monkeypatch):
@@ -142,7 +148,8 @@ def test_another_process_writes_reach_this_ones_graph(tmp_path):
     b.put_many([write(8888, vecs[200], ns=("user", "new"))])
     assert "k100" not in {h.key for h in a.query("t", (), Filter(), vecs[100], 10)}
     assert {h.key for h in a.query("t", (), Filter(), vecs[200], 2)} == {"k200", "k8888"}
-    assert len(a._tenants["t"].graph) == a._tenants["t"].live_count == N
+    assert a.wait_for_graphs(120)
+    assert len(a._tenants["t"].graph) == a._tenants["t"].live_count == N and not a._tenants["t"].graph.dirty
 
 
 def test_the_index_can_be_imported_before_the_embedders_runtime():

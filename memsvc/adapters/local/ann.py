@@ -7,14 +7,17 @@ deleted or replaced vector never comes back, and a score is always the true cosi
 held as int8 in the graph (a quarter of the matrix's memory), which costs nothing in the scores.
 
 A graph is built in a background thread (a million vectors take minutes) while exact search
-answers; rows that change meanwhile are marked `dirty` and replayed when the build ends, and
-afterwards every write's rows are applied as the write finishes (`apply`), so each process's
-graph follows its in-memory rows, whether they changed by its own writes or by catching up with
-another process's.
+answers. Rows that change, during the build and after it, are marked `dirty`: a query scores
+them exactly beside the graph's candidates, so a write is found at once, and the background
+thread moves them into the graph a few at a time (inserting a vector into a graph of a million
+costs about 2 ms: done in the write itself, an indexing chunk of 64 texts would hold the index's
+write lock, and every query, for 100-200 ms). Each process's graph follows its in-memory rows,
+whether they changed by its own writes or by catching up with another process's.
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import threading
 from collections.abc import Callable
@@ -37,40 +40,46 @@ log = logging.getLogger(__name__)
 CONNECTIVITY = 16  # HNSW's M: edges per node
 EXPANSION_ADD = 128  # candidates kept while inserting (usearch's default): build time against recall
 EXPANSION_SEARCH = 256  # candidates kept while searching, at least the number asked for
-_BUILD_CHUNK = 50_000  # rows copied from the matrix at a time, under the index's read lock
 
 
 class TenantGraph:
-    """One tenant's graph. Until `ready`, only `dirty` changes (under the index's write lock)."""
+    """One tenant's graph, and its `dirty` rows: row -> the number of its latest change (changed
+    under the index's write lock, read under its read lock). `ready` once built."""
 
     def __init__(self, dim: int) -> None:
         self._graph = Index(ndim=dim, metric="cos", dtype="i8", connectivity=CONNECTIVITY,
                             expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
-        # usearch's search keeps per-thread scratch space by thread number, not by caller: two
-        # Python threads searching at once would share it. A search takes about a millisecond.
-        self._searching = threading.Lock()
-        self.dirty: set[int] = set()
+        # usearch keeps per-thread scratch space by thread number, not by caller: two Python
+        # threads in the graph at once would share it. A search takes about a millisecond.
+        self._using = threading.Lock()
+        self._changes = itertools.count()
+        self.dirty: dict[int, int] = {}
         self.ready = False
 
-    def add(self, rows: np.ndarray, vectors: np.ndarray, threads: int = 1) -> None:
-        if rows.size:
-            self._graph.add(rows, vectors, threads=threads)
+    def mark(self, row: int) -> None:
+        self.dirty[row] = next(self._changes)
 
-    def apply(self, live: np.ndarray, matrix: np.ndarray) -> None:
-        """Bring the dirty rows up to date (under the index's write lock): each leaves the graph,
-        and goes back in with its current vector if it is live."""
-        if not self.dirty:
-            return
-        rows = np.fromiter(self.dirty, dtype=np.int64, count=len(self.dirty))
-        self.dirty.clear()
-        self._graph.remove(rows)
-        kept = rows[live[rows]]
-        self.add(kept, matrix[kept])
+    def add(self, rows: np.ndarray, vectors: np.ndarray, threads: int = 1) -> None:
+        """Rows not in the graph yet (the build)."""
+        if rows.size:
+            with self._using:
+                self._graph.add(rows, vectors, threads=threads)
+
+    def replace(self, rows: np.ndarray, live_rows: np.ndarray, vectors: np.ndarray) -> None:
+        """Take `rows` out of the graph, then put `live_rows` (some of them) back with `vectors`."""
+        with self._using:
+            self._graph.remove(rows)
+            if live_rows.size:
+                self._graph.add(live_rows, vectors, threads=1)
 
     def candidates(self, vector: np.ndarray, count: int) -> np.ndarray:
-        """Rows of about the `count` nearest vectors (some may have been dropped since: check)."""
-        with self._searching:
-            return self._graph.search(vector, count, threads=1).keys.astype(np.int64)
+        """Rows of about the `count` nearest vectors in the graph, plus every dirty row (read
+        lock held): some may have been dropped since, so check them."""
+        with self._using:
+            found = self._graph.search(vector, count, threads=1).keys.astype(np.int64)
+        if not self.dirty:
+            return found
+        return np.union1d(found, np.fromiter(self.dirty, dtype=np.int64, count=len(self.dirty)))
 
     def __len__(self) -> int:
         return len(self._graph)

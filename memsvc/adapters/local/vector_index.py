@@ -50,6 +50,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS vectors_by_ref ON vectors (tenant, memory_id, 
 _BUILD_CHUNK = 50_000  # rows copied into an ANN graph at a time, under the read lock
 _LOAD_BATCH = 50_000  # rows read at a time at start (80 MB of vectors at 384 dimensions)
 _ANN_MAX_K = 1_000  # a deeper page than this is a scan: exact
+_APPLY_SLICE = 16  # dirty rows moved into a graph at a time (about 30 ms of inserts a million rows in)
 _ANN_CANDIDATES = 100  # candidates asked of the graph at least, rescored exactly (the page's top_k at most)
 
 
@@ -104,7 +105,7 @@ class _TenantVectors:
         self.ns_rows[ns_id].add(slot)
         self.owner[slot] = (memory_id, field_name)
         if self.graph is not None:
-            self.graph.dirty.add(slot)
+            self.graph.mark(slot)
         return slot
 
     def add_loaded(self, memory_ids: list[str], field_names: list[str], namespaces: list[str],
@@ -122,7 +123,8 @@ class _TenantVectors:
             self.ns_rows[ns_id].add(slot)
         self.owner[self.size : self.size + n] = zip(memory_ids, field_names)
         if self.graph is not None:
-            self.graph.dirty.update(slots)
+            for slot in slots:
+                self.graph.mark(slot)
         self.size += n
         return slots
 
@@ -137,12 +139,7 @@ class _TenantVectors:
         self.owner[slot] = None
         self.free.append(slot)
         if self.graph is not None:
-            self.graph.dirty.add(slot)
-
-    def settle(self) -> None:
-        """At the end of a write (write lock held): a ready graph takes the rows it changed."""
-        if self.graph is not None and self.graph.ready:
-            self.graph.apply(self.live, self.matrix)
+            self.graph.mark(slot)
 
     def _ns_id(self, ns: str) -> int:
         ns_id = self.ns_index.get(ns)
@@ -273,7 +270,8 @@ class LocalVectorIndex:
                     for row in self._db.execute(f"SELECT {_ROW} FROM vectors WHERE tenant = ? AND memory_id = ?",
                                                 (tenant, memory_id)):
                         self._add_row(*row)
-                t.settle()
+        for tenant in changed:
+            self._update_graph(tenant)
 
     def _tenant(self, tenant: str) -> _TenantVectors:
         t = self._tenants.get(tenant)
@@ -304,8 +302,8 @@ class LocalVectorIndex:
                 if name in memory.slots:
                     t.drop(memory.slots[name])
                 memory.slots[name] = t.add(w.memory_id, name, ns, arr)
-            for tenant in {w.tenant for w in writes}:
-                self._tenant(tenant).settle()
+        for tenant in {w.tenant for w in writes}:
+            self._update_graph(tenant)
 
     def delete_many(self, refs):
         with self._lock.writing():
@@ -324,9 +322,8 @@ class LocalVectorIndex:
                     t.drop(slot)
                 if not memory.slots:
                     del t.memories[r.memory_id]
-            for tenant in {r.tenant for r in refs}:
-                if tenant in self._tenants:
-                    self._tenants[tenant].settle()
+        for tenant in {r.tenant for r in refs}:
+            self._update_graph(tenant)
 
     def query(self, tenant, prefix, pushdown, vector, top_k):
         q = _unit(vector, self._dim)
@@ -370,7 +367,8 @@ class LocalVectorIndex:
         if t.graph is None:
             self._graphs.build(tenant, lambda: self._build_graph(tenant, t))
             return False
-        return t.graph.ready
+        # A graph far behind its writes (a backlog being indexed) would score most rows anyway.
+        return t.graph.ready and len(t.graph.dirty) * 4 < t.live_count
 
     def _graph_hits(self, t: _TenantVectors, prefix: tuple[str, ...], pushdown: Filter, q: np.ndarray,
                     top_k: int) -> list[VectorHit] | None:
@@ -388,6 +386,33 @@ class LocalVectorIndex:
         hits = self._hits(t, rows, scores, np.argsort(-scores, kind="stable"), pushdown, top_k)
         return hits if len(hits) >= top_k else None
 
+    def _update_graph(self, tenant: str) -> None:
+        """After a write: queue moving the tenant's dirty rows into its ready graph."""
+        t = self._tenants.get(tenant)
+        if t is not None and t.graph is not None and t.graph.ready and t.graph.dirty:
+            self._graphs.build(f"{tenant} (changes)", lambda: self._apply_dirty(tenant, t))
+
+    def _apply_dirty(self, tenant: str, t: _TenantVectors) -> None:
+        """On the builder's thread: move dirty rows into the graph a slice at a time (their
+        vectors copied under the read lock); a row is clean only if it did not change again
+        meanwhile. Queries score dirty rows exactly until then."""
+        graph = t.graph
+        while True:
+            with self._lock.reading():
+                if self._closed or self._tenants.get(tenant) is not t:
+                    return
+                batch = list(itertools.islice(graph.dirty.items(), _APPLY_SLICE))
+                if not batch:
+                    return
+                rows = np.fromiter((row for row, _ in batch), dtype=np.int64, count=len(batch))
+                live_rows = rows[t.live[rows]]
+                vectors = t.matrix[live_rows]
+            graph.replace(rows, live_rows, vectors)
+            with self._lock.writing():
+                for row, change in batch:
+                    if graph.dirty.get(row) == change:
+                        del graph.dirty[row]
+
     def _build_graph(self, tenant: str, t: _TenantVectors) -> None:
         """On the builder's thread: register the graph (from then on every changed row is marked
         dirty), add the rows a chunk at a time (copied under the read lock, so queries and writes
@@ -399,16 +424,21 @@ class LocalVectorIndex:
             t.graph = graph
             end = t.size
         threads = os.cpu_count() or 1
-        for start in range(0, end, _BUILD_CHUNK):
-            with self._lock.reading():
-                if self._closed or self._tenants.get(tenant) is not t:  # closed, or everything reloaded
-                    return
-                rows = np.flatnonzero(t.live[start : min(end, start + _BUILD_CHUNK)]) + start
-                vectors = t.matrix[rows]
-            graph.add(rows, vectors, threads=threads)
+        try:
+            for start in range(0, end, _BUILD_CHUNK):
+                with self._lock.reading():
+                    if self._closed or self._tenants.get(tenant) is not t:  # closed, or everything reloaded
+                        return
+                    rows = np.flatnonzero(t.live[start : min(end, start + _BUILD_CHUNK)]) + start
+                    vectors = t.matrix[rows]
+                graph.add(rows, vectors, threads=threads)
+        except BaseException:  # e.g. out of memory: exact search goes on, and the next wide query tries again
+            with self._lock.writing():
+                t.graph = None
+            raise
         with self._lock.writing():
             graph.ready = True
-            t.settle()
+        self._apply_dirty(tenant, t)
 
     def wait_for_graphs(self, timeout: float | None = None) -> bool:
         """Until no ANN graph is being built (benchmarks, tests); False if `timeout` passed first."""
