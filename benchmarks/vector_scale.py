@@ -144,6 +144,25 @@ def measure(n: int, queries_count: int, draw, ann: bool) -> dict:
     return row
 
 
+def exact_curve(sizes: list[int], runs: int = 40) -> None:
+    """The exact search's core, a product over N rows plus picking the best 256, timed `runs`
+    times per size: the fastest run is about what an idle machine gives, whatever the load."""
+    rng = np.random.default_rng(0)
+    matrix = rng.standard_normal((max(sizes), DIM), dtype=np.float32)
+    q = rng.standard_normal(DIM, dtype=np.float32)
+    print(f"\nexact product + top 256 over N rows, {runs} runs (load {os.getloadavg()[0]:.2f}):\n"
+          "| rows | fastest | p50 |\n|---:|---:|---:|")
+    for n in sizes:
+        samples = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            scores = matrix[:n] @ q
+            np.argpartition(-scores, 255)[:256]
+            samples.append((time.perf_counter() - t0) * 1000.0)
+        samples.sort()
+        print(f"| {n:,} | {samples[0]:.1f} ms | {percentile(samples, 50):.1f} ms |", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.vector_scale", description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
@@ -151,7 +170,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vectors", choices=["clustered", "random"], default="clustered")
     parser.add_argument("--ann", action=argparse.BooleanOptionalAction, default=True,
                         help="also build the ANN graph and measure it (--no-ann: exact only)")
+    parser.add_argument("--exact-curve", type=int, nargs="*", default=[], metavar="N",
+                        help="only time the exact product at these row counts (fastest of 40 runs: idle-equivalent)")
     args = parser.parse_args(argv)
+    if args.exact_curve:
+        exact_curve(args.exact_curve)
+        return 0
     draw = Clustered() if args.vectors == "clustered" else random
     print(f"vector_scale: sizes {args.sizes}, {args.vectors} vectors, {args.queries} queries each, "
           f"{os.cpu_count()} CPUs, numpy {np.__version__}, load {os.getloadavg()[0]:.2f}", flush=True)

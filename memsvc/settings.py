@@ -16,7 +16,7 @@ class LocalSettings:
     port: int = 8000
     events_file: Path | None = None
     # Vectors a tenant holds before its wide-scope searches use the ANN graph; None ("off"): never.
-    ann_threshold: int | None = 200_000
+    ann_threshold: int | None = 150_000
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
