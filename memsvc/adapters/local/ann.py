@@ -86,10 +86,9 @@ class TenantGraph:
 
 
 class GraphBuilder:
-    """Builds graphs one at a time on a low-priority thread, so that requests keep the cores.
-
-    `build(key, start)` queues a build unless one is queued or running for `key`; `start(graph)`
-    runs on the builder thread and does the work (`LocalVectorIndex` copies its rows in chunks)."""
+    """Runs the graphs' background work (a build; moving changed rows in) one job at a time on a
+    low-priority thread, so that requests keep the cores. `build(key, job)` queues `job` unless
+    one with the same `key` is queued or running."""
 
     def __init__(self) -> None:
         self._pool = low_priority_pool(1, name="memsvc-ann")
@@ -97,18 +96,18 @@ class GraphBuilder:
         self._lock = threading.Lock()
         self._idle = threading.Condition(self._lock)
 
-    def build(self, key: str, start: Callable[[], None]) -> None:
+    def build(self, key: str, job: Callable[[], None]) -> None:
         with self._lock:
             if key in self._queued:
                 return
             self._queued.add(key)
-        self._pool.submit(self._run, key, start)
+        self._pool.submit(self._run, key, job)
 
-    def _run(self, key: str, start: Callable[[], None]) -> None:
+    def _run(self, key: str, job: Callable[[], None]) -> None:
         try:
-            start()
+            job()
         except Exception:  # exact search goes on answering; the next wide query queues it again
-            log.exception("building the ANN graph of %s failed", key)
+            log.exception("ANN graph work for %s failed", key)
         finally:
             with self._lock:
                 self._queued.discard(key)
