@@ -34,6 +34,7 @@ from memsvc.service.remember import Remember
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.search import Search
 from memsvc.service.semantic import SemanticMemories
+from memsvc.settings import LocalSettings
 from memsvc.service.session_close import CloseSession
 from memsvc.service.sessions import Sessions
 from memsvc.service.sweeper import Sweeper
@@ -102,6 +103,7 @@ def build_local(
     index_interval: float = 0.5,
     sweep_interval: float = 1.0,
     events_file: Path | None = None,
+    ann_threshold: int | None = LocalSettings.ann_threshold,
 ) -> LocalApp:
     """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file."""
     from memsvc.adapters.local.event_log import SqliteEventLog
@@ -132,7 +134,8 @@ def build_local(
     data_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
     event_log = SqliteEventLog(data_dir / "events.db")
-    vectors = LocalVectorIndex(data_dir / "vectors.db", dimension=embedder.dimension, model_id=embedder.model_id)
+    vectors = LocalVectorIndex(data_dir / "vectors.db", dimension=embedder.dimension, model_id=embedder.model_id,
+                               ann_threshold=ann_threshold)
     keywords = LocalKeywordIndex(data_dir / "keywords.db")
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
     settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id))

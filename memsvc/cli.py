@@ -103,7 +103,8 @@ def _serve(args: argparse.Namespace) -> int:
         print("memsvc: --workers must be at least 1", file=sys.stderr)
         return 2
     # Built before any worker starts: the files, keys and schemas exist once they do.
-    app = build_local(args.data_dir, events_file=args.events_file)
+    app = build_local(args.data_dir, events_file=args.events_file,
+                      ann_threshold=LocalSettings.from_env().ann_threshold)
     print(f"memsvc: data in {args.data_dir}, embedder {app.embedder.model_id}", file=sys.stderr)
     print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)"
           + (f", {args.workers} worker processes" if args.workers > 1 else ""), file=sys.stderr)
@@ -147,7 +148,7 @@ def worker_server():
     from memsvc.local_server import LocalServer
 
     env = LocalSettings.from_env()
-    app = build_local(env.data_dir, events_file=env.events_file, start_workers=False)
+    app = build_local(env.data_dir, events_file=env.events_file, start_workers=False, ann_threshold=env.ann_threshold)
     app.accesses.start()
     return LocalServer(app.router, app.issuer, on_shutdown=app.close)
 

@@ -15,15 +15,19 @@ class LocalSettings:
     host: str = "127.0.0.1"
     port: int = 8000
     events_file: Path | None = None
+    # Vectors a tenant holds before its wide-scope searches use the ANN graph; None ("off"): never.
+    ann_threshold: int | None = 150_000
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
         events_file = os.environ.get("MEMSVC_EVENTS_FILE")
+        ann = os.environ.get("MEMSVC_ANN_THRESHOLD")
         return cls(
             data_dir=Path(os.environ.get("MEMSVC_DATA_DIR", "~/.memsvc")).expanduser(),
             host=os.environ.get("MEMSVC_HOST", "127.0.0.1"),
             port=int(os.environ.get("MEMSVC_PORT", "8000")),
             events_file=Path(events_file).expanduser() if events_file else None,
+            ann_threshold=cls.ann_threshold if ann is None else None if ann == "off" else int(ann),
         )
 
     def export(self) -> None:

@@ -105,3 +105,67 @@ def test_queries_run_side_by_side_and_see_whole_writes(tmp_path, monkeypatch):
         seen.append(len(idx.query("t", (), Filter(), v, 1000)))
     writer.join()
     assert seen == sorted(seen) and len(idx.query("t", (), Filter(), v, 1000)) == 300
+
+
+def test_scope_rows_come_from_namespace_lists_and_match_a_scan_of_every_row(tmp_path):
+    """Per-namespace row lists and per-prefix namespace sets give, for narrow and wide prefixes,
+    nested ones and a sibling that only shares characters ("a" vs "ab"), exactly the live rows a
+    scan of every row finds, after deletes and the reuse of freed rows."""
+    from memsvc.core.namespaces import is_under
+
+    idx = index(tmp_path)
+    rng = np.random.default_rng(5)
+    spaces = [("u", "a", "x"), ("u", "a", "y"), ("u", "ab"), ("u", "a"), ("v", "a")] + [("w", str(i)) for i in range(40)]
+    writes = [VectorWrite("t", spaces[i % len(spaces)], f"k{i}", f"m{i}", 1, {}, (("text", rng.standard_normal(8)),))
+              for i in range(900)]
+    idx.put_many(writes)
+    idx.delete_many([VectorRef("t", f"m{i}", "text") for i in range(0, 900, 7)])
+    idx.put_many([VectorWrite("t", ("u", "a", "y"), f"n{i}", f"n{i}", 1, {}, (("text", rng.standard_normal(8)),))
+                  for i in range(50)])  # take freed rows, in another namespace than their last owner
+    t = idx._tenants["t"]
+    for prefix in ((), ("u",), ("u", "a"), ("u", "a", "x"), ("u", "ab"), ("v",), ("w", "3"), ("w",), ("none",)):
+        scanned = [i for i in range(t.size) if t.live[i] and is_under(t.memories[t.owner[i][0]].ns, prefix)]
+        assert t.rows_under(prefix).tolist() == scanned, prefix
+    narrow = idx.query("t", ("u", "a", "x"), Filter(), rng.standard_normal(8), 1000)
+    assert {h.namespace for h in narrow} == {("u", "a", "x")} and len(narrow) == len(t.rows_under(("u", "a", "x")))
+
+
+def test_a_file_of_the_first_layout_is_converted_in_place_and_keeps_every_vector(tmp_path):
+    """The first layout (a WITHOUT ROWID table, every row spilled to an overflow page) becomes a
+    rowid table on open: every row kept, with its owner, namespace and attributes; the change log's
+    triggers work again, so a second process sees the first one's writes."""
+    import json
+    import sqlite3
+
+    from memsvc.adapters.local.index_changes import changes_schema
+
+    rng = np.random.default_rng(3)
+    vecs = rng.standard_normal((300, 8)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    old = sqlite3.connect(tmp_path / "v.db", isolation_level=None)
+    old.executescript("""
+        CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+        CREATE TABLE vectors (
+            tenant TEXT NOT NULL, memory_id TEXT NOT NULL, field TEXT NOT NULL,
+            ns TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, policy_attributes TEXT NOT NULL,
+            vec BLOB NOT NULL,
+            PRIMARY KEY (tenant, memory_id, field)
+        ) WITHOUT ROWID;""" + changes_schema("vectors"))
+    old.execute("INSERT INTO meta VALUES ('embedding', ?)", (json.dumps({"model": "test", "dimension": 8}),))
+    old.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [("t" if i % 3 else "u", f"m{i}", "text", f"user\x1ens{i % 4}", f"k{i}", 2,
+                      json.dumps({"rare": i == 7}), vecs[i].tobytes()) for i in range(300)])
+    old.close()
+
+    idx = index(tmp_path)
+    table = sqlite3.connect(tmp_path / "v.db").execute("SELECT sql FROM sqlite_master WHERE name = 'vectors'").fetchone()
+    assert "WITHOUT ROWID" not in table[0].upper()
+    assert idx.memory_ids("t") | idx.memory_ids("u") == {f"m{i}" for i in range(300)}
+    assert idx.vectors_of("t", [("m1", "text")]) == {("m1", "text"): vecs[1].tolist()}
+    [hit] = idx.query("t", ("user", "ns3"), parse_filter({"rare": True}), vecs[7], 10)
+    assert (hit.memory_id, hit.key, hit.version, hit.namespace) == ("m7", "k7", 2, ("user", "ns3"))
+    assert hit.score > 0.999
+    other = index(tmp_path)  # a second process on the converted file
+    idx.put_many([VectorWrite("t", ("user", "new"), "kn", "mn", 1, {}, (("text", vecs[0]),))])
+    idx.delete_many([VectorRef("t", "m1", "text")])
+    assert "mn" in other.memory_ids("t") and "m1" not in other.memory_ids("t")
