@@ -9,6 +9,7 @@ boundaries.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -40,9 +41,17 @@ MAX_NAMESPACE_BYTES = 880
 
 def encode_namespace(ns: Sequence[str]) -> str:
     """The stored form of a namespace: percent-encoded segments joined with `SEP`."""
-    return SEP.join(quote(segment, safe="") for segment in ns)
+    return SEP.join(map(_quoted, ns))
 
 
+# Both directions are pure and run for every item a request reads: remembered, they cost a
+# dictionary lookup instead of percent-coding each segment again.
+@lru_cache(maxsize=65_536)
+def _quoted(segment: str) -> str:
+    return quote(segment, safe="")
+
+
+@lru_cache(maxsize=65_536)
 def decode_namespace(s: str) -> tuple[str, ...]:
     """The reverse of `encode_namespace`; `""` decodes to `()`."""
     if not s:

@@ -67,6 +67,14 @@ class TestWrites:
         assert result.version == 3
         assert backend.memories.get(alice(), NS, "k").value == {"text": "mine"}
 
+    def test_get_many_finds_each_stored_item_once_and_skips_the_rest(self, backend):
+        for n in range(450):
+            put(backend, key=f"k{n}", namespace=NS if n % 2 else ["user", "alice", "other/ns"])
+        refs = [(NS if n % 2 else ("user", "alice", "other/ns"), f"k{n}") for n in range(460)]
+        found = backend.store.get_many("acme", [*refs, *refs[:5], (("user", "bob"), "k1")])
+        assert sorted(found) == sorted((tuple(ns), key) for ns, key in refs[:450])
+        assert all(item.key == key and item.namespace == ns for (ns, key), item in found.items())
+
     def test_store_rejects_a_stale_version(self, backend):
         put(backend)
         item = backend.store.get("acme", tuple(NS), "k")

@@ -83,6 +83,8 @@ _COLUMNS = (
     "tenant, ns, key, id, version, value_ct, attributes_ct, policy_attributes, index_fields, "
     "created_at, updated_at, expires_at, deleted, ttl_seconds, indexed_fields, access_count, last_accessed_at"
 )
+_QUALIFIED_COLUMNS = ", ".join(f"items.{c.strip()}" for c in _COLUMNS.split(","))
+_PAIRS_PER_STATEMENT = 400  # two bound values each, well under SQLite's limit of 32,766
 # Columns added after the first release: a data directory made before them gets them at open.
 _ADDED_COLUMNS = {"access_count": "INTEGER NOT NULL DEFAULT 0", "last_accessed_at": "INTEGER"}
 
@@ -127,16 +129,22 @@ class SqliteItemStore:
         return _item(row) if row else None
 
     def get_many(self, tenant, refs):
-        # Primary-key point lookups: an OR-chain of (ns, key) pairs makes SQLite scan the tenant.
+        # One statement per chunk, joining the wanted (ns, key) pairs to the primary key: a
+        # point lookup each (an OR-chain of pairs would make SQLite scan the tenant).
         conn = self._conn()
+        wanted = list(dict.fromkeys((encode_namespace(ns), key) for ns, key in refs))
         out: dict[tuple[tuple[str, ...], str], StoredItem] = {}
-        for ns, key in dict.fromkeys((tuple(ns), key) for ns, key in refs):
-            row = conn.execute(
-                f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND ns = ? AND key = ?",
-                (tenant, encode_namespace(ns), key),
-            ).fetchone()
-            if row:
-                out[(ns, key)] = _item(row)
+        for start in range(0, len(wanted), _PAIRS_PER_STATEMENT):
+            chunk = wanted[start : start + _PAIRS_PER_STATEMENT]
+            pairs = ", ".join(["(?, ?)"] * len(chunk))
+            rows = conn.execute(
+                f"WITH wanted(ns, key) AS (VALUES {pairs}) SELECT {_QUALIFIED_COLUMNS} FROM wanted "
+                "JOIN items ON items.tenant = ? AND items.ns = wanted.ns AND items.key = wanted.key",
+                [*(v for pair in chunk for v in pair), tenant],
+            ).fetchall()
+            for row in rows:
+                item = _item(row)
+                out[(item.namespace, item.key)] = item
         return out
 
     def get_by_id(self, tenant: str, memory_id: str) -> StoredItem | None:
