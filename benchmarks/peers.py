@@ -203,7 +203,11 @@ class Workload:
 
 
 def run_phases(name: str, store: Any, work: Workload, args: Any, *, async_store: Any = None,
-               hybrid_store: Any = None, semantic_store: Any = None) -> dict[str, Any]:
+               hybrid_store: Any = None, semantic_store: Any = None,
+               settle: Callable[[], None] = lambda: None) -> dict[str, Any]:
+    """Each phase sequentially, then with `args.clients` clients. `settle` runs after every put
+    phase: memsvc's puts leave indexing work behind (all of it, with asynchronous indexing), which
+    the next phase's reads would otherwise share the cores with."""
     from langgraph.store.base import BaseStore
 
     semantic_store = semantic_store or store
@@ -236,7 +240,21 @@ def run_phases(name: str, store: Any, work: Workload, args: Any, *, async_store:
             say(f"  {name:<12} {phase:<26} clients {clients}: {result['per_s']:>8} ops/s  p50 {result['p50_ms']} "
                 f"p95 {result['p95_ms']} ms  ({result['ops']} ops, {result['errors']} errors, load {result['load']})"
                 + (f"  e.g. {result['first_errors'][0]}" if result["first_errors"] else ""))
+            if phase.startswith("put"):
+                settle()
     return out
+
+
+def _indexed(base_url: str, admin_token: str, deadline_s: float = 600.0) -> None:
+    """Until memsvc's indexer has nothing pending (its index status), polled every 0.1 s."""
+    import httpx
+
+    started = time.perf_counter()
+    with httpx.Client(base_url=base_url, headers={"Authorization": f"Bearer {admin_token}"}, timeout=60) as client:
+        while client.get("/admin/v1/memories/index/status").raise_for_status().json()["pending"]:
+            if time.perf_counter() - started > deadline_s:
+                raise TimeoutError(f"memsvc still indexing after {deadline_s:.0f} s")
+            time.sleep(0.1)
 
 
 def _expect(found: Any) -> Any:
@@ -315,14 +333,17 @@ def bench_memsvc(n: int, work: Workload, args: Any, embedder: KnownTextsEmbedder
             return {"error": str(exc), "load": load}
         say(f"  memsvc: loaded in {load['indexed_s']}s, the server answered after {load['server_start_s']}s, "
             f"load {loadavg()}")
-        token = LocalIssuer(server.data_dir / "keys").mint(sub=USER, tenant=TENANT, ttl_seconds=TOKEN_TTL_S)
+        issuer = LocalIssuer(server.data_dir / "keys")
+        token = issuer.mint(sub=USER, tenant=TENANT, ttl_seconds=TOKEN_TTL_S)
+        admin = issuer.mint(sub="peers-admin", tenant=TENANT, roles=["admin"], ttl_seconds=TOKEN_TTL_S)
         common = {"url": server.base_url, "token": token, "index": {"dims": 384, "fields": INDEX_FIELDS},
                   "max_concurrency": args.clients, "timeout": 300.0}
         with MemsvcStore(**common, search_mode="semantic") as store, \
                 MemsvcStore(**common, read_your_writes=False) as async_store, \
                 MemsvcStore(**common) as hybrid_store:
             return {"load": load, "phases": run_phases("memsvc", store, work, args, async_store=async_store,
-                                                       hybrid_store=hybrid_store)}
+                                                       hybrid_store=hybrid_store,
+                                                       settle=lambda: _indexed(server.base_url, admin))}
     finally:
         server.stop()
 
