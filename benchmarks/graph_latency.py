@@ -103,10 +103,12 @@ def serve(data_dir: Path, port: int) -> None:
 
     from memsvc.bootstrap import build_local
     from memsvc.local_server import LocalServer
+    from memsvc.settings import LocalSettings
     from tests.fakes.embedder import HashEmbedder
 
     app = build_local(data_dir, embedder=HashEmbedder(), start_workers=False)
-    uvicorn.run(LocalServer(app.router, app.issuer, on_shutdown=app.close), host="127.0.0.1", port=port,
+    uvicorn.run(LocalServer(app.router, app.issuer, threads=LocalSettings(data_dir).request_threads(),
+                            on_shutdown=app.close), host="127.0.0.1", port=port,
                 log_level="warning", lifespan="on")
 
 

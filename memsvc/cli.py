@@ -110,10 +110,11 @@ def _serve(args: argparse.Namespace) -> int:
           + (f", {args.workers} worker processes" if args.workers > 1 else ""), file=sys.stderr)
     try:
         if args.workers == 1:
-            uvicorn.run(LocalServer(app.router, app.issuer, on_shutdown=app.close), host=args.host, port=args.port,
+            uvicorn.run(LocalServer(app.router, app.issuer, threads=LocalSettings(args.data_dir).request_threads(),
+                                    on_shutdown=app.close), host=args.host, port=args.port,
                         log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on")
         else:
-            LocalSettings(data_dir=args.data_dir, events_file=args.events_file).export()
+            LocalSettings(data_dir=args.data_dir, events_file=args.events_file, workers=args.workers).export()
             _serve_workers(uvicorn.Config("memsvc.cli:worker_server", factory=True, workers=args.workers,
                                           host=args.host, port=args.port, log_level=args.log_level,
                                           access_log=args.log_level == "debug", lifespan="on"))
@@ -150,7 +151,7 @@ def worker_server():
     env = LocalSettings.from_env()
     app = build_local(env.data_dir, events_file=env.events_file, start_workers=False, ann_threshold=env.ann_threshold)
     app.accesses.start()
-    return LocalServer(app.router, app.issuer, on_shutdown=app.close)
+    return LocalServer(app.router, app.issuer, threads=env.request_threads(), on_shutdown=app.close)
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-import os
 import time
 import uuid
 from collections.abc import Callable
@@ -26,12 +25,9 @@ MAX_BODY_BYTES = 1024 * 1024
 
 
 class LocalServer:
-    """An ASGI application. Requests run on `threads` threads, one per core by default: more
-    only contend for the GIL. With 16, eight concurrent filter searches answered 258/s against one
-    client's 445/s; with two, 506/s, and semantic searches 152/s instead of 97/s (both cores
-    embedding), `python -m benchmarks.parallel_reads` on 2 cores."""
+    """An ASGI application, answering on `threads` threads (`LocalSettings.request_threads`)."""
 
-    def __init__(self, router: Router, issuer: LocalIssuer, *, threads: int = max(2, os.cpu_count() or 2),
+    def __init__(self, router: Router, issuer: LocalIssuer, *, threads: int,
                  on_shutdown: Callable[[], None] = lambda: None) -> None:
         self._router = router
         self._issuer = issuer

@@ -208,6 +208,7 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
     from memsvc.adapters.local.embedder import MiniLMEmbedder
     from memsvc.adapters.local.issuer import LocalIssuer
     from memsvc.local_server import LocalServer
+    from memsvc.settings import LocalSettings
     from tests.fakes.aws_stack import aws_stack
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -253,7 +254,8 @@ def serve(port: int, data_dir: Path, *, host: str = "127.0.0.1", log_level: str 
                   file=sys.stderr)
             print(f"memsvc (aws on moto): listening on http://{host}:{port}", file=sys.stderr)
             try:
-                uvicorn.run(LocalServer(stack.app.router, LocalIssuer(data_dir / "keys")), host=host, port=port,
+                uvicorn.run(LocalServer(stack.app.router, LocalIssuer(data_dir / "keys"),
+                                        threads=LocalSettings(data_dir).request_threads()), host=host, port=port,
                             log_level=log_level, access_log=log_level == "debug", lifespan="on")
             finally:
                 stop.set()
