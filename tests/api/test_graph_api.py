@@ -34,10 +34,21 @@ def wait_for_entity(client: httpx.Client, prefix, name, *, present: bool = True,
         time.sleep(0.05)
 
 
-def write_story(client, ns):
+def write_story(client, ns, timeout: float = 120.0):
+    """The story's three memories, waited for until the graph links all three: each memory's
+    derivation lands on its own (on DynamoDB a transaction that loses a race on a shared entity is
+    retried later), so one entity being there says nothing of the others."""
     for key, text in STORY.items():
         put_ok(client, ns, key, {"text": text})
-    wait_for_entity(client, ns, "INC-42")
+    deadline = time.monotonic() + timeout
+    while True:
+        r = client.post("/v1/graph/related", json={"namespace_prefix": list(ns), "from": {"entity": "Alice"},
+                                                   "max_hops": 3})
+        assert r.status_code == 200, r.text
+        if len(r.json()["memories"]) == len(STORY):
+            return
+        assert time.monotonic() < deadline, f"the story's graph after {timeout}s: {r.json()}"
+        time.sleep(0.05)
 
 
 def test_find_related_and_path(live_server, me, home):
