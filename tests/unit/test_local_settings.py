@@ -1,0 +1,26 @@
+"""How many request threads each `memsvc serve` process runs: one per core across its processes."""
+
+from pathlib import Path
+
+import pytest
+
+from memsvc import settings as settings_module
+from memsvc.settings import LocalSettings
+
+
+@pytest.mark.parametrize(("cores", "workers", "threads"), [
+    (2, 1, 2), (1, 1, 2), (8, 1, 8),  # a lone process keeps a second thread for a slow request
+    (2, 2, 1), (8, 2, 4), (2, 4, 1),
+])
+def test_one_request_thread_per_core_across_the_processes(monkeypatch, cores, workers, threads):
+    monkeypatch.setattr(settings_module.os, "cpu_count", lambda: cores)
+    assert LocalSettings(Path("d"), workers=workers).request_threads() == threads
+
+
+def test_worker_processes_read_back_the_worker_count(monkeypatch, tmp_path):
+    for name in ("MEMSVC_WORKERS", "MEMSVC_DATA_DIR"):  # so that what export writes is undone
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    assert LocalSettings.from_env().workers == 1
+    LocalSettings(tmp_path, workers=3).export()
+    assert LocalSettings.from_env().workers == 3
