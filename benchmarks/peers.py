@@ -60,7 +60,7 @@ INDEX_FIELDS = ["text"]
 LOAD_BATCH = 256
 TOKEN_TTL_S = 3 * 24 * 3600
 
-_ATTRIBUTES_REGO = """package memories.attributes
+ATTRIBUTES_REGO = """package memories.attributes
 
 default attributes := {}
 
@@ -302,7 +302,7 @@ def load_memsvc(data_dir: Path, n: int, embedder: KnownTextsEmbedder) -> dict[st
 
     loaded = bulk_load(data_dir, ((namespace(i, n), f"k{i}", item_value(i)) for i in range(n)),
                        tenant=TENANT, user=USER, embedder=embedder, index_fields=INDEX_FIELDS,
-                       policies={"attributes.rego": _ATTRIBUTES_REGO}, progress=progress)
+                       policies={"attributes.rego": ATTRIBUTES_REGO}, progress=progress)
     return {"put_s": round(loaded.put_s, 1), "embed_s": round(loaded.embed_s, 1), "index_s": round(loaded.index_s, 1),
             "indexed_s": round(loaded.wall_s, 1)}
 

@@ -11,6 +11,7 @@ from urllib.parse import urlencode
 import pytest
 
 from benchmarks.bulk_load import KnownTextsEmbedder, bulk_load
+from benchmarks.peers import ATTRIBUTES_REGO  # `kind` becomes a policy attribute, as peers makes it
 from memsvc.bootstrap import build_local
 from memsvc.local_server import build_event, stringify_claims
 from tests.fakes.embedder import HashEmbedder
@@ -18,21 +19,6 @@ from tests.fakes.embedder import HashEmbedder
 TENANT, USER = "acme", "alice"
 ALICE = {"sub": USER, "tenant_id": TENANT}
 ADMIN = {"sub": "root", "tenant_id": TENANT, "roles": ["admin"]}
-# The default policy's attributes plus `kind` (as benchmarks.peers makes it), so that a filter on
-# `kind` is decided on policy attributes.
-ATTRIBUTES_REGO = """package memories.attributes
-
-default attributes := {}
-
-attributes := {"namespace": input.namespace[0], "sub": input.namespace[1], "kind": input.value.kind} if {
-\tcount(input.namespace) >= 2
-\tis_string(input.value.kind)
-} else := {"namespace": input.namespace[0], "sub": input.namespace[1]} if {
-\tcount(input.namespace) >= 2
-} else := {"namespace": input.namespace[0]} if {
-\tcount(input.namespace) == 1
-}
-"""
 TEXTS = ["Alice met Bob in Paris to talk about Python", "Bob prefers green tea in the morning",
          "The deploy to Berlin failed on Friday", "Carol reviews every Rust change"]
 KINDS = ["fact", "preference", "episode"]

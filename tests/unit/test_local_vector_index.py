@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from benchmarks.vector_migration import FIRST_LAYOUT
 from memsvc.adapters.local.vector_index import LocalVectorIndex
 from memsvc.core.filters import Filter, parse_filter
 from memsvc.core.models import VectorRef, VectorWrite
@@ -143,14 +144,7 @@ def test_a_file_of_the_first_layout_is_converted_in_place_and_keeps_every_vector
     vecs = rng.standard_normal((300, 8)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     old = sqlite3.connect(tmp_path / "v.db", isolation_level=None)
-    old.executescript("""
-        CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
-        CREATE TABLE vectors (
-            tenant TEXT NOT NULL, memory_id TEXT NOT NULL, field TEXT NOT NULL,
-            ns TEXT NOT NULL, key TEXT NOT NULL, version INTEGER NOT NULL, policy_attributes TEXT NOT NULL,
-            vec BLOB NOT NULL,
-            PRIMARY KEY (tenant, memory_id, field)
-        ) WITHOUT ROWID;""" + changes_schema("vectors"))
+    old.executescript(FIRST_LAYOUT + changes_schema("vectors"))
     old.execute("INSERT INTO meta VALUES ('embedding', ?)", (json.dumps({"model": "test", "dimension": 8}),))
     old.executemany("INSERT INTO vectors VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     [("t" if i % 3 else "u", f"m{i}", "text", f"user\x1ens{i % 4}", f"k{i}", 2,
