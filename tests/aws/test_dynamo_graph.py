@@ -4,52 +4,25 @@ the trimming of a cascade too big for one transaction, the hub cap, and the inte
 
 from __future__ import annotations
 
-import os
-import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from unittest import mock
 
 import pytest
-from moto import mock_aws
 
 from memsvc.adapters.aws.dynamo_graph import DynamoGraphStore, _adjacency_pk, _mention_sk, _node_key
-from memsvc.adapters.aws.dynamo_keywords import keyword_table_definition
 from memsvc.core.errors import ProviderError
 from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention, reach, shortest_path
-from tests.fakes.aws_stack import InjectedFailure, _item_rollback_transactions, moto_client
+from tests.fakes.aws_stack import InjectedFailure, keyword_table_on_moto
 
 TABLE = "graph-test"
 NOTES = ("user", "alice", "notes")
 
 
-class Serialised:
-    """Every call under one lock, as DynamoDB applies each request atomically (moto does not)."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr):
-            return attr
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attr(*args, **kwargs)
-
-        return locked
-
-
 @pytest.fixture
 def client() -> Iterator[Any]:
-    with mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}):
-        with mock_aws(), _item_rollback_transactions():
-            c = Serialised(moto_client("dynamodb"))
-            c.create_table(**keyword_table_definition(TABLE))
-            yield c
+    with keyword_table_on_moto(TABLE) as c:
+        yield c
 
 
 @pytest.fixture

@@ -5,16 +5,11 @@ or a delete, the caps, and the tenant wipe."""
 from __future__ import annotations
 
 import itertools
-import os
-import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
-from unittest import mock
 
 import pytest
-from botocore.exceptions import ClientError
-from moto import mock_aws
 
 from benchmarks.keyword_costs import CapacityMeter, item_size, measure_batch, measure_one
 from memsvc.adapters.aws.dynamo_keywords import (MAX_TERMS_PER_DOC, SHARDS, DynamoKeywordIndex, _record_item,
@@ -25,7 +20,7 @@ from memsvc.core.errors import ProviderError, RateLimited
 from memsvc.core.filters import Filter, parse_filter
 from memsvc.core.keywords import bm25, idf, term_counts
 from memsvc.core.models import KeywordDoc
-from tests.fakes.aws_stack import InjectedFailure, _item_rollback_transactions, moto_client
+from tests.fakes.aws_stack import InjectedFailure, keyword_table_on_moto
 
 TABLE = "keywords-test"
 DATA_KEY = bytes(range(32))
@@ -64,34 +59,10 @@ def doc(ns: tuple[str, ...], text: str, attributes: dict[str, Any] | None = None
                       policy_attributes=attributes or {}, terms=terms, length=length)
 
 
-class Serialised:
-    """Every call under one lock: moto's tables are not safe for concurrent use (a transaction
-    deep-copies the table while other threads write); DynamoDB is, and applies each request
-    atomically. The requests of concurrent puts and deletes still interleave."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self._lock = threading.Lock()
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._client, name)
-        if not callable(attr):
-            return attr
-
-        def locked(*args: Any, **kwargs: Any) -> Any:
-            with self._lock:
-                return attr(*args, **kwargs)
-
-        return locked
-
-
 @pytest.fixture
 def client() -> Iterator[Any]:
-    with mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}):
-        with mock_aws(), _item_rollback_transactions():  # moto's transactions copy only their items
-            c = Serialised(moto_client("dynamodb"))
-            c.create_table(**keyword_table_definition(TABLE))
-            yield c
+    with keyword_table_on_moto(TABLE) as c:
+        yield c
 
 
 @pytest.fixture

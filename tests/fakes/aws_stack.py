@@ -444,6 +444,38 @@ def moto_client(service: str, **kwargs: Any) -> Any:
     return _session().client(service, region_name=REGION, **kwargs)
 
 
+class SerialisedClient:
+    """A client whose every call runs under one lock: moto's tables are not safe for concurrent use
+    (a transaction deep-copies the table while other threads write); DynamoDB is, and applies each
+    request atomically. The requests of concurrent writers still interleave."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._lock = threading.Lock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return locked
+
+
+@contextmanager
+def keyword_table_on_moto(table: str) -> Iterator[SerialisedClient]:
+    """The keyword index's table (which the graph shares) on moto, with item-level transaction
+    rollback, reached through a `SerialisedClient`, for tests that run an adapter without a stack."""
+    with mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}):
+        with mock_aws(), _item_rollback_transactions():
+            client = SerialisedClient(moto_client("dynamodb"))
+            client.create_table(**keyword_table_definition(table))
+            yield client
+
+
 @contextmanager
 def _no_rsa_for_symmetric_keys() -> Iterator[None]:
     """moto's KMS `Key` generates an RSA-2048 private key whatever its spec (~0.1 s, often more),
