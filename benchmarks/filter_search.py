@@ -23,10 +23,8 @@ from pathlib import Path
 
 import httpx
 
-from benchmarks.bench import LANGS, USER, make_value, percentile, serving
-from benchmarks.search_latency import SeededEmbedder
-from memsvc.core.models import Caller
-from memsvc.service.memories import PutMemory
+from benchmarks import search_latency
+from benchmarks.bench import LANGS, USER, percentile, serving
 
 TENANT = "default"
 SCOPE = 200  # items per namespace: what one filter search has in scope
@@ -45,21 +43,8 @@ def _namespace(i: int, groups: int) -> list[str]:
 
 
 def fill(data_dir: Path, items: int) -> None:
-    from memsvc.bootstrap import build_local
-
-    app = build_local(data_dir, embedder=SeededEmbedder(), start_workers=False)
-    caller = Caller(tenant_id=TENANT, user_id=USER)
     groups = max(1, items // SCOPE)
-    started = time.perf_counter()
-    for i in range(items):
-        app.services.memories.put(caller, PutMemory(namespace=_namespace(i, groups), key=f"k{i}",
-                                                    value=make_value(i), index_fields=["text"]))
-        if (i + 1) % 2000 == 0:
-            app.workers.run_cycle("indexer")
-    while app.workers.run_cycle("indexer").total:
-        pass
-    print(f"filled {items} items in {time.perf_counter() - started:.0f} s", file=sys.stderr)
-    app.close()
+    search_latency.fill(data_dir, items, lambda i: _namespace(i, groups), index_fields=["text"])
 
 
 def measure(client: httpx.Client, groups: int, queries: int, label: str) -> dict[str, dict[str, float]]:

@@ -19,6 +19,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -46,14 +47,18 @@ class SeededEmbedder:
         return out
 
 
-def fill(data_dir: Path, items: int) -> None:
+def fill(data_dir: Path, items: int, namespace: Callable[[int], list[str]] = _namespace,
+         index_fields: list[str] | None = None) -> None:
+    """`items` bench values put through the service in process (item `i` under `namespace(i)`),
+    indexed by the real indexer with `SeededEmbedder`'s vectors."""
     from memsvc.bootstrap import build_local
 
     app = build_local(data_dir, embedder=SeededEmbedder(), start_workers=False)
     caller = Caller(tenant_id=TENANT, user_id=USER)
     started = time.perf_counter()
     for i in range(items):
-        app.services.memories.put(caller, PutMemory(namespace=_namespace(i), key=f"k{i}", value=make_value(i)))
+        app.services.memories.put(caller, PutMemory(namespace=namespace(i), key=f"k{i}", value=make_value(i),
+                                                    index_fields=index_fields))
         if (i + 1) % 2000 == 0:
             app.workers.run_cycle("indexer")
     while app.workers.run_cycle("indexer").total:
