@@ -137,3 +137,13 @@ def local_only(backend):
     if backend.name != "local":
         pytest.skip("exercises the local change-feed consumer (on AWS: Lambda's event source mapping)")
     return backend
+
+
+@pytest.fixture
+def plans(backend):
+    return backend.app.services.plans
+
+
+@pytest.fixture
+def working(backend):
+    return backend.app.services.working

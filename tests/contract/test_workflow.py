@@ -30,16 +30,6 @@ def tc(backend):
     return backend.app.services.task_contexts
 
 
-@pytest.fixture
-def plans(backend):
-    return backend.app.services.plans
-
-
-@pytest.fixture
-def working(backend):
-    return backend.app.services.working
-
-
 # -- seed 003's unit tests ------------------------------------------------------------------------
 
 

@@ -17,16 +17,6 @@ from tests.contract.test_workflow import ALICE, BOB
 BIG = "x" * 240_000  # under the 256 KB limit; seven of them exceed a page
 
 
-@pytest.fixture
-def plans(backend):
-    return backend.app.services.plans
-
-
-@pytest.fixture
-def working(backend):
-    return backend.app.services.working
-
-
 def listed(working, caller, plan_id, **q):
     return working.list(caller, plan_id, ListWorking(**q))
 
