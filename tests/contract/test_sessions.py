@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -113,20 +113,11 @@ class TestSessionRecords:
 
     def test_concurrent_puts_without_if_match_all_land(self, backend):
         create(backend)
-        errors: list[Exception] = []
 
         def put(n: int) -> None:
-            try:
-                services(backend).sessions.update(alice(), "s1", UpdateSession(metadata={"n": n}), if_match=None)
-            except Exception as exc:  # surfaced by the assertion below
-                errors.append(exc)
+            services(backend).sessions.update(alice(), "s1", UpdateSession(metadata={"n": n}), if_match=None)
 
-        threads = [threading.Thread(target=put, args=(n,)) for n in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        all_in_parallel(put, 6)
         assert services(backend).sessions.get(alice(), "s1").version == 7
 
     def test_put_if_match_and_last_interaction(self, backend, clock):
@@ -194,21 +185,11 @@ class TestMessages:
 
     def test_concurrent_appends_have_no_gaps(self, backend):
         create(backend)
-        errors: list[Exception] = []
-
         def worker(n: int) -> None:
-            try:
-                for i in range(5):
-                    say(backend, f"worker {n} message {i}")
-            except Exception as exc:  # surfaced by the assertion below
-                errors.append(exc)
+            for i in range(5):
+                say(backend, f"worker {n} message {i}")
 
-        threads = [threading.Thread(target=worker, args=(n,)) for n in range(6)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        assert errors == []
+        all_in_parallel(worker, 6)
         got = messages(backend)
         assert [m.seq for m in got] == list(range(1, 31))
         assert len({m.content for m in got}) == 30
@@ -497,3 +478,9 @@ def test_close_event_in_the_local_events_file(tmp_path, clock):
         assert "aardvark" not in json.dumps(lines)
     finally:
         app.close()
+
+
+def all_in_parallel(work, threads: int) -> None:
+    """`work(n)` for n < `threads`, each on its own thread at once; the first exception is raised."""
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(work, range(threads)))
