@@ -106,27 +106,25 @@ class LocalFieldPostings:
         self._tenants: dict[str, _TenantFields] = {}
         self._db = SqliteFile(path, _SCHEMA + changes_schema("field_docs", log=_LOG))
         self._changes = IndexChanges(path, log=_LOG)
-        self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs", ())
+        self._load_everything()
 
     def _load(self, query: str, params: tuple[Any, ...]) -> None:
         for tenant, memory_id, ns, tokens in self._db.conn().execute(query, params):
             self._tenant(tenant).add(memory_id, decode_namespace(ns), json.loads(tokens))
 
     def _catch_up(self) -> None:
-        """Take in what other processes wrote to the file since this one last looked."""
-        if not self._changes.behind():
-            return
-        with self._lock:
-            changed = self._changes.take()
-            if changed is None:  # too far behind: everything again
-                self._tenants = {}
-                self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs", ())
-                return
-            for tenant, memory_ids in changed.items():
-                for memory_id in memory_ids:  # as the file has it now: dropped, then its row again
-                    self._tenant(tenant).drop(memory_id)
-                    self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs WHERE tenant = ? AND memory_id = ?",
-                               (tenant, memory_id))
+        self._changes.catch_up(self._lock, self._load_everything, self._reload_memories)
+
+    def _load_everything(self) -> None:
+        self._tenants = {}
+        self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs", ())
+
+    def _reload_memories(self, changed: dict[str, set[str]]) -> None:
+        for tenant, memory_ids in changed.items():
+            for memory_id in memory_ids:  # as the file has it now: dropped, then its row again
+                self._tenant(tenant).drop(memory_id)
+                self._load("SELECT tenant, memory_id, ns, tokens FROM field_docs WHERE tenant = ? AND memory_id = ?",
+                           (tenant, memory_id))
 
     def _write(self, sql: str, rows: Sequence[tuple[Any, ...]]) -> None:
         with self._db.tx() as conn, self._changes.own_write(conn):

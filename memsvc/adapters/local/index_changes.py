@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 __all__ = ["IndexChanges", "changes_schema"]
 
@@ -72,6 +73,21 @@ class IndexChanges:
         if rows:
             self._seen = rows[-1][0]
         return changed
+
+    def catch_up(self, lock: AbstractContextManager[Any], everything: Callable[[], None],
+                 memories: Callable[[dict[str, set[str]]], None]) -> None:
+        """Before a read: take in what other processes wrote since this one last looked, under
+        `lock` (the index's write lock, entered only when there is something to take):
+        `memories(changed)` reloads the memories changed, per tenant, and `everything()` the
+        whole index when this process fell further behind than the log reaches."""
+        if not self.behind():
+            return
+        with lock:
+            changed = self.take()
+            if changed is None:
+                everything()
+            else:
+                memories(changed)
 
     @contextmanager
     def own_write(self, conn: sqlite3.Connection) -> Iterator[None]:

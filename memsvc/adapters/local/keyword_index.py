@@ -159,24 +159,19 @@ class LocalKeywordIndex:
             t.add(_doc(tenant, *row))
 
     def _catch_up(self) -> None:
-        """Take in what other processes wrote to the file since this one last looked."""
-        if not self._changes.behind():
-            return
-        with self._lock.writing():
-            changed = self._changes.take()
-            if changed is None:  # too far behind: everything again
-                self._load_all()
-                return
-            for tenant, memory_ids in changed.items():
-                t = self._tenant(tenant)
-                for memory_id in memory_ids:  # a document never changes: it is in the file or it is not
-                    row = self._db.conn().execute(f"SELECT {_ROW} FROM docs WHERE tenant = ? AND memory_id = ?",
-                                                  (tenant, memory_id)).fetchone()
-                    if row is None:
-                        t.drop(memory_id)
-                    elif memory_id not in t.slot_of:
-                        t.add(_doc(tenant, *row))
-                self._compact(tenant)
+        self._changes.catch_up(self._lock.writing(), self._load_all, self._reload_memories)
+
+    def _reload_memories(self, changed: dict[str, set[str]]) -> None:
+        for tenant, memory_ids in changed.items():
+            t = self._tenant(tenant)
+            for memory_id in memory_ids:  # a document never changes: it is in the file or it is not
+                row = self._db.conn().execute(f"SELECT {_ROW} FROM docs WHERE tenant = ? AND memory_id = ?",
+                                              (tenant, memory_id)).fetchone()
+                if row is None:
+                    t.drop(memory_id)
+                elif memory_id not in t.slot_of:
+                    t.add(_doc(tenant, *row))
+            self._compact(tenant)
 
     def _compact(self, tenant: str) -> None:
         t = self._tenants.get(tenant)

@@ -254,26 +254,23 @@ class LocalVectorIndex:
         memory.slots[field_name] = t.add(memory_id, field_name, ns, np.frombuffer(blob, dtype=np.float32))
 
     def _catch_up(self) -> None:
-        """Take in what other processes wrote to the file since this one last looked."""
-        if not self._changes.behind():
-            return
-        with self._lock.writing():
-            changed = self._changes.take()
-            if changed is None:  # too far behind: everything again
-                self._tenants = {}
-                self._load()
-                return
-            for tenant, memory_ids in changed.items():
-                t = self._tenant(tenant)
-                for memory_id in memory_ids:  # as the file has it now: dropped, then its rows again
-                    memory = t.memories.pop(memory_id, None)
-                    for slot in memory.slots.values() if memory else ():
-                        t.drop(slot)
-                    for row in self._db.execute(f"SELECT {_ROW} FROM vectors WHERE tenant = ? AND memory_id = ?",
-                                                (tenant, memory_id)):
-                        self._add_row(*row)
-        for tenant in changed:
-            self._update_graph(tenant)
+        self._changes.catch_up(self._lock.writing(), self._load_everything, self._reload_memories)
+
+    def _load_everything(self) -> None:
+        self._tenants = {}
+        self._load()
+
+    def _reload_memories(self, changed: dict[str, set[str]]) -> None:
+        for tenant, memory_ids in changed.items():
+            t = self._tenant(tenant)
+            for memory_id in memory_ids:  # as the file has it now: dropped, then its rows again
+                memory = t.memories.pop(memory_id, None)
+                for slot in memory.slots.values() if memory else ():
+                    t.drop(slot)
+                for row in self._db.execute(f"SELECT {_ROW} FROM vectors WHERE tenant = ? AND memory_id = ?",
+                                            (tenant, memory_id)):
+                    self._add_row(*row)
+            self._update_graph(tenant)  # only queues the graph's work, which takes the lock itself
 
     def _tenant(self, tenant: str) -> _TenantVectors:
         t = self._tenants.get(tenant)
