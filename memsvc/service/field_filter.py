@@ -63,11 +63,22 @@ def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefi
         None if w is None else (_POSITIVE[w[0]], tuple(tokens[pair] for pair in w[1])) for w in wanted))
 
 
+def attribute_verdicts(scope: Filter, user: Filter, attributes: dict[str, Any]) -> tuple[bool | None, ...] | None:
+    """How an item's plaintext policy attributes decide a search's filter: None when they reject
+    the item (the filter-injection policy's `scope`, or a condition of the caller's `user` filter
+    on one of them, fails); else, per condition of `user`, True when decided on them (passed) and
+    None when it is the decrypted value's to decide (API.md)."""
+    lookup = lookup_in(attributes)
+    if not scope.matches(lookup):
+        return None
+    verdicts = tuple(Filter((c,)).matches(lookup) if c.path in attributes else None for c in user.conditions)
+    return None if False in verdicts else verdicts
+
+
 class FilterDecider:
-    """Decides a filter search's items as far as their heads allow: the filter-injection policy's
-    `scope` and any condition whose path is one of the item's plaintext policy attributes are
-    decided on those attributes (as `FilterPlan.value_condition` does), equality conditions on
-    field tokens where the item has them; `value_left` is what only its decrypted value can decide."""
+    """Decides a filter search's items as far as their heads allow: on their plaintext policy
+    attributes (`attribute_verdicts`), then equality conditions on field tokens where the item
+    has them; `value_left` is what only its decrypted value can decide."""
 
     def __init__(self, scope: Filter, user: Filter, tokens: FieldTokenPlan) -> None:
         self._scope = scope
@@ -101,11 +112,7 @@ class FilterDecider:
         to decide; None overall when the attributes reject the item."""
         cached = self._by_attributes.get(id(attributes))
         if cached is None:
-            lookup = lookup_in(attributes)
-            verdicts: tuple[bool | None, ...] | None = None
-            if self._scope.matches(lookup):
-                on = [Filter((c,)).matches(lookup) if c.path in attributes else None for c in self._user.conditions]
-                verdicts = None if False in on else tuple(on)
             # Kept with the dict itself, so that its id is never reused for another while cached.
+            verdicts = attribute_verdicts(self._scope, self._user, attributes)
             cached = self._by_attributes[id(attributes)] = (verdicts, attributes)
         return cached[0]

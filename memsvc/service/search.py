@@ -25,7 +25,7 @@ from memsvc.core.keywords import analyze
 from memsvc.core.ranking import hybrid_score, keyword_match
 from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, VectorIndex
 from memsvc.service.access import Access
-from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, plan_field_tokens
+from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, attribute_verdicts, plan_field_tokens
 from memsvc.service.memories import Memories, check_nesting, open_memory
 from memsvc.service.sealing import Sealer
 
@@ -77,13 +77,10 @@ class FilterPlan:
     def value_condition(self, item: StoredItem) -> Filter | None:
         """What is left to check on the decrypted value; None when the item's plaintext policy
         attributes already reject it (then nothing needs decrypting)."""
-        attributes = lookup_in(item.policy_attributes)
-        if not self.scope.matches(attributes):
+        verdicts = attribute_verdicts(self.scope, self.user, item.policy_attributes)
+        if verdicts is None:
             return None
-        if self.user.is_empty:
-            return self.user
-        on_attributes, on_value = self.user.split(item.policy_attributes.keys())
-        return on_value if on_attributes.matches(attributes) else None
+        return Filter(tuple(c for c, verdict in zip(self.user.conditions, verdicts) if verdict is None))
 
 
 class Search:
