@@ -5,6 +5,8 @@ made during its build and through another process's writes."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from memsvc.adapters.local import ann, vector_index
@@ -161,3 +163,27 @@ def test_the_index_can_be_imported_before_the_embedders_runtime():
     done = subprocess.run([sys.executable, "-c", "import memsvc.adapters.local.vector_index; import onnxruntime"],
                           capture_output=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_work_asked_for_while_its_job_runs_gets_another_pass_and_wait_survives_close():
+    builder = ann.GraphBuilder()
+    started, release, runs = threading.Event(), threading.Event(), []
+
+    def job():
+        runs.append(len(runs))
+        started.set()
+        release.wait(10)
+
+    builder.build("t (changes)", job)
+    assert started.wait(10)
+    builder.build("t (changes)", job)  # rows changed after the running job's last look
+    builder.build("t (changes)", job)  # already queued: one more pass is enough
+    release.set()
+    assert builder.wait(10) and runs == [0, 1]
+
+    blocker = threading.Event()
+    builder.build("a", lambda: blocker.wait(10))
+    builder.build("b", lambda: None)  # queued behind "a", cancelled by close
+    builder.close()
+    blocker.set()
+    assert builder.wait(10)

@@ -20,7 +20,10 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
+from concurrent import futures
+from concurrent.futures import Future
 
 import numpy as np
 import onnxruntime  # noqa: F401  (before usearch: see below)
@@ -88,35 +91,43 @@ class TenantGraph:
 class GraphBuilder:
     """Runs the graphs' background work (a build; moving changed rows in) one job at a time on a
     low-priority thread, so that requests keep the cores. `build(key, job)` queues `job` unless
-    one with the same `key` is queued or running."""
+    one with the same `key` is queued and not started yet: a request that comes while the job
+    runs queues another pass, so work asked for meanwhile (rows changed after the job's last look)
+    is never dropped."""
 
     def __init__(self) -> None:
         self._pool = low_priority_pool(1, name="memsvc-ann")
         self._queued: set[str] = set()
+        self._jobs: set[Future[None]] = set()
         self._lock = threading.Lock()
-        self._idle = threading.Condition(self._lock)
 
     def build(self, key: str, job: Callable[[], None]) -> None:
         with self._lock:
             if key in self._queued:
                 return
             self._queued.add(key)
-        self._pool.submit(self._run, key, job)
+            self._jobs.add(self._pool.submit(self._run, key, job))
 
     def _run(self, key: str, job: Callable[[], None]) -> None:
+        with self._lock:
+            self._queued.discard(key)
         try:
             job()
         except Exception:  # exact search goes on answering; the next wide query queues it again
             log.exception("ANN graph work for %s failed", key)
-        finally:
-            with self._lock:
-                self._queued.discard(key)
-                self._idle.notify_all()
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Until no build is queued or running (benchmarks, tests); False if `timeout` passed first."""
-        with self._lock:
-            return self._idle.wait_for(lambda: not self._queued, timeout)
+        """Until no job is queued or running (benchmarks, tests), jobs queued meanwhile included;
+        False if `timeout` passed first. Jobs cancelled by `close` count as done."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            with self._lock:
+                self._jobs = {job for job in self._jobs if not job.done()}
+                pending = set(self._jobs)
+            left = None if deadline is None else deadline - time.monotonic()
+            if not pending or (left is not None and left <= 0):
+                return not pending
+            futures.wait(pending, left)
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
