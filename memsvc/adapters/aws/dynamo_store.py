@@ -249,9 +249,10 @@ class DynamoItemStore:
         attributes: dict[str, dict[str, Any]] = {}  # each distinct JSON parsed once, its dict shared
         for row in self._recent_rows(tenant, ns, now, 200, projection="#i, #k, uat, pa"):
             pa = row["pa"]["S"]
-            yield ((-int(row["uat"]["N"]), ns, row["key"]["S"]),
-                   ItemHead(row["id"]["S"], namespace, row["key"]["S"],
-                            attributes.get(pa) or attributes.setdefault(pa, json.loads(pa))))
+            if (parsed := attributes.get(pa)) is None:
+                parsed = attributes[pa] = json.loads(pa)
+            yield (-int(row["uat"]["N"]), ns, row["key"]["S"]), ItemHead(row["id"]["S"], namespace, row["key"]["S"],
+                                                                         parsed)
 
     def _recent_rows(self, tenant: str, ns: str, now: datetime, page_size: int, *,
                      projection: str | None = None) -> Iterator[dict[str, Any]]:

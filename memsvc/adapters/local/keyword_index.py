@@ -163,13 +163,15 @@ class LocalKeywordIndex:
 
     def _reload_memories(self, changed: dict[str, set[str]]) -> None:
         for tenant, memory_ids in changed.items():
-            t = self._tenant(tenant)
+            t = self._tenants.get(tenant)  # made when a document comes back, not for a delete
             for memory_id in memory_ids:  # a document never changes: it is in the file or it is not
                 row = self._db.conn().execute(f"SELECT {_ROW} FROM docs WHERE tenant = ? AND memory_id = ?",
                                               (tenant, memory_id)).fetchone()
                 if row is None:
-                    t.drop(memory_id)
-                elif memory_id not in t.slot_of:
+                    if t is not None:
+                        t.drop(memory_id)
+                elif t is None or memory_id not in t.slot_of:
+                    t = self._tenant(tenant)
                     t.add(_doc(tenant, *row))
             self._compact(tenant)
 

@@ -301,11 +301,11 @@ class SqliteItemStore:
             where, params = _live_under(tenant, prefix, now)
             rows = _paged(conn.execute(f"SELECT {columns} FROM items WHERE {where} "
                                        "ORDER BY updated_at DESC, ns, key", params))
-        namespaces: dict[str, tuple[str, ...]] = {}
         attributes: dict[str, dict[str, Any]] = {}  # each distinct JSON parsed once, its dict shared
         for memory_id, ns, key, _, pa in rows:
-            yield ItemHead(memory_id, namespaces.get(ns) or namespaces.setdefault(ns, decode_namespace(ns)), key,
-                           attributes.get(pa) or attributes.setdefault(pa, json.loads(pa)))
+            if (parsed := attributes.get(pa)) is None:
+                parsed = attributes[pa] = json.loads(pa)
+            yield ItemHead(memory_id, decode_namespace(ns), key, parsed)
 
     def list_namespaces(self, tenant, prefix, now):
         where, params = _live_under(tenant, prefix, now)

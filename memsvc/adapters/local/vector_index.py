@@ -250,7 +250,8 @@ class LocalVectorIndex:
 
     def _add_row(self, tenant, memory_id, field_name, ns, key, version, attrs, blob) -> None:
         t = self._tenant(tenant)
-        memory = t.memories.setdefault(memory_id, _Memory(ns, key, version, json.loads(attrs)))
+        if (memory := t.memories.get(memory_id)) is None:
+            memory = t.memories[memory_id] = _Memory(ns, key, version, json.loads(attrs))
         memory.slots[field_name] = t.add(memory_id, field_name, ns, np.frombuffer(blob, dtype=np.float32))
 
     def _catch_up(self) -> None:
@@ -262,9 +263,9 @@ class LocalVectorIndex:
 
     def _reload_memories(self, changed: dict[str, set[str]]) -> None:
         for tenant, memory_ids in changed.items():
-            t = self._tenant(tenant)
+            t = self._tenants.get(tenant)  # `_add_row` makes it if a row comes back
             for memory_id in memory_ids:  # as the file has it now: dropped, then its rows again
-                memory = t.memories.pop(memory_id, None)
+                memory = t.memories.pop(memory_id, None) if t else None
                 for slot in memory.slots.values() if memory else ():
                     t.drop(slot)
                 for row in self._db.execute(f"SELECT {_ROW} FROM vectors WHERE tenant = ? AND memory_id = ?",
