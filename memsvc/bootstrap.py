@@ -201,7 +201,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
     search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
                     access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers)
     cursors = CursorCodec(sealer)
-    knowledge = Graph(store=graph[0], items=items, indexer=graph[1], sealer=sealer, access=access, clock=clock,
+    knowledge = Graph(store=graph[0], items=items, sealer=sealer, access=access, clock=clock,
                       metrics=metrics)
     sessions = Sessions(store=sessions_store, items=items, memories=memories, sealer=sealer, cursors=cursors,
                         access=access, clock=clock)

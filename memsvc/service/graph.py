@@ -29,7 +29,6 @@ from memsvc.core.namespaces import encode_namespace, is_under, validate_key
 from memsvc.core.validation import Command, Namespace, NamespacePrefix
 from memsvc.ports import Clock, GraphQuerySample, GraphStore, ItemStore, Metrics
 from memsvc.service.access import Access
-from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.memories import open_memory
 from memsvc.service.sealing import Sealer
 
@@ -182,16 +181,14 @@ class _Expander:
 
 
 class Graph:
-    def __init__(self, *, store: GraphStore, items: ItemStore, indexer: GraphIndexer, sealer: Sealer,
-                 access: Access, clock: Clock, metrics: Metrics) -> None:
+    def __init__(self, *, store: GraphStore, items: ItemStore, sealer: Sealer, access: Access, clock: Clock,
+                 metrics: Metrics) -> None:
         self._store = store
         self._items = items
-        self._indexer = indexer
         self._sealer = sealer
         self._access = access
         self._clock = clock
         self._metrics = metrics
-        self._last_scan: dict[str, int] | None = None
 
     # -- reads ----------------------------------------------------------------------------------
 
@@ -234,7 +231,7 @@ class Graph:
                     candidates[ref] = (hop + 1, m)
             if len(candidates) >= wanted:
                 break
-        admitted = self._live(scope, list(candidates), limit)
+        admitted = self._live(scope, {ref: mention.memory_id for ref, (_, mention) in candidates.items()}, limit)
         entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix,
                                                            [candidates[ref][1].entity_id for ref, _ in admitted]))
         memories = [RelatedMemory(open_memory(self._sealer, item), candidates[ref][0],
@@ -242,10 +239,12 @@ class Graph:
                     for ref, item in admitted if candidates[ref][1].entity_id in entities]
         return Related(memories, reached.depth + 1 if reached.hops else 0, reached.truncated or expand.truncated)
 
-    def _live(self, scope: GraphScope, refs: list[tuple[tuple[str, ...], str]], limit: int
+    def _live(self, scope: GraphScope, versions: dict[tuple[tuple[str, ...], str], str], limit: int
               ) -> list[tuple[tuple[tuple[str, ...], str], StoredItem]]:
-        """The first `limit` of `refs` whose memory is live and admitted by the scope's filter,
-        read a page at a time."""
+        """The first `limit` of `versions`' keys whose memory is live, still the version the
+        mention came from (a rewrite the graph step has not caught up with may no longer name the
+        entity), and admitted by the scope's filter; read a page at a time."""
+        refs = list(versions)
         now = self._clock.now()
         out: list[tuple[tuple[tuple[str, ...], str], StoredItem]] = []
         page_size = limit + 5  # most candidates are live: a page more is rarely read
@@ -253,7 +252,7 @@ class Graph:
             page = refs[at:at + page_size]
             items = self._items.get_many(scope.tenant, page)
             out += [(ref, item) for ref in page if (item := items.get(ref)) is not None and item.is_live(now)
-                    and scope.filter.matches(lookup_in(item.policy_attributes))]
+                    and item.id == versions[ref] and scope.filter.matches(lookup_in(item.policy_attributes))]
             if len(out) >= limit:
                 break
         return out[:limit]
@@ -345,13 +344,11 @@ class Graph:
                     # Gone, deleted or past its TTL: the key's rows go, whatever its current version.
                     stale += self._store.remove_memory(dataclasses.replace(d, version=max(
                         d.version, item.version if item is not None else 0)))
-        removed = {**self._store.integrity_scan(tenant), "memories": stale}
-        self._last_scan = removed
-        return removed
+        return {**self._store.integrity_scan(tenant), "memories": stale}
 
-    def health(self) -> dict[str, int | dict[str, int] | None]:
-        """Counts for /health, and what this process's last integrity scan removed."""
-        return {**self._store.stats(), "last_scan_removed": self._last_scan}
+    def health(self) -> dict[str, int]:
+        """Counts for /health (over every tenant: numbers only, never a tenant's)."""
+        return self._store.stats()
 
     # -- helpers --------------------------------------------------------------------------------
 
