@@ -278,6 +278,21 @@ def test_the_integrity_scan_counts_and_removes_orphans(store, client):
     assert store.integrity_scan("acme") == {"edges": 0, "mentions": 0, "nodes": 0}
 
 
+def test_the_integrity_scan_keeps_what_a_write_changed_while_it_ran(store, monkeypatch):
+    write(store, "k1", "a")
+    read_marker = store._marker
+
+    def rewritten_meanwhile(tenant, ns, key):  # the indexer writes v2, still naming a, mid-scan
+        monkeypatch.setattr(store, "_marker", read_marker)
+        write(store, "k1", "a", version=2)
+        return read_marker(tenant, ns, key)
+
+    monkeypatch.setattr(store, "_marker", rewritten_meanwhile)
+    assert store.integrity_scan("acme") == {"edges": 0, "mentions": 0, "nodes": 0}
+    assert [m.memory_id for m in store.memories_of("acme", (), ["a"], limit=10)] == ["k1-v2"]
+    assert store.stats() == {"nodes": 1, "edges": 0, "mentions": 1}
+
+
 def test_a_hub_entity_is_read_up_to_the_cap(store):
     store.max_rows_per_entity = 5
     for n in range(12):

@@ -40,7 +40,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from memsvc.adapters.aws.dynamo_store import batch_get_rows, call_table, query_pages, transact_or_cancelled
+from memsvc.adapters.aws.dynamo_store import (batch_get_rows, call_table, conditional_write, query_pages,
+                                              transact_or_cancelled)
 from memsvc.core.errors import RateLimited
 from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention
 from memsvc.core.namespaces import decode_namespace, encode_namespace
@@ -476,8 +477,9 @@ class DynamoGraphStore:
         """Every node of the tenant (16 Queries, a page at a time) with its adjacency in its
         namespace, against the markers: mentions whose memory is not its key's current marker go
         (with the derived edges they carry), explicit edges whose other end has no node go, a node
-        left with no mention that is not explicit goes, and the counters are set to what is there.
-        Reads the tenant's whole graph: for a scheduled job or an admin, never a request path."""
+        left with no mention that is not explicit goes, and the counters are set to what is there;
+        each of these writes only if its row is still as read. Reads the tenant's whole graph, within
+        the admin's request (`/admin/v1/graph/integrity-scan`): fit for tenants of about 10k nodes."""
         counts = {"edges": 0, "mentions": 0, "nodes": 0}
         markers: dict[tuple[str, str], _Marker] = {}
         for shard in range(SHARDS):
@@ -514,8 +516,15 @@ class DynamoGraphStore:
         others = {_mirror(ns, eid, sk)[0] for sk in explicit} - {eid}
         present = set(self._nodes_read(tenant, ns, sorted(others))) | {eid}
         dangling = [sk for sk in explicit if _mirror(ns, eid, sk)[0] not in present]
-        for r in stale:
-            self._call("DeleteItem", Key=_key(pk, r["sk"]["S"]))
+        # The scan races the indexer: every write below holds only if the row is still as read (a
+        # memory written again meanwhile rewrites its mention row under the same key, and then
+        # that row stays; the next scan judges it).
+        for r in list(stale):
+            if not self._write_if_unchanged("DeleteItem", Key=_key(pk, r["sk"]["S"]), ConditionExpression="#mid = :mid",
+                                            ExpressionAttributeNames={"#mid": "mid"},
+                                            ExpressionAttributeValues={":mid": r["mid"]}):
+                stale.remove(r)
+                continue
             counts["mentions"] += 1
             # a derived edge is in the mention rows of both its ends: counted at its source's
             counts["edges"] += sum(1 for e in r.get("ed", {}).get("L", []) if e["L"][0]["S"] == eid)
@@ -526,18 +535,27 @@ class DynamoGraphStore:
         mentions = sum(1 for r in rows if _split(r["sk"]["S"])[1] == "M") - len(stale)
         explicit_rows = len(explicit) - len(dangling)
         node_key = {"pk": row["pk"], "sk": row["sk"]}
+        # The node's counters as read: a write since changed them, and the node is then left alone.
+        as_read = {"ConditionExpression": "#mc = :mc_read AND #xe = :xe_read",
+                   "ExpressionAttributeNames": {"#mc": "mc", "#xe": "xe"},
+                   "ExpressionAttributeValues": {":mc_read": row.get("mc", {"N": "0"}),
+                                                 ":xe_read": row.get("xe", {"N": "0"})}}
         if mentions == 0 and not row.get("x", {}).get("BOOL", False):
-            for sk in set(explicit) - set(dangling):
+            if not self._write_if_unchanged("DeleteItem", Key=node_key, **as_read):
+                return
+            counts["nodes"] += 1
+            for sk in set(explicit) - set(dangling):  # the node is gone: its explicit edges go with it
                 self._call("DeleteItem", Key=_key(pk, sk))
                 other, mirror = _mirror(ns, eid, sk)
                 self._call("DeleteItem", Key=_key(_adjacency_pk(tenant, other), mirror))
                 counts["edges"] += 1
-            self._call("DeleteItem", Key=node_key)
-            counts["nodes"] += 1
         elif int(row.get("mc", {}).get("N", "0")) != mentions or int(row.get("xe", {}).get("N", "0")) != explicit_rows:
-            self._call("UpdateItem", Key=node_key, UpdateExpression="SET #mc = :mc, #xe = :xe",
-                       ExpressionAttributeNames={"#mc": "mc", "#xe": "xe"},
-                       ExpressionAttributeValues={":mc": {"N": str(mentions)}, ":xe": {"N": str(explicit_rows)}})
+            self._write_if_unchanged("UpdateItem", Key=node_key, UpdateExpression="SET #mc = :mc, #xe = :xe",
+                                     ConditionExpression=as_read["ConditionExpression"],
+                                     ExpressionAttributeNames=as_read["ExpressionAttributeNames"],
+                                     ExpressionAttributeValues={**as_read["ExpressionAttributeValues"],
+                                                                ":mc": {"N": str(mentions)},
+                                                                ":xe": {"N": str(explicit_rows)}})
 
     # -- plumbing --------------------------------------------------------------------------------
 
@@ -593,6 +611,9 @@ class DynamoGraphStore:
 
     def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
         return call_table(self._db, self._table, operation, **kwargs)
+
+    def _write_if_unchanged(self, operation: str, **kwargs: Any) -> bool:
+        return conditional_write(self._db, self._table, operation, **kwargs)
 
 
 def _shard(text: str) -> int:

@@ -21,7 +21,7 @@ from typing import Any
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memsvc.adapters.aws.errors import aws_error
+from memsvc.adapters.aws.errors import aws_error, lost_race
 from memsvc.core.errors import Conflict, RateLimited
 from memsvc.core.models import Change, ItemHead, StoredItem, expiry_event_id, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under, prefix_range
@@ -543,6 +543,18 @@ def call_table(client: Any, table: str, operation: str, **kwargs: Any) -> dict[s
     try:
         return getattr(client, _snake(operation))(**kwargs)
     except (ClientError, BotoCoreError) as exc:
+        raise aws_error(exc, service="DynamoDB", operation=operation) from None
+
+
+def conditional_write(client: Any, table: str, operation: str, **kwargs: Any) -> bool:
+    """One conditional write on `table`; False when its condition failed (another writer got there
+    first), any other failure is the service's error."""
+    try:
+        getattr(client, _snake(operation))(TableName=table, **kwargs)
+        return True
+    except (ClientError, BotoCoreError) as exc:
+        if lost_race(exc):
+            return False
         raise aws_error(exc, service="DynamoDB", operation=operation) from None
 
 
