@@ -218,8 +218,10 @@ class Graph:
         by_hop: dict[int, list[str]] = {}
         for entity_id, hop in reached.hops.items():
             by_hop.setdefault(hop, []).append(entity_id)
-        # Candidates nearest first, a hop's in (namespace, key) order; a hop reads at most
-        # `CANDIDATES_PER_LIMIT * limit` mentions, enough for what filters and deletes leave out.
+        # Candidates nearest first, a hop's sorted by (namespace, key); a hop reads at most
+        # `CANDIDATES_PER_LIMIT * limit` mentions, in the store's order (so which mentions a hop
+        # with more than that considers is the store's choice), enough for what filters and
+        # deletes leave out.
         wanted = CANDIDATES_PER_LIMIT * limit
         candidates: dict[tuple[tuple[str, ...], str], tuple[int, Mention]] = {}
         skip = set(exclude)

@@ -4,8 +4,8 @@ Every access path has an index: edges by (tenant, source) and (tenant, target) f
 by (tenant, namespace, key) for replacing a memory's; mentions by (tenant, entity) for the
 memories of an entity and by (tenant, namespace, key) for a memory's entities. The hop queries
 name their index (`INDEXED BY`): without statistics SQLite would rather range-scan the
-namespace prefix, which under a broad prefix is the tenant's whole graph. A hop is one
-query per 400 ids, so a traversal makes a handful of queries whatever its fan-out. Explicit
+namespace prefix, which under a broad prefix is the tenant's whole graph. A hop is two
+queries (by source, by target) per 400 ids, so a traversal makes a handful of queries whatever its fan-out. Explicit
 edges have the empty key (a memory key is never empty).
 """
 
