@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import time
 import uuid
 from collections.abc import Callable
@@ -22,6 +23,8 @@ from memsvc.api.router import Router
 __all__ = ["LocalServer", "build_event", "stringify_claims", "MAX_BODY_BYTES"]
 
 MAX_BODY_BYTES = 1024 * 1024
+
+log = logging.getLogger(__name__)
 
 
 class LocalServer:
@@ -48,6 +51,13 @@ class LocalServer:
                     return
         if scope["type"] != "http":
             return
+        try:
+            await self._http(scope, receive, send)
+        except Exception:  # a bug of ours: the envelope, not uvicorn's plain-text 500
+            log.exception("the local server failed a request")
+            await _send(send, _error(500, "INTERNAL", "internal error"))
+
+    async def _http(self, scope, receive, send) -> None:
         headers: dict[str, str] = {}
         for k, v in scope["headers"]:
             name = k.decode("latin-1").lower()
@@ -69,7 +79,7 @@ class LocalServer:
                 return await _send(send, _error(401, "UNAUTHORIZED", "expected 'Authorization: Bearer <token>'"))
             try:
                 claims = self._issuer.verify(token.strip())
-            except InvalidToken as exc:
+            except InvalidToken as exc:  # its text is ours (see LocalIssuer)
                 return await _send(send, _error(401, "UNAUTHORIZED", f"invalid token: {exc}"))
             authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
         event = build_event(

@@ -79,13 +79,17 @@ class Request:
 
         def parse_float(text: str) -> float | _Refused:
             number = float(text)
-            return number if math.isfinite(number) else refuse(f"{text[:32]} is out of a double's range")
+            if not math.isfinite(number) or (number == 0 and _NONZERO_DIGIT.search(_MANTISSA.match(text)[0])):
+                # Too big, or so small it would be read as 0: refused rather than changed.
+                return refuse(f"{text[:32]} is out of a double's range")
+            return number
 
         try:
             parsed = json.loads(body, parse_int=parse_int, parse_float=parse_float,
                                 parse_constant=lambda token: refuse(f"{token} is not a JSON number"))
-        except json.JSONDecodeError as exc:
-            raise InvalidArgument(f"request body is not valid JSON: {exc.msg}", details={"field": "body"}) from None
+        except json.JSONDecodeError as exc:  # where, not why: exc.msg is the json module's text
+            raise InvalidArgument(f"request body is not valid JSON (line {exc.lineno}, column {exc.colno})",
+                                  details={"field": "body", "line": exc.lineno, "column": exc.colno}) from None
         except RecursionError:
             raise InvalidArgument("request body is nested too deeply", details={"field": "body"}) from None
         if refused:
@@ -95,6 +99,8 @@ class Request:
 
 
 _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
+_MANTISSA = re.compile(r"[^eE]*")  # of a JSON number: what comes before its exponent
+_NONZERO_DIGIT = re.compile(r"[1-9]")
 _MAX_INT_DIGITS = 4300  # Python's limit for int(str) (sys.int_info.default_max_str_digits)
 
 
@@ -169,8 +175,9 @@ class Route:
     body: type[Command] | None = None
     response: type[BaseModel] | None = None
     status: int = 200
-    also: tuple[tuple[int, type[BaseModel]], ...] = ()  # other successful answers, as (status, model)
+    also: tuple[tuple[int, type[BaseModel]], ...] = ()  # other answers of its own, as (status, model)
     public: bool = False
+    if_match: bool = False  # takes `If-Match: <version>` (412 when another version is current)
     content_type: str = "application/json"  # of the answer, for the OpenAPI document
 
     @cached_property
@@ -216,13 +223,14 @@ class Router:
             response = _error_response(exc)
         except Exception:
             log.exception("unhandled error", extra={"request_id": request_id})
-            response = Response(
-                500,
-                {"error": {"code": "INTERNAL", "message": "internal error", "retryable": False,
-                           "details": {"request_id": request_id}}},
-            )
+            response = _internal_error(request_id)
         response.headers.setdefault("x-request-id", request_id)
-        answer = response.to_event()
+        try:
+            answer = response.to_event()
+        except Exception:  # an answer that cannot be serialized: still the envelope, never a stack
+            log.exception("serializing the response failed", extra={"request_id": request_id})
+            response = _internal_error(request_id)
+            answer = response.to_event()
         if not (handled.route is not None and handled.route.public):
             self._record(handled, response, (time.perf_counter() - started) * 1000)
         return answer
@@ -335,6 +343,11 @@ def query_kind(annotation: Any) -> str:
 
 
 _BOOLEANS = {"true": True, "1": True, "": True, "false": False, "0": False}
+
+
+def _internal_error(request_id: str) -> Response:
+    return Response(500, {"error": {"code": "INTERNAL", "message": "internal error", "retryable": False,
+                                    "details": {"request_id": request_id}}}, {"x-request-id": request_id})
 
 
 def _error_response(exc: MemsvcError) -> Response:

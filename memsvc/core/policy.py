@@ -18,12 +18,17 @@ regorus objects are "unsendable": one used, or even dropped, on a thread other t
 created it raises a Rust panic. So every thread compiles its own engine and VM programs from the
 bundle sources (about a millisecond) and keeps them in a module-level thread-local cache keyed by
 the sources' digest; they never leave the thread that built them.
+
+Every input is handed over as JSON that regorus can hold (`_input_json`), and an engine failure
+becomes an error in our words that names the policy file, line and column (`_policy_error`):
+regorus's own text quotes the policy source and, at run time, the input it failed on.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 import threading
 from dataclasses import dataclass, field
@@ -50,6 +55,8 @@ __all__ = [
     "PolicyBudgetExceeded",
 ]
 
+log = logging.getLogger(__name__)
+
 MAX_FILES = 64
 MAX_FILE_BYTES = 256 * 1024
 
@@ -63,7 +70,31 @@ _GOVERNANCE = "data.memories.governance.violations"
 _UNDEFINED = '"<undefined>"'  # what eval_rule_as_json returns for an undefined rule
 POLICY_FILE_NAME = r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,95}\.rego$"
 _FILE_NAME = re.compile(POLICY_FILE_NAME)
-_ERROR_FILE = re.compile(r"-->\s*(\S+?):\d+:\d+")
+_LOCATION = re.compile(r"-->\s*(\S+?):(\d+):(\d+)")  # how regorus points into a policy
+_REASON = re.compile(r"^error: (.*)$", re.MULTILINE)
+# regorus's reasons in our words (its text quotes the source and, at run time, the input);
+# matched on its `error:` line, first hit wins.
+_REASONS = (
+    ("Missing package declaration", "the file must start with a package declaration"),
+    ("`if` keyword is required", "a rule body needs the `if` keyword (Rego v1)"),
+    ("`with` keyword", "`with` is not supported"),
+    ("Unknown function", "a call to a function that does not exist"),
+    ("is unsafe", "a variable that is never bound"),
+    ("conflicts with", "conflicting definitions of a rule"),
+    ("multiple outputs", "a rule or function that gives more than one value"),
+    ("divide by zero", "a division by zero"),
+    ("invalid regex", "an invalid regular expression"),
+    ("expects", "a built-in function given an argument of the wrong type"),
+    ("could not serialize", "a number out of range"),  # regorus holds no other value it cannot serialize
+    ("number out of range", "a number out of range"),
+    ("expecting", "a syntax error"),
+    ("unexpected", "a syntax error"),
+)
+# Numbers regorus cannot hold: it parses and prints doubles a few units in the last place off, so
+# one at the top of the range (1.7976931348623157e308) becomes infinity, which json.marshal and the
+# answer cannot serialize, and it refuses an integer beyond a double's range. Below 1e308 in
+# magnitude nothing overflows; an integer within 64 bits it holds exactly.
+_MAX_MAGNITUDE = 1e308
 ENGINES_PER_THREAD = 4
 INSTRUCTION_BUDGET = 25_000  # the Rego VM's own limit (RegoVM::new), which the Python binding cannot set
 _OVER_BUDGET = "exceeded maximum instruction limit"
@@ -172,11 +203,14 @@ class CompiledPolicies:
         result = self._eval_or_raise(_ATTRIBUTES, inp, "attribute extraction")
         if result is None:
             return {}
-        if not isinstance(result, dict) or not all(_is_attribute_value(v) for v in result.values()):
-            raise InvalidArgument(
-                "attribute extraction policy returned "
-                f"{_describe(result)}; expected an object of scalars or lists of scalars"
-            )
+        # Never _describe(result): an attribute may quote the value.
+        if not isinstance(result, dict):
+            raise InvalidArgument("attribute extraction policy must return an object of scalars or lists of scalars")
+        for name, value in result.items():
+            if not _is_attribute_value(value):
+                raise InvalidArgument(
+                    f"attribute extraction policy returned attribute {name!r} that is not a scalar or a list of "
+                    "scalars", details={"attribute": name})
         return result
 
     def inject_search(
@@ -248,7 +282,7 @@ class CompiledPolicies:
     def _eval(self, rule: str, inp: dict[str, Any]) -> Any:
         # The rule's JSON value for this input, None when undefined; raises PolicyBudgetExceeded
         # or what regorus raises.
-        input_json = json.dumps(inp)
+        input_json = _input_json(inp)
         engine, meters = _thread_engine(self._digest, self._sources)
         meter = meters[rule]
         over_budget = False
@@ -280,7 +314,7 @@ class CompiledPolicies:
         except BaseException as exc:
             if not _is_engine_error(exc):
                 raise
-            raise _invalid(exc, f"{what} policy failed: ") from None
+            raise _policy_error(exc, f"{what} policy failed", at_run_time=True) from None
 
     def _smoke_test(self) -> None:
         for context in _SAMPLE_CONTEXTS:
@@ -313,7 +347,7 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
             raise InvalidArgument(
                 f"{_GOVERNANCE_FILE} must hold package memories.governance: a bundle without that package gets "
                 f"the built-in {_GOVERNANCE_FILE}, so rename this file",
-                details={"file": _GOVERNANCE_FILE},
+                details={"policy_file": _GOVERNANCE_FILE},
             )
         sources[_GOVERNANCE_FILE] = default_bundle()[_GOVERNANCE_FILE]
     digest = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
@@ -335,13 +369,13 @@ def _check_sources(policies: Any) -> None:
         if not isinstance(name, str) or not _FILE_NAME.fullmatch(name):
             raise InvalidArgument(
                 f"invalid policy file name {name!r}: expected letters, digits, '.', '_' or '-' ending in .rego",
-                details={"file": str(name)},
+                details={"policy_file": str(name)},
             )
         if not isinstance(source, str):
-            raise InvalidArgument(f"policy {name} must be a string of Rego source", details={"file": name})
+            raise InvalidArgument(f"policy {name} must be a string of Rego source", details={"policy_file": name})
         if len(source.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
             raise InvalidArgument(
-                f"policy {name} is larger than {MAX_FILE_BYTES} bytes", details={"file": name}
+                f"policy {name} is larger than {MAX_FILE_BYTES} bytes", details={"policy_file": name}
             )
 
 
@@ -353,7 +387,7 @@ def _build_engine(sources: Mapping[str, str]) -> regorus.Engine:
         except BaseException as exc:
             if not _is_engine_error(exc):
                 raise
-            error = _invalid(exc, "", file=name)
+            error = _policy_error(exc, "the policy bundle is not valid Rego", file=name)
             break
     else:
         return engine
@@ -372,7 +406,7 @@ def _build_meters(sources: Mapping[str, str]) -> dict[str, Any]:
         except BaseException as exc:
             if not _is_engine_error(exc):
                 raise
-            error = _invalid(exc, "the Rego VM cannot compile this bundle: ")
+            error = _policy_error(exc, "the Rego VM that meters evaluations cannot compile this bundle")
             break
     else:
         return meters
@@ -426,12 +460,46 @@ def _is_engine_error(exc: BaseException) -> bool:
     return isinstance(exc, Exception) or type(exc).__name__ == "PanicException"
 
 
-def _invalid(exc: BaseException, prefix: str, file: str | None = None) -> InvalidArgument:
-    message = str(exc).split("Stack backtrace:")[0].strip() or type(exc).__name__
-    if file is None:
-        found = _ERROR_FILE.search(message)
-        file = found.group(1) if found else None
-    return InvalidArgument(prefix + message, details={"file": file} if file else None)
+def _input_json(inp: dict[str, Any]) -> str:
+    """`inp` as JSON regorus can always read and serialize: a number larger in magnitude than
+    1e308 (the top of a double's range, a longer integer) is handed over as +-1e308, which keeps
+    its sign and its order against every other number. Numbers hold no credential text, so the
+    governance search loses nothing. Linear in the input; no recursion, so no depth limit."""
+    root = [inp]
+    stack: list[tuple[Any, Any, Any]] = [(root, 0, inp)]
+    while stack:
+        parent, slot, node = stack.pop()
+        if isinstance(node, dict):
+            parent[slot] = copy = dict(node)
+            stack.extend((copy, k, v) for k, v in node.items())
+        elif isinstance(node, (list, tuple)):
+            parent[slot] = copy = list(node)
+            stack.extend((copy, i, v) for i, v in enumerate(node))
+        elif isinstance(node, (int, float)) and not isinstance(node, bool) and abs(node) > _MAX_MAGNITUDE:
+            parent[slot] = _MAX_MAGNITUDE if node > 0 else -_MAX_MAGNITUDE
+    return json.dumps(root[0])
+
+
+def _policy_error(exc: BaseException, failed: str, *, file: str | None = None,
+                  at_run_time: bool = False) -> InvalidArgument:
+    """`failed`, then where (file, line, column) and why in our words: never regorus's text,
+    which quotes the policy source and, at run time, the input it failed on."""
+    text = str(exc)
+    found = _LOCATION.search(text)
+    details: dict[str, Any] = {}
+    if found:
+        details = {"policy_file": found[1], "line": int(found[2]), "column": int(found[3])}
+    elif file:
+        details = {"policy_file": file}
+    said = _REASON.search(text)
+    said_text = (said[1] if said else text.partition("\n")[0]).lower()
+    reason = next((ours for theirs, ours in _REASONS if theirs.lower() in said_text),
+                  "an error in evaluation" if at_run_time else "Rego this engine cannot compile")
+    where = (f", in {details['policy_file']}" if details else "") + (
+        f" at line {details['line']}, column {details['column']}" if found else "")
+    # At run time regorus's text may quote the input (a memory's value): only ours is logged then.
+    log.warning("%s: %s", failed, f"{reason}{where}" if at_run_time else text.split("Stack backtrace:")[0].strip())
+    return InvalidArgument(f"{failed}: {reason}{where}", details=details)
 
 
 def _is_attribute_value(value: Any) -> bool:

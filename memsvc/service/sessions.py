@@ -15,14 +15,14 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import Field, StrictStr
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.core.pages import json_size, take_page
-from memsvc.core.sessions import SessionRecord, message_key, messages_namespace, session_closed, session_namespace
-from memsvc.core.validation import Command, Timestamp
+from memsvc.core.sessions import MESSAGE_KEY_DIGITS, SessionRecord, message_key, messages_namespace, session_closed, session_namespace
+from memsvc.core.validation import Command, Integer, Timestamp
 from memsvc.ports import Clock, ItemStore, SessionStore
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories, check_nesting
@@ -40,17 +40,22 @@ MAX_MESSAGE_BYTES = 128 * 1024  # a message's content, in UTF-8
 _CURSOR_PURPOSE = "sessions"
 _PAGE = 200
 
-ObjectId = Field(min_length=1, max_length=MAX_ID_CHARS)
+_METADATA_RULES = f"title and metadata take at most {MAX_METADATA_BYTES} bytes as JSON (413)"
+# A session id is a namespace segment with no control characters (`_segment` checks it, and says so).
+SESSION_ID_PATTERN = "^[^\\x00-\\x1f\\x7f]+$"
+_CURSOR_RULE = "; only a cursor this listing gave this caller (400 otherwise)"
 
 
 class CreateSession(Command):
     """`POST /v1/memory/sessions`."""
 
-    session_id: StrictStr = ObjectId
+    session_id: StrictStr = Field(
+        min_length=1, max_length=MAX_ID_CHARS, json_schema_extra={"pattern": SESSION_ID_PATTERN},
+        description="a segment of the session's namespaces: no control characters")
     agent_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
     title: StrictStr | None = Field(None, max_length=MAX_TITLE_CHARS)
     metadata: dict[StrictStr, Any] = Field(default_factory=dict, description="sealed at rest; a project_id here "
-                                           "makes close promote to that project")
+                                           f"makes close promote to that project; {_METADATA_RULES}")
 
 
 class UpdateSession(Command):
@@ -58,14 +63,14 @@ class UpdateSession(Command):
 
     last_interaction: Timestamp | None = None
     title: StrictStr | None = Field(None, max_length=MAX_TITLE_CHARS)
-    metadata: dict[StrictStr, Any] | None = None
+    metadata: dict[StrictStr, Any] | None = Field(None, description=_METADATA_RULES)
 
 
 class ListSessions(Command):
     """`GET /v1/memory/sessions`."""
 
-    limit: StrictInt = Field(20, ge=1, le=100)
-    cursor: StrictStr | None = Field(None, description="the previous page's next_cursor")
+    limit: Integer = Field(20, ge=1, le=100)
+    cursor: StrictStr | None = Field(None, description="the previous page's next_cursor" + _CURSOR_RULE)
     agent_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
 
 
@@ -73,15 +78,16 @@ class AppendMessage(Command):
     """`POST /v1/memory/sessions/{id}/messages`."""
 
     role: Literal["user", "assistant", "system", "tool"]
-    content: StrictStr = Field(min_length=1)
+    content: StrictStr = Field(min_length=1, description=f"at most {MAX_MESSAGE_BYTES} bytes of UTF-8 (413)")
     correlation_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
 
 
 class ListMessages(Command):
     """`GET /v1/memory/sessions/{id}/messages`."""
 
-    after_seq: StrictInt = Field(0, ge=0, description="only messages with a higher seq")
-    limit: StrictInt = Field(100, ge=1, le=500)
+    # A seq past the keys' digits would compare as text out of order with the stored keys.
+    after_seq: Integer = Field(0, ge=0, le=10**MESSAGE_KEY_DIGITS - 1, description="only messages with a higher seq")
+    limit: Integer = Field(100, ge=1, le=500)
 
 
 @dataclass(frozen=True)

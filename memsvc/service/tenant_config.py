@@ -10,11 +10,11 @@ import threading
 import time
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError, model_validator
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
-from memsvc.core.validation import Command
+from memsvc.core.validation import MAX_DEPTH, Command, Integer, error_message
 from memsvc.ports import TenantConfigStore
 
 __all__ = ["TenantSettings", "SettingsPatch", "RecallWeights", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES",
@@ -24,8 +24,7 @@ __all__ = ["TenantSettings", "SettingsPatch", "RecallWeights", "SettingsRegistry
 # 400 KB; this leaves room for the envelope and the plaintext metadata.
 MAX_VALUE_BYTES = 256 * 1024
 
-
-MAX_DEPTH_LIMIT = 32
+MAX_DEPTH_LIMIT = MAX_DEPTH
 
 
 class RecallWeights(BaseModel):
@@ -111,29 +110,33 @@ class TenantSettings(BaseModel):
         return self
 
 
+_BELOW = "at most the auto-update threshold of its kind, as it is after this change"
+
+
 class SettingsPatch(Command):
-    """`PUT /admin/v1/memories/settings`: the settings to change; the others keep their values."""
+    """`PUT /admin/v1/memories/settings`: the settings to change; the others keep their values.
+    After the change, each `*_check_low` must not exceed its `*_auto_update` (400 otherwise)."""
 
     # Absent means "keep"; null is refused like any other wrong type.
-    max_depth: StrictInt = Field(None, ge=1, le=MAX_DEPTH_LIMIT)  # type: ignore[assignment]
-    tombstone_retention_days: StrictInt = Field(None, ge=1, le=3650)  # type: ignore[assignment]
+    max_depth: Integer = Field(None, ge=1, le=MAX_DEPTH_LIMIT)  # type: ignore[assignment]
+    tombstone_retention_days: Integer = Field(None, ge=1, le=3650)  # type: ignore[assignment]
     keyword_index: StrictBool = Field(None)  # type: ignore[assignment]
-    semantic_auto_update: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
-    semantic_check_low: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
-    episodic_auto_update: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
-    episodic_check_low: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
-    episodic_merge_window_hours: StrictInt = Field(None, ge=1, le=24 * 365)  # type: ignore[assignment]
-    neighbors_k: StrictInt = Field(None, ge=1, le=50)  # type: ignore[assignment]
-    remember_per_hour: StrictInt = Field(None, ge=1, le=1_000_000)  # type: ignore[assignment]
+    semantic_auto_update: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    semantic_check_low: StrictFloat = Field(None, ge=0, le=1, description=_BELOW)  # type: ignore[assignment]
+    episodic_auto_update: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    episodic_check_low: StrictFloat = Field(None, ge=0, le=1, description=_BELOW)  # type: ignore[assignment]
+    episodic_merge_window_hours: Integer = Field(None, ge=1, le=24 * 365)  # type: ignore[assignment]
+    neighbors_k: Integer = Field(None, ge=1, le=50)  # type: ignore[assignment]
+    remember_per_hour: Integer = Field(None, ge=1, le=1_000_000)  # type: ignore[assignment]
     judge_model_id: StrictStr = Field(None, min_length=1, max_length=256)  # type: ignore[assignment]
-    recall_weights: RecallWeights = Field(None)  # type: ignore[assignment]
+    recall_weights: RecallWeights = Field(None, description="they must sum to 1")  # type: ignore[assignment]
     decay_rate_per_day: StrictFloat = Field(None, ge=0, lt=1)  # type: ignore[assignment]
     recall_min_match: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
     promote_important: StrictBool = Field(None)  # type: ignore[assignment]
-    promotion_threshold: StrictFloat | StrictInt = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    promotion_threshold: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
     promote_to: Literal["user", "agent"] = Field(None)  # type: ignore[assignment]
     session_auto_delete: StrictBool = Field(None)  # type: ignore[assignment]
-    session_retention_days: StrictInt = Field(None, ge=0, le=3650)  # type: ignore[assignment]
+    session_retention_days: Integer = Field(None, ge=0, le=3650)  # type: ignore[assignment]
 
 
 class _TtlCache:
@@ -175,8 +178,7 @@ class SettingsRegistry:
             merged = TenantSettings.model_validate({**self.get(tenant).model_dump(),
                                                     **patch.model_dump(exclude_unset=True)})
         except ValidationError as exc:  # a rule across fields (a check range above its auto-update)
-            raise InvalidArgument(exc.errors()[0]["msg"].removeprefix("Value error, "),
-                                  details={"field": "settings"}) from None
+            raise InvalidArgument(error_message(exc.errors()[0]), details={"field": "settings"}) from None
         self._store.put_config(tenant, "settings", merged.model_dump())
         self._cache.put(tenant, merged)
         return merged

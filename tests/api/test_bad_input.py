@@ -454,13 +454,20 @@ def test_integers_past_pythons_digit_limit_are_400(where, token, baseline, home,
 
 
 @pytest.mark.parametrize("where", BODY_PLACES)
-@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999"])
+@pytest.mark.parametrize("token", ["NaN", "Infinity", "-Infinity", "1e999", "1e-400", "-0.5e-400"])
 def test_non_finite_numbers_are_400_naming_the_field(where, token, baseline, home, admin, unchanged):
     method, path, body, field = _body_with(baseline, home, where, token)
     r = admin.request(method, path, content=body.encode(), headers={"content-type": "application/json"})
     err = assert_error(r, 400, "INVALID_ARGUMENT")
     assert err["details"] == {"field": field} and err["message"].startswith(f"{field}: {token}"), err
     unchanged()
+
+
+@pytest.mark.parametrize("token", ["0.0e-400", "0e999", "-0", "5e-324", "1.7976931348623157e308"])
+def test_zero_written_any_way_and_the_extremes_of_a_double_are_valid(token, baseline, home, admin):
+    method, path, body, _ = _body_with(baseline, home, "value", token)
+    r = admin.request(method, path, content=body.encode(), headers={"content-type": "application/json"})
+    assert r.status_code == 200, r.text
 
 
 @pytest.mark.parametrize("method,path", [("PUT", "/v1/memories"), ("PUT", "/admin/v1/memories/settings"),

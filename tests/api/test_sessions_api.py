@@ -116,7 +116,7 @@ def test_bad_input_is_400_or_413_and_changes_nothing(me):
         assert r.status_code == 400, body
     r = me.post(path("s", "messages"), json={"role": "user", "content": "x" * (128 * 1024 + 1)})
     assert r.status_code == 413 and r.json()["error"]["details"]["max_bytes"] == 128 * 1024
-    for params in ({"after_seq": "-1"}, {"limit": "0"}, {"limit": "x"}):
+    for params in ({"after_seq": "-1"}, {"after_seq": str(10**12)}, {"limit": "0"}, {"limit": "x"}):
         assert me.get(path("s", "messages"), params=params).status_code == 400
     assert me.get("/v1/memory/sessions", params={"cursor": "forged"}).status_code == 400
     assert me.get(path("s")).json()["message_count"] == 0

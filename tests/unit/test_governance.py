@@ -158,6 +158,40 @@ def test_the_largest_value_is_searched_within_the_budget(pol):
     assert kinds(violations(pol, value)) == {"an AWS access key id"}
 
 
+# --- every valid number ---------------------------------------------------------------------------
+
+# What the body parser accepts (README "The API in brief"): any finite double, an integer of up to
+# 4,300 digits. regorus itself cannot hold the top of a double's range nor a longer integer.
+EXTREME_NUMBERS = [1.7976931348623157e308, -1.7976931348623157e308, 5e-324, -5e-324, 1e-310, -0.0, 1e308,
+                   2**63, 2**64 + 1, -(2**63) - 1, 10**308, 10**4299 + 7, -(10**4299) - 7]
+
+
+@pytest.mark.parametrize("number", EXTREME_NUMBERS, ids=lambda n: repr(n)[:24])
+def test_every_valid_number_is_governed(pol, number):
+    nested: object = [number]
+    for _ in range(30):  # within the API's 32 levels
+        nested = [nested, {"n": number}]
+    value = {"n": number, "nested": nested, "text": "nothing secret"}
+    assert violations(pol, value, attributes={"n": number}, key="k") == []
+
+
+def test_a_credential_next_to_extreme_numbers_is_still_found(pol):
+    value = {"max": 1.7976931348623157e308, "long": 10**4299, "tiny": 5e-324, "text": f"use {AKIA}"}
+    assert kinds(violations(pol, value)) == {"an AWS access key id"}
+
+
+def test_a_policy_sees_a_number_beyond_1e308_as_1e308_with_its_sign():
+    source = ('package memories.governance\n\n'
+              'violations contains {"policy": "huge", "message": "m"} if input.value.n >= 1e308\n'
+              'violations contains {"policy": "tiny", "message": "m"} if input.value.n <= -1e308\n'
+              'violations contains {"policy": "number", "message": "m"} if not is_number(input.value.n)\n')
+    compiled = compile_bundle({**THREE_FILES, "governance.rego": source})
+    for number, policies in [(1.7976931348623157e308, ["huge"]), (10**4299, ["huge"]), (-(10**4299), ["tiny"]),
+                             (-1.7976931348623157e308, ["tiny"]), (9.9e307, []), (5e-324, [])]:
+        assert [v["policy"] for v in compiled.violations(["user", "alice"], "k", {"n": number}, None, ctx())] \
+            == policies, number
+
+
 # --- the 422 -------------------------------------------------------------------------------------
 
 
@@ -243,7 +277,7 @@ def test_an_empty_violations_set_turns_governance_off_and_a_missing_rule_is_refu
 def test_a_governance_file_holding_another_package_is_refused():
     with pytest.raises(InvalidArgument, match="governance.rego must hold package memories.governance") as info:
         compile_bundle({**THREE_FILES, "governance.rego": "package memories.extra\n\nn := 1\n"})
-    assert info.value.details == {"file": "governance.rego"}
+    assert info.value.details == {"policy_file": "governance.rego"}
 
 
 @pytest.mark.parametrize("expr", ['{"just a string"}', '{{"policy": "p"}}', '{{"policy": 1, "message": "m"}}',
@@ -275,8 +309,12 @@ def test_a_governance_policy_that_fails_refuses_the_write():
               'violations contains {"policy": "p", "message": "m"} if input.value.n + 1 > 0\n')
     compiled = compile_bundle({**THREE_FILES, "governance.rego": source})
     assert compiled.violations(["user", "alice"], "k", {"n": 1}, None, ctx()) == [{"policy": "p", "message": "m"}]
-    with pytest.raises(InvalidArgument, match="governance policy failed"):
-        compiled.violations(["user", "alice"], "k", {"n": "one"}, None, ctx())
+    with pytest.raises(InvalidArgument) as info:
+        compiled.violations(["user", "alice"], "k", {"n": "hunter2"}, None, ctx())
+    assert info.value.message == ("governance policy failed: a built-in function given an argument of the wrong "
+                                  "type, in governance.rego at line 3, column 67")
+    assert info.value.details == {"policy_file": "governance.rego", "line": 3, "column": 67}
+    assert "hunter2" not in repr(info.value.to_body())
 
 
 # --- the evaluation budget -----------------------------------------------------------------------

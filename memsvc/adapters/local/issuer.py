@@ -24,7 +24,20 @@ VERIFIED_TOKENS_KEPT = 4096
 
 
 class InvalidToken(Exception):
-    pass
+    """Why a token was refused, in our words (never PyJWT's text)."""
+
+
+# PyJWT's failures as our reasons, most specific first (InvalidSignatureError is a DecodeError).
+_REASONS: tuple[tuple[type[jwt.PyJWTError], str], ...] = (
+    (jwt.ExpiredSignatureError, "the token has expired"),
+    (jwt.ImmatureSignatureError, "the token is not valid yet"),
+    (jwt.InvalidAudienceError, f"the token is not for audience {AUDIENCE}"),
+    (jwt.InvalidIssuerError, f"the token is not from issuer {ISSUER}"),
+    (jwt.MissingRequiredClaimError, "the token lacks a required claim (exp, iss, aud, sub)"),
+    (jwt.InvalidAlgorithmError, "the token is not signed with RS256"),
+    (jwt.InvalidSignatureError, "the token's signature does not verify"),
+    (jwt.DecodeError, "the token is not a well-formed JWT"),
+)
 
 
 class LocalIssuer:
@@ -66,7 +79,7 @@ class LocalIssuer:
                     del self._verified[next(iter(self._verified))]  # the oldest
                 self._verified[token] = claims
         elif time.time() > claims["exp"] + LEEWAY_SECONDS:
-            raise InvalidToken("Signature has expired")
+            raise InvalidToken("the token has expired")
         return dict(claims)
 
     def _decode(self, token: str) -> dict[str, Any]:
@@ -76,7 +89,8 @@ class LocalIssuer:
                 options={"require": ["exp", "iss", "aud", "sub"]}, leeway=LEEWAY_SECONDS,
             )
         except jwt.PyJWTError as exc:
-            raise InvalidToken(str(exc)) from None
+            raise InvalidToken(next((why for kind, why in _REASONS if isinstance(exc, kind)),
+                                    "the token is not valid")) from None
 
 
 def _load_or_create(path: Path) -> rsa.RSAPrivateKey:
