@@ -8,15 +8,24 @@ retries from the first of them. Redelivery is safe: the indexer is idempotent an
 version-aware (see `memsvc.service.indexer`), so a record applied twice changes nothing and an
 item a batch already indexed is not embedded again.
 
-Records that are no change to a memory are skipped: namespace-registry and key rows, index marks
-and TTL refreshes (a MODIFY that keeps the version), TTL purges of tombstones. A record that
-cannot be read at all is reported as failed, so after the mapping's retries it goes to the
-on-failure destination instead of being dropped.
+Records that are no change to a memory are skipped: namespace-registry and key rows, index and
+attempt marks and TTL refreshes (a MODIFY that keeps the version), TTL purges of tombstones, a
+quarantine (the timeline's). A record that cannot be read at all is reported as failed, so after
+the mapping's retries it goes to the on-failure destination instead of being dropped.
+
+A poison memory never fails its record: it is quarantined (on its row, in `/index/status`, an
+`index_failed` event) and its record reported done, so the shard moves on for every tenant. What
+bounds an invocation (README, "Poison items"): each memory's budget (`ItemBudget`: 30 s, checked
+between stages, and linear size bounds), no unit of work started unless a budget still fits in
+the invocation's time left, and the function's own timeout (300 s) and memory (1024 MB). A
+memory that takes the function down past those (a timeout, out of memory) left its attempt
+marked on its row: the mapping's retry runs it alone, and quarantines it if it was alone when
+the function died again.
 
 Metrics (namespace `POWERTOOLS_METRICS_NAMESPACE`, default `memsvc`; dimension `service`), per
 batch: `Records`, `Changes`, `ExpiredChanges`, `ChangesFailed`, `EmbeddedTexts`,
-`VectorsWritten`, `VectorsDeleted`, and with Titan `EmbeddingCalls`, `EmbeddingCacheHits`,
-`EmbeddingCacheMisses`, `EmbeddingThrottles`, `EmbeddingFailures`; the knowledge graph's
+`VectorsWritten`, `VectorsDeleted`, `Quarantined` (memories set aside as poison), and with
+Titan `EmbeddingCalls`, `EmbeddingCacheHits`, `EmbeddingCacheMisses`, `EmbeddingThrottles`, `EmbeddingFailures`; the knowledge graph's
 entity extraction (Bedrock Converse): `ExtractionCalls`, `ExtractionMalformed` (answers that
 were not the JSON asked for: no graph for that memory), `ExtractionRejected`, `ExtractionFailed`
 (throttled or failed after the client's retries: the change is retried), `ExtractionInputTokens`,
@@ -48,11 +57,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     totals_before, embedding_before = indexer.stats_total(), embedder_stats(app.embedder)
     extraction_before = app.extractor.stats() if app.extractor is not None else {}
     vectors_before = vector_meter.snapshot()
-    batch = process_stream_batch(event, context, logger, action="indexing", apply=indexer.apply)
+    batch = process_stream_batch(event, context, logger, action="indexing", apply=lambda changes: indexer.apply(
+        changes, seconds_left=context.get_remaining_time_in_millis() / 1000))
     records, changes, failed_seqs = batch.records, batch.changes, batch.failed
 
     totals_after = indexer.stats_total()
     embedded = int(totals_after["embedded_texts"] - totals_before["embedded_texts"])
+    quarantined = int(totals_after["quarantined_items"] - totals_before["quarantined_items"])
     written, deleted = (a - b for a, b in zip(vector_meter.snapshot(), vectors_before))
     kinds = Counter(c.kind for c in changes)
     metrics.add_metric(name="Records", unit=MetricUnit.Count, value=len(records))
@@ -62,6 +73,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="EmbeddedTexts", unit=MetricUnit.Count, value=embedded)
     metrics.add_metric(name="VectorsWritten", unit=MetricUnit.Count, value=written)
     metrics.add_metric(name="VectorsDeleted", unit=MetricUnit.Count, value=deleted)
+    metrics.add_metric(name="Quarantined", unit=MetricUnit.Count, value=quarantined)
     embedding = add_embedding_metrics(metrics, embedding_before, embedder_stats(app.embedder))
     extraction = {name: count - extraction_before[name] for name, count in app.extractor.stats().items()} \
         if app.extractor is not None else {}
@@ -76,12 +88,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         "embedded_texts": embedded,
         "vectors_written": written,
         "vectors_deleted": deleted,
+        "quarantined": quarantined,
     }
     if embedding:
         summary["embedding"] = embedding
     if extraction.get("calls"):
         summary["extraction"] = extraction
-    if failed_seqs:
+    if failed_seqs or quarantined:
         logger.warning("batch", extra=summary)
     else:
         logger.info("batch", extra=summary)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from memsvc.api.identity import LOCAL_DEFAULT_TENANT, Identity
 from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.core.consolidation import thresholds_for
+from memsvc.core.errors import MemsvcError
 from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, GraphStore, IndexBacklog, ItemStore, KeywordIndex,
                           Metrics, RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex,
                           WorkflowStore)
@@ -61,6 +63,8 @@ if TYPE_CHECKING:
     from memsvc.adapters.local.workers import BackgroundWorkers
 
 __all__ = ["LocalApp", "build_local", "AwsApp", "build_aws", "health_report"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -146,7 +150,7 @@ def build_local(
     cores = os.cpu_count() or 1
     embed_pool = low_priority_pool(cores, name="memsvc-embed")
     indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, graph=graph_indexer,
-                      embed_pool=embed_pool, chunk_texts=_INDEX_CHUNK, lookahead=cores)
+                      embed_pool=embed_pool, chunk_texts=_INDEX_CHUNK, lookahead=cores, clock=clock)
     timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     accesses = AccessRecorder(store)
@@ -245,8 +249,10 @@ def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder
         try:
             probe()
             components[name] = {"status": "healthy"}
-        except Exception as exc:  # the report names the failing component, never its secrets
-            components[name] = {"status": "unhealthy", "error": type(exc).__name__}
+        except Exception as exc:  # the public report names the failing component in our words only
+            log.warning("health probe of %s failed", name, exc_info=True)
+            components[name] = {"status": "unhealthy",
+                                "error": exc.code if isinstance(exc, MemsvcError) else "UNAVAILABLE"}
         components[name]["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
     if graph_counts:  # nodes, edges and mentions, and what the last integrity scan removed
         components["graph"].update(graph_counts)
@@ -325,10 +331,10 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     extractor = BedrockExtractor(clients.extractor_runtime or clients.bedrock_runtime, settings.extraction_model_id)
     # 8 keys of a stream batch extracted at once (the extractor's client pools 10 connections).
     graph_indexer = GraphIndexer(graph=graph, extractor=extractor, sealer=sealer, items=store, concurrency=8)
-    # A stream batch is embedded a chunk ahead of the chunk whose vectors and marks are written
+    # A stream batch is embedded a chunk ahead of the chunk whose vectors are written
     # (Titan runs its own parallel requests); a chunk's vectors are one PutVectors request.
     indexer = Indexer(store, vectors, embedder, sealer, keywords, tenant_settings, graph=graph_indexer,
-                      chunk_texts=MAX_WRITE_BATCH,
+                      chunk_texts=MAX_WRITE_BATCH, clock=clock,
                       embed_pool=ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsvc-embed"))
     accesses = AccessRecorder(store)  # flushed by functions.runtime's thread on Lambda, explicitly in tests
     services = _services(store, store, vectors, keywords, embedder, sealer, tenant_settings, PolicyRegistry(store),

@@ -17,7 +17,7 @@ from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.workflow import PlanRecord, TaskRecord, WorkingRecord
-from memsvc.core.models import (Change, ChangeKind, FieldDoc, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
+from memsvc.core.models import (Change, ChangeKind, FieldDoc, IndexAttempt, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
@@ -40,7 +40,8 @@ class ItemStore(Protocol):
 
     def write(self, item: StoredItem, *, kind: ChangeKind, old: StoredItem | None) -> None:
         """Write `item` if the key's stored version is still `old.version` (absent when `old` is
-        None), and record the change in the same transaction. Raises `Conflict` otherwise."""
+        None), and record the change in the same transaction. Raises `Conflict` otherwise. Its
+        attempt and quarantine marks are not written: a version starts afresh."""
 
     def refresh_expiry(
         self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, expires_at: datetime
@@ -70,7 +71,9 @@ class ItemStore(Protocol):
 
 
 class IndexBacklog(Protocol):
-    """Which item versions have their vectors written (kept on the item rows themselves)."""
+    """Each version's indexing state, kept on the item rows themselves: indexed (`indexed_fields`),
+    an attempt in flight (`index_attempt`), quarantined (`index_error`). A write starts its version
+    afresh, so a rewritten or deleted key leaves quarantine by itself."""
 
     def get(self, tenant: str, namespace: tuple[str, ...], key: str) -> StoredItem | None: ...
 
@@ -82,13 +85,39 @@ class IndexBacklog(Protocol):
     def mark_indexed(
         self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, fields: Sequence[str]
     ) -> bool:
-        """Record that `version`'s vectors for `fields` are written, if the key is still at
-        `version`; no new version, no change record. False when the item moved on."""
+        """Record that `version`'s vectors for `fields` are written, and end its attempt, if the
+        key is still at `version` and it is not quarantined; no new version, no change record.
+        False otherwise."""
 
     def pending_index(self, tenant: str, now: datetime) -> int:
-        """Live items whose current version is to be indexed and is not yet."""
+        """Live items whose current version is to be indexed and is not yet (quarantined ones are
+        not pending)."""
 
-    def unindexed(self, tenant: str, now: datetime, limit: int) -> list[StoredItem]: ...
+    def unindexed(self, tenant: str, now: datetime, limit: int) -> list[StoredItem]:
+        """Some of the versions `pending_index` counts."""
+
+    def begin_attempts(self, items: Sequence[StoredItem], attempt: IndexAttempt) -> None:
+        """Persist, before any work on them, that these versions are being indexed (`index_attempt`),
+        each while it is still its key's version; a process that dies midway leaves the mark for the
+        next one to find. No new version, no change record."""
+
+    def end_attempts(self, items: Sequence[StoredItem]) -> None:
+        """Clear the attempt marks of these versions (an attempt that ended without `mark_indexed`
+        or `quarantine`: it will be retried, or needed no mark)."""
+
+    def quarantine(self, item: StoredItem, reason: str, at: datetime) -> bool:
+        """Set the version aside (`index_error` = `reason`, `quarantined_at` = `at`; its attempt
+        ended), if the key is still at it, live and not quarantined, and record an `index_failed`
+        change of it (the timeline's). It leaves `pending_index` for `quarantined`. False
+        otherwise."""
+
+    def release(self, item: StoredItem) -> bool:
+        """An admin's retry: clear the version's quarantine, if the key is still at it and it is
+        quarantined, and record an `index_retry` change of it (the indexer's). False otherwise."""
+
+    def quarantined(self, tenant: str, now: datetime, limit: int) -> tuple[int, list[StoredItem]]:
+        """How many live versions of the tenant are quarantined, and up to `limit` of them (the
+        oldest locally; on DynamoDB the first in its index's key order), by `quarantined_at`."""
 
 
 class DataKeyStore(Protocol):

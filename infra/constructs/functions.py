@@ -57,14 +57,17 @@ CODE_ASSET_EXCLUDE = ["*", "!memsvc", "!functions", "**/__pycache__", "**/*.pyc"
 
 # Both stream consumers get only records `change_from_stream_record` can turn into a change: item
 # rows (`rt` = item) inserted or removed, and item rows modified by a write. A MODIFY whose new
-# image says `chg` = index (the indexer's own mark) or refresh (a TTL refresh) never changes the
-# version, so it is dropped here before it costs an invocation (the handlers check again). The
-# timeline's own rows (`rt` = event, timeline-id, timeline-clock) never reach either consumer.
+# image says `chg` = index or attempt (the indexer's own marks: a version indexed, an indexing
+# attempt begun or ended) or refresh (a TTL refresh) never changes the version, so it is dropped
+# here before it costs an invocation (the handlers check again); the indexer's quarantine and an
+# admin's retry of it (`chg` = quarantine, retry) are changes, and pass. The timeline's own rows
+# (`rt` = event, timeline-id, timeline-clock) never reach either consumer.
 CHANGE_FILTER_PATTERNS: tuple[dict[str, Any], ...] = (
     {"eventName": ["INSERT"], "dynamodb": {"NewImage": {"rt": {"S": ["item"]}}}},
     {"eventName": ["REMOVE"], "dynamodb": {"OldImage": {"rt": {"S": ["item"]}}}},
-    {"eventName": ["MODIFY"],
-     "dynamodb": {"NewImage": {"rt": {"S": ["item"]}, "chg": {"S": [{"anything-but": ["index", "refresh"]}]}}}},
+    {"eventName": ["MODIFY"], "dynamodb": {"NewImage": {"rt": {"S": ["item"]},
+                                                        "chg": {"S": [{"anything-but": ["index", "attempt",
+                                                                                        "refresh"]}]}}}},
 )
 INDEXER_FILTER_PATTERNS = TIMELINE_FILTER_PATTERNS = CHANGE_FILTER_PATTERNS
 
@@ -369,8 +372,10 @@ class IndexerFunction(Construct):
 
     The event-source mapping reports partial batch failures, bisects a failing batch, retries
     a bounded number of times within a bounded record age, and parks the position of what still
-    fails in an encrypted SQS queue (`dead_letter_queue`). Calls (from the code): DynamoDB
-    GetItem (the item, its tenant's wrapped key) and UpdateItem (the index mark) on the table;
+    fails in an encrypted SQS queue (`dead_letter_queue`); a poison memory is quarantined on its
+    row instead of failing its record (`memsvc.service.indexer`), so only a failing dependency
+    leads there. Calls (from the code): DynamoDB GetItem and BatchGetItem (a batch's items, its
+    tenant's wrapped key) and UpdateItem (the index, attempt and quarantine marks) on the table;
     `KEYWORD_TABLE_ACTIONS` on the keyword table; stream reads; KMS Decrypt on the envelope key;
     S3 Vectors PutVectors and DeleteVectors on the index; Bedrock InvokeModel on the embedding
     model and on the entity extraction model (Converse).
@@ -408,7 +413,8 @@ class IndexerFunction(Construct):
             removal_policy=settings.removal_policy,
         )
         s = self.service
-        s.allow(sid="ItemTable", actions=["dynamodb:GetItem", "dynamodb:UpdateItem"], resources=[table.table_arn])
+        s.allow(sid="ItemTable", actions=["dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:UpdateItem"],
+                resources=[table.table_arn])
         s.allow(sid="KeywordTable", actions=KEYWORD_TABLE_ACTIONS, resources=[keywords.table_arn])
         s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],
                 resources=[storage_key.key_arn])

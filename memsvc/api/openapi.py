@@ -7,11 +7,12 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
 from memsvc.api.router import Route, query_kind
 from memsvc.api.schemas import ErrorOut
+from memsvc.service.workflow_rules import WorkflowId
 
 __all__ = ["openapi_document"]
 
@@ -21,6 +22,18 @@ _ERRORS = {"400": "Invalid argument", "401": "Missing or invalid identity", "403
            "422": "Refused by a governance policy", "429": "Rate limited (see Retry-After)", "500": "Internal error",
            "502": "A provider (embedding, model, key service) failed", "503": "The store is unavailable"}
 _PATH_PARAMETER = re.compile(r"\{([A-Za-z_]\w*)(:uuid)?\}")
+# The workflow ids the services check (`core.workflow.check_id`); another path parameter is any
+# segment (a session id that no session has is simply not found).
+_WORKFLOW_ID = TypeAdapter(WorkflowId).json_schema()
+_PATH_SCHEMAS: dict[str, dict[str, Any]] = {"task_id": _WORKFLOW_ID, "subtask_id": _WORKFLOW_ID,
+                                            "plan_id": _WORKFLOW_ID, "key": _WORKFLOW_ID}
+_UUID = {"type": "string", "format": "uuid"}
+# A rule across a query model's fields: the model becomes one parameter, an object exploded into
+# the query string (`style: form`), so that its schema can carry the rule.
+_ACROSS_FIELDS = ("oneOf", "anyOf", "allOf", "not", "if", "dependentRequired", "dependentSchemas")
+_IF_MATCH = {"name": "If-Match", "in": "header", "required": False,
+             "description": "change only this version (`3`, `\"3\"` or `W/\"3\"`; `*`: any); 412 if it is another",
+             "schema": {"type": "string", "pattern": '^(\\*|(W/)?"[0-9]{1,18}"|[0-9]{1,18})$'}}
 
 
 def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
@@ -36,8 +49,10 @@ def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
         op: dict[str, Any] = {"summary": r.summary, "operationId": f"{r.method.lower()}_{_slug(r.path)}"}
         params = _query_parameters(r.query, schemas) if r.query is not None else []
         for name, uuid in _PATH_PARAMETER.findall(r.path):
-            params.append({"name": name, "in": "path", "required": True,
-                           "schema": {"type": "string", "format": "uuid"} if uuid else {"type": "string", "minLength": 1}})
+            schema = _UUID if uuid else _PATH_SCHEMAS.get(name, {"type": "string", "minLength": 1})
+            params.append({"name": name, "in": "path", "required": True, "schema": schema})
+        if r.if_match:
+            params.append(_IF_MATCH)
         if params:
             op["parameters"] = params
         if r.body is not None:
@@ -46,12 +61,14 @@ def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
         ok: dict[str, Any] = {"description": "OK" if r.status != 204 else "No content"}
         if r.response is not None:
             ok["content"] = {"application/json": {"schema": {"$ref": f"#/components/schemas/{r.response.__name__}"}}}
-        elif r.content_type != "application/json":
-            ok["content"] = {r.content_type: {"schema": {"type": "string"}}}
+        elif r.status != 204:
+            ok["content"] = {r.content_type: {"schema": {"type": "object" if r.content_type == "application/json"
+                                                         else "string"}}}
         responses: dict[str, Any] = {str(r.status): ok}
         for status, model in r.also:
-            responses[str(status)] = {"description": model.__doc__ or "OK", "content": {"application/json": {
-                "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
+            responses[str(status)] = {"description": model.__doc__ or _ERRORS.get(str(status), "OK"),
+                                      "content": {"application/json": {
+                                          "schema": {"$ref": f"#/components/schemas/{model.__name__}"}}}}
         if not r.public:
             for code, text in _ERRORS.items():
                 responses[code] = {"description": text, "content": {"application/json": {
@@ -79,9 +96,15 @@ def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
 
 def _query_parameters(model: type[BaseModel], schemas: dict[str, Any]) -> list[dict[str, Any]]:
     """One parameter per field, with the field's own schema: repeated parameters (`explode`) for
-    lists, one value otherwise."""
-    properties = schemas[model.__name__]["properties"]
-    required = set(schemas[model.__name__].get("required", ()))
+    lists, one value otherwise. A model with a rule across its fields is one object parameter."""
+    component = schemas[model.__name__]
+    if any(k in component for k in _ACROSS_FIELDS):
+        # The query string may hold parameters no field names (they are ignored), so no additionalProperties.
+        schema = {k: v for k, v in component.items() if k not in ("title", "additionalProperties")}
+        return [{"name": model.__name__, "in": "query", "required": "oneOf" in schema or "required" in schema,
+                 "style": "form", "explode": True, "schema": schema}]
+    properties = component["properties"]
+    required = set(component.get("required", ()))
     params = []
     for name, info in model.model_fields.items():
         wire = info.alias or name

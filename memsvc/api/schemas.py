@@ -13,7 +13,7 @@ from memsvc.core.graph import GraphEdge
 from memsvc.core.models import Memory, to_rfc3339
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.validation import Command, Namespace
-from memsvc.service.admin import IndexRun, IndexStatus, PolicyBundle
+from memsvc.service.admin import IndexRetry, IndexRun, IndexStatus, PolicyBundle, RetryOutcome
 from memsvc.service.memories import PutMemory
 from memsvc.service.graph import Entity, PathAnswer, Related
 from memsvc.service.recall import RecallQuery, RecallResult, Recalled
@@ -45,6 +45,9 @@ __all__ = [
     "PoliciesOut",
     "IndexStatusOut",
     "IndexTriggerOut",
+    "IndexRetryBody",
+    "IndexRetryOut",
+    "QuarantinedOut",
     "HealthOut",
     "ErrorOut",
     "RememberBody",
@@ -86,6 +89,10 @@ class RememberBody(RememberMemory):
 
 class PoliciesBody(PolicyBundle):
     """`PUT /admin/v1/memories/policies`."""
+
+
+class IndexRetryBody(IndexRetry):
+    """`POST /admin/v1/memories/index/retry`."""
 
 
 class SettingsBody(SettingsPatch):
@@ -217,7 +224,7 @@ class EventOut(Answer):
     id: str
     namespace: list[str]
     key: str
-    kind: Literal["add", "update", "delete", "expired"]
+    kind: Literal["add", "update", "delete", "expired", "index_failed"]
     occurred_at: Rfc3339
     value: dict[str, Any] | None
     attributes: dict[str, Any] | None
@@ -226,13 +233,15 @@ class EventOut(Answer):
     version: int
     action: Literal["created", "updated", "superseded"] | None = Field(
         None, description="what remember did, for a version it wrote (memory.created/updated/superseded)")
+    reason: str | None = Field(
+        None, description="index_failed: why the indexer set the version aside (memory.index_failed)")
 
     @classmethod
     def of(cls, view: EventView) -> Self:
         e = view.event
         return cls(id=e.id, namespace=list(e.namespace), key=e.key, kind=e.kind, occurred_at=e.occurred_at,
                    value=view.value, attributes=view.attributes, expires_at=e.expires_at, memory_id=e.memory_id,
-                   version=e.version, action=e.action)
+                   version=e.version, action=e.action, reason=e.reason)
 
 
 class EventsOut(Answer):
@@ -259,28 +268,68 @@ class PoliciesOut(Answer):
         return cls(version=compiled.bundle.version, policies=compiled.bundle.policies)
 
 
+class QuarantinedOut(Answer):
+    """A memory version the indexer set aside: readable by key and filter, not found by meaning."""
+
+    id: str
+    namespace: list[str]
+    key: str
+    version: int
+    reason: str = Field(description="why, in the service's words (never the memory's content)")
+    quarantined_at: Rfc3339
+
+
 class IndexStatusOut(Answer):
-    pending: int
+    pending: int = Field(description="live versions waiting to be indexed (quarantined ones are not)")
     embedding_model: str
     dimension: int
     stats: dict[str, float]
+    quarantined: int = Field(description="the tenant's quarantined versions (see README, \"Poison items\")")
+    quarantined_items: list[QuarantinedOut] = Field(
+        description="up to 100 of them, oldest first (retrying them lets the next ones show)")
 
     @classmethod
     def of(cls, status: IndexStatus) -> Self:
         return cls(pending=status.pending, embedding_model=status.embedding_model, dimension=status.dimension,
-                   stats=status.stats)
+                   stats=status.stats, quarantined=status.quarantined,
+                   quarantined_items=[QuarantinedOut(id=q.id, namespace=list(q.namespace), key=q.key,
+                                                     version=q.version, reason=q.reason,
+                                                     quarantined_at=q.quarantined_at)
+                                      for q in status.quarantined_items])
 
 
 class IndexTriggerOut(Answer):
     processed: int
     pending: int
+    quarantined: int = Field(description="versions this run set aside")
 
     @classmethod
     def of(cls, run: IndexRun) -> Self:
-        return cls(processed=run.processed, pending=run.pending)
+        return cls(processed=run.processed, pending=run.pending, quarantined=run.quarantined)
+
+
+class RetryFailureOut(Answer):
+    id: str
+    code: Literal["NOT_FOUND", "NOT_QUARANTINED"] = Field(
+        description="NOT_FOUND: no live current version of the tenant has this id (deleted, rewritten, expired, "
+                    "or never was); NOT_QUARANTINED: it is indexed or waiting to be")
+
+
+class IndexRetryOut(Answer):
+    """Accepted: each retried version is indexed again within seconds (or quarantined again, with a
+    new memory.index_failed event)."""
+
+    retried: list[str]
+    failed: list[RetryFailureOut]
+
+    @classmethod
+    def of(cls, outcome: RetryOutcome) -> Self:
+        return cls(retried=outcome.retried, failed=[RetryFailureOut(id=i, code=code) for i, code in outcome.failed])
 
 
 class HealthOut(Answer):
+    """Each component's status and latency; 503 when unhealthy."""
+
     status: Literal["healthy", "degraded", "unhealthy"]
     components: dict[str, dict[str, Any]]
 

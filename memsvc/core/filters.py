@@ -89,7 +89,7 @@ class Filter:
         return Filter(inside), Filter(rest)
 
     def merge(self, other: Filter) -> Filter:
-        """Both filters ANDed; a condition present in both is kept once."""
+        """Both filters ANDed; a condition present in both is kept once. O(size of the operands)."""
         seen: set[tuple[str, str, str]] = set()
         merged = []
         for c in self.conditions + other.conditions:
@@ -120,7 +120,10 @@ class Filter:
 
 
 def parse_filter(obj: Any) -> Filter:
-    """Parse the API's filter object. Raises `InvalidArgument` (details field `filter`)."""
+    """Parse the API's filter object. Raises `InvalidArgument` (details field `filter`).
+
+    O(size of `obj`): each path is split once, each operand is looked at to its top level (its
+    nesting is the caller's to bound: `memories.check_nesting`)."""
     if not isinstance(obj, dict):
         raise _invalid("filter must be a JSON object")
     conditions: list[Condition] = []
@@ -134,7 +137,8 @@ def parse_filter(obj: Any) -> Filter:
 
 
 def condition_matches(value_found: bool, value: Any, op: str, operand: Any) -> bool:
-    """Evaluate one condition on a field value (`value_found` False when the field is missing)."""
+    """Evaluate one condition on a field value (`value_found` False when the field is missing).
+    O(size of `value` + size of `operand`)."""
     op = op.removeprefix("$")
     if op == "eq":
         return value_found and _equal(value, operand)
@@ -151,15 +155,22 @@ def condition_matches(value_found: bool, value: Any, op: str, operand: Any) -> b
 
 
 def get_path(obj: Any, path: str) -> tuple[bool, Any]:
-    """Resolve a dot path (`"meta.lang"`, `"items.0.name"`) to `(found, value)`."""
+    """Resolve a dot path (`"meta.lang"`, `"items.0.name"`) to `(found, value)`. O(len(path))."""
     for part in path.split("."):
         if isinstance(obj, dict) and part in obj:
             obj = obj[part]
-        elif isinstance(obj, list) and part.isascii() and part.isdigit() and int(part) < len(obj):
-            obj = obj[int(part)]
+        elif isinstance(obj, list) and (index := _list_index(part)) is not None and index < len(obj):
+            obj = obj[index]
         else:
             return False, None
     return True, obj
+
+
+def _list_index(part: str) -> int | None:
+    """A path segment's list index (`"0"`, `"01"`), None when it is not one. No list has 10^18
+    elements, so a longer number is none (int() refuses more than 4,300 digits: a 500)."""
+    digits = part.lstrip("0") or "0"
+    return int(digits) if part.isascii() and part.isdigit() and len(digits) <= 18 else None
 
 
 def lookup_in(obj: Any) -> Callable[[str], tuple[bool, Any]]:
@@ -229,8 +240,17 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, (int, float, Decimal)) and not isinstance(x, bool)
 
 
-@lru_cache(maxsize=4096)
+_MAX_TIMESTAMP_CHARS = 35  # "2024-05-01T00:00:00.123456789+02:00"
+
+
 def _instant(s: str) -> datetime | None:
+    """The instant an ISO 8601 timestamp names, else None. O(1): a longer string is no timestamp,
+    and is never cached (4,096 values of 256 KB would stay in memory)."""
+    return None if len(s) > _MAX_TIMESTAMP_CHARS else _cached_instant(s)
+
+
+@lru_cache(maxsize=4096)
+def _cached_instant(s: str) -> datetime | None:
     m = _TIMESTAMP.fullmatch(s)
     if m is None:
         return None
@@ -281,7 +301,21 @@ def equality_key(x: Any) -> str | None:
     """A text that two values share exactly when `eq` calls them equal (`_equal`), so equality can
     be decided on keyed hashes of it: 1, 1.0 and Decimal("1") share one; True, "1" and 1 differ;
     two timestamps share one when they are the same instant. None for a value equal to nothing
-    (NaN, or anything holding one)."""
+    (NaN, or anything holding one).
+
+    O(size of `x`) in time and in the key's length, plus sorting each object's keys: a list's or
+    an object's key holds its members' keys once each, every scalar's and name's prefixed by its
+    length, so that no level quotes the one below again (JSON texts nested in JSON texts grew as
+    2^depth). A number's key is its exact fraction, of at most 4,300 digits (the API's longest
+    int; a float's parts have at most 324, DynamoDB's Decimals 131). Recursion goes as deep as `x`
+    is nested, which the API bounds (`memories.MAX_NESTING`)."""
+    if isinstance(x, (list, tuple, dict)):
+        parts: list[str] = []
+        return "".join(parts) if _append_composite_key(x, parts) else None
+    return _scalar_key(x)
+
+
+def _scalar_key(x: Any) -> str | None:
     if isinstance(x, bool):
         return "b1" if x else "b0"
     if _is_number(x):
@@ -296,13 +330,34 @@ def equality_key(x: Any) -> str | None:
         return "s" + x if instant is None else f"t{(instant - _EPOCH) // timedelta(microseconds=1)}"
     if x is None:
         return "z"
-    if isinstance(x, (list, tuple)):
-        parts = [equality_key(e) for e in x]
-        return None if None in parts else "l" + json.dumps(parts, ensure_ascii=False)
-    if isinstance(x, dict) and all(isinstance(k, str) for k in x):
-        pairs = sorted((k, equality_key(v)) for k, v in x.items())
-        return None if any(v is None for _, v in pairs) else "o" + json.dumps(pairs, ensure_ascii=False)
     return None
+
+
+def _append_composite_key(x: Any, out: list[str]) -> bool:
+    """Appends the self-delimiting key of `x` to `out`: `l[` members `]`, `o{` (name, member)
+    pairs by name `}`, a scalar's key or a name as `<length>:<text>`. False when `x` holds a value
+    equal to nothing."""
+    if isinstance(x, (list, tuple)):
+        out.append("l[")
+        for member in x:
+            if not _append_composite_key(member, out):
+                return False
+        out.append("]")
+    elif isinstance(x, dict):
+        if not all(isinstance(name, str) for name in x):
+            return False
+        out.append("o{")
+        for name in sorted(x):
+            out.append(f"{len(name)}:{name}")
+            if not _append_composite_key(x[name], out):
+                return False
+        out.append("}")
+    else:
+        key = _scalar_key(x)
+        if key is None:
+            return False
+        out.append(f"{len(key)}:{key}")
+    return True
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)

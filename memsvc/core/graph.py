@@ -23,11 +23,11 @@ several namespaces beneath it say about one entity. Traversals are pure function
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.unicode_text import normalize
 
 __all__ = [
     "ENTITY_TYPES",
@@ -74,10 +74,10 @@ def normalise_name(name: str) -> str:
     """The form two spellings of one entity share: NFKC, case folded, whitespace collapsed to
     single spaces, trimmed, a leading "the " dropped ("The Apollo Project" and "apollo project"
     are one entity). Raises `InvalidArgument` for a name that is empty after this or longer than
-    `MAX_NAME_CHARS`."""
+    `MAX_NAME_CHARS`. O(len(name))."""
     if not isinstance(name, str):
         raise InvalidArgument("an entity name is a string", details={"field": "name"})
-    folded = _SPACES.sub(" ", unicodedata.normalize("NFKC", name).casefold()).strip()
+    folded = _SPACES.sub(" ", normalize("NFKC", name).casefold()).strip()
     folded = _LEADING_ARTICLE.sub("", folded)
     if not folded:
         raise InvalidArgument("an entity name must not be empty", details={"field": "name"})
@@ -88,8 +88,8 @@ def normalise_name(name: str) -> str:
 
 
 def display_name(name: str) -> str:
-    """What is sealed and shown: the name as written, NFKC and whitespace collapsed."""
-    return _SPACES.sub(" ", unicodedata.normalize("NFKC", name)).strip()
+    """What is sealed and shown: the name as written, NFKC and whitespace collapsed. O(len(name))."""
+    return _SPACES.sub(" ", normalize("NFKC", name)).strip()
 
 
 def entity_type(value: str | None) -> str:

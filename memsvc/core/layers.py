@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from memsvc.core.errors import Forbidden, InvalidArgument, InvalidLayer, MissingIdentifier
 from memsvc.core.models import Caller
 
 __all__ = ["Layer", "LAYERS", "LAYER_NAMES", "IDENTIFIERS", "resolve_identifiers", "accessible_layers",
-           "layer_namespace", "layer_namespaces", "layer_of", "SEMANTIC_SEGMENT"]
+           "layer_namespace", "layer_namespaces", "layer_of", "SEMANTIC_SEGMENT", "identifiers_schema",
+           "layer_needs_schema"]
 
 # `POST /v1/memory/semantic` keeps a user's upserted memories in ["user", U, "semantic"]: part of
 # the user layer (a second root of it), so recall of the user layer finds them.
@@ -115,3 +117,28 @@ def layer_of(namespace: Sequence[str]) -> Layer | None:
     if ns and ns[0] == "company":
         return _BY_NAME["company"]
     return None
+
+
+def identifiers_schema(*, nullable: bool) -> dict[str, Any]:
+    """The JSON Schema of `identifiers` as `resolve_identifiers` takes it: only these names, each a
+    non-empty string (or, where `nullable`, null for "not given")."""
+    value: dict[str, Any] = {"type": "string", "minLength": 1}
+    if nullable:
+        value = {"anyOf": [value, {"type": "null"}]}
+    return {"type": "object", "properties": {name: value for name in IDENTIFIERS}, "additionalProperties": False}
+
+
+def layer_needs_schema(field: str, *, many: bool) -> list[dict[str, Any]]:
+    """JSON Schema rules saying what `accessible_layers` checks: a layer named in `field` (a list of
+    names when `many`) needs its identifiers, but `user_id`, which defaults to the caller."""
+    rules = []
+    for layer in LAYERS:
+        needs = [name for name in layer.needs if name != "user_id"]
+        if needs:
+            named = {"contains": {"const": layer.name}} if many else {"const": layer.name}
+            rules.append({
+                "if": {"properties": {field: named}, "required": [field]},
+                "then": {"required": ["identifiers"], "properties": {"identifiers": {
+                    "required": needs, "properties": {name: {"type": "string"} for name in needs}}}},
+            })
+    return rules

@@ -18,6 +18,8 @@ __all__ = [
     "RememberJob",
     "TimelineEvent",
     "expiry_event_id",
+    "index_failure_event_id",
+    "IndexAttempt",
     "Memory",
     "VectorHit",
     "VectorWrite",
@@ -35,7 +37,13 @@ __all__ = [
     "to_epoch_us",
 ]
 
-ChangeKind = Literal["add", "update", "delete", "expired"]
+# A write (`add`, `update`) or a removal (`delete`, `expired`) of a memory; or, from the indexer's
+# own bookkeeping on a version's row, its quarantine (`index_failed`, which the timeline records)
+# and an admin's retry of it (`index_retry`, which sends it to the indexer again).
+ChangeKind = Literal["add", "update", "delete", "expired", "index_failed", "index_retry"]
+# An indexing attempt of a version that started and has not ended (`memsvc.service.indexer`):
+# `batch` in the normal flow, `alone` when the version is run by itself after a batch of it died.
+IndexAttempt = Literal["batch", "alone"]
 # What a remember call did with a version it wrote (API-AGENT.md: `memory.created`,
 # `memory.updated`, `memory.superseded`); None for every other write.
 RememberAction = Literal["created", "updated", "superseded"]
@@ -119,6 +127,11 @@ class StoredItem:
     # returned, and when last. Updated in place, without a new version or a change record.
     access_count: int = 0
     last_accessed_at: datetime | None = None
+    # The indexer's own marks on this version (plaintext; never carried over by a write, so a new
+    # version starts afresh): an attempt in flight, and why and when the version was quarantined.
+    index_attempt: IndexAttempt | None = None
+    index_error: str | None = None
+    quarantined_at: datetime | None = None
 
     def is_live(self, now: datetime) -> bool:
         return self.deleted is None and (self.expires_at is None or self.expires_at > now)
@@ -134,6 +147,9 @@ class StoredItem:
             deleted=kind,
             indexed_fields=None,
             action=None,
+            index_attempt=None,
+            index_error=None,
+            quarantined_at=None,
         )
 
     def to_record(self) -> dict[str, Any]:
@@ -157,6 +173,9 @@ class StoredItem:
             "action": self.action,
             "access_count": self.access_count,
             "last_accessed_at": to_epoch_us(self.last_accessed_at) if self.last_accessed_at else None,
+            "index_attempt": self.index_attempt,
+            "index_error": self.index_error,
+            "quarantined_at": to_epoch_us(self.quarantined_at) if self.quarantined_at else None,
         }
 
     @classmethod
@@ -180,6 +199,9 @@ class StoredItem:
             action=r.get("action"),
             access_count=r.get("access_count") or 0,
             last_accessed_at=from_epoch_us(r["last_accessed_at"]) if r.get("last_accessed_at") else None,
+            index_attempt=r.get("index_attempt"),
+            index_error=r.get("index_error"),
+            quarantined_at=from_epoch_us(r["quarantined_at"]) if r.get("quarantined_at") else None,
         )
 
 
@@ -223,14 +245,24 @@ class TimelineEvent:
     attributes_ct: bytes | None = None
     occurred_at: datetime | None = None
     action: RememberAction | None = None  # add/update written by remember: what it did
+    reason: str | None = None  # index_failed: why, in the service's words (never the memory's content)
 
     @classmethod
     def of_change(cls, change: "Change") -> list["TimelineEvent"]:
         """The change's event, preceded by an `expired` event when the row it replaced had
         expired but no sweeper or TTL had tombstoned it yet (a write over an expired memory is
         an `add`, and the expiry would otherwise never reach the timeline). That event's id is
-        the one DynamoDB TTL's removal of the row would get, so the two are never both recorded."""
+        the one DynamoDB TTL's removal of the row would get, so the two are never both recorded.
+        A quarantine is an `index_failed` event; an admin's retry is no event."""
         new, old = change.new, change.old
+        if change.kind == "index_retry":
+            return []
+        if change.kind == "index_failed":
+            assert new.quarantined_at is not None
+            return [cls(tenant=new.tenant, id=index_failure_event_id(new.id, new.quarantined_at), kind="index_failed",
+                        namespace=new.namespace, key=new.key, memory_id=new.id, version=new.version,
+                        changed_at=new.quarantined_at, expires_at=new.expires_at,
+                        policy_attributes=new.policy_attributes, reason=new.index_error)]
         removed = change.kind in ("delete", "expired")
         about = old if removed and old is not None else new
         events = [cls(
@@ -263,6 +295,12 @@ class TimelineEvent:
                 policy_attributes=old.policy_attributes,
             ))
         return events
+
+
+def index_failure_event_id(memory_id: str, quarantined_at: datetime) -> str:
+    """The id of a version's `index_failed` event: one per quarantine (a version retried and
+    quarantined again gets a second), the same however often the change is delivered."""
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"index_failed:{memory_id}:{to_epoch_us(quarantined_at)}"))
 
 
 def expiry_event_id(memory_id: str) -> str:

@@ -34,13 +34,17 @@ def extract_texts(value: dict[str, Any], index_fields: list[str] | None | Litera
     fields are taken in the order given; a number or bool they reach is included as its JSON
     text, a dict or list they reach contributes its string leaves. A leaf is reported once even
     when several fields reach it; `False` yields nothing.
+
+    O(len(index_fields) x size of `value` x its nesting): each path visits a node at most once,
+    and a location is a tuple as long as the node is deep (nesting is bounded by the API,
+    `memories.MAX_NESTING`, and so is the recursion).
     """
     if index_fields is False:
         return []
     if index_fields is None:
         found = _leaves(value, (), scalars=False)
     else:
-        found = chain.from_iterable(_resolve(value, _tokenize(field), ()) for field in index_fields)
+        found = chain.from_iterable(_resolve(value, _tokenize(field), 0, ()) for field in index_fields)
     seen: set[Location] = set()
     texts = []
     for location, text in found:
@@ -53,7 +57,7 @@ def extract_texts(value: dict[str, Any], index_fields: list[str] | None | Litera
 def validate_index_fields(obj: Any) -> list[str] | None | Literal[False]:
     """Check `index_fields`: None (the default), False (no indexing) or 1..64 valid paths.
 
-    Raises `InvalidArgument` (details field `index_fields`) otherwise.
+    Raises `InvalidArgument` (details field `index_fields`) otherwise. O(total length of the paths).
     """
     if obj is None or obj is False:
         return obj
@@ -77,23 +81,35 @@ def _tokenize(path: Any) -> list[Token]:
     tokens: list[Token] = []
     for m in segments:
         tokens.append(m[1])
-        tokens.extend(None if s == "*" else int(s) for s in _SELECTOR.findall(m[2]))
+        tokens.extend(None if s == "*" else _index(s) for s in _SELECTOR.findall(m[2]))
     return tokens
 
 
-def _resolve(obj: Any, tokens: list[Token], location: Location) -> Iterator[tuple[Location, str]]:
-    if not tokens:
+def _index(selector: str) -> int:
+    """A selector's list index. One with more than 18 digits is beyond every list (int() refuses
+    more than 4,300 digits, and is quadratic in them below that)."""
+    if len(selector.lstrip("-").lstrip("0")) > 18:
+        return -_BEYOND if selector.startswith("-") else _BEYOND
+    return int(selector)
+
+
+_BEYOND = 10**18
+
+
+def _resolve(obj: Any, tokens: list[Token], at: int, location: Location) -> Iterator[tuple[Location, str]]:
+    """The leaves that `tokens[at:]` reach from `obj`."""
+    if at == len(tokens):
         yield from _leaves(obj, location, scalars=True)
         return
-    head, rest = tokens[0], tokens[1:]
+    head = tokens[at]
     if isinstance(head, str):
         if isinstance(obj, dict) and head in obj:
-            yield from _resolve(obj[head], rest, location + (head,))
+            yield from _resolve(obj[head], tokens, at + 1, location + (head,))
     elif isinstance(obj, list):
         indexes = range(len(obj)) if head is None else [head + len(obj) if head < 0 else head]
         for i in indexes:
             if 0 <= i < len(obj):
-                yield from _resolve(obj[i], rest, location + (i,))
+                yield from _resolve(obj[i], tokens, at + 1, location + (i,))
 
 
 def _leaves(obj: Any, location: Location, *, scalars: bool) -> Iterator[tuple[Location, str]]:

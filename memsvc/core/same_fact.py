@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import difflib
 import re
-import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
 from memsvc.core.keywords import analyze
+from memsvc.core.unicode_text import normalize
 
 __all__ = ["Statement", "Verdict", "statement", "judge_statements", "SAME_FACT_OVERLAP", "normalize_content"]
 
@@ -73,12 +73,14 @@ class Verdict:
 
 
 def normalize_content(text: str) -> str:
-    """The form two contents are compared in for "identical": NFC, whitespace collapsed, trimmed."""
-    return " ".join(unicodedata.normalize("NFC", text).split())
+    """The form two contents are compared in for "identical": NFC, whitespace collapsed, trimmed.
+    O(len(text))."""
+    return " ".join(normalize("NFC", text).split())
 
 
 def statement(text: str) -> Statement:
-    text = unicodedata.normalize("NFKC", text)
+    """The values, words and negation of `text`. O(len(text))."""
+    text = normalize("NFKC", text)
     values: set[str] = {n.replace(",", "") for n in _NUMBER.findall(text)}
     negated = False
     for sentence in _SENTENCE_END.split(text):

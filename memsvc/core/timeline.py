@@ -20,6 +20,9 @@ DETAIL_TYPES = {
     "update": "Memory Updated",
     "delete": "Memory Deleted",
     "expired": "Memory Expired",
+    # The indexer set the version aside (a poison item: over its budget, or it failed on its own);
+    # it stays readable by key and filter, and an admin can retry it (README, "Poison items").
+    "index_failed": "memory.index_failed",
 }
 KINDS = frozenset(DETAIL_TYPES)
 # A version remember wrote is published under its outcome instead (API-AGENT.md), with the
@@ -52,6 +55,7 @@ def event_detail(event: TimelineEvent) -> dict[str, Any]:
         "occurred_at": to_rfc3339(event.occurred_at),
         "expires_at": to_rfc3339(event.expires_at),
         **({"action": event.action} if event.action else {}),
+        **({"reason": event.reason} if event.reason else {}),
     }
 
 

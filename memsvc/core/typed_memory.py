@@ -52,7 +52,7 @@ class TypedMemory:
     @classmethod
     def from_value(cls, value: dict[str, Any]) -> "TypedMemory | None":
         """The typed memory a value holds, or None for a plain item (no string `content`, or a
-        `type` that is not one of the four)."""
+        `type` that is not one of the four). O(number of top-level fields and tags)."""
         content, type_ = value.get("content"), value.get("type", "fact")
         if not isinstance(content, str) or type_ not in MEMORY_TYPES:
             return None

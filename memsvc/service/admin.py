@@ -1,15 +1,17 @@
 """The admin operations (role admin or service): the policy bundle, the settings, force-delete
-by id, and the indexing backlog."""
+by id, the indexing backlog, and the quarantine of poison items (their list, and their retry)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Annotated, Literal
 
-from pydantic import Field, StrictStr
+from pydantic import Field, StrictStr, StringConstraints, field_validator
 
 from memsvc.core.errors import NotFound
 from memsvc.core.models import Caller
-from memsvc.core.policy import MAX_FILES, POLICY_FILE_NAME, CompiledPolicies
+from memsvc.core.policy import MAX_FILE_BYTES, MAX_FILES, POLICY_FILE_NAME, CompiledPolicies
 from memsvc.core.validation import Command
 from memsvc.ports import Clock, Embedder, IndexBacklog, ItemStore, KeywordIndex
 from memsvc.service.access import Access
@@ -17,16 +19,53 @@ from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
 from memsvc.service.tenant_config import SettingsPatch, TenantSettings
 
-__all__ = ["Admin", "PolicyBundle", "IndexStatus", "IndexRun"]
+__all__ = ["Admin", "PolicyBundle", "IndexStatus", "IndexRun", "IndexRetry", "Quarantined", "RetryOutcome",
+           "MAX_RETRY_IDS", "MAX_LISTED_QUARANTINED"]
+
+MAX_RETRY_IDS = 100  # ids one retry call names: one request's reads and writes stay well inside a Lambda's time
+MAX_LISTED_QUARANTINED = 100  # quarantined versions the status lists; `quarantined` counts them all
+_MEMORY_ID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"  # as the API gives them: lower case
+MemoryId = Annotated[str, StringConstraints(strict=True, pattern=_MEMORY_ID)]
 
 class PolicyBundle(Command):
     """`PUT /admin/v1/memories/policies`."""
 
     policies: dict[StrictStr, StrictStr] = Field(
         min_length=1, max_length=MAX_FILES,
-        description="file name (letters, digits, '.', '_' or '-', ending in .rego) -> Rego source",
+        description=f"file name (letters, digits, '.', '_' or '-', ending in .rego) -> Rego source, at most "
+                    f"{MAX_FILE_BYTES} bytes of UTF-8. The bundle must compile, and must still allow you the admin "
+                    "operation (400 naming the file otherwise).",
         json_schema_extra={"propertyNames": {"pattern": POLICY_FILE_NAME}},
     )
+
+
+class IndexRetry(Command):
+    """`POST /admin/v1/memories/index/retry`: send quarantined memories to the indexer again."""
+
+    ids: list[MemoryId] = Field(
+        min_length=1, max_length=MAX_RETRY_IDS,
+        description=f"ids of quarantined memories, lower-case UUIDs as `/index/status` lists them; "
+                    f"1..{MAX_RETRY_IDS}, each once",
+        json_schema_extra={"uniqueItems": True})
+
+    @field_validator("ids")
+    @classmethod
+    def _distinct(cls, ids: list[str]) -> list[str]:
+        if len(set(ids)) != len(ids):
+            raise ValueError("names an id more than once")
+        return ids
+
+
+@dataclass(frozen=True)
+class Quarantined:
+    """A version the indexer set aside: readable by key and filter, not found by meaning."""
+
+    id: str
+    namespace: tuple[str, ...]
+    key: str
+    version: int
+    reason: str
+    quarantined_at: datetime
 
 
 @dataclass(frozen=True)
@@ -35,12 +74,23 @@ class IndexStatus:
     embedding_model: str
     dimension: int
     stats: dict[str, float]
+    quarantined: int
+    quarantined_items: list[Quarantined]
 
 
 @dataclass(frozen=True)
 class IndexRun:
     processed: int
     pending: int
+    quarantined: int
+
+
+@dataclass(frozen=True)
+class RetryOutcome:
+    """Per id, as batch APIs answer: sent to the indexer again, or why not."""
+
+    retried: list[str]
+    failed: list[tuple[str, Literal["NOT_FOUND", "NOT_QUARANTINED"]]]
 
 
 class Admin:
@@ -82,21 +132,48 @@ class Admin:
 
     def index_status(self, caller: Caller) -> IndexStatus:
         self._access.admin(caller)
+        now = self._clock.now()
+        count, items = self._backlog.quarantined(caller.tenant_id, now, MAX_LISTED_QUARANTINED)
         return IndexStatus(
-            pending=self._backlog.pending_index(caller.tenant_id, self._clock.now()),
+            pending=self._backlog.pending_index(caller.tenant_id, now),
             embedding_model=self._embedder.model_id,
             dimension=self._embedder.dimension,
             stats=self._indexer.stats(caller.tenant_id),
+            quarantined=count,
+            quarantined_items=[Quarantined(i.id, i.namespace, i.key, i.version, i.index_error or "", i.quarantined_at)
+                               for i in items if i.quarantined_at is not None],
         )
 
     def index_trigger(self, caller: Caller, *, batch_size: int = 256, max_items: int = 5000) -> IndexRun:
-        """Index the tenant's pending items now, in batches, until none are left or `max_items`."""
+        """Index the tenant's pending items now, in batches, until none are left, `max_items`, or a
+        batch leaves some to retry later (a dependency is failing); a poison one is quarantined."""
         self._access.admin(caller)
-        processed = 0
+        processed = quarantined = 0
         while processed < max_items:
             items = self._backlog.unindexed(caller.tenant_id, self._clock.now(), min(batch_size, max_items - processed))
             if not items:
                 break
-            self._indexer.index_items(items)
+            settled = self._indexer.index_pending(items)
             processed += len(items)
-        return IndexRun(processed, self._backlog.pending_index(caller.tenant_id, self._clock.now()))
+            quarantined += len(settled.quarantined)
+            if settled.failed:
+                break
+        return IndexRun(processed, self._backlog.pending_index(caller.tenant_id, self._clock.now()), quarantined)
+
+    def index_retry(self, caller: Caller, cmd: IndexRetry) -> RetryOutcome:
+        """Take each named version out of quarantine and hand it to the indexer again, through the
+        change feed (the indexer's own budget and isolation apply, never this request's): an
+        `index_retry` change, indexed within seconds, or quarantined again with a new event."""
+        self._access.admin(caller)
+        now = self._clock.now()
+        retried: list[str] = []
+        failed: list[tuple[str, Literal["NOT_FOUND", "NOT_QUARANTINED"]]] = []
+        for memory_id in cmd.ids:
+            item = self._items.get_by_id(caller.tenant_id, memory_id)
+            if item is None or not item.is_live(now):
+                failed.append((memory_id, "NOT_FOUND"))
+            elif item.index_error is None or not self._backlog.release(item):
+                failed.append((memory_id, "NOT_QUARANTINED"))
+            else:
+                retried.append(memory_id)
+        return RetryOutcome(retried, failed)

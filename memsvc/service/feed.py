@@ -31,7 +31,11 @@ class FeedConsumer:
     """Drives one named consumer over the change feed with at-least-once delivery.
 
     A batch is acknowledged up to its first failure; the failed change is retried on the next
-    cycle and, after `max_attempts`, parked as a dead letter so the feed keeps moving.
+    cycle and, after `max_attempts`, parked as a dead letter so the feed keeps moving. A poison
+    memory never gets here: the indexer quarantines it and reports its change done, so only a
+    failing dependency holds the feed up, and only for `max_attempts` cycles. A batch whose
+    process died before its ack is read again at the next start (its attempt marks tell the
+    indexer what happened: `memsvc.service.indexer`).
     """
 
     def __init__(

@@ -2,7 +2,8 @@
 
 `eq`, `in`, `ne` and `nin` on a value field are answered from the keyword index's field tokens
 (`KeywordIndex.field_holders`) for every item whose current version has its tokens written; the
-other conditions (ranges) are checked on the decrypted value of the items the tokens leave. An
+other conditions (ranges, and equality with a list or an object, which get no tokens:
+`core.field_tokens`) are checked on the decrypted value of the items the tokens leave. An
 item whose current version has no tokens yet (written since the indexer last ran, written while
 keyword indexing was off, or with too many fields) is decided by decrypting it, as before, so
 an answer never depends on how far the indexer has got.
@@ -29,7 +30,8 @@ class FieldTokenPlan:
     """`holders`: what the index says about the items under the searched prefix (None: nothing
     is decided on tokens); `tests`: per condition of the caller's filter, in order, whether it
     holds when the item has one of its tokens (`eq`, `in`) or none (`ne`, `nin`), and those tokens;
-    None for a condition that tokens do not decide (a range, or a path they cannot name)."""
+    None for a condition that tokens do not decide (a range, a path they cannot name, or a list or
+    object operand)."""
 
     holders: FieldHolders | None
     tests: tuple[tuple[bool, tuple[str, ...]] | None, ...]
@@ -42,14 +44,16 @@ class FieldTokenPlan:
 
 def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefix: tuple[str, ...],
                       user: Filter) -> FieldTokenPlan:
-    """The token tests of `user`'s conditions under `prefix`."""
+    """The token tests of `user`'s conditions under `prefix`. O(size of `user`) before the index
+    is asked: equality keys of scalar operands only."""
     wanted: list[tuple[str, list[tuple[str, str]]] | None] = []
     for c in user.conditions:
         op = c.op.removeprefix("$")
-        if op not in _POSITIVE or not decidable_path(c.path):
+        operands = c.operand if op in ("in", "nin") else (c.operand,)
+        composite = any(isinstance(x, (list, tuple, dict)) for x in operands)  # no tokens: field_tokens
+        if op not in _POSITIVE or not decidable_path(c.path) or composite:
             wanted.append(None)
             continue
-        operands = c.operand if op in ("in", "nin") else (c.operand,)
         # An operand equal to nothing (NaN) has no token: it matches no item's value.
         wanted.append((op, [(c.path, k) for x in operands if (k := equality_key(x)) is not None]))
     if all(w is None for w in wanted):

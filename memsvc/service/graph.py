@@ -16,20 +16,20 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Self
+from typing import Annotated, Literal, Self
 
-from pydantic import Field, StrictInt, StrictStr, model_validator
+from pydantic import ConfigDict, Field, StrictStr, model_validator
 
 from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.filters import Filter, lookup_in
-from memsvc.core.graph import (ENTITY_TYPES, RELATION_TYPES, GraphEdge, GraphNode, Mention, PathResult,
-                               display_name, normalise_name, reach, shortest_path)
+from memsvc.core.graph import (ENTITY_TYPES, MAX_NAME_CHARS, RELATION_TYPES, GraphEdge, GraphNode, Mention,
+                               PathResult, display_name, normalise_name, reach, shortest_path)
 from memsvc.core.models import Caller, Memory, StoredItem
-from memsvc.core.namespaces import encode_namespace, is_under, validate_key
-from memsvc.core.validation import Command, Namespace, NamespacePrefix
+from memsvc.core.namespaces import MAX_KEY_BYTES, encode_namespace, is_under, validate_key
+from memsvc.core.validation import WHITESPACE, Command, Integer, Namespace, NamespacePrefix, non_blank
 from memsvc.ports import Clock, GraphQuerySample, GraphStore, ItemStore, Metrics
 from memsvc.service.access import Access
-from memsvc.service.memories import open_memory
+from memsvc.service.memories import KEY_RULES, open_memory
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "PutEntity", "EntityRef", "PutRelation",
@@ -41,16 +41,25 @@ MAX_EDGES_PER_HOP = 20_000  # edges one hop may read
 CANDIDATES_PER_LIMIT = 4  # memories a related query considers per memory it returns
 
 
+# `normalise_name` collapses whitespace as Python's `\s` has it, which also counts U+001C..U+001F.
+EntityName = Annotated[non_blank(WHITESPACE + "\x1c-\x1f"), Field(description=(
+    f"any spelling that normalises alike (NFKC, case folded, spaces collapsed, a leading 'the ' dropped); at "
+    f"most {MAX_NAME_CHARS} characters so normalised"))]
+
+
 class MemoryRef(Command):
     namespace: Namespace
-    key: StrictStr = Field(min_length=1)
+    key: StrictStr = Field(min_length=1, max_length=MAX_KEY_BYTES, description=KEY_RULES)
 
 
 class Endpoint(Command):
     """Where a traversal starts or ends: an entity by name, or a memory by namespace and key."""
 
-    entity: StrictStr | None = Field(None, description="an entity's name (any spelling that normalises alike)")
-    memory: MemoryRef | None = None
+    # Exactly one of the two; neither may be null ("absent" has one spelling, so oneOf is the rule).
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["entity"]}, {"required": ["memory"]}]})
+
+    entity: EntityName = Field(None)  # type: ignore[assignment]
+    memory: MemoryRef = Field(None)  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _one(self) -> Self:
@@ -63,32 +72,32 @@ class FindEntities(Command):
     """`POST /v1/graph/entities/find`."""
 
     namespace_prefix: NamespacePrefix
-    names: list[StrictStr] = Field(min_length=1, max_length=50)
+    names: list[EntityName] = Field(min_length=1, max_length=50)
 
 
 class RelatedQuery(Command):
     """`POST /v1/graph/related`."""
 
     namespace_prefix: NamespacePrefix
-    from_: Endpoint = Field(alias="from")
-    max_hops: StrictInt = Field(2, ge=1, le=4, description="1: memories naming a start entity; +1 per relation")
-    limit: StrictInt = Field(20, ge=1, le=100)
+    from_: Endpoint = Field(alias="from", description="a memory must lie under namespace_prefix")
+    max_hops: Integer = Field(2, ge=1, le=4, description="1: memories naming a start entity; +1 per relation")
+    limit: Integer = Field(20, ge=1, le=100)
 
 
 class PathQuery(Command):
     """`POST /v1/graph/path`."""
 
     namespace_prefix: NamespacePrefix
-    from_: Endpoint = Field(alias="from")
-    to: Endpoint
-    max_hops: StrictInt = Field(4, ge=1, le=6, description="relation edges, at most")
+    from_: Endpoint = Field(alias="from", description="a memory must lie under namespace_prefix")
+    to: Endpoint = Field(description="a memory must lie under namespace_prefix")
+    max_hops: Integer = Field(4, ge=1, le=6, description="relation edges, at most")
 
 
 class PutEntity(Command):
     """`PUT /v1/graph/entities`."""
 
     namespace: Namespace
-    name: StrictStr
+    name: EntityName
     type: Literal[ENTITY_TYPES] = "CONCEPT"  # type: ignore[valid-type]
 
 
@@ -96,25 +105,25 @@ class EntityRef(Command):
     """`DELETE /v1/graph/entities`."""
 
     namespace: Namespace = Field(alias="ns", description="One namespace segment; repeat once per segment")
-    name: StrictStr
+    name: EntityName
 
 
 class PutRelation(Command):
     """`PUT /v1/graph/relations`."""
 
     namespace: Namespace
-    source: StrictStr
+    source: EntityName
     type: Literal[RELATION_TYPES]  # type: ignore[valid-type]
-    target: StrictStr
+    target: EntityName = Field(description="another entity than source (after normalising both)")
 
 
 class RelationRef(Command):
     """`DELETE /v1/graph/relations`."""
 
     namespace: Namespace = Field(alias="ns", description="One namespace segment; repeat once per segment")
-    source: StrictStr
+    source: EntityName
     type: Literal[RELATION_TYPES]  # type: ignore[valid-type]
-    target: StrictStr
+    target: EntityName
 
 
 @dataclass(frozen=True)

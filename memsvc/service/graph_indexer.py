@@ -6,17 +6,24 @@ an expiry removes it. Idempotent and version-aware, as the vector indexer: a wri
 only while it is still the key's current row in the item store (a replayed or late older change
 is skipped), the graph store refuses to replace a newer version's rows, and a write that lost the
 race to a newer change while it was being extracted brings the key to that change's state itself.
+
+The indexer runs this step on a version's write within the version's budget (`apply_each`: the
+extraction is checked against it, and a failure is the version's, for the indexer to judge), so a
+poison memory is quarantined with the rest of its indexing instead of wedging the step; removals
+go through `apply`, and are retried until they succeed (they never depend on the content).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from memsvc.core.errors import InvalidArgument, RateLimited
 from memsvc.core.graph import (MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, DerivedMemory, Extraction,
                                GraphEdge, GraphNode, display_name, entity_type, normalise_name, relation_type)
+from memsvc.core.index_budget import Stopwatch
 from memsvc.core.models import Change, StoredItem
 from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
 from memsvc.ports import EntityExtractor, GraphStore, IndexBacklog
@@ -25,6 +32,9 @@ from memsvc.service.sealing import Sealer
 __all__ = ["GraphIndexer", "MAX_EXTRACTED_CHARS"]
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 # What one memory hands the extractor: its indexed texts, joined, cut here (a bounded prompt on
 # Bedrock; the local patterns need no more to find a memory's entities).
@@ -50,13 +60,31 @@ class GraphIndexer:
             if k not in newest or newest[k].new.version < change.new.version:
                 newest[k] = change
         latest = list(newest.values())
-        if self._concurrency > 1 and len(latest) > 1:  # keys are independent: their rows never overlap
-            with ThreadPoolExecutor(max_workers=min(self._concurrency, len(latest)),
-                                    thread_name_prefix="graph-indexer") as pool:
-                applied = list(pool.map(self._applied, latest))
-        else:
-            applied = [self._applied(change) for change in latest]
+        applied = self._each(self._applied, latest)
         return {change.seq for change, ok in zip(latest, applied) if not ok}
+
+    def apply_each(self, items: Mapping[int, tuple[StoredItem, Stopwatch]]) -> dict[int, Exception]:
+        """Bring each write's graph rows to its version (`apply_one`), its extraction checked on its
+        stopwatch; returns the exception of each that failed, by ref, for the caller to judge
+        (throttling included)."""
+        refs = list(items)
+
+        def one(ref: int) -> Exception | None:
+            item, watch = items[ref]
+            try:
+                self.apply_one(item, watch)
+                return None
+            except Exception as exc:
+                return exc
+
+        return {ref: exc for ref, exc in zip(refs, self._each(one, refs)) if exc is not None}
+
+    def _each(self, apply: Callable[[_T], _R], todo: list[_T]) -> list[_R]:
+        if self._concurrency > 1 and len(todo) > 1:  # keys are independent: their rows never overlap
+            with ThreadPoolExecutor(max_workers=min(self._concurrency, len(todo)),
+                                    thread_name_prefix="graph-indexer") as pool:
+                return list(pool.map(apply, todo))
+        return [apply(x) for x in todo]
 
     def _applied(self, change: Change) -> bool:
         try:
@@ -68,8 +96,9 @@ class GraphIndexer:
             log.exception("graph indexing failed", extra={"seq": change.seq})
         return False
 
-    def apply_one(self, item: StoredItem) -> None:
-        """Bring the key's graph rows to `item`, a write or a tombstone, if it is still current."""
+    def apply_one(self, item: StoredItem, watch: Stopwatch | None = None) -> None:
+        """Bring the key's graph rows to `item`, a write or a tombstone, if it is still current;
+        `watch` checks the extraction against the version's budget."""
         current = self._items.get(item.tenant, item.namespace, item.key)
         marker = DerivedMemory(item.tenant, item.namespace, item.key, item.id, item.version)
         if current is None and item.deleted is not None:
@@ -84,6 +113,8 @@ class GraphIndexer:
             self._graph.remove_memory(marker)
             return
         nodes, edges = self.derive(item)
+        if watch is not None:
+            watch.check("entity extraction")
         if self._graph.replace_memory(marker, nodes, edges):
             fresh = self._items.get(item.tenant, item.namespace, item.key)
             if fresh is None or fresh.id != item.id:  # moved on while we extracted, maybe already applied

@@ -1,57 +1,130 @@
-"""Changes -> vectors and keyword documents. Idempotent and version-aware: replaying a change, or
-applying an older one after a newer, never puts a stale entry back; a delete always wins over the
-write it follows.
+"""Changes -> vectors, keyword documents and the knowledge graph. Idempotent and version-aware:
+replaying a change, or applying an older one after a newer, never puts a stale entry back; a
+delete always wins over the write it follows.
 
-A batch of changes goes through a pipeline: read the items' texts, cut them into chunks of at most
-`chunk_texts` texts, embed each chunk (on the embedding pool, when there is one), then write its
-derived indexes and mark its items indexed (on the calling thread). While one chunk is written
-the next ones are embedded, so neither the model nor the stores wait for the other. A further
-derived index is one more write in `_write`."""
+A batch of changes goes through a pipeline: the items' texts read, cut into chunks of at most
+`chunk_texts` texts, each chunk embedded (on the embedding pool, when there is one), then its
+derived indexes written (on the calling thread); while one chunk is written the next ones are
+embedded, so neither the model nor the stores wait for the other. Then each item's graph step,
+and last the items are marked indexed (`_mark`). A further derived index is one more write in
+`_write`.
+
+Bounded work (issue 22). Work on one version has a budget (`memsvc.core.index_budget.ItemBudget`:
+time, checked between stages, and bounds on what each stage produces), and a version that goes
+over it, or fails on its own, is quarantined: set aside on its row, listed in the index status,
+put on the timeline (`index_failed`), retried by an admin, while everything behind it goes on.
+A version is only ever blamed for what it did alone:
+- a unit of work (the batch's graph step and texts per item, its chunks' embedding and writes)
+  that fails, or goes over the budget, while it holds several items sends them to run one by one;
+  a unit holding one item is that item's doing, and it is quarantined;
+- failures that are nobody's item (throttling, a dependency down: retryable errors, and an
+  embedding model that fails for a known-good text too) are retried later, never blamed;
+- a process that dies mid-batch (out of memory, killed, a Lambda timeout) cannot say so: each
+  version's attempt is marked on its row before any work (`IndexBacklog.begin_attempts`), and the
+  next delivery finds the mark. A version whose batch died is run alone; one that was alone when
+  the process died a second time is quarantined. Two deaths, not one, because a process can also
+  die for reasons of its own (a deploy, a reboot) while it indexes a healthy item.
+"""
 
 from __future__ import annotations
 
 import logging
 import threading
 import time
+import uuid
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Callable, Container, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
 from memsvc.core.field_tokens import value_fields
+from memsvc.core.index_budget import ItemBudget, OverBudget, Stopwatch
 from memsvc.core.keywords import term_counts
-from memsvc.core.models import Change, FieldDoc, KeywordDoc, StoredItem, VectorRef, VectorWrite
+from memsvc.core.models import (Change, FieldDoc, IndexAttempt, KeywordDoc, StoredItem, VectorRef, VectorWrite)
 from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
-from memsvc.ports import Embedder, IndexBacklog, KeywordIndex, VectorIndex
+from memsvc.ports import Clock, Embedder, IndexBacklog, KeywordIndex, SystemClock, VectorIndex
 from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import SettingsRegistry
 
-__all__ = ["Indexer"]
+__all__ = ["Indexer", "Settled", "DIED_ALONE"]
 
 log = logging.getLogger(__name__)
 
+DIED_ALONE = "the process died twice while indexing it, the second time with it alone"
+# A text every embedding model takes, made new each time so that no embedding cache answers it.
+_PROBE_TEXT = "a known-good text to embed ({})"
+_MARGIN = 5.0  # seconds kept, after the last unit of work may end, to answer the stream's batch
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    """An item's texts to embed, as (path, text), and its blind field tokens: one decryption's worth."""
+
+    texts: list[tuple[str, str]]
+    field_doc: FieldDoc | None
 
 
 @dataclass
 class _Embedded:
     """A chunk of items on its way through the pipeline: their texts, embedded."""
 
+    refs: list[int]
     items: list[StoredItem]
     fields: list[list[tuple[str, str]]]  # per item: (path, text) of each indexed field
     field_docs: list[FieldDoc | None]  # per item: its blind field tokens, from the same decryption
+    keyword_docs: list[KeywordDoc | None]
     vectors: list[list[float]]  # one per text, in the order of `fields`
     seconds: float  # the embedder call's time
+    faults: dict[int, Exception] = field(default_factory=dict)  # items left out of the chunk, and why
+    written: list[list[str]] = field(default_factory=list)  # per item: the vector fields written
+    write_seconds: float = 0.0
 
     @property
     def texts(self) -> int:
         return len(self.vectors)
 
 
+@dataclass
+class _Outcome:
+    """What became of a unit of work's items (by ref) that did not get indexed."""
+
+    retry: set[int] = field(default_factory=set)  # nobody's fault: deliver again later
+    suspects: set[int] = field(default_factory=set)  # failed among others: to run alone
+    blamed: dict[int, str] = field(default_factory=dict)  # failed alone: to quarantine, with why
+
+
+@dataclass
+class Settled:
+    """What became of a set of items: those to retry later and those quarantined (by ref)."""
+
+    failed: set[int] = field(default_factory=set)
+    quarantined: set[int] = field(default_factory=set)
+
+
+class _Probe:
+    """Whether the embedding model answers a known-good text (asked once per batch, and only after
+    it failed on an item alone): if not, its failures are nobody's item."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self._embedder = embedder
+        self.answered: bool | None = None
+
+    def model_works(self) -> bool:
+        if self.answered is None:
+            try:
+                self._embedder.embed([_PROBE_TEXT.format(uuid.uuid4().hex)])
+                self.answered = True
+            except Exception:
+                log.warning("the embedding model fails for a known-good text; its failures are retried")
+                self.answered = False
+        return self.answered
+
+
 class Indexer:
-    """Keeps the vector index and the keyword index in step with the item store.
+    """Keeps the vector index, the keyword index and the graph in step with the item store.
 
     Entries are keyed by memory id (vectors by (memory id, field)) and a memory id is new for
     every write, so an old version can never overwrite a newer one's. What remains is
@@ -62,14 +135,17 @@ class Indexer:
 
     def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
                  keywords: KeywordIndex, settings: SettingsRegistry, *, graph: GraphIndexer | None = None,
-                 embed_pool: Executor | None = None, chunk_texts: int = 64, lookahead: int = 1) -> None:
+                 embed_pool: Executor | None = None, chunk_texts: int = 64, lookahead: int = 1,
+                 budget: ItemBudget = ItemBudget(), clock: Clock | None = None,
+                 timer: Callable[[], float] = time.monotonic) -> None:
         """`graph` is the knowledge graph's step. `embed_pool` runs the embedding of `apply`'s
         chunks when a batch has several, up to `lookahead` chunks ahead of the one being written;
         without it they are embedded on the calling thread, one after the other. `index_items`
         always embeds on the calling thread: a request that indexes inline must not wait behind a
         backlog's chunks. A chunk holds at most `chunk_texts` texts (an item with more is a chunk
         of its own), so its vectors go to the index in one request when that is what the index
-        takes at most (S3 Vectors: 500)."""
+        takes at most (S3 Vectors: 500). `budget` bounds one version's work, timed by `timer`
+        (seconds, monotonic); `clock` stamps quarantines."""
         self._store = store
         self._graph = graph
         self._embed_pool = embed_pool
@@ -80,47 +156,333 @@ class Indexer:
         self._settings = settings
         self._embedder = embedder
         self._sealer = sealer
+        self._budget = budget
+        self._clock = clock or SystemClock()
+        self._timer = timer
         self._stats_lock = threading.Lock()
         self._stats: dict[str, Counter] = {}
 
-    def _opened(self, item: StoredItem) -> tuple[list[tuple[str, str]], FieldDoc | None]:
-        """What the item's version gives the indexes, from one decryption of its value: the
-        (path, text) of each field to embed, and its blind field tokens."""
-        with_tokens = self._settings.get(item.tenant).keyword_index
-        if item.value_ct is None or (item.index_fields is False and not with_tokens):
-            return [], None
-        value = self._sealer.open_value(item)
-        texts = [] if item.index_fields is False else extract_texts(value, item.index_fields)[:MAX_INDEXED_FIELDS]
-        return texts, self._field_doc(item, value) if with_tokens else None
+    # -- the three ways in ---------------------------------------------------------------------
+
+    def apply(self, changes: Sequence[Change], *, seconds_left: float | None = None) -> set[int]:
+        """Apply a batch of changes (at least once, in any order); returns the seqs to deliver
+        again. A poison version is quarantined, not returned. `seconds_left`: the time the caller
+        has (a Lambda's, before its timeout); a unit of work starts only while a whole budget and
+        a margin still fit in it, and the changes it would have taken are returned instead."""
+        deadline = None if seconds_left is None else self._timer() + seconds_left - self._budget.seconds - _MARGIN
+        changes = [c for c in changes if c.kind != "index_failed"]  # the timeline's, not ours
+        failed: set[int] = set()
+        # Every write or removal retires what its previous row had indexed: its marked vectors, and
+        # its keyword document, marked or not (an indexing run that stopped before the mark may
+        # have written part of one; deleting an absent one is cheap). A retry's previous row is
+        # the same version.
+        retired = {c.seq: c.old for c in changes if c.old is not None and c.kind != "index_retry"}
+        try:
+            self._retire(list(retired.values()))
+        except Exception:
+            log.exception("index removal failed; retrying change by change")
+            for seq, old in retired.items():
+                try:
+                    self._retire([old])
+                except Exception:
+                    log.exception("index removal failed", extra={"seq": seq})
+                    failed.add(seq)
+        latest: dict[tuple[str, tuple[str, ...], str], Change] = {}
+        for change in changes:  # only each key's newest write can still be current
+            if change.kind in ("add", "update", "index_retry"):
+                k = (change.tenant, change.new.namespace, change.new.key)
+                if k not in latest or latest[k].new.version < change.new.version:
+                    latest[k] = change
+        by_tenant: dict[str, list[Change]] = {}
+        for change in latest.values():
+            by_tenant.setdefault(change.tenant, []).append(change)
+        current: dict[int, StoredItem] = {}
+        for tenant, tenant_changes in by_tenant.items():
+            rows = self._store.get_many(tenant, [(c.new.namespace, c.new.key) for c in tenant_changes])
+            for change in tenant_changes:
+                item = rows.get((change.new.namespace, change.new.key))
+                if (item is not None and item.id == change.new.id and item.deleted is None
+                        and item.index_error is None and (item.indexed_fields is None or self._graph is not None)):
+                    current[change.seq] = item  # indexed already or not: the graph step runs on it
+        if self._graph is not None:
+            failed |= self._graph.apply([c for c in changes if c.kind in ("delete", "expired")])
+        return failed | self._isolated(current, feed=True, deadline=deadline).failed
+
+    def index_pending(self, items: Sequence[StoredItem]) -> Settled:
+        """Index these pending versions now (the admin's trigger, in a request), isolating a poison
+        one as `apply` does. Neither attempt marks (the feed's consumer may hold this very version,
+        and its marks are its own) nor the graph step (the feed's: its model is the indexer's)."""
+        return self._isolated(dict(enumerate(items)), feed=False)
 
     def index_items(self, items: Sequence[StoredItem]) -> int:
-        """Embed the items' fields in one embedder call, write their vectors, mark them indexed.
-        Returns how many items got vectors written."""
-        todo = [i for i in items if i.deleted is None and i.indexed_fields is None]
-        opened = [self._opened(i) for i in todo]
-        chunk = self._embedded(todo, [texts for texts, _ in opened], [doc for _, doc in opened])
-        self._write(chunk)
+        """Embed the items' fields in one embedder call, write their vectors, mark them indexed
+        (`sync_index`: on the request's thread, never behind a backlog; no graph step, no marks).
+        Returns how many items got vectors written. An item over its budget or failing raises
+        `EmbeddingFailed`: the write is kept, and the feed's indexer will quarantine it."""
+        todo = [i for i in items if i.deleted is None and i.indexed_fields is None and i.index_error is None]
+        try:
+            prepared = [self._prepared(item, self._watch()) for item in todo]
+            chunk = self._embedded(list(range(len(todo))), todo, prepared, self._watch())
+            self._write(chunk)
+            self._mark(chunk)
+            if chunk.faults:
+                raise next(iter(chunk.faults.values()))
+        except OverBudget as exc:
+            raise EmbeddingFailed("indexing this memory went over its budget; the write is kept, and the "
+                                  "indexer will set it aside", details={"reason": str(exc)}) from None
         return len(chunk.items)
 
-    def _embedded(self, todo: list[StoredItem], fields: list[list[tuple[str, str]]],
-                  field_docs: list[FieldDoc | None]) -> _Embedded:
-        """The pipeline's middle stage: embed the items' texts, in one embedder call."""
-        texts = [text for item_fields in fields for _, text in item_fields]
-        started = time.perf_counter()
+    # -- isolating a poison version ------------------------------------------------------------
+
+    def _isolated(self, items: dict[int, StoredItem], *, feed: bool, deadline: float | None = None) -> Settled:
+        """Index the items (by ref) together, then the suspects one by one; quarantine what is to
+        blame. For the `feed`'s consumer, attempts are marked on the rows first, the marks a dead
+        process left are acted on (see the module docstring), and the graph step runs too."""
+        settled, probe = Settled(), _Probe(self._embedder)
+        died_alone = {r: i for r, i in items.items() if feed and i.index_attempt == "alone"}
+        died_in_batch = {r: i for r, i in items.items() if feed and i.index_attempt == "batch"}
+        for ref, item in died_alone.items():
+            self._set_aside(ref, item, DIED_ALONE, settled)
+        together = {r: i for r, i in items.items() if r not in died_alone and r not in died_in_batch}
+        outcome = self._run(together, "batch" if feed else None, probe, deadline, graph=feed)
+        settled.failed |= outcome.retry
+        for ref, reason in outcome.blamed.items():
+            self._set_aside(ref, items[ref], reason, settled)
+        later: list[StoredItem] = []
+        for ref in sorted({*died_in_batch, *outcome.suspects}):  # in the batch's order
+            if probe.answered is False or self._out_of_time(deadline):
+                settled.failed.add(ref)  # the model is down, or no time is left: later, not alone now
+                if ref in outcome.suspects:  # (a dead process's mark stays: it still says what happened)
+                    later.append(items[ref])
+                continue
+            item = items[ref]
+            fresh = self._store.get(item.tenant, item.namespace, item.key)  # the batch may have done it
+            if fresh is None or fresh.id != item.id or fresh.deleted is not None or fresh.index_error is not None:
+                continue
+            alone = self._run({ref: fresh}, "alone" if feed else None, probe, deadline, graph=feed)
+            settled.failed |= alone.retry
+            for reason in alone.blamed.values():
+                self._set_aside(ref, fresh, reason, settled)
+        if feed and later:
+            self._end_attempts(later)
+        return settled
+
+    def _run(self, items: dict[int, StoredItem], attempt: IndexAttempt | None, probe: _Probe,
+             deadline: float | None, *, graph: bool) -> _Outcome:
+        """One unit of work over the items: mark the attempt; write the vector and keyword indexes
+        of those not indexed yet (searchable at once: search goes by the item's current id); the
+        graph step (with `graph`); then mark them indexed, which ends the attempt. A unit of one
+        item charges its stages to one stopwatch; a unit of several gives each stage its own."""
+        outcome = _Outcome()
+        if not items:
+            return outcome
+        if self._out_of_time(deadline):
+            return _Outcome(retry=set(items))
+        alone = len(items) == 1
         try:
-            vectors = self._embedder.embed(texts) if texts else []
+            if attempt is not None:
+                self._store.begin_attempts(list(items.values()), attempt)
+        except Exception:
+            log.exception("marking an indexing attempt failed; the changes will be retried")
+            return _Outcome(retry=set(items))
+        shared = Stopwatch(self._timer, self._budget.seconds) if alone else None
+        watch = (lambda: shared) if shared is not None else self._watch
+        written = self._index_pipelined({r: i for r, i in items.items() if i.indexed_fields is None}, outcome,
+                                        watch, alone, probe)
+        if graph and self._graph is not None:
+            pending = {r: (i, watch()) for r, i in items.items() if not self._settled(outcome, r)}
+            for ref, exc in self._graph.apply_each(pending).items():
+                self._fault(outcome, [ref], exc, alone, probe)
+        for chunk in written:  # an item to run alone or to quarantine is not marked: its entries go
+            try:
+                self._mark(chunk, failed={r for r in chunk.refs if r in outcome.suspects or r in outcome.blamed})
+            except Exception as exc:
+                self._fault(outcome, [r for r in chunk.refs if not self._settled(outcome, r)], exc, alone, probe)
+        if attempt is not None:  # what got no mark_indexed (nor will get a quarantine or a rerun) ends here
+            ended = [i for r, i in items.items() if r in outcome.retry or (i.indexed_fields is not None
+                                                                           and not self._settled(outcome, r))]
+            self._end_attempts(ended)
+        return outcome
+
+    def _end_attempts(self, items: list[StoredItem]) -> None:
+        try:
+            self._store.end_attempts(items)
+        except Exception:  # a mark left behind only makes the next delivery run it alone
+            log.exception("clearing indexing attempts failed")
+
+    @staticmethod
+    def _settled(outcome: _Outcome, ref: int) -> bool:
+        return ref in outcome.retry or ref in outcome.suspects or ref in outcome.blamed
+
+    def _fault(self, outcome: _Outcome, refs: Sequence[int], exc: Exception, alone: bool, probe: _Probe) -> None:
+        """File the refs of a failed unit of work: retried later, run alone now, or blamed."""
+        if isinstance(exc, RateLimited):  # throttled: running them one by one would only deepen it
+            log.warning("indexing was throttled; the changes will be retried")
+            outcome.retry.update(refs)
+        elif not alone:
+            log.warning("indexing several items failed (%s); running them one by one", type(exc).__name__)
+            outcome.suspects.update(refs)
+        elif (reason := self._blame(exc, probe)) is None:
+            log.warning("indexing failed for a reason of its own (%s); the change will be retried", type(exc).__name__)
+            outcome.retry.update(refs)
+        else:
+            outcome.blamed.update(dict.fromkeys(refs, reason))
+
+    @staticmethod
+    def _blame(exc: Exception, probe: _Probe) -> str | None:
+        """Why an item that failed alone is to blame, in our words (never the exception's message,
+        which may quote the memory); None when it is not (a dependency failing: retried later)."""
+        if isinstance(exc, OverBudget):
+            return f"over its indexing budget: {exc}"
+        if isinstance(exc, EmbeddingFailed):
+            if not probe.model_works():
+                return None
+            return f"the embedding model failed on it ({type(exc.__cause__ or exc).__name__})"
+        if isinstance(exc, MemsvcError) and exc.retryable:  # a dependency down or contended
+            return None
+        return f"indexing it raised {type(exc).__name__}"
+
+    def _set_aside(self, ref: int, item: StoredItem, reason: str, settled: Settled) -> None:
+        try:
+            if self._store.quarantine(item, reason, self._clock.now()):
+                settled.quarantined.add(ref)
+                log.warning("quarantined a memory that cannot be indexed",
+                            extra={"memory_id": item.id, "reason": reason})
+                with self._stats_lock:
+                    self._stats.setdefault(item.tenant, Counter())["quarantined_items"] += 1
+        except Exception:
+            log.exception("quarantining a memory failed; its change will be retried", extra={"memory_id": item.id})
+            settled.failed.add(ref)
+
+    def _watch(self) -> Stopwatch:
+        return Stopwatch(self._timer, self._budget.seconds)
+
+    def _out_of_time(self, deadline: float | None) -> bool:
+        return deadline is not None and self._timer() >= deadline
+
+    # -- the pipeline ----------------------------------------------------------------------------
+
+    def _prepared(self, item: StoredItem, watch: Stopwatch) -> _Prepared:
+        """What the item's version gives the indexes, from one decryption of its value: the
+        (path, text) of each field to embed, and its blind field tokens; each checked against the
+        budget as soon as it exists."""
+        with_tokens = self._settings.get(item.tenant).keyword_index
+        if item.value_ct is None or (item.index_fields is False and not with_tokens):
+            return _Prepared([], None)
+        value = self._sealer.open_value(item)
+        texts = [] if item.index_fields is False else extract_texts(value, item.index_fields)[:MAX_INDEXED_FIELDS]
+        self._budget.check_texts(texts)
+        watch.check("reading its texts")
+        field_doc = self._field_doc(item, value) if with_tokens else None
+        watch.check("its field tokens")
+        return _Prepared(texts, field_doc)
+
+    def _index_pipelined(self, items: dict[int, StoredItem], outcome: _Outcome, watch: Callable[[], Stopwatch],
+                         alone: bool, probe: _Probe) -> list[_Embedded]:
+        """Write the items' indexes chunk by chunk, embedding up to `lookahead` chunks ahead of the
+        one being written; returns the chunks written (their items to mark), and files what fails
+        in `outcome`."""
+        prepared: dict[int, _Prepared] = {}
+        for ref, item in items.items():
+            try:
+                prepared[ref] = self._prepared(item, watch())
+            except Exception as exc:
+                self._fault(outcome, [ref], exc, alone, probe)
+        chunks = self._chunks({ref: p.texts for ref, p in prepared.items()})
+        # A batch of one chunk (a trickle of fresh writes) is embedded here and now: nothing to
+        # overlap, and it is what the next search wants to find. A backlog goes to the pool.
+        pool = self._embed_pool if len(chunks) > 1 else None
+        in_flight: deque[tuple[list[int], Future]] = deque()
+        written: list[_Embedded] = []
+        for chunk in chunks:
+            in_flight.append((chunk, self._embed_later(pool, chunk, [items[r] for r in chunk],
+                                                       [prepared[r] for r in chunk], watch())))
+            if len(in_flight) > self._lookahead:
+                written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe))
+        while in_flight:
+            written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe))
+        return written
+
+    def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
+        """The batch's items in chunks of at most `chunk_texts` texts, by their longest text: a
+        chunk of similar lengths pads little (the model pads each call to its longest text).
+        Within a chunk the items keep the batch's order."""
+        arrival = {ref: n for n, ref in enumerate(fields)}
+        chunks: list[list[int]] = [[]]
+        texts = 0
+        for ref in sorted(fields, key=lambda ref: max((len(text) for _, text in fields[ref]), default=0)):
+            item_fields = fields[ref]
+            if chunks[-1] and texts + len(item_fields) > self._chunk_texts:
+                chunks.append([])
+                texts = 0
+            chunks[-1].append(ref)
+            texts += len(item_fields)
+        return [sorted(c, key=arrival.__getitem__) for c in chunks if c]
+
+    def _embed_later(self, pool: Executor | None, refs: list[int], items: list[StoredItem],
+                     prepared: list[_Prepared], watch: Stopwatch) -> Future:
+        if pool is not None:
+            return pool.submit(self._embedded, refs, items, prepared, watch)
+        done: Future = Future()
+        try:
+            done.set_result(self._embedded(refs, items, prepared, watch))
+        except Exception as exc:
+            done.set_exception(exc)
+        return done
+
+    def _embedded(self, refs: list[int], items: list[StoredItem], prepared: list[_Prepared],
+                  watch: Stopwatch) -> _Embedded:
+        """The pipeline's middle stage: each item's keyword document (an item over its budget is
+        left out of the chunk), then the chunk's texts embedded in one embedder call."""
+        chunk = _Embedded([], [], [], [], [], [], 0.0)
+        for ref, item, p in zip(refs, items, prepared):
+            try:
+                keyword_doc = self._keyword_doc(item, [text for _, text in p.texts])
+            except Exception as exc:
+                chunk.faults[ref] = exc
+                continue
+            chunk.refs.append(ref)
+            chunk.items.append(item)
+            chunk.fields.append(p.texts)
+            chunk.field_docs.append(p.field_doc)
+            chunk.keyword_docs.append(keyword_doc)
+        watch.check("keyword analysis")
+        texts = [text for item_fields in chunk.fields for _, text in item_fields]
+        started = self._timer()
+        try:
+            chunk.vectors = self._embedder.embed(texts) if texts else []
         except MemsvcError:
             raise
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed; the write is kept and will be indexed later") from exc
-        return _Embedded(todo, fields, field_docs, vectors, time.perf_counter() - started)
+        chunk.seconds = self._timer() - started
+        watch.check("embedding")
+        return chunk
+
+    def _finish(self, refs: list[int], embedding: Future, outcome: _Outcome, alone: bool,
+                probe: _Probe) -> list[_Embedded]:
+        """Write one embedded chunk's indexes; returns it written (or nothing, when it failed: that
+        is filed in `outcome`)."""
+        try:
+            chunk = embedding.result()
+        except Exception as exc:
+            self._fault(outcome, refs, exc, alone, probe)
+            return []
+        for ref, exc in chunk.faults.items():
+            self._fault(outcome, [ref], exc, alone, probe)
+        try:
+            self._write(chunk)
+        except Exception as exc:
+            self._fault(outcome, chunk.refs, exc, alone, probe)
+            return []
+        return [chunk]
 
     def _write(self, chunk: _Embedded) -> None:
-        """The pipeline's second stage: write the derived indexes, then mark the items indexed."""
+        """The pipeline's last stage: write the derived indexes (`_mark` marks the items indexed)."""
         todo, fields, vectors = chunk.items, chunk.fields, chunk.vectors
         if not todo:
             return
-        started = time.perf_counter()
+        started = self._timer()
         writes, at = [], 0
         for item, item_fields in zip(todo, fields):
             # Stored as keyed hashes: a value's field names are as private as the value.
@@ -130,35 +492,42 @@ class Indexer:
             writes.append(VectorWrite(item.tenant, item.namespace, item.key, item.id, item.version,
                                       item.policy_attributes, named))
         refused = self._put([w for w in writes if w.vectors])
-        self._keywords.put_many([doc for item, item_fields in zip(todo, fields)
-                                 if (doc := self._keyword_doc(item, [text for _, text in item_fields]))])
+        self._keywords.put_many([doc for doc in chunk.keyword_docs if doc is not None])
         self._keywords.put_fields([doc for doc in chunk.field_docs if doc is not None])
+        chunk.written = [[] if item.id in refused else [name for name, _ in w.vectors] for item, w in zip(todo, writes)]
+        chunk.write_seconds = self._timer() - started
+
+    def _mark(self, chunk: _Embedded, *, failed: Container[int] = ()) -> None:
+        """Mark a written chunk's items indexed, but those that `failed` since: what was written for
+        them goes, as it does for an item that moved on meanwhile (or was set aside). Its next
+        change sees no mark, so it would never delete these entries: we do."""
+        started = self._timer()
         lost, lost_docs = [], []
-        for item, write in zip(todo, writes):
-            names = [] if item.id in refused else [field for field, _ in write.vectors]
-            if not self._store.mark_indexed(item.tenant, item.namespace, item.key, version=item.version, fields=names):
-                # The item moved on while we embedded. Its next change saw no mark, so it will not
-                # delete these entries: we do.
+        for ref, item, names in zip(chunk.refs, chunk.items, chunk.written):
+            if ref in failed or not self._store.mark_indexed(item.tenant, item.namespace, item.key,
+                                                             version=item.version, fields=names):
                 lost.extend(VectorRef(item.tenant, item.id, name) for name in names)
                 lost_docs.append(item)
         if lost:
             self._vectors.delete_many(lost)
         for item in lost_docs:
             self._keywords.delete_many(item.tenant, [item.id])
-        written = time.perf_counter()
+        marked = [(i, f) for r, i, f in zip(chunk.refs, chunk.items, chunk.fields) if r not in failed]
+        seconds = chunk.write_seconds + self._timer() - started
         with self._stats_lock:  # an embedder call's time is shared by its items by their text count
-            for item, item_fields in zip(todo, fields):
-                share = len(item_fields) / chunk.texts if chunk.texts else 1 / len(todo)
+            for item, item_fields in marked:
+                share = len(item_fields) / chunk.texts if chunk.texts else 1 / len(chunk.items)
                 c = self._stats.setdefault(item.tenant, Counter())
                 c["embedded_texts"] += len(item_fields)
                 c["embed_seconds"] += chunk.seconds * share
                 c["indexed_items"] += 1
-                c["write_seconds"] += (written - started) / len(todo)
+                c["write_seconds"] += seconds / len(chunk.items)
 
     def _keyword_doc(self, item: StoredItem, texts: list[str]) -> KeywordDoc | None:
         if not texts or not self._settings.get(item.tenant).keyword_index:
             return None
         counts = term_counts(texts)
+        self._budget.check_terms(sum(counts.values()))
         if not counts:
             return None
         blind = self._sealer.term_ids(item.tenant, counts)
@@ -170,10 +539,17 @@ class Indexer:
 
     def _field_doc(self, item: StoredItem, value: Any) -> FieldDoc | None:
         """The version's blind field tokens, which filters decide on without decrypting it; none
-        for a value with too many fields (then filters decrypt it). Only while the tenant's
-        keyword indexing is on (`_opened`)."""
+        for a value with too many fields, or fields too big for the budget (then filters decrypt
+        it: tokens are an optimisation, not worth quarantining a memory over). Only while the
+        tenant's keyword indexing is on (`_prepared`)."""
         fields = value_fields(value)
         if fields is None:
+            return None
+        try:
+            self._budget.check_fields(fields)
+        except OverBudget as exc:
+            log.warning("a memory's field tokens are over the budget; filters will decrypt it",
+                        extra={"memory_id": item.id, "reason": str(exc)})
             return None
         return FieldDoc(item.tenant, item.namespace, item.id, frozenset(self._sealer.field_tokens(item.tenant, fields)))
 
@@ -207,11 +583,15 @@ class Indexer:
         for tenant, memory_ids in by_tenant.items():
             self._keywords.delete_many(tenant, memory_ids)
 
+    # -- statistics --------------------------------------------------------------------------------
+
+    _STATS = ("embedded_texts", "embed_seconds", "indexed_items", "write_seconds", "quarantined_items")
+
     def stats(self, tenant: str) -> dict[str, float]:
         """This process's indexing totals for one tenant (embedding time apart from index writes)."""
         with self._stats_lock:
             c = self._stats.get(tenant, Counter())
-            return {k: round(c[k], 6) for k in ("embedded_texts", "embed_seconds", "indexed_items", "write_seconds")}
+            return {k: round(c[k], 6) for k in self._STATS}
 
     def stats_total(self) -> dict[str, float]:
         """Totals over every tenant (for this process's own metrics, never shown to a caller)."""
@@ -219,123 +599,4 @@ class Indexer:
             total: Counter = Counter()
             for c in self._stats.values():
                 total.update(c)
-            return {k: total[k] for k in ("embedded_texts", "embed_seconds", "indexed_items", "write_seconds")}
-
-    def apply(self, changes: Sequence[Change]) -> set[int]:
-        """Apply a batch of changes (at least once, in any order); returns the seqs that failed."""
-        failed: set[int] = set()
-        # Every change retires what its previous row had indexed: its marked vectors, and its
-        # keyword document, marked or not (an indexing run that stopped before the mark may have
-        # written part of one; deleting an absent one is cheap).
-        retired = {c.seq: c.old for c in changes if c.old is not None}
-        try:
-            self._retire(list(retired.values()))
-        except Exception:
-            log.exception("index removal failed; retrying change by change")
-            for seq, old in retired.items():
-                try:
-                    self._retire([old])
-                except Exception:
-                    log.exception("index removal failed", extra={"seq": seq})
-                    failed.add(seq)
-        latest: dict[tuple[str, tuple[str, ...], str], Change] = {}
-        for change in changes:  # only each key's newest write can still be current
-            if change.kind in ("add", "update"):
-                k = (change.tenant, change.new.namespace, change.new.key)
-                if k not in latest or latest[k].new.version < change.new.version:
-                    latest[k] = change
-        by_tenant: dict[str, list[Change]] = {}
-        for change in latest.values():
-            by_tenant.setdefault(change.tenant, []).append(change)
-        current: dict[int, StoredItem] = {}
-        for tenant, tenant_changes in by_tenant.items():
-            rows = self._store.get_many(tenant, [(c.new.namespace, c.new.key) for c in tenant_changes])
-            for change in tenant_changes:
-                item = rows.get((change.new.namespace, change.new.key))
-                if item is not None and item.id == change.new.id and item.deleted is None \
-                        and item.indexed_fields is None:
-                    current[change.seq] = item
-        failed |= self._index_pipelined(current)
-        if self._graph is not None:
-            failed |= self._graph.apply(changes)
-        return failed
-
-    def _index_pipelined(self, current: dict[int, StoredItem]) -> set[int]:
-        """Index the items chunk by chunk, embedding up to `lookahead` chunks ahead of the one
-        being written; returns the seqs of the changes whose items failed."""
-        try:
-            opened = {seq: self._opened(item) for seq, item in current.items()}
-        except RateLimited:  # the key provider: every item needs it, so all are retried later
-            log.warning("reading a batch's texts was throttled; its changes will be retried")
-            return set(current)
-        except Exception:
-            log.exception("reading a batch's texts failed; indexing item by item")
-            return self._one_by_one(list(current), current)
-        chunks = self._chunks({seq: texts for seq, (texts, _) in opened.items()})
-        # A batch of one chunk (a trickle of fresh writes) is embedded here and now: nothing to
-        # overlap, and it is what the next search wants to find. A backlog goes to the pool.
-        pool = self._embed_pool if len(chunks) > 1 else None
-        in_flight: deque[tuple[list[int], Future]] = deque()
-        failed: set[int] = set()
-        for chunk in chunks:
-            in_flight.append((chunk, self._embed_later(pool, [current[s] for s in chunk], [opened[s] for s in chunk])))
-            if len(in_flight) > self._lookahead:
-                failed |= self._finish(*in_flight.popleft(), current)
-        while in_flight:
-            failed |= self._finish(*in_flight.popleft(), current)
-        return failed
-
-    def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
-        """The batch's items in chunks of at most `chunk_texts` texts, by their longest text: a
-        chunk of similar lengths pads little (the model pads each call to its longest text).
-        Within a chunk the items keep the batch's order."""
-        arrival = {seq: n for n, seq in enumerate(fields)}
-        chunks: list[list[int]] = [[]]
-        texts = 0
-        for seq in sorted(fields, key=lambda seq: max((len(text) for _, text in fields[seq]), default=0)):
-            item_fields = fields[seq]
-            if chunks[-1] and texts + len(item_fields) > self._chunk_texts:
-                chunks.append([])
-                texts = 0
-            chunks[-1].append(seq)
-            texts += len(item_fields)
-        return [sorted(c, key=arrival.__getitem__) for c in chunks if c]
-
-    def _embed_later(self, pool: Executor | None, items: list[StoredItem],
-                     opened: list[tuple[list[tuple[str, str]], FieldDoc | None]]) -> Future:
-        fields, field_docs = [texts for texts, _ in opened], [doc for _, doc in opened]
-        if pool is not None:
-            return pool.submit(self._embedded, items, fields, field_docs)
-        done: Future = Future()
-        try:
-            done.set_result(self._embedded(items, fields, field_docs))
-        except Exception as exc:
-            done.set_exception(exc)
-        return done
-
-    def _finish(self, seqs: list[int], embedding: Future, current: dict[int, StoredItem]) -> set[int]:
-        """Write one embedded chunk; returns the seqs that failed."""
-        try:
-            self._write(embedding.result())
-            return set()
-        except RateLimited:
-            # Throttled (the model or the index): retrying each item now would only deepen
-            # the throttling. Every change is retried later, with the feed's backoff.
-            log.warning("indexing a batch was throttled; its changes will be retried")
-            return set(seqs)
-        except Exception:
-            log.exception("indexing a batch failed; retrying item by item")
-        return self._one_by_one(seqs, current)
-
-    def _one_by_one(self, seqs: list[int], current: dict[int, StoredItem]) -> set[int]:
-        failed = set()
-        for seq in seqs:
-            item = current[seq]
-            try:
-                # Read again: the failed batch may have indexed this item already.
-                fresh = self._store.get(item.tenant, item.namespace, item.key)
-                if fresh is not None and fresh.id == item.id:
-                    self.index_items([fresh])
-            except Exception:
-                failed.add(seq)
-        return failed
+            return {k: total[k] for k in self._STATS}

@@ -7,18 +7,18 @@ import json
 import uuid
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import Field, StrictBool, StrictInt, StrictStr
+from pydantic import Field, StrictBool, StrictStr
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound
 from memsvc.core.models import Caller, IndexFields, Memory, RememberAction, StoredItem, to_rfc3339
-from memsvc.core.namespaces import validate_key
-from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts, validate_index_fields
+from memsvc.core.namespaces import MAX_KEY_BYTES, validate_key
+from memsvc.core.paths import MAX_INDEX_FIELDS, MAX_INDEXED_FIELDS, extract_texts, validate_index_fields
 from memsvc.core.timestamps import parse_rfc3339
 from memsvc.core.typed_memory import TypedMemory
-from memsvc.core.validation import Command, Namespace, NoIndexing
+from memsvc.core.validation import Command, Integer, Namespace, NoIndexing
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
 from memsvc.service.indexer import Indexer
@@ -30,6 +30,14 @@ __all__ = ["Memories", "PutMemory", "Expected", "open_memory", "check_nesting", 
 
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 MAX_NESTING = 32  # levels of objects/arrays in a value, attributes or filter
+KEY_RULES = f"non-empty, at most {MAX_KEY_BYTES} bytes of UTF-8"
+VALUE_RULES = (f"at most {MAX_VALUE_BYTES} bytes as compact JSON together with attributes (413), nested at most "
+               f"{MAX_NESTING} levels, and with at most {MAX_INDEXED_FIELDS} text fields to index")
+# The path grammar of `core.paths` (dot-separated names, each with selectors [N], [-N] or [*]): it
+# checks the paths itself, with a message that shows the grammar.
+_PATH_SEGMENT = r"[^.\[\]]+(\[(\*|-?[0-9]+)\])*"
+IndexPath = Annotated[StrictStr, Field(json_schema_extra={"pattern": rf"^{_PATH_SEGMENT}(\.{_PATH_SEGMENT})*$"})]
+IndexPaths = Annotated[list[IndexPath], Field(min_length=1, max_length=MAX_INDEX_FIELDS)]
 # Optimistic attempts before a 409. In one full test run on a loaded 2-core box, one of 400
 # writers racing on one key lost 16 attempts in a row; 32 (each at most 0.2 s apart) give it
 # twice the room before a caller sees a retryable 409.
@@ -39,12 +47,12 @@ class PutMemory(Command):
     """`PUT /v1/memories`."""
 
     namespace: Namespace
-    key: StrictStr = Field(min_length=1, description="non-empty, at most 1024 bytes UTF-8")
-    value: dict[StrictStr, Any]
-    attributes: dict[StrictStr, Any] | None = None
-    ttl_seconds: StrictInt | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = never expires")
-    index_fields: list[StrictStr] | NoIndexing | None = Field(
-        None, description="paths to embed (a.b, arr[*].c); false = not indexed; default every string leaf")
+    key: StrictStr = Field(min_length=1, max_length=MAX_KEY_BYTES, description=KEY_RULES)
+    value: dict[StrictStr, Any] = Field(description=VALUE_RULES)
+    attributes: dict[StrictStr, Any] | None = Field(None, description=f"nested at most {MAX_NESTING} levels")
+    ttl_seconds: Integer | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = never expires")
+    index_fields: IndexPaths | NoIndexing | None = Field(
+        None, description="paths to embed (a.b, arr[*].c, log[-1]); false = not indexed; default every string leaf")
     sync_index: StrictBool = Field(False, description="return only after the item's vectors are written")
 
 
@@ -255,6 +263,8 @@ def memory_of(item: StoredItem, *, value: dict[str, Any], attributes: dict[str, 
 
 
 def check_nesting(obj: Any, field: str) -> None:
+    """Refuses `obj` nested more than `MAX_NESTING` levels (`InvalidArgument`). O(size of `obj`),
+    without recursion: what runs after it may recurse as deep as this allows."""
     stack = [(obj, 1)]
     while stack:
         node, depth = stack.pop()

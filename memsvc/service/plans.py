@@ -7,13 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import Field, StrictStr
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, InvalidArgument, NotFound, Taken
 from memsvc.core.models import Caller, to_epoch_us, to_rfc3339
 from memsvc.core.pages import json_size, take_page
-from memsvc.core.validation import Command
+from memsvc.core.validation import Command, Integer
 from memsvc.core.workflow import PlanRecord, StaleRecord, check_id
 from memsvc.ports import Clock, BusEvents, WorkflowStore
 from memsvc.service.sealing import CursorCodec, Sealer
@@ -47,8 +47,9 @@ class ListPlans(Command):
     """`GET /v1/memory/plans`: newest first; `status=active` means `running`."""
 
     status: Literal["active", "running", "completed", "failed", "cancelled"] | None = None
-    limit: StrictInt = Field(20, ge=1, le=100)
-    cursor: StrictStr | None = Field(None, description="next_cursor of the previous page")
+    limit: Integer = Field(20, ge=1, le=100)
+    cursor: StrictStr | None = Field(None, description="next_cursor of the previous page; only a cursor this "
+                                                       "listing gave this caller (400 otherwise)")
 
 
 @dataclass(frozen=True)

@@ -17,33 +17,33 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import ConfigDict, Field, StrictBool, StrictFloat, StrictStr, WithJsonSchema
 
 from memsvc.core.errors import Forbidden, InvalidArgument
 from memsvc.core.filters import lookup_in, parse_filter
 from memsvc.core.keywords import analyze
-from memsvc.core.layers import LAYERS, Layer, accessible_layers, layer_namespaces, layer_of, resolve_identifiers
+from memsvc.core.layers import (LAYER_NAMES, LAYERS, Layer, accessible_layers, identifiers_schema, layer_namespaces,
+                                layer_needs_schema, layer_of, resolve_identifiers)
 from memsvc.core.models import Caller, Memory
 from memsvc.core.namespaces import encode_namespace, is_under
 from memsvc.core.paths import extract_texts
 from memsvc.core.recall_ranking import Weights, collapse_near_duplicates, fill_budget, recency, relevance
 from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
-from memsvc.core.validation import Command, NamespacePrefix
+from memsvc.core.validation import Command, Integer, NamespacePrefix
 from memsvc.ports import Clock, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.graph import Graph, GraphScope
 from memsvc.service.sealing import Sealer
-from memsvc.service.search import FilterPlan, Ranked, Search
+from memsvc.service.search import FilterPlan, Query, Ranked, Search
 from memsvc.tokens import count_tokens, cut_to_tokens
 
-__all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult", "MAX_QUERY_CHARS"]
+__all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult"]
 
 log = logging.getLogger(__name__)
 
-MAX_QUERY_CHARS = 8192  # seed 004: longer queries are cut, not refused
 NEUTRAL_IMPORTANCE = 0.5  # what a plain item (no importance of its own) counts as: the typed default
 # What each layer hands over, by match, before the composite ranks them: the page, and a few more
 # for the superseded memories and near-duplicates that recall leaves out after the search (the
@@ -55,26 +55,42 @@ DEDUP_POOL_PER_LIMIT = 2
 _NO_LAYER = len(LAYERS) + 1  # a namespace outside every layer ranks after company
 
 
+# Checked by `core.layers` (an unknown layer is INVALID_LAYER, an unknown identifier 400), so the
+# schema states what those take.
+LayerName = Annotated[StrictStr, Field(json_schema_extra={"enum": list(LAYER_NAMES)})]
+Identifiers = Annotated[dict[StrictStr, StrictStr | None], WithJsonSchema(identifiers_schema(nullable=True))]
+
+
 class RecallQuery(Command):
     """`POST /v1/memories/recall`."""
 
-    query: StrictStr = Field(pattern=r"\S", description="what to recall; cut to 8,192 characters")
-    layers: list[StrictStr] | None = Field(
-        None, min_length=1, description="layers to search (default: every layer the identifiers give)")
-    identifiers: dict[StrictStr, StrictStr | None] | None = Field(
+    # namespace_prefix is instead of layers and identifiers. The three may be left out but not be null:
+    # "absent" has one spelling, so the schema states the whole rule.
+    model_config = ConfigDict(json_schema_extra={
+        "dependentSchemas": {"namespace_prefix": {"not": {"anyOf": [{"required": ["layers"]},
+                                                                    {"required": ["identifiers"]}]}}},
+        "allOf": layer_needs_schema("layers", many=True),
+    })
+
+    query: Query = Field(description="what to recall; cut to 8,192 characters")
+    layers: list[LayerName] = Field(  # type: ignore[assignment]
+        None, min_length=1, description="layers to search (default: every layer the identifiers give); a layer "
+                                        "needs its identifiers (MISSING_IDENTIFIER)")
+    identifiers: Identifiers = Field(  # type: ignore[assignment]
         None, description="agent_id, user_id (default: the caller), session_id, project_id, team_id, org_id")
-    namespace_prefix: NamespacePrefix | None = Field(
+    namespace_prefix: NamespacePrefix = Field(  # type: ignore[assignment]
         None, description="search this subtree instead of layers (not with layers or identifiers)")
     types: list[Literal["fact", "preference", "decision", "note"]] | None = Field(
         None, min_length=1, description="only typed memories of these types")
-    limit: StrictInt = Field(10, ge=1, le=50)
+    limit: Integer = Field(10, ge=1, le=50)
     min_score: StrictFloat = Field(0.3, ge=0, le=1, description="leave out memories of lower relevance")
-    token_budget: StrictInt = Field(1000, ge=1, le=8000, description="cl100k_base tokens of content, at most")
-    mode: Literal["hybrid", "semantic", "keyword"] = "hybrid"
+    token_budget: Integer = Field(1000, ge=1, le=8000, description="cl100k_base tokens of content, at most")
+    mode: Literal["hybrid", "semantic", "keyword"] = Field("hybrid", description=(
+        "keyword is 400 when the tenant's setting keyword_index is off"))
     order: Literal["relevance", "precedence"] = Field(
         "relevance", description="relevance, or precedence: the most specific layer first, then relevance")
     include_superseded: StrictBool = False
-    graph_hops: StrictInt = Field(0, ge=0, le=3, description=(
+    graph_hops: Integer = Field(0, ge=0, le=3, description=(
         "add the memories the knowledge graph links to the hits, up to this many hops away (1: they name an "
         "entity a hit names; +1 per relation), after the hits and within the token budget; 0: none"))
 
@@ -136,7 +152,7 @@ class Recall:
 
     def recall(self, caller: Caller, q: RecallQuery, *, request_id: str = "") -> RecallResult:
         started = time.perf_counter()
-        query = q.query[:MAX_QUERY_CHARS]
+        query = q.query  # cut when parsed (search.Query)
         scopes = self._scopes(caller, q)
         settings = self._access.settings_of(caller)
         embedded = time.perf_counter()

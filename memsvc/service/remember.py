@@ -22,16 +22,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr, StringConstraints
+from pydantic import ConfigDict, Field, StrictBool, StrictFloat, StrictStr, StringConstraints
 
 from memsvc.core.consolidation import Decision, Thresholds, candidate_key, decide, merge, stored_value, supersede
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, RateLimited
-from memsvc.core.layers import accessible_layers, layer_namespace, resolve_identifiers
+from memsvc.core.layers import (LAYER_NAMES, accessible_layers, identifiers_schema, layer_namespace, layer_needs_schema,
+                                resolve_identifiers)
 from memsvc.core.models import Caller, Memory, RememberAction, RememberJob, StoredItem
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.same_fact import normalize_content
 from memsvc.core.typed_memory import CONTENT_FIELDS, MAX_CONTENT_CHARS, MemoryKind, MemoryType, TypedMemory
-from memsvc.core.validation import Command, Namespace
+from memsvc.core.validation import Command, Integer, Namespace, NonBlank
 from memsvc.ports import Clock, ItemStore, RateLimiter, RememberQueue, SameFactJudge
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
@@ -52,20 +53,30 @@ Tag = Annotated[StrictStr, StringConstraints(min_length=1, max_length=128)]
 class RememberMemory(Command):
     """`POST /v1/memories/remember`."""
 
-    content: StrictStr = Field(min_length=1, pattern=r"\S",
+    # namespace is instead of layer and identifiers. The three may be left out but not be null:
+    # "absent" has one spelling, so the schema states the whole rule.
+    model_config = ConfigDict(json_schema_extra={
+        "dependentSchemas": {"namespace": {"not": {"anyOf": [{"required": ["layer"]}, {"required": ["identifiers"]}]}}},
+        "allOf": layer_needs_schema("layer", many=False),
+    })
+
+    content: NonBlank = Field(min_length=1, json_schema_extra={"maxLength": MAX_CONTENT_CHARS},
                                description=f"the statement to remember; at most {MAX_CONTENT_CHARS} characters (413)")
     type: MemoryType = "fact"
     kind: MemoryKind = "semantic"
-    layer: StrictStr | None = Field(None, description="default user; or give namespace instead of layer/identifiers")
-    identifiers: dict[StrictStr, StrictStr] | None = Field(
-        None, description="agent_id, user_id (default: the caller), session_id, project_id, team_id, org_id")
-    namespace: Namespace | None = None
+    layer: StrictStr = Field(  # type: ignore[assignment]
+        None, json_schema_extra={"enum": list(LAYER_NAMES)},
+        description="default user (INVALID_LAYER for another name); it needs its identifiers (MISSING_IDENTIFIER)")
+    identifiers: dict[StrictStr, StrictStr] = Field(  # type: ignore[assignment]
+        None, json_schema_extra=identifiers_schema(nullable=False),
+        description="agent_id, user_id (default: the caller), session_id, project_id, team_id, org_id")
+    namespace: Namespace = Field(None, description="instead of layer and identifiers")  # type: ignore[assignment]
     category: StrictStr | None = Field(None, min_length=1, max_length=128)
     tags: list[Tag] = Field([], max_length=_MAX_TAGS)
-    importance: StrictFloat | StrictInt = Field(0.5, ge=0, le=1)
+    importance: StrictFloat = Field(0.5, ge=0, le=1)
     pinned: StrictBool = False
     source: StrictStr | None = Field(None, min_length=1, max_length=256)
-    ttl_seconds: StrictInt | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = never expires")
+    ttl_seconds: Integer | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = never expires")
     consolidate: StrictBool = Field(True, description="compare with neighbours; false always creates")
     wait: StrictBool = Field(True, description="false: 202 with a candidate_id at once, decided in the background")
 

@@ -12,53 +12,90 @@ import itertools
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, StrictBool, StrictFloat, StrictInt, StrictStr
+from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError
-from memsvc.core.filters import Filter, lookup_in, parse_filter
+from memsvc.core.filters import MAX_CONDITIONS, NON_FINITE_TAG, OPERATORS, Filter, lookup_in, parse_filter
 from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import match_namespace_pattern
-from memsvc.core.validation import Command, NamespacePrefix, Segment
+from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment
 from memsvc.core.keywords import analyze
 from memsvc.core.ranking import hybrid_score, keyword_match
 from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, attribute_verdicts, plan_field_tokens
-from memsvc.service.memories import Memories, check_nesting, open_memory
+from memsvc.service.memories import MAX_NESTING, Memories, check_nesting, open_memory
 from memsvc.service.sealing import Sealer
 
-__all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "Ranked", "MAX_OFFSET"]
+__all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "Ranked", "MAX_OFFSET", "MAX_QUERY_CHARS", "Query"]
 
 MAX_OFFSET = 10_000
 MAX_QUERY_TERMS = 64  # a query's first distinct terms; a longer one is a document, not a question
+MAX_QUERY_CHARS = 8192  # seed 004: a longer query is cut, not refused
+# A search's or a recall's query, cut where it is parsed: nothing after (the keyword analyzer, the
+# embedder, recall's choice of a memory's best text) ever sees more, so their work on it is bounded.
+Query = Annotated[NonBlank, AfterValidator(lambda text: text[:MAX_QUERY_CHARS])]
+
+
+# The filter language of `core.filters`, as far as JSON Schema can say it: a condition is a value to
+# equal, or an object of operators (`in`/`nin` take a list, the ranges a number or a timestamp).
+_NON_FINITE = {"type": "object", "properties": {NON_FINITE_TAG: {"enum": ["Infinity", "-Infinity", "NaN"]}},
+               "required": [NON_FINITE_TAG], "additionalProperties": False}
+_RANGE_OPERAND = {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"},
+                            {"type": "string", "format": "date"}, _NON_FINITE]}
+_OPERATOR_NAMES = sorted(OPERATORS | {"$" + op for op in OPERATORS})
+FILTER_SCHEMA: dict[str, Any] = {
+    "maxProperties": MAX_CONDITIONS,
+    "propertyNames": {"pattern": r"^[^.]+(\.[^.]+)*$"},
+    "additionalProperties": {"anyOf": [
+        {"not": {"type": "object"}},
+        {"type": "object", "propertyNames": {"not": {"anyOf": [{"pattern": "^\\$"}, {"enum": _OPERATOR_NAMES}]}}},
+        _NON_FINITE,
+        {"type": "object", "minProperties": 1, "propertyNames": {"enum": _OPERATOR_NAMES},
+         "patternProperties": {r"^\$?n?in$": {"type": "array"}, r"^\$?[gl]te?$": _RANGE_OPERAND}},
+    ]},
+}
+FILTER_RULES = (f"conditions on dot paths into value, ANDed (at most {MAX_CONDITIONS}): a value to equal, or an "
+                "object of operators eq, ne, in, nin, gt, gte, lt, lte (or $eq, $ne, ...); a range takes a number or "
+                "an ISO 8601 timestamp (a date, or a date and time with or without an offset); infinities and NaN "
+                f"are spelled {{\"{NON_FINITE_TAG}\": \"Infinity\"}}; nested at most {MAX_NESTING} levels")
 
 
 class SearchQuery(Command):
     """`POST /v1/memories/search`."""
 
+    # mode and min_score rank by relevance, so they need a query. They and query may be left out but
+    # not be null: "absent" has one spelling, so the schema's dependentRequired is the whole rule.
+    model_config = ConfigDict(json_schema_extra={"dependentRequired": {"mode": ["query"], "min_score": ["query"]}})
+
     namespace_prefix: NamespacePrefix
-    query: StrictStr | None = Field(None, pattern=r"\S", description="rank by meaning; omit to filter only")
-    filter: dict[StrictStr, Any] | None = None
-    limit: StrictInt = Field(10, ge=1, le=100)
-    offset: StrictInt = Field(0, ge=0, le=MAX_OFFSET)
+    query: Query = Field(None, description="rank by meaning, cut to 8,192 characters; omit to filter")  # type: ignore[assignment]
+    filter: dict[StrictStr, Any] | None = Field(None, json_schema_extra=FILTER_SCHEMA, description=FILTER_RULES)
+    limit: Integer = Field(10, ge=1, le=100)
+    offset: Integer = Field(0, ge=0, le=MAX_OFFSET)
     refresh_ttl: StrictBool = Field(False, description="restart the TTL of every returned item (LangGraph refresh_on_read)")
-    mode: Literal["hybrid", "semantic", "keyword"] | None = Field(
+    mode: Literal["hybrid", "semantic", "keyword"] = Field(  # type: ignore[assignment]
         None, description="how a query ranks: hybrid (the default: meaning and keywords fused, score 0..1), "
-                          "semantic (score = cosine similarity) or keyword (score = BM25 match 0..1)")
-    min_score: StrictFloat | None = Field(None, ge=-1, le=1, allow_inf_nan=False,
-                                          description="leave out items scoring below this (with query)")
+                          "semantic (score = cosine similarity) or keyword (score = BM25 match 0..1; 400 when the "
+                          "tenant's setting keyword_index is off)")
+    min_score: StrictFloat = Field(None, ge=-1, le=1, allow_inf_nan=False,  # type: ignore[assignment]
+                                   description="leave out items scoring below this")
 
 
 class ListNamespaces(Command):
     """`GET /v1/memories/namespaces`."""
 
-    prefix: list[Segment] = Field([], description="Prefix segment ('*' matches one segment); repeat per segment")
-    suffix: list[Segment] = Field([], description="Suffix segment ('*' matches one segment); repeat per segment")
-    max_depth: StrictInt | None = Field(None, ge=1, description="Truncate returned namespaces to this depth")
-    limit: StrictInt = Field(100, ge=1, le=1000, description="Page size")
-    offset: StrictInt = Field(0, ge=0, le=MAX_OFFSET, description="Namespaces to skip")
+    prefix: list[Segment] = Field([], max_length=MAX_DEPTH, description=(
+        "Prefix segment ('*' matches one segment); repeat per segment; at most as many as the deepest max_depth "
+        "the tenant has had"))
+    suffix: list[Segment] = Field([], max_length=MAX_DEPTH, description=(
+        "Suffix segment ('*' matches one segment); repeat per segment; at most as many as the deepest max_depth "
+        "the tenant has had"))
+    max_depth: Integer | None = Field(None, ge=1, description="Truncate returned namespaces to this depth")
+    limit: Integer = Field(100, ge=1, le=1000, description="Page size")
+    offset: Integer = Field(0, ge=0, le=MAX_OFFSET, description="Namespaces to skip")
 
 
 @dataclass(frozen=True)

@@ -18,18 +18,18 @@ re-reads and is `unchanged`.
 from __future__ import annotations
 
 import hashlib
-import unicodedata
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, StrictStr, model_validator
+from pydantic import ConfigDict, Field, StrictStr, model_validator
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, NotFound
 from memsvc.core.layers import SEMANTIC_SEGMENT
 from memsvc.core.models import Caller, StoredItem
 from memsvc.core.typed_memory import CONTENT_FIELDS, MAX_CONTENT_CHARS, TypedMemory
+from memsvc.core.unicode_text import normalize
 from memsvc.core.validation import Command
 from memsvc.ports import Clock, ItemStore, WorkflowStore
 from memsvc.service.memories import Expected, Memories, PutMemory
@@ -52,8 +52,11 @@ class UpsertSemantic(Command):
 class SemanticRef(Command):
     """`GET` / `DELETE /v1/memory/semantic`: exactly one of the two."""
 
-    external_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
-    content_hash: StrictStr | None = Field(None, pattern="^[0-9a-f]{64}$")
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["external_id"]},
+                                                           {"required": ["content_hash"]}]})
+
+    external_id: StrictStr = Field(None, min_length=1, max_length=MAX_ID_CHARS)  # type: ignore[assignment]
+    content_hash: StrictStr = Field(None, pattern="^[0-9a-f]{64}$")  # type: ignore[assignment]
 
     @model_validator(mode="after")
     def _one_of(self) -> "SemanticRef":
@@ -85,7 +88,9 @@ class SemanticView:
 
 
 def content_hash(content: str) -> str:
-    normalised = " ".join(unicodedata.normalize("NFKC", content).casefold().split())
+    """What duplicate contents share: SHA-256 of the content NFKC-normalised, case folded and its
+    whitespace collapsed. O(len(content))."""
+    normalised = " ".join(normalize("NFKC", content).casefold().split())
     return hashlib.sha256(normalised.encode("utf-8")).hexdigest()
 
 

@@ -56,7 +56,8 @@ class UpdateTaskContext(Command):
 
 
 class ChangeSubTasks(Command):
-    """`POST /v1/memory/task-context/{task_id}/sub-tasks`: one atomic change of the list."""
+    """`POST /v1/memory/task-context/{task_id}/sub-tasks`: one atomic change of the list. No id may be
+    both added and removed, and the list holds at most 48 sub-tasks after the change (400 otherwise)."""
 
     add: SubTaskIds = Field(default_factory=list, max_length=MAX_SUB_TASKS)
     remove: SubTaskIds = Field(default_factory=list, max_length=MAX_SUB_TASKS)

@@ -16,13 +16,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import Field, StrictStr
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.filters import get_path
 from memsvc.core.models import Caller, Change, TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.timeline import KINDS
-from memsvc.core.validation import Command, NamespacePrefix, Timestamp
+from memsvc.core.validation import Command, Integer, NamespacePrefix, Timestamp
 from memsvc.ports import EventLog, EventPublisher
 from memsvc.service.access import Access
 from memsvc.service.sealing import CursorCodec, Sealer
@@ -39,9 +39,9 @@ class Timeline:
 
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Record (then publish) the changes' events; returns the seqs that must be retried."""
-        if not changes:
-            return set()
         sources = [(c.seq, e) for c in changes for e in TimelineEvent.of_change(c)]
+        if not sources:  # nothing, or only retries (no event)
+            return set()
         try:
             recorded = self.log.record([e for _, e in sources])
         except Exception:
@@ -60,7 +60,8 @@ class Timeline:
 MAX_EVENTS_PAGE = 200
 _CURSOR_PURPOSE = "events"
 
-EventKind = Literal["add", "update", "delete", "expired"]
+# A memory's writes and removals, and the indexer setting a version aside (`core.timeline.KINDS`).
+EventKind = Literal["add", "update", "delete", "expired", "index_failed"]
 
 
 class EventsQuery(Command):
@@ -70,8 +71,10 @@ class EventsQuery(Command):
     kinds: list[EventKind] = Field([], description="Event kinds to include; repeat per kind; default all")
     after: Timestamp | None = Field(None, description="Only events that occurred after this RFC 3339 time")
     before: Timestamp | None = Field(None, description="Only events that occurred before this RFC 3339 time")
-    after_cursor: StrictStr | None = Field(None, description="The previous page's after_cursor (or a resume_cursor)")
-    limit: StrictInt = Field(50, ge=1, le=MAX_EVENTS_PAGE, description="Page size")
+    after_cursor: StrictStr | None = Field(None, description=(
+        "The previous page's after_cursor (or a resume_cursor); only a cursor this service gave this tenant (400 "
+        "otherwise)"))
+    limit: Integer = Field(50, ge=1, le=MAX_EVENTS_PAGE, description="Page size")
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ import logging
 import re
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, StrictStr, StringConstraints
+from pydantic import AfterValidator, Field, StrictStr, StringConstraints
 
 from memsvc.core.errors import ContentTooLong, InvalidArgument, PreconditionFailed
-from memsvc.core.workflow import MAX_NAME_CHARS, check_id
+from memsvc.core.workflow import MAX_ID_BYTES, MAX_NAME_CHARS, check_id
 from memsvc.ports import BusEvents
 from memsvc.service.memories import check_nesting
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
@@ -29,7 +29,10 @@ def _id(value: str) -> str:
         raise ValueError(exc.message) from None
 
 
-WorkflowId = Annotated[StrictStr, AfterValidator(_id)]
+# `check_id` is the rule (bytes, which JSON Schema cannot count); the schema says what it can of it.
+WorkflowId = Annotated[StrictStr, AfterValidator(_id), Field(
+    json_schema_extra={"minLength": 1, "maxLength": MAX_ID_BYTES, "pattern": "^[^\\x00]+$"},
+    description=f"1 to {MAX_ID_BYTES} bytes of UTF-8, no NUL")]
 Name = Annotated[StrictStr, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
 
 

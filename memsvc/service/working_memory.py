@@ -14,13 +14,13 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import Field, StrictStr
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, InvalidArgument, NotFound
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.core.pages import json_size, take_page
-from memsvc.core.validation import Command
+from memsvc.core.validation import Command, Integer
 from memsvc.core.workflow import StaleRecord, WorkingRecord, check_id
 from memsvc.ports import Clock, WorkflowStore
 from memsvc.service.memories import MAX_TTL_SECONDS
@@ -34,14 +34,15 @@ class PutWorking(Command):
     """`PUT /v1/memory/working/{plan_id}/{key}`."""
 
     value: Any = Field(description="any JSON value")
-    ttl_seconds: StrictInt | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = until deleted")
+    ttl_seconds: Integer | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = until deleted")
 
 
 class ListWorking(Command):
     """`GET /v1/memory/working/{plan_id}`: by key, a page at a time."""
 
-    limit: StrictInt = Field(1000, ge=1, le=1000, description="at most this many; a page also stops at 1.5 MiB")
-    cursor: StrictStr | None = Field(None, description="next_cursor of the previous page")
+    limit: Integer = Field(1000, ge=1, le=1000, description="at most this many; a page also stops at 1.5 MiB")
+    cursor: StrictStr | None = Field(None, description="next_cursor of the previous page; only a cursor this "
+                                                       "listing gave this caller (400 otherwise)")
 
 
 @dataclass(frozen=True)

@@ -364,11 +364,15 @@ def test_the_documented_schema_is_the_published_one():
     doc = (ROOT / "docs" / "events.md").read_text()
     section = doc[doc.index("## The detail"):doc.index("## Delivery")]
     fields = set(re.findall(r"^\| `(\w+)` \|", section, flags=re.M))
-    assert fields == DETAIL_FIELDS | {"action"}  # `action` only on versions remember wrote
+    # `action` only on versions remember wrote, `reason` only on index_failed
+    assert fields == DETAIL_FIELDS | {"action", "reason"}
     assert set(event_detail(event(1))) == DETAIL_FIELDS
     remembered = dataclasses.replace(event(1), action="superseded")
     assert set(event_detail(remembered)) == DETAIL_FIELDS | {"action"}
     assert put_events_entry(remembered, "bus")["DetailType"] == "memory.superseded"
+    failed = dataclasses.replace(event(1), kind="index_failed", reason="indexing it raised ValueError")
+    assert set(event_detail(failed)) == DETAIL_FIELDS | {"reason"}
+    assert put_events_entry(failed, "bus")["DetailType"] == "memory.index_failed"
     for kind, detail_type in DETAIL_TYPES.items():
         assert f"`{detail_type}`" in doc and f"`{kind}`" in doc
     for action, detail_type in REMEMBER_DETAIL_TYPES.items():

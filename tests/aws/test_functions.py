@@ -379,12 +379,12 @@ def test_modify_batch_replaces_the_old_versions_vectors(stack):
     assert stack.embedder.calls[calls:] == [[VALUES[("hotel", 2)]["text"]]]  # only the new version
 
 
-def test_an_index_mark_is_not_a_change(stack):
+def test_attempt_and_index_marks_are_not_changes(stack):
     play(stack, "stream_insert")
     event = load_event("stream_modify")
     marks = [r for r in event["Records"] if r["dynamodb"]["OldImage"]["version"] == r["dynamodb"]["NewImage"]["version"]]
-    assert len(marks) == 3 and all(r["dynamodb"]["NewImage"]["chg"]["S"] == "index" for r in marks)
-    assert [change_from_stream_record(r) for r in marks] == [None, None, None]
+    assert [r["dynamodb"]["NewImage"]["chg"]["S"] for r in marks] == ["attempt"] * 3 + ["index"] * 3
+    assert [change_from_stream_record(r) for r in marks] == [None] * 6
     before, calls = vectors_by_memory(stack), len(stack.embedder.calls)
     assert index_batch({"Records": marks}) == {"batchItemFailures": []}
     assert vectors_by_memory(stack) == before and len(stack.embedder.calls) == calls
@@ -395,7 +395,7 @@ def test_remove_batch_deletes_vectors(stack):
     play(stack, "stream_insert", "stream_modify")
     event = play_stream_sample(stack, "stream_remove")
     kinds = [getattr(change_from_stream_record(r), "kind", None) for r in event["Records"]]
-    assert kinds == [None, "delete", "delete"]  # index mark; API delete (tombstone); an operator's DeleteItem
+    assert kinds == [None, None, "delete", "delete"]  # attempt and index marks; API delete (a tombstone); DeleteItem
     assert index_batch(event) == {"batchItemFailures": []}
     assert vectors_by_memory(stack) == {ids[("flight", 1)]: 1}
 
@@ -421,6 +421,48 @@ def test_a_replayed_batch_changes_nothing(stack):
         assert index_batch(copy.deepcopy(event)) == {"batchItemFailures": []}, name
         assert vectors_by_memory(stack) == vectors, name  # nothing duplicated, nothing lost
         assert len(stack.embedder.calls) == calls, name  # nothing embedded again
+
+
+def test_a_poison_record_is_reported_done_and_its_memory_quarantined(stack, stdout):
+    """The indexer never fails a poison memory's record (which would hold the shard up for every
+    tenant, through bisection and retries, until the on-failure queue took it): the memory is
+    quarantined on its row, the batch answers no failures, the rest of it is indexed."""
+    alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
+    stack.embedder.poison = {"poisonpill"}
+    for key, text in (("hotel", "quiet room"), ("bad", "the poisonpill"), ("flight", "aisle seat")):
+        stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key=key, value={"text": text}))
+    stack.drain(consumers=("indexer",))
+
+    assert [i["response"] for i in stack.invocations] == [{"batchItemFailures": []}]
+    bad = stack.app.store.get(TENANT, NS, "bad")
+    assert bad.index_error == "the embedding model failed on it (ValueError)" and bad.index_attempt is None
+    assert vectors_by_memory(stack) == {stack.app.store.get(TENANT, NS, k).id: 1 for k in ("hotel", "flight")}
+    out = stdout()
+    assert metric(emf_documents(out), "Quarantined", service="memsvc-indexer") == [1.0]
+    assert [line["quarantined"] for line in log_lines(out) if line["message"] == "batch"] == [1]
+    # the quarantine is a change of its own: the timeline's; the indexer has nothing to do with it
+    (record,) = [r for r in stack.read_stream(queue_for=())
+                 if (r["dynamodb"].get("NewImage") or {}).get("chg") == {"S": "quarantine"}]
+    assert change_from_stream_record(record).kind == "index_failed"
+    assert index_batch({"Records": [record]}) == {"batchItemFailures": []}
+    assert stack.app.store.get(TENANT, NS, "bad").index_error is not None
+
+
+def test_a_redelivered_batch_whose_invocation_died_runs_its_marked_items_alone(stack):
+    """Lambda redelivers a batch whose invocation was killed (a timeout, out of memory): the rows
+    still carry the attempt marks the dead invocation wrote, so the retry runs each item alone."""
+    alice = Caller(tenant_id=TENANT, user_id=SUB, roles=("user",))
+    for key in ("hotel", "flight"):
+        stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key=key, value=VALUES[(key, 1)]))
+    records = stack.read_stream(queue_for=())
+    rows = [stack.app.store.get(TENANT, NS, k) for k in ("hotel", "flight")]
+    stack.app.store.begin_attempts(rows, "batch")  # what the dead invocation left, and nothing more
+
+    assert index_batch({"Records": records}) == {"batchItemFailures": []}
+
+    assert [len(call) for call in stack.embedder.calls] == [1, 1]  # one by one
+    assert all(stack.app.store.get(TENANT, NS, k).index_attempt is None for k in ("hotel", "flight"))
+    assert set(vectors_by_memory(stack)) == {r.id for r in rows}
 
 
 def test_records_that_are_not_memories_are_skipped(stack):

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
-from memsvc.core.filters import lookup_in, parse_filter
-from memsvc.core.models import Caller
-from memsvc.service.memories import PutMemory
+from memsvc.core.filters import equality_key, lookup_in, parse_filter
+from memsvc.core.models import Caller, FieldDoc
+from memsvc.service.memories import MAX_NESTING, PutMemory
 from memsvc.service.search import SearchQuery
 from tests.conftest import admin, alice
 
@@ -156,7 +156,7 @@ def test_tenants_tokens_differ_and_never_cross(backend, clock):
                                                value={"lang": "en", "n": 1, "tags": ["x"]}))
     backend.drain()
     mine, theirs = backend.field_tokens("acme"), backend.field_tokens("globex")
-    assert len(mine) == len(theirs) == 4 and mine.isdisjoint(theirs)
+    assert len(mine) == len(theirs) == 3 and mine.isdisjoint(theirs)  # lang, n, tags.0
     for caller in (alice(), other):
         found = backend.search.search(caller, SearchQuery(namespace_prefix=["user", "alice"], filter={"lang": "en"}))
         assert [m.id for m in found] == [backend.store.get(caller.tenant_id, ("user", "alice", "a"), "same").id]
@@ -189,6 +189,58 @@ def test_keyword_indexing_off_decrypts_and_keeps_no_tokens(backend, clock):
     assert [k for _, k in answer(backend, ["user", "alice"], {"lang": "en"})] == ["k2", "k"]
     backend.admin.put_settings(admin(), SettingsPatch(keyword_index=True))  # on again: old items decrypt
     assert [k for _, k in answer(backend, ["user", "alice"], {"lang": {"ne": "fr"}})] == ["k2", "k"]
+
+
+def _old_key(x):
+    """Lists' and objects' equality keys as versions were indexed with before keys became linear
+    (JSON texts nested in JSON texts, 2^depth long)."""
+    if isinstance(x, list):
+        return "l" + json.dumps([_old_key(e) for e in x], ensure_ascii=False)
+    if isinstance(x, dict):
+        return "o" + json.dumps(sorted((k, _old_key(v)) for k, v in x.items()), ensure_ascii=False)
+    return equality_key(x)
+
+
+def _old_fields(node, path=""):
+    """Every node below the root, lists and objects too, as tokens were written then."""
+    children = node.items() if isinstance(node, dict) else enumerate(node) if isinstance(node, list) else ()
+    for name, child in children:
+        child_path = f"{path}.{name}" if path else str(name)
+        yield child_path, _old_key(child)
+        yield from _old_fields(child, child_path)
+
+
+def test_versions_indexed_with_the_old_list_and_object_keys_answer_as_decrypting_does(backend):
+    value = {"lang": "en", "meta": {"lang": "en", "n": 1}, "tags": ["a", "b"], "nested": [{"x": [1]}]}
+    backend.memories.put(alice(), PutMemory(namespace=["user", "alice", "a"], key="old", value=value))
+    backend.drain()
+    item = backend.store.get("acme", ("user", "alice", "a"), "old")
+    # Its tokens as the indexer wrote them before: lists and objects under the old encoding.
+    tokens = frozenset(backend.sealer.field_tokens("acme", list(_old_fields(value))))
+    backend.app.keywords.delete_many("acme", [item.id])
+    backend.app.keywords.put_fields([FieldDoc("acme", item.namespace, item.id, tokens)])
+    here = [(("user", "alice", "a"), "old")]
+    for filter_, expected in [({"meta": {"lang": "en", "n": 1.0}}, here), ({"tags": ["a", "b"]}, here),
+                              ({"nested.0": {"x": [1]}}, here), ({"tags": {"in": ["a", ["a", "b"]]}}, here),
+                              ({"meta": {"ne": {"lang": "en", "n": 1}}}, []), ({"tags": {"nin": [["a", "b"]]}}, []),
+                              ({"meta": {"lang": "fr"}}, []), ({"lang": "en", "tags.1": "b"}, here),
+                              ({"tags": {"ne": "a"}}, here)]:
+        assert answer(backend, ["user", "alice"], filter_) == expected, filter_
+
+
+def test_a_value_and_a_filter_nested_to_the_limit_are_indexed_and_decided(backend):
+    # Issue 22: equality keys doubled per level; a value 28 deep held the indexer past 2.3 GB, a
+    # filter 31 deep never answered.
+    deep: dict = {"a": 1}
+    for _ in range(MAX_NESTING - 2):
+        deep = {"a": deep}
+    backend.memories.put(alice(), PutMemory(namespace=["user", "alice", "a"], key="deep", value={"a": deep}))
+    backend.drain()
+    assert len(backend.field_tokens("acme")) == 1  # the leaf's
+    here = [(("user", "alice", "a"), "deep")]
+    assert answer(backend, ["user", "alice"], {"a": deep}) == here
+    assert answer(backend, ["user", "alice"], {".".join(["a"] * MAX_NESTING): 1}) == here
+    assert answer(backend, ["user", "alice"], {".".join(["a"] * MAX_NESTING): {"ne": 1}}) == []
 
 
 @pytest.mark.parametrize("value", [{"list": list(range(600))}])

@@ -334,8 +334,8 @@ class TestIndexBookkeeping:
         put(backend, key="c", ttl_seconds=5)
         assert backend.admin.index_status(admin()).pending == 3 - 1
         result = backend.admin.index_trigger(admin())
-        assert result == IndexRun(processed=2, pending=0)
-        assert backend.admin.index_trigger(admin("globex")) == IndexRun(processed=0, pending=0)
+        assert result == IndexRun(processed=2, pending=0, quarantined=0)
+        assert backend.admin.index_trigger(admin("globex")) == IndexRun(processed=0, pending=0, quarantined=0)
 
     def test_replayed_changes_write_nothing_twice(self, backend):
         put(backend, value={"text": "once"})

@@ -2,6 +2,12 @@
 
 Texts sharing words are similar, texts sharing none are orthogonal. `memsvc serve` and the API
 tests use the real MiniLM model; this one only keeps service-level unit tests quick.
+
+It can also play a poison item (issue 22), as a real model meets one: a text holding one of the
+`poison` words is refused with a `ValueError`, every call holding it, while every other text is
+embedded as usual (the indexer's probe of a known-good text succeeds); a text holding one of the
+`deadly` words raises `ProcessKilled`, which no `except Exception` stops, as if the kernel had
+killed the process (out of memory) in the middle of that call: nothing after it runs.
 """
 
 from __future__ import annotations
@@ -12,6 +18,10 @@ import re
 import threading
 
 
+class ProcessKilled(BaseException):
+    """The process died here (a test stands in for the kernel's OOM kill or a Lambda timeout)."""
+
+
 class HashEmbedder:
     model_id = "test/hash-bow-64"
     dimension = 64
@@ -19,6 +29,8 @@ class HashEmbedder:
     def __init__(self) -> None:
         self.calls: list[list[str]] = []
         self.fail_next = 0
+        self.poison: set[str] = set()  # words whose texts the model refuses
+        self.deadly: set[str] = set()  # words whose texts kill the process
         self._lock = threading.Lock()
 
     def embed(self, texts):
@@ -27,6 +39,11 @@ class HashEmbedder:
             if self.fail_next:
                 self.fail_next -= 1
                 raise RuntimeError("embedder unavailable (injected)")
+        words = {w for t in texts for w in re.findall(r"\w+", t.lower())}
+        if self.deadly & words:
+            raise ProcessKilled("killed while embedding (injected)")
+        if self.poison & words:
+            raise ValueError("the model cannot embed this text (injected)")
         return [self._one(t) for t in texts]
 
     def _one(self, text: str) -> list[float]:

@@ -231,7 +231,8 @@ def test_indexer_role_is_exactly_what_the_indexer_calls(built):
     assert _grants(built, "IndexerServiceRole") == {
         ("logs:CreateLogStream", "own-log-group"), ("logs:PutLogEvents", "own-log-group"),
         ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
-        ("dynamodb:GetItem", "table"), ("dynamodb:UpdateItem", "table"),
+        # a batch's rows (BatchGetItem), one row (GetItem), the index, attempt and quarantine marks (UpdateItem)
+        ("dynamodb:GetItem", "table"), ("dynamodb:BatchGetItem", "table"), ("dynamodb:UpdateItem", "table"),
         *KEYWORD_TABLE,
         ("dynamodb:DescribeStream", "stream"), ("dynamodb:GetRecords", "stream"),
         ("dynamodb:GetShardIterator", "stream"), ("dynamodb:ListStreams", "*"),
@@ -381,6 +382,9 @@ RECORDS = {
     "update (new version)": _record("MODIFY", _image(version=2, id="i2", knd="update"), _image()),
     "delete (tombstone write)": _record("MODIFY", _image(version=2, id="i2", **{"del": "delete"}), _image()),
     "index mark": _record("MODIFY", _image(chg="index", idx='["text"]'), _image()),
+    "attempt mark": _record("MODIFY", _image(chg="attempt", ixa="batch"), _image()),
+    "quarantine": _record("MODIFY", _image(chg="quarantine", qrs="indexing it raised ValueError", qat=2), _image()),
+    "retry": _record("MODIFY", _image(chg="retry"), _image(chg="quarantine", qrs="x", qat=2)),
     "ttl refresh": _record("MODIFY", _image(chg="refresh", exp=5), _image(exp=4)),
     "ttl expiry": _record("REMOVE", None, _image(exp=1),
                           userIdentity={"type": "Service", "principalId": "dynamodb.amazonaws.com"}),
@@ -404,7 +408,9 @@ def test_filter_never_drops_a_change(name):
 def test_filter_drops_index_marks_and_refreshes_and_keeps_changes():
     kept = {n for n, r in RECORDS.items() if any(_matches(p, r) for p in INDEXER_FILTER_PATTERNS)}
     assert kept == {"insert item", "update (new version)", "delete (tombstone write)", "ttl expiry",
-                    "tombstone purge"}
+                    "tombstone purge", "quarantine", "retry"}
+    assert change_from_stream_record(RECORDS["quarantine"]).kind == "index_failed"  # the timeline's event
+    assert change_from_stream_record(RECORDS["retry"]).kind == "index_retry"  # the indexer's work
 
 
 def test_code_asset_is_only_the_package_and_functions(tmp_path):

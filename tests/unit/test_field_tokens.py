@@ -9,7 +9,7 @@ import random
 from decimal import Decimal
 
 from memsvc.core.crypto import field_tokens
-from memsvc.core.field_tokens import MAX_FIELD_TOKENS, decidable_path, value_fields
+from memsvc.core.field_tokens import MAX_FIELD_PATH_CHARS, MAX_FIELD_TOKENS, decidable_path, value_fields
 from memsvc.core.filters import condition_matches, equality_key, get_path
 
 SCALARS = [0, 1, 1.0, -1, 1.5, Decimal("1"), Decimal("1.5"), 2**53, 2**53 + 1, float(2**53), 10**30, 1e30,
@@ -56,16 +56,24 @@ def test_random_values_agree_with_eq():
         assert (equality_key(a) is not None and equality_key(a) == equality_key(b)) == _eq(a, b), (a, b)
 
 
-def test_value_fields_name_every_node_a_filter_path_reaches():
+def test_value_fields_name_every_scalar_a_filter_path_reaches():
     value = {"lang": "en", "tags": ["a", "b"], "meta": {"n": 1, "deep": {"x": None}}, "a.b": 1, "": 2,
-             "nan": [math.nan]}
+             "nan": [math.nan], "empty": [], "nested": [[1]]}
     fields = dict(value_fields(value))
-    assert set(fields) == {"lang", "tags", "tags.0", "tags.1", "meta", "meta.n", "meta.deep", "meta.deep.x"}
+    # Lists and objects as a whole get none: a condition with a list or object operand decrypts.
+    assert set(fields) == {"lang", "tags.0", "tags.1", "meta.n", "meta.deep.x", "nested.0.0"}
     for path, key in fields.items():  # each is what get_path finds there
         found, node = get_path(value, path)
         assert found and equality_key(node) == key
-    assert value_fields({"list": list(range(MAX_FIELD_TOKENS))}) is None  # the list itself and each element
-    assert value_fields({"list": list(range(MAX_FIELD_TOKENS - 1))}) is not None
+    assert value_fields({"list": list(range(MAX_FIELD_TOKENS + 1))}) is None
+    assert value_fields({"list": list(range(MAX_FIELD_TOKENS))}) is not None
+
+
+def test_long_paths_get_no_tokens_and_are_not_decided_by_them():
+    edge = "a" * (MAX_FIELD_PATH_CHARS - 2)
+    value = {edge: {"b": 1, "bc": 2}, "x" * (MAX_FIELD_PATH_CHARS + 1): 3}
+    assert dict(value_fields(value)) == {f"{edge}.b": equality_key(1)}
+    assert decidable_path(f"{edge}.b") and not decidable_path(f"{edge}.bc")
 
 
 def test_leading_zero_segments_are_not_decided_by_tokens():

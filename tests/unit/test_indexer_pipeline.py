@@ -118,25 +118,44 @@ def test_a_backlog_is_embedded_on_the_pool_and_a_trickle_or_inline_indexing_on_t
     assert len(app.vectors.memory_ids("acme")) == 6
 
 
-def test_a_failing_chunk_loses_nothing_and_is_retried(app, embedder, pool, clock):
+def test_a_failing_chunk_runs_its_items_alone_and_quarantines_the_one_that_fails_alone(app, embedder, pool, clock):
     for n in range(6):
         put(app, f"k{n}", f"text {n}")
-    embedder.failing = {"text 2"}  # k2's chunk (k2, k3) fails; k3 succeeds on the item-by-item retry
+    embedder.failing = {"text 2"}  # k2's chunk (k2, k3) fails; k3 succeeds alone, k2 fails alone
     indexer = pipelined(app, embedder, pool)
     batch = changes(app)
 
-    failed = indexer.apply(batch)
+    assert indexer.apply(batch) == set()  # nothing holds the feed up
 
-    assert failed == {batch[2].seq}
-    assert app.store.get("acme", NS, "k2").indexed_fields is None
-    assert app.store.pending_index("acme", clock.now()) == 1
+    k2 = app.store.get("acme", NS, "k2")
+    assert (k2.indexed_fields, k2.index_error) == (None, "the embedding model failed on it (RuntimeError)")
+    assert app.store.pending_index("acme", clock.now()) == 0
+    assert app.store.quarantined("acme", clock.now(), 10) == (1, [k2])
     assert {app.store.get("acme", NS, f"k{n}").id for n in (0, 1, 3, 4, 5)} == app.vectors.memory_ids("acme")
 
     embedder.failing = set()
     embedder.calls.clear()
-    assert indexer.apply(batch) == set()  # the feed delivers the batch again from the failed change
+    assert app.store.release(k2)
+    assert indexer.apply(changes(app)[-2:]) == set()  # its quarantine (the timeline's) and its retry
     assert indexed_texts(embedder) == ["text 2"]  # nothing else is embedded twice
     assert app.store.get("acme", NS, "k2").id in app.vectors.memory_ids("acme")
+
+
+def test_a_model_failing_for_every_text_loses_nothing_and_blames_nobody(app, embedder, pool, clock):
+    for n in range(4):
+        put(app, f"k{n}", f"text {n}")
+    embedder.fail_next = 10_000  # every call: the probe of a known-good text too
+    indexer = pipelined(app, embedder, pool)
+    batch = changes(app)
+
+    assert indexer.apply(batch) == {c.seq for c in batch}
+
+    assert app.store.quarantined("acme", clock.now(), 10) == (0, [])
+    assert app.store.pending_index("acme", clock.now()) == 4
+    assert all(app.store.get("acme", NS, f"k{n}").index_attempt is None for n in range(4))  # attempts ended
+    embedder.fail_next = 0
+    assert indexer.apply(batch) == set()
+    assert app.store.pending_index("acme", clock.now()) == 0
 
 
 def test_a_throttled_chunk_fails_its_changes_without_retrying_them_now(app, embedder, pool):

@@ -28,6 +28,20 @@ class TestAnalyzer:
     def test_skips_overlong_runs(self):
         assert analyze("a" * 65 + " walrus") == ["walrus"]
 
+    def test_compounds_are_chains_of_words_joined_by_one_separator(self):
+        # A separator at the end or doubled ends the chain; a chain longer than a term is no term.
+        assert analyze("v1.2. end-. x..y a/b:c-d") == ["v1", "2", "end", "x", "y", "b", "c", "d", "v1.2", "a/b:c-d"]
+        assert analyze("-".join(["ab"] * 40) + " ok") == ["ab"] * 40 + ["ok"]
+
+    def test_an_underscore_inside_a_word_makes_it_a_compound(self):
+        # `_` is a word character; a word holding one between two characters is also kept whole.
+        assert analyze("snake_case _private trailing_ a__b") == [
+            "snake_cas", "_privat", "trailing_", "a__b", "snake_case", "a__b"]
+
+    def test_a_long_run_of_combining_marks_leaves_the_words_around_it(self):
+        # Made stream-safe (UAX #15) before NFKC, whose reordering is quadratic in a run's length.
+        assert analyze("e" + "\u0301" * 40 + "\u0316" * 40 + " walrus") == ["é", "walrus"]
+
     def test_counts_terms_across_texts(self):
         assert term_counts(["walrus tusk", "walruses"]) == {"walrus": 2, "tusk": 1}
 

@@ -3,6 +3,7 @@ Gateway's routes come from it, and the document is as strict as the parser."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -11,6 +12,7 @@ from infra.routes import service_routes
 from memsvc.api.openapi import openapi_document
 from memsvc.api.routes import ROUTES
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.validation import WHITESPACE
 
 DOC = openapi_document(ROUTES)
 SCHEMAS = DOC["components"]["schemas"]
@@ -29,7 +31,7 @@ def test_the_document_says_what_the_parser_refuses():
     assert put["properties"]["namespace"]["minItems"] == 1
     assert put["properties"]["namespace"]["items"]["minLength"] == 1
     assert put["properties"]["key"]["minLength"] == 1
-    assert SCHEMAS["SearchBody"]["properties"]["query"]["anyOf"][0]["pattern"] == r"\S"
+    assert SCHEMAS["SearchBody"]["properties"]["query"]["pattern"] == f"[^{WHITESPACE}]"
     names = SCHEMAS["PoliciesBody"]["properties"]["policies"]["propertyNames"]["pattern"]
     assert names.startswith("^") and names.endswith(r"\.rego$")
     settings = SCHEMAS["SettingsBody"]
@@ -40,7 +42,7 @@ def test_the_document_says_what_the_parser_refuses():
         "promote_important", "promotion_threshold", "promote_to", "session_auto_delete", "session_retention_days"}
     remember = SCHEMAS["RememberBody"]
     assert remember["additionalProperties"] is False and remember["required"] == ["content"]
-    assert remember["properties"]["content"]["pattern"] == r"\S"
+    assert remember["properties"]["content"]["pattern"] == f"[^{WHITESPACE}]"
     recall = SCHEMAS["RecallBody"]
     assert recall["additionalProperties"] is False and recall["required"] == ["query"]
     assert (recall["properties"]["limit"]["minimum"], recall["properties"]["limit"]["maximum"]) == (1, 50)
@@ -82,3 +84,61 @@ def test_remember_documents_its_202_and_every_operation_its_error_codes():
     assert "RememberAcceptedOut" in SCHEMAS
     for code in ("409", "412", "422", "429", "503"):
         assert code in remember
+
+
+def test_the_document_states_the_rules_across_fields():
+    """Issue 22: every rule JSON Schema can state is in the document."""
+    search = SCHEMAS["SearchBody"]
+    assert search["dependentRequired"] == {"mode": ["query"], "min_score": ["query"]}
+    assert not any(s.get("type") == "null" for name in ("query", "mode", "min_score")
+                   for s in search["properties"][name].get("anyOf", ()))  # absent has one spelling
+    endpoint = SCHEMAS["Endpoint"]
+    assert endpoint["oneOf"] == [{"required": ["entity"]}, {"required": ["memory"]}]
+    ref, = DOC["paths"]["/v1/memory/semantic"]["get"]["parameters"]
+    assert (ref["style"], ref["explode"]) == ("form", True)
+    assert ref["schema"]["oneOf"] == [{"required": ["external_id"]}, {"required": ["content_hash"]}]
+    for body in ("RecallBody", "RememberBody"):
+        identifiers = SCHEMAS[body]["properties"]["identifiers"]
+        assert identifiers["additionalProperties"] is False and set(identifiers["properties"]) == {
+            "agent_id", "user_id", "session_id", "project_id", "team_id", "org_id"}
+        assert any(rule["if"]["properties"] and rule["then"]["required"] == ["identifiers"]
+                   for rule in SCHEMAS[body]["allOf"])
+    assert SCHEMAS["RecallBody"]["dependentSchemas"]["namespace_prefix"]
+    index_fields = SCHEMAS["PutMemoryBody"]["properties"]["index_fields"]["anyOf"][0]
+    assert (index_fields["minItems"], index_fields["maxItems"]) == (1, 64) and index_fields["items"]["pattern"]
+    assert SCHEMAS["PutEntity"]["properties"]["name"]["pattern"].startswith(f"[^{WHITESPACE}")
+    ttl = SCHEMAS["PutMemoryBody"]["properties"]["ttl_seconds"]["anyOf"][0]
+    assert ttl["type"] == "integer" and ttl["minimum"] == 1 and "ge" not in ttl
+    settings = SCHEMAS["SettingsBody"]["properties"]
+    assert (settings["semantic_auto_update"]["type"], settings["max_depth"]["type"]) == ("number", "integer")
+    assert "default" not in settings["max_depth"]  # absent means keep; null is refused
+
+
+# (The rules across fields are the services' to check: tests/api/test_schemathesis.py holds the
+# server to them, negative examples included.)
+@pytest.mark.parametrize(("model", "body"), [
+    ("SearchBody", {"namespace_prefix": [], "query": None}),  # absent has one spelling
+    ("SearchBody", {"namespace_prefix": [], "query": "\x85"}),  # blank: U+0085 is White_Space
+    ("RecallBody", {"query": "x", "layers": None}),
+    ("PutMemoryBody", {"namespace": ["a"], "key": "k", "value": {}, "index_fields": []}),
+    ("PutMemoryBody", {"namespace": ["a"], "key": "k", "value": {}, "ttl_seconds": 1.5}),
+])
+def test_what_the_new_field_rules_refuse_the_parser_refuses(model, body):
+    row = next(r for r in ROUTES if r.body is not None and r.body.__name__ == model)
+    with pytest.raises(InvalidArgument):
+        row.body.parse(body)
+
+
+def test_an_integer_may_be_written_as_a_number_without_a_fraction():
+    """JSON Schema's "integer" takes 10.0, and so does the parser."""
+    row = next(r for r in ROUTES if (r.method, r.path) == ("POST", "/v1/memories/search"))
+    assert row.body.parse({"namespace_prefix": [], "limit": 10.0}).limit == 10
+
+
+def test_the_served_document_is_the_route_table_s(local_app):
+    """Built once (it is the same for every request), and the same as the table's."""
+    from tests.unit.test_router import call
+
+    status, served, headers = call(local_app, "GET", "/openapi.json")
+    assert status == 200 and headers["content-type"] == "application/json"
+    assert served == json.loads(json.dumps(DOC))

@@ -253,6 +253,10 @@ class AgentMemoryMethods:
     def index_trigger(self) -> Any:
         return self._run(("POST", "/admin/v1/memories/index/trigger", (), None))
 
+    def index_retry(self, ids: Sequence[str]) -> Any:
+        """Send quarantined memories (`index_status()["quarantined_items"]`) to the indexer again."""
+        return self._run(("POST", "/admin/v1/memories/index/retry", (), {"ids": list(ids)}))
+
     def force_delete(self, memory_id: str) -> Any:
         return self._run(("DELETE", f"/admin/v1/memories/{path_segment(memory_id)}", (), None))
 

@@ -62,7 +62,8 @@ def parse_extraction(response: dict[str, Any]) -> Extraction | None:
     `core.graph.MAX_NAME_CHARS`), their type mapped into the vocabulary (`CONCEPT` otherwise); duplicates (by
     normalised name) once. Relations are kept when both ends are names, their type mapped into the
     vocabulary (`RELATES_TO` otherwise); an end the answer did not list as an entity is added by the
-    graph indexer as a CONCEPT; a relation of an entity to itself is dropped."""
+    graph indexer as a CONCEPT; a relation of an entity to itself is dropped. O(size of the
+    response), which `MAX_TOKENS` bounds."""
     content = response.get("output", {}).get("message", {}).get("content") or []
     text = "".join(block.get("text", "") for block in content if isinstance(block, dict))
     start, end = text.find("{"), text.rfind("}")  # models like to wrap it in ```json fences

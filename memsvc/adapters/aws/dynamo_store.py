@@ -15,6 +15,7 @@ import math
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -47,7 +48,9 @@ _REGISTERED_CACHE_SIZE = 100_000
 MAX_SORT_KEY_BYTES = 1024  # DynamoDB's limit for a sort key, of the table or of an index
 _ser = TypeSerializer()
 # Attribute names go through placeholders: `ttl` and `key` are DynamoDB reserved words.
-_NAMES = {"#idx": "idx", "#chg": "chg", "#ppk": "ppk", "#exp": "exp", "#ttl": TTL_ATTRIBUTE}
+_NAMES = {"#idx": "idx", "#chg": "chg", "#ppk": "ppk", "#exp": "exp", "#ttl": TTL_ATTRIBUTE, "#ixa": "ixa",
+          "#qrs": "qrs", "#qat": "qat"}
+_ATTEMPT_WRITERS = 8  # concurrent UpdateItems marking a stream batch's attempts
 _de = TypeDeserializer()
 
 
@@ -177,9 +180,89 @@ class DynamoItemStore:
     def mark_indexed(self, tenant, namespace, key, *, version, fields):
         return self._update_if_current(
             tenant, namespace, key, version,
-            "SET #idx = :f, #chg = :c REMOVE #ppk",
+            "SET #idx = :f, #chg = :c REMOVE #ppk, #ixa",
             {":f": {"S": json.dumps(list(fields))}, ":c": {"S": "index"}},
+            extra_condition=" AND attribute_not_exists(#qrs)",
         )
+
+    # -- indexing attempts and quarantine ----------------------------------------------------------
+    # Marks on the item row (same version, so the stream's MODIFY is no change; `chg` says which
+    # mark it was, and the mappings' filters drop `attempt` before it costs an invocation). The
+    # quarantine and the retry are changes: `change_from_stream_record` reads them as
+    # `index_failed` (the timeline's) and `index_retry` (the indexer's).
+
+    def begin_attempts(self, items, attempt):
+        self._each(items, lambda i: self._update_if_current(
+            i.tenant, i.namespace, i.key, i.version, "SET #ixa = :a, #chg = :c",
+            {":a": {"S": attempt}, ":c": {"S": "attempt"}}))
+
+    def end_attempts(self, items):
+        self._each(items, lambda i: self._update_if_current(
+            i.tenant, i.namespace, i.key, i.version, "SET #chg = :c REMOVE #ixa", {":c": {"S": "attempt"}},
+            extra_condition=" AND attribute_exists(#ixa)"))
+
+    def _each(self, items: list[StoredItem], write: Callable[[StoredItem], bool]) -> None:
+        """One conditional write per item (a version that moved on is left alone), several at once:
+        a stream batch's hundred marks would otherwise take a hundred round trips in a row."""
+        if len(items) <= 1:
+            for item in items:
+                write(item)
+            return
+        with ThreadPoolExecutor(max_workers=min(_ATTEMPT_WRITERS, len(items)),
+                                thread_name_prefix="memsvc-attempts") as pool:
+            list(pool.map(write, items))
+
+    def quarantine(self, item, reason, at):
+        return self._update_if_current(
+            item.tenant, item.namespace, item.key, item.version,
+            "SET #qrs = :r, #qat = :t, #ppk = :q, #chg = :c REMOVE #ixa",
+            {":r": {"S": reason}, ":t": {"N": str(to_epoch_us(at))}, ":q": {"S": _quarantine_partition(item.tenant)},
+             ":c": {"S": "quarantine"}, ":id": {"S": item.id}},
+            extra_condition=" AND #id = :id AND attribute_not_exists(#qrs)",
+        )
+
+    def release(self, item):
+        # Back to the pending index's shards if it still needs vectors (the quarantine put it in
+        # the tenant's quarantine partition of that index instead).
+        pending = item.indexed_fields is None and item.index_fields is not False
+        values: dict[str, Any] = {":c": {"S": "retry"}, ":id": {"S": item.id}}
+        if pending:
+            values[":p"] = {"S": _pending_partition(item.tenant, encode_namespace(item.namespace), item.key)}
+        return self._update_if_current(
+            item.tenant, item.namespace, item.key, item.version,
+            ("SET #chg = :c, #ppk = :p REMOVE #qrs, #qat, #ixa" if pending
+             else "SET #chg = :c REMOVE #qrs, #qat, #ixa, #ppk"),
+            values, extra_condition=" AND #id = :id AND attribute_exists(#qrs)",
+        )
+
+    def quarantined(self, tenant, now, limit):
+        """From the tenant's quarantine partition of the `pending` index (eventually consistent, as
+        every index is: a quarantine shows within about a second): the count, and the first `limit`
+        in the index's key order, read back consistently and sorted by when they were set aside."""
+        query: dict[str, Any] = {
+            "IndexName": GSI_PENDING, "KeyConditionExpression": "ppk = :p",
+            "FilterExpression": "attribute_not_exists(#exp) OR #exp > :now",
+            "ExpressionAttributeNames": {"#exp": "exp"},
+            "ExpressionAttributeValues": {":p": {"S": _quarantine_partition(tenant)},
+                                          ":now": {"N": str(to_epoch_us(now))}},
+        }
+        count = sum(page.get("Count", 0) for page in self._pages({**query, "Select": "COUNT"}))
+        keys: list[dict[str, Any]] = []
+        for page in self._pages(query):
+            keys.extend({"pk": row["pk"], "sk": row["sk"]} for row in page.get("Items", [])[:limit - len(keys)])
+            if len(keys) >= limit:
+                break
+        items = [i for i in self._batch_get(tenant, keys).values() if i.index_error is not None and i.is_live(now)]
+        return count, sorted(items, key=lambda i: (i.quarantined_at, i.namespace, i.key))
+
+    def _pages(self, query: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """A `Query`'s answers, a page at a time (a filtered page may hold no rows and still go on)."""
+        while True:
+            page = self._call("Query", **query)
+            yield page
+            if "LastEvaluatedKey" not in page:
+                return
+            query = {**query, "ExclusiveStartKey": page["LastEvaluatedKey"]}
 
     def record_accesses(self, tenant, accesses, at):
         """One conditional UpdateItem per key: the count is added only while the row still holds
@@ -216,7 +299,7 @@ class DynamoItemStore:
                 UpdateExpression=update,
                 ConditionExpression="#version = :v AND attribute_not_exists(#del)" + extra_condition,
                 ExpressionAttributeNames={n: _NAMES[n] for n in _NAMES if n in update + extra_condition}
-                | {"#version": "version", "#del": "del"},
+                | {"#version": "version", "#del": "del"} | ({"#id": "id"} if "#id" in extra_condition else {}),
                 ExpressionAttributeValues={":v": {"N": str(version)}, **values},
             )
             return True
@@ -364,7 +447,8 @@ class DynamoItemStore:
             if len(keys) >= limit:
                 break
         items = self._batch_get(tenant, keys[:limit])
-        return [i for i in items.values() if i.is_live(now) and i.indexed_fields is None and i.index_fields is not False]
+        return [i for i in items.values()
+                if i.is_live(now) and i.indexed_fields is None and i.index_fields is not False and i.index_error is None]
 
     # -- key material and per-tenant configuration ----------------------------------------------
 
@@ -441,15 +525,27 @@ class DynamoItemStore:
                 row["exp"] = {"N": str(exp)}
                 row[TTL_ATTRIBUTE] = {"N": str(math.ceil(exp / 1_000_000))}
             if item.index_fields is not False and item.indexed_fields is None:
-                shard = int(hashlib.sha256(f"{ns}{SEP}{item.key}".encode()).hexdigest(), 16) % PENDING_SHARDS
-                row["ppk"] = {"S": f"T#{item.tenant}#P#{shard}"}
+                row["ppk"] = {"S": _pending_partition(item.tenant, ns, item.key)}
         return row
+
+
+def _pending_partition(tenant: str, ns: str, key: str) -> str:
+    """The `pending` index's partition of an unindexed version: one of the tenant's shards."""
+    shard = int(hashlib.sha256(f"{ns}{SEP}{key}".encode()).hexdigest(), 16) % PENDING_SHARDS
+    return f"T#{tenant}#P#{shard}"
+
+
+def _quarantine_partition(tenant: str) -> str:
+    """The `pending` index's partition of the tenant's quarantined versions (few: one partition)."""
+    return f"T#{tenant}#Q"
 
 
 def change_from_stream_record(record: dict[str, Any]) -> Change | None:
     """A DynamoDB stream record (as Lambda or GetRecords delivers it) as a `Change`, or None
-    for records that are no change to a memory: other record types, index marks and TTL
-    refreshes (same version), and TTL purges of tombstones (retention, not expiry)."""
+    for records that are no change to a memory: other record types, index and attempt marks,
+    access counts and TTL refreshes (same version), and TTL purges of tombstones (retention, not
+    expiry). Two marks on a version are changes: its quarantine (`index_failed`) and an admin's
+    retry of it (`index_retry`)."""
     data = record.get("dynamodb") or {}
     new_image, old_image = data.get("NewImage"), data.get("OldImage")
     if (new_image or old_image or {}).get("rt", {}).get("S") != "item":
@@ -459,7 +555,12 @@ def change_from_stream_record(record: dict[str, Any]) -> Change | None:
     old = _item(old_image) if old_image else None
     event = record.get("eventName")
     if event in ("INSERT", "MODIFY") and new is not None:
-        if old is not None and old.version == new.version:
+        if old is not None and old.version == new.version:  # a mark on the version: only two are changes
+            mark = new_image.get("chg", {}).get("S")
+            if mark == "quarantine" and new.quarantined_at is not None:
+                return Change(seq=seq, kind="index_failed", new=new, old=old, occurred_at=new.quarantined_at)
+            if mark == "retry" and old.index_error is not None and new.index_error is None:
+                return Change(seq=seq, kind="index_retry", new=new, old=old, occurred_at=new.updated_at)
             return None
         kind = new.deleted or new_image.get("knd", {}).get("S") or ("update" if old and old.deleted is None else "add")
         return Change(seq=seq, kind=kind, new=new, old=old, occurred_at=new.updated_at)
@@ -516,6 +617,9 @@ def _item(row: dict[str, Any]) -> StoredItem:
         access_count=int(r.get("acc", 0)),
         last_accessed_at=from_epoch_us(int(r["lat"])) if "lat" in r else None,
         action=r.get("rma"),
+        index_attempt=r.get("ixa"),
+        index_error=r.get("qrs"),
+        quarantined_at=from_epoch_us(int(r["qat"])) if "qat" in r else None,
     )
 
 

@@ -290,6 +290,8 @@ def _items(e: TimelineEvent, stamp: int, ttl: int) -> list[dict[str, Any]]:
         plain["exp"] = {"N": str(to_epoch_us(e.expires_at))}
     if e.action is not None:
         plain["rma"] = {"S": e.action}
+    if e.reason is not None:
+        plain["rsn"] = {"S": e.reason}
     sealed = {name: {"B": ct} for name, ct in (("vct", e.value_ct), ("act", e.attributes_ct)) if ct is not None}
     full = {"pk": {"S": _root_pk(e.tenant, root)}, "sk": sk, **plain, **sealed}
     tenant_wide = {"pk": {"S": _all_pk(e.tenant)}, "sk": sk, **plain}
@@ -314,6 +316,7 @@ def _event(tenant: str, row: dict[str, Any], sealed: dict[str, Any]) -> Timeline
         attributes_ct=_bytes(sealed["act"]["B"]) if "act" in sealed else None,
         occurred_at=from_epoch_us(int(row["sk"]["S"][:20])),
         action=row["rma"]["S"] if "rma" in row else None,  # type: ignore[arg-type]
+        reason=row["rsn"]["S"] if "rsn" in row else None,
     )
 
 

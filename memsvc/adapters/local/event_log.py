@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS events (
     value_ct BLOB,
     attributes_ct BLOB,
     action TEXT,
+    reason TEXT,
     PRIMARY KEY (tenant, stamp, id)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_id ON events (tenant, id);
@@ -47,7 +48,7 @@ CREATE TABLE IF NOT EXISTS clocks (tenant TEXT PRIMARY KEY, last INTEGER NOT NUL
 
 _COLUMNS = (
     "tenant, stamp, id, kind, root, ns, key, memory_id, version, changed_at, expires_at, "
-    "policy_attributes, value_ct, attributes_ct, action"
+    "policy_attributes, value_ct, attributes_ct, action, reason"
 )
 
 
@@ -59,6 +60,8 @@ class SqliteEventLog:
         columns = {row[1] for row in self._db.conn().execute("PRAGMA table_info(events)")}
         if "action" not in columns:  # a data dir from before remember
             self._db.conn().execute("ALTER TABLE events ADD COLUMN action TEXT")
+        if "reason" not in columns:  # from before index_failed events
+            self._db.conn().execute("ALTER TABLE events ADD COLUMN reason TEXT")
 
     def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
         out: list[TimelineEvent] = []
@@ -77,7 +80,7 @@ class SqliteEventLog:
                 stamp = next_stamp(to_epoch_us(event.changed_at), clocks[event.tenant])
                 clocks[event.tenant] = stamp
                 recorded = dataclasses.replace(event, occurred_at=from_epoch_us(stamp))
-                conn.execute(f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 15)})", _row(recorded))
+                conn.execute(f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 16)})", _row(recorded))
                 out.append(recorded)
             for tenant, last in clocks.items():
                 conn.execute(
@@ -166,6 +169,7 @@ def _row(e: TimelineEvent) -> tuple[Any, ...]:
         e.value_ct,
         e.attributes_ct,
         e.action,
+        e.reason,
     )
 
 
@@ -185,4 +189,5 @@ def _event(row: Sequence[Any]) -> TimelineEvent:
         value_ct=bytes(row[12]) if row[12] is not None else None,
         attributes_ct=bytes(row[13]) if row[13] is not None else None,
         action=row[14],
+        reason=row[15],
     )

@@ -14,17 +14,25 @@ What it finds, sentence by sentence (README "Knowledge graph" lists its limits):
 - any two names in one sentence with no pattern between them: RELATES_TO.
 
 E-mail addresses and URLs are blanked out first: they are never entities.
+
+Extraction is linear in the text's length (at most `MAX_EXTRACTED_CHARS`, but the bound holds
+without it): a relation's argument starts only at the start of a word, so no pattern scans a
+long word again from each of its characters, and the names of one sentence relate only as far
+as they can be kept (the first `MAX_ENTITIES_PER_MEMORY`), not pairwise.
 """
 
 from __future__ import annotations
 
 import re
+from itertools import islice
 
 from memsvc.core.graph import MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, Extraction
 
 __all__ = ["PatternExtractor"]
 
-_EMAIL_OR_URL = re.compile(r"\S+@\S+|\b[a-z][a-z0-9+.-]*://\S+", re.IGNORECASE)
+# An address is a whole run of non-spaces (so it is looked for from a run's start only); a URL's
+# scheme is at most 32 characters (so a long dotted run is not read to its end from each dot).
+_EMAIL_OR_URL = re.compile(r"(?<!\S)\S+@\S+|\b[a-z][a-z0-9+.-]{0,31}://\S+", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?;:])\s+|\n+")
 _CODE = r"[A-Z][A-Z0-9]{1,9}-\d{1,6}\b"
 # Python's `re` has no \p{Lu}: every upper-case letter of the Basic Multilingual Plane ("Å", "Ø").
@@ -38,7 +46,10 @@ _STOP = ("in", "on", "at", "for", "with", "by", "from", "to", "of", "and", "or",
          "had", "have", "be", "been", "that", "which", "who", "because", "since", "so", "then", "last", "this")
 _NOUN_WORD = rf"(?!(?:{'|'.join(_STOP)})\b)[a-z][\w-]*"
 _NOUN = rf"[Tt]he[ \t]+{_NOUN_WORD}(?:[ \t]+{_NOUN_WORD}){{0,2}}"
-_ARG = rf"(?:{_NAME}|{_NOUN})"
+# Where an argument may start: at a word's start, or after one opening mark ("'Apollo'"). Never
+# inside a word, or a long word would be read to its end again from each of its characters.
+_WORD_START = r"(?:(?<![\w'&-])|(?<=(?<![\w'&-])['&-]))"
+_ARG = rf"{_WORD_START}(?:{_NAME}|{_NOUN})"
 
 # (pattern between the two arguments, relation type, whether the sentence's order is (target,
 # source): "B was caused by A" is B -CAUSED_BY-> A like "A caused B" read backwards).
@@ -72,12 +83,18 @@ _PERSON_SUBJECT_OF = {"WORKS_ON", "REPORTS_TO", "MEMBER_OF"}
 
 class PatternExtractor:
     def extract(self, text: str) -> Extraction:
+        """The text's entities and relations. O(len(text))."""
         entities: dict[str, str] = {}  # name -> type, in order of appearance
         relations: dict[tuple[str, str], str] = {}  # (source, target) -> type
         for sentence in _SENTENCES.split(_EMAIL_OR_URL.sub(" ", text)):
             found = self._sentence(sentence, entities, relations)
-            for i, a in enumerate(found):  # co-mention: names of one sentence relate
-                for b in found[i + 1:]:
+            # Co-mention: names of one sentence relate. Only relations between the first entities
+            # are kept, and whether a name is one of them is settled at its first mention, so the
+            # pairs of the others (quadratic in a sentence's names) are never made.
+            first = set(islice(entities, MAX_ENTITIES_PER_MEMORY))
+            related = [n for n in found if n in first]
+            for i, a in enumerate(related):
+                for b in related[i + 1:]:
                     if (a, b) not in relations and (b, a) not in relations:
                         relations[(a, b)] = "RELATES_TO"
         names = list(entities)[:MAX_ENTITIES_PER_MEMORY]
@@ -90,13 +107,12 @@ class PatternExtractor:
 
     def _sentence(self, sentence: str, entities: dict[str, str], relations: dict[tuple[str, str], str]) -> list[str]:
         """Adds the sentence's names and typed relations; returns its names in order."""
-        found: list[str] = []
+        found: dict[str, None] = {}  # an ordered set
 
         def add(name: str, kind: str) -> None:
             if name not in entities or (entities[name] == "CONCEPT" and kind != "CONCEPT"):
                 entities[name] = kind
-            if name not in found:
-                found.append(name)
+            found[name] = None
 
         for pattern, kind, backwards in _RELATIONS:
             for m in pattern.finditer(sentence):
@@ -118,7 +134,7 @@ class PatternExtractor:
             if not name or (at_start and " " not in name and not re.fullmatch(_CODE, name) and not name.isupper()):
                 continue
             add(name, _type_of(name, "CONCEPT"))
-        return found
+        return list(found)
 
 
 def _clean(name: str) -> str:

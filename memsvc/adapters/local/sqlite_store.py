@@ -7,6 +7,7 @@ recorded exactly when its item is and writers never lose an update.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -41,6 +42,9 @@ CREATE TABLE IF NOT EXISTS items (
     indexed_fields TEXT,
     access_count INTEGER NOT NULL DEFAULT 0,
     last_accessed_at INTEGER,
+    index_attempt TEXT,
+    index_error TEXT,
+    quarantined_at INTEGER,
     PRIMARY KEY (tenant, ns, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_id ON items (tenant, id);
@@ -81,12 +85,17 @@ CREATE TABLE IF NOT EXISTS config (
 
 _COLUMNS = (
     "tenant, ns, key, id, version, value_ct, attributes_ct, policy_attributes, index_fields, "
-    "created_at, updated_at, expires_at, deleted, ttl_seconds, indexed_fields, access_count, last_accessed_at"
+    "created_at, updated_at, expires_at, deleted, ttl_seconds, indexed_fields, access_count, last_accessed_at, "
+    "index_attempt, index_error, quarantined_at"
 )
 _QUALIFIED_COLUMNS = ", ".join(f"items.{c.strip()}" for c in _COLUMNS.split(","))
 _PAIRS_PER_STATEMENT = 400  # two bound values each, well under SQLite's limit of 32,766
 # Columns added after the first release: a data directory made before them gets them at open.
-_ADDED_COLUMNS = {"access_count": "INTEGER NOT NULL DEFAULT 0", "last_accessed_at": "INTEGER"}
+_ADDED_COLUMNS = {"access_count": "INTEGER NOT NULL DEFAULT 0", "last_accessed_at": "INTEGER",
+                  "index_attempt": "TEXT", "index_error": "TEXT", "quarantined_at": "INTEGER"}
+# Made after the columns it names exist (a data directory from before them gets them at open).
+_QUARANTINE_INDEX = ("CREATE INDEX IF NOT EXISTS items_quarantined ON items (tenant, quarantined_at, ns, key) "
+                     "WHERE index_error IS NOT NULL")
 
 
 class SqliteItemStore:
@@ -101,6 +110,7 @@ class SqliteItemStore:
             for column, declaration in _ADDED_COLUMNS.items():
                 if column not in present:
                     conn.execute(f"ALTER TABLE items ADD COLUMN {column} {declaration}")
+            conn.execute(_QUARANTINE_INDEX)
         for name in consumers:
             self._conn().execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
         with self._tx() as conn:
@@ -191,18 +201,9 @@ class SqliteItemStore:
                 "the memory changed while this write was in flight",
                 details={"expected_version": expected, "current_version": current},
             )
-        conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 17)})", _row(item))
+        conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 20)})", _row(item))
         _count_usage(conn, before, item)
-        conn.execute(
-            "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
-            (
-                item.tenant,
-                kind,
-                to_epoch_us(item.updated_at),
-                json.dumps(item.to_record()),
-                json.dumps(before.to_record()) if before else None,
-            ),
-        )
+        _record_change(conn, kind, item.updated_at, item, before)
 
     def items_after(self, tenant: str, namespace: tuple[str, ...], after_key: str, limit: int) -> list[StoredItem]:
         """Live items of one namespace with keys above `after_key`, in key order (a session's messages)."""
@@ -216,26 +217,87 @@ class SqliteItemStore:
     def mark_indexed(self, tenant, namespace, key, *, version, fields):
         with self._tx() as conn:
             cur = conn.execute(
-                "UPDATE items SET indexed_fields = ? WHERE tenant = ? AND ns = ? AND key = ? AND version = ? "
-                "AND deleted IS NULL",
+                "UPDATE items SET indexed_fields = ?, index_attempt = NULL WHERE tenant = ? AND ns = ? AND key = ? "
+                "AND version = ? AND deleted IS NULL AND index_error IS NULL",
                 (json.dumps(list(fields)), tenant, encode_namespace(namespace), key, version),
             )
             return cur.rowcount == 1
 
     def pending_index(self, tenant, now):
         return self._conn().execute(
-            "SELECT count(*) FROM items WHERE tenant = ? AND deleted IS NULL AND indexed_fields IS NULL "
-            "AND index_fields != 'false' AND (expires_at IS NULL OR expires_at > ?)",
+            f"SELECT count(*) FROM items WHERE tenant = ? AND {_PENDING} AND (expires_at IS NULL OR expires_at > ?)",
             (tenant, to_epoch_us(now)),
         ).fetchone()[0]
 
     def unindexed(self, tenant, now, limit):
         rows = self._conn().execute(
-            f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND deleted IS NULL AND indexed_fields IS NULL "
-            "AND index_fields != 'false' AND (expires_at IS NULL OR expires_at > ?) ORDER BY updated_at LIMIT ?",
+            f"SELECT {_COLUMNS} FROM items WHERE tenant = ? AND {_PENDING} AND (expires_at IS NULL OR expires_at > ?) "
+            "ORDER BY updated_at LIMIT ?",
             (tenant, to_epoch_us(now), limit),
         ).fetchall()
         return [_item(r) for r in rows]
+
+    # -- indexing attempts and quarantine ----------------------------------------------------------
+
+    def begin_attempts(self, items, attempt):
+        self._set_attempts(items, attempt)
+
+    def end_attempts(self, items):
+        self._set_attempts(items, None)
+
+    def _set_attempts(self, items: Sequence[StoredItem], attempt: str | None) -> None:
+        if not items:
+            return
+        with self._tx() as conn:  # one transaction for a batch: one fsync, whatever its size
+            conn.executemany(
+                "UPDATE items SET index_attempt = ? WHERE tenant = ? AND ns = ? AND key = ? AND id = ? "
+                "AND deleted IS NULL",
+                [(attempt, i.tenant, encode_namespace(i.namespace), i.key, i.id) for i in items],
+            )
+
+    def quarantine(self, item, reason, at):
+        with self._tx() as conn:
+            before = self._current_in(conn, item, quarantined=False)
+            if before is None:
+                return False
+            after = dataclasses.replace(before, index_attempt=None, index_error=reason, quarantined_at=at)
+            conn.execute(
+                "UPDATE items SET index_attempt = NULL, index_error = ?, quarantined_at = ? "
+                "WHERE tenant = ? AND ns = ? AND key = ?",
+                (reason, to_epoch_us(at), item.tenant, encode_namespace(item.namespace), item.key),
+            )
+            _record_change(conn, "index_failed", at, after, before)
+            return True
+
+    def release(self, item):
+        with self._tx() as conn:
+            before = self._current_in(conn, item, quarantined=True)
+            if before is None:
+                return False
+            after = dataclasses.replace(before, index_attempt=None, index_error=None, quarantined_at=None)
+            conn.execute(
+                "UPDATE items SET index_attempt = NULL, index_error = NULL, quarantined_at = NULL "
+                "WHERE tenant = ? AND ns = ? AND key = ?",
+                (item.tenant, encode_namespace(item.namespace), item.key),
+            )
+            _record_change(conn, "index_retry", before.updated_at, after, before)
+            return True
+
+    def _current_in(self, conn: sqlite3.Connection, item: StoredItem, *, quarantined: bool) -> StoredItem | None:
+        """The key's row, inside the caller's transaction, if it is still `item`'s version, live and
+        quarantined or not as asked."""
+        row = self.get_in(conn, item.tenant, item.namespace, item.key)
+        if row is None or row.id != item.id or row.deleted is not None or (row.index_error is not None) != quarantined:
+            return None
+        return row
+
+    def quarantined(self, tenant, now, limit):
+        live = "tenant = ? AND deleted IS NULL AND index_error IS NOT NULL AND (expires_at IS NULL OR expires_at > ?)"
+        conn, params = self._conn(), (tenant, to_epoch_us(now))
+        count = conn.execute(f"SELECT count(*) FROM items WHERE {live}", params).fetchone()[0]
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM items WHERE {live} ORDER BY quarantined_at, ns, key LIMIT ?",
+                            (*params, limit)).fetchall()
+        return count, [_item(r) for r in rows]
 
     def record_accesses(self, tenant, accesses, at):
         """Add each count to the key's row if the row still holds that memory (live); one
@@ -433,6 +495,17 @@ class SqliteItemStore:
 
 
 _SEALED_BYTES = "coalesce(length(value_ct), 0) + coalesce(length(attributes_ct), 0)"
+# A live version to be indexed and not yet (nor set aside): what `items_unindexed` holds, less quarantine.
+_PENDING = "deleted IS NULL AND indexed_fields IS NULL AND index_fields != 'false' AND index_error IS NULL"
+
+
+def _record_change(conn: sqlite3.Connection, kind: ChangeKind, at: datetime, new: StoredItem,
+                   old: StoredItem | None) -> None:
+    """Append to the change feed, in the caller's transaction."""
+    conn.execute(
+        "INSERT INTO changes (tenant, kind, occurred_at, new, old) VALUES (?, ?, ?, ?, ?)",
+        (new.tenant, kind, to_epoch_us(at), json.dumps(new.to_record()), json.dumps(old.to_record()) if old else None),
+    )
 
 
 def _count_usage(conn: sqlite3.Connection, before: StoredItem | None, after: StoredItem) -> None:
@@ -507,6 +580,9 @@ def _row(item: StoredItem) -> tuple[Any, ...]:
         json.dumps(list(item.indexed_fields)) if item.indexed_fields is not None else None,
         item.access_count,
         to_epoch_us(item.last_accessed_at) if item.last_accessed_at else None,
+        None,  # a write starts its version afresh: no attempt, no quarantine
+        None,
+        None,
     )
 
 
@@ -529,4 +605,7 @@ def _item(row: Sequence[Any]) -> StoredItem:
         indexed_fields=tuple(json.loads(row[14])) if row[14] is not None else None,
         access_count=row[15],
         last_accessed_at=from_epoch_us(row[16]) if row[16] is not None else None,
+        index_attempt=row[17],
+        index_error=row[18],
+        quarantined_at=from_epoch_us(row[19]) if row[19] is not None else None,
     )

@@ -1,6 +1,11 @@
 """Background threads of the local server: one per change-feed consumer (the indexer, the
 timeline), each draining the feed on its own, one that sweeps TTLs and writes recall's access
-counts, and one that decides the queued `remember` calls (`wait: false`)."""
+counts, and one that decides the queued `remember` calls (`wait: false`).
+
+A consumer's offset is stored only after its batch is done, so a process killed mid-batch
+(out of memory, SIGKILL) reads the same batch at its next start; the indexer then finds the
+attempt marks the dead process left on the rows, and runs or quarantines those items alone
+(README, "Poison items") instead of dying on the same item again."""
 
 from __future__ import annotations
 

@@ -1,0 +1,213 @@
+"""The budget on one memory's indexing (issue 22): its bounds, and the indexer quarantining what
+goes over them while the rest is indexed. Time is a fake timer the fakes advance: no test here
+waits or measures."""
+
+from __future__ import annotations
+
+import pytest
+
+from memsvc.core.errors import EmbeddingFailed
+from memsvc.core.field_tokens import value_fields
+from memsvc.core.graph import Extraction
+from memsvc.core.index_budget import NESTING, VALUE_BYTES, ItemBudget, OverBudget, Stopwatch
+from memsvc.service.graph_indexer import GraphIndexer
+from memsvc.service.indexer import Indexer
+from memsvc.service.memories import MAX_NESTING, PutMemory
+from memsvc.service.tenant_config import MAX_VALUE_BYTES
+from tests.conftest import alice
+from tests.fakes.embedder import HashEmbedder
+
+NS = ("user", "alice", "notes")
+
+
+class FakeTimer:
+    """Seconds that pass only when a fake says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class SlowEmbedder(HashEmbedder):
+    """Takes `slow[word]` seconds (on the fake timer) for a call holding a text with that word."""
+
+    def __init__(self, timer: FakeTimer) -> None:
+        super().__init__()
+        self.timer = timer
+        self.slow: dict[str, float] = {}
+
+    def embed(self, texts):
+        self.timer.now += sum(s for word, s in self.slow.items() if any(word in t for t in texts))
+        return super().embed(texts)
+
+
+class MarkerExtractor:
+    """The graph step's extractor: raises for a text holding `raises`, takes `slow` seconds for one
+    holding `slow_word`, and otherwise names the text's first word as an entity."""
+
+    def __init__(self, timer: FakeTimer) -> None:
+        self.timer = timer
+        self.raises = "\x00"
+        self.slow_word, self.slow = "\x00", 0.0
+
+    def extract(self, text: str) -> Extraction:
+        if self.raises in text:
+            raise RecursionError("the extractor recursed too deep (injected)")
+        if self.slow_word in text:
+            self.timer.now += self.slow
+        return Extraction(entities=((text.split()[0], "CONCEPT"),))
+
+
+@pytest.fixture
+def timer():
+    return FakeTimer()
+
+
+@pytest.fixture
+def embedder(timer):
+    return SlowEmbedder(timer)
+
+
+def indexer(app, embedder, timer, clock, budget=ItemBudget(), graph=None) -> Indexer:
+    return Indexer(app.store, app.vectors, embedder, app.sealer, app.keywords, app.settings, graph=graph,
+                   budget=budget, clock=clock, timer=timer)
+
+
+def put(app, key, value):
+    return app.services.memories.put(alice(), PutMemory(namespace=NS, key=key, value=value))
+
+
+def changes(app):
+    return app.store.read("indexer", 10_000)
+
+
+def quarantined(app, clock) -> dict[str, str]:
+    return {i.key: i.index_error for i in app.store.quarantined("acme", clock.now(), 100)[1]}
+
+
+# -- the bounds ----------------------------------------------------------------------------------
+
+
+def test_the_budget_is_the_apis_own_limits():
+    assert (VALUE_BYTES, NESTING) == (MAX_VALUE_BYTES, MAX_NESTING)
+
+
+def test_each_bound_holds_at_its_limit_and_refuses_past_it_without_quoting_the_memory():
+    budget = ItemBudget(max_text_chars=10, max_field_chars=8, max_terms=3)
+    budget.check_texts([("path", "secret"), ("b", "word")])  # 10 characters of text (paths do not count)
+    budget.check_fields([("a", "s123"), ("bc", "z")])  # 8 characters of paths and keys
+    budget.check_terms(3)
+    for check, over, message in (
+            (budget.check_texts, [("a", "secret word")], "its texts take 11 characters, over the budget of 10"),
+            (budget.check_fields, [("a", "secret12")], "its field tokens take 9 characters, over the budget of 8"),
+            (budget.check_terms, 4, "its keyword document has 4 terms, over the budget of 3")):
+        with pytest.raises(OverBudget) as refused:
+            check(over)
+        assert str(refused.value) == message  # the bound and the count, never the memory
+
+
+def test_a_stopwatch_allows_its_budget_and_names_the_stage_past_it(timer):
+    watch = Stopwatch(timer, 30)
+    timer.now += 30
+    watch.check("embedding")  # at the budget: still within it
+    timer.now += 0.5
+    with pytest.raises(OverBudget, match=r"^embedding took it to 30.5 s, over the budget of 30 s$"):
+        watch.check("embedding")
+
+
+# -- the indexer within it --------------------------------------------------------------------
+
+
+def test_an_item_over_the_time_budget_alone_is_quarantined_and_its_batch_goes_on(local_app, embedder, timer, clock):
+    for key in ("k0", "slow", "k2"):
+        put(local_app, key, {"text": f"{key} text"})
+    embedder.slow = {"slow": 31}
+    idx = indexer(local_app, embedder, timer, clock)
+
+    assert idx.apply(changes(local_app)) == set()
+
+    # the batch's one embedding call went over: each item was run alone, and only one went over
+    assert [sorted(call) for call in embedder.calls] == [
+        ["k0 text", "k2 text", "slow text"], ["k0 text"], ["slow text"], ["k2 text"]]
+    assert quarantined(local_app, clock) == {
+        "slow": "over its indexing budget: embedding took it to 31.0 s, over the budget of 30 s"}
+    assert local_app.vectors.memory_ids("acme") == {local_app.store.get("acme", NS, k).id for k in ("k0", "k2")}
+    assert local_app.store.pending_index("acme", clock.now()) == 0
+    assert idx.stats("acme")["quarantined_items"] == 1
+
+
+@pytest.mark.parametrize("budget, value, reason", [
+    (ItemBudget(max_text_chars=20), {"text": "twenty-one characters"},
+     "over its indexing budget: its texts take 21 characters, over the budget of 20"),
+    (ItemBudget(max_terms=3), {"text": "four terms right here"},
+     "over its indexing budget: its keyword document has 4 terms, over the budget of 3"),
+], ids=["texts", "terms"])
+def test_an_item_over_a_size_bound_is_quarantined_and_the_others_are_indexed(
+        local_app, embedder, timer, clock, budget, value, reason):
+    put(local_app, "big", value)
+    put(local_app, "ok", {"text": "ok"})
+    idx = indexer(local_app, embedder, timer, clock, budget)
+
+    assert idx.apply(changes(local_app)) == set()
+
+    assert quarantined(local_app, clock) == {"big": reason}
+    assert local_app.vectors.memory_ids("acme") == {local_app.store.get("acme", NS, "ok").id}
+    assert all("twenty-one" not in " ".join(call) for call in embedder.calls[1:])  # never embedded alone
+
+
+def test_an_item_whose_field_tokens_are_over_the_bound_is_indexed_without_them(local_app, embedder, timer, clock):
+    value = {"text": "short", "meta": {"a": [1, 2, 3, 4, 5]}}
+    chars = sum(len(path) + len(key) for path, key in value_fields(value))
+    put(local_app, "big", value)
+    idx = indexer(local_app, embedder, timer, clock, ItemBudget(max_field_chars=chars - 1))
+
+    assert idx.apply(changes(local_app)) == set()
+
+    big = local_app.store.get("acme", NS, "big")
+    assert quarantined(local_app, clock) == {} and big.indexed_fields is not None
+    assert local_app.keywords.field_holders("acme", NS, ["anything"]).indexed(NS, big.id) is False  # filters decrypt it
+
+
+def test_no_work_starts_without_a_whole_budget_left_and_nothing_is_blamed(local_app, embedder, timer, clock):
+    put(local_app, "k", {"text": "some text"})
+    idx = indexer(local_app, embedder, timer, clock)
+    batch = changes(local_app)
+
+    assert idx.apply(batch, seconds_left=34) == {batch[0].seq}  # 30 s of budget + 5 s of margin do not fit
+
+    assert embedder.calls == [] and quarantined(local_app, clock) == {}
+    assert local_app.store.get("acme", NS, "k").index_attempt is None  # no attempt was begun
+    assert idx.apply(batch, seconds_left=36) == set()
+
+
+def test_the_graph_step_is_within_the_budget_and_a_poison_there_is_quarantined(local_app, embedder, timer, clock):
+    extractor = MarkerExtractor(timer)
+    extractor.raises = "recurse"
+    extractor.slow_word, extractor.slow = "sluggish", 31
+    graph = GraphIndexer(graph=local_app.graph, extractor=extractor, sealer=local_app.sealer, items=local_app.store)
+    for key, text in (("a", "alpha beta"), ("r", "recurse forever"), ("s", "sluggish extraction"), ("b", "bravo")):
+        put(local_app, key, {"text": text})
+    idx = indexer(local_app, embedder, timer, clock, graph=graph)
+
+    assert idx.apply(changes(local_app)) == set()
+
+    assert quarantined(local_app, clock) == {
+        "r": "indexing it raised RecursionError",
+        "s": "over its indexing budget: entity extraction took it to 31.0 s, over the budget of 30 s"}
+    derived = {m.key for m in local_app.graph.derived_memories("acme")}
+    assert {"a", "b"} <= derived and "r" not in derived
+    assert local_app.vectors.memory_ids("acme") == {local_app.store.get("acme", NS, k).id for k in ("a", "b")}
+
+
+def test_sync_index_of_an_item_over_its_budget_keeps_the_write_and_says_why(local_app, embedder, timer, clock):
+    put(local_app, "big", {"text": "twenty-one characters"})
+    idx = indexer(local_app, embedder, timer, clock, ItemBudget(max_text_chars=20))
+
+    with pytest.raises(EmbeddingFailed) as refused:
+        idx.index_items([local_app.store.get("acme", NS, "big")])
+
+    assert refused.value.details == {"reason": "its texts take 21 characters, over the budget of 20"}
+    assert embedder.calls == [] and local_app.store.get("acme", NS, "big").indexed_fields is None
+    assert quarantined(local_app, clock) == {}  # the feed's indexer sets it aside, not a request
