@@ -24,6 +24,7 @@ __all__ = [
     "PolicyViolation",
     "RateLimited",
     "EmbeddingFailed",
+    "OverIndexBudget",
     "ProviderError",
     "InternalError",
 ]
@@ -119,6 +120,13 @@ class RateLimited(MemsvcError):
 
 class EmbeddingFailed(MemsvcError):
     code, status, retryable = "EMBEDDING_FAILED", 503, True
+
+
+class OverIndexBudget(EmbeddingFailed):
+    """A memory whose indexing goes over its budget (`core.index_budget`): sending it again would
+    too, so the caller is told not to."""
+
+    retryable = False
 
 
 class ProviderError(MemsvcError):

@@ -38,7 +38,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
+from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, OverIndexBudget, RateLimited
 from memsvc.core.field_tokens import value_fields
 from memsvc.core.index_budget import ItemBudget, OverBudget, Stopwatch
 from memsvc.core.keywords import term_counts
@@ -228,7 +228,7 @@ class Indexer:
             if chunk.faults:
                 raise next(iter(chunk.faults.values()))
         except OverBudget as exc:
-            raise EmbeddingFailed("indexing this memory went over its budget; the write is kept, and the "
+            raise OverIndexBudget("indexing this memory went over its budget; the write is kept, and the "
                                   "indexer will set it aside", details={"reason": str(exc)}) from None
         return len(chunk.items)
 

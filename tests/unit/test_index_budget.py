@@ -209,5 +209,6 @@ def test_sync_index_of_an_item_over_its_budget_keeps_the_write_and_says_why(loca
         idx.index_items([local_app.store.get("acme", NS, "big")])
 
     assert refused.value.details == {"reason": "its texts take 21 characters, over the budget of 20"}
+    assert refused.value.code == "EMBEDDING_FAILED" and refused.value.retryable is False  # sending it again won't help
     assert embedder.calls == [] and local_app.store.get("acme", NS, "big").indexed_fields is None
     assert quarantined(local_app, clock) == {}  # the feed's indexer sets it aside, not a request
