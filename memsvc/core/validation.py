@@ -22,7 +22,7 @@ from memsvc.core.models import utc
 from memsvc.core.namespaces import MAX_NAMESPACE_BYTES
 from memsvc.core.timestamps import parse_rfc3339
 
-__all__ = ["Command", "Integer", "NonBlank", "non_blank", "WHITESPACE", "Segment", "Namespace", "NamespacePrefix",
+__all__ = ["Command", "Cursor", "Integer", "NonBlank", "non_blank", "WHITESPACE", "Segment", "Namespace", "NamespacePrefix",
            "NoIndexing", "Timestamp", "invalid_argument",
            "error_message", "MAX_DEPTH"]
 
@@ -186,6 +186,8 @@ def _rfc3339(value: Any) -> Any:
 Integer = Annotated[StrictInt, BeforeValidator(_integral)]  # never a bool or a string, but 5.0
 NonBlank = non_blank()
 Segment = Annotated[StrictStr, StringConstraints(min_length=1)]
+# A page's cursor as the service writes them (`service.sealing.CursorCodec`: base64url, no padding).
+Cursor = Annotated[StrictStr, StringConstraints(min_length=1, pattern=r"^[A-Za-z0-9_-]+$")]
 _DEPTH = (f"max_depth is the tenant's setting (default 10, at most {MAX_DEPTH}); the segments take at most "
           f"{MAX_NAMESPACE_BYTES} bytes in their stored form (each percent-encoded, joined by one byte)")
 Namespace = Annotated[list[Segment], Field(min_length=1, max_length=MAX_DEPTH,

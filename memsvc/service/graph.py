@@ -291,6 +291,8 @@ class Graph:
             return PathAnswer(False, 0, [], [], result.truncated or cut)
         ids = result.path.entity_ids
         entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix, ids))
+        if not all(i in entities for i in ids):  # from and to name one entity, which is not in scope
+            return PathAnswer(False, 0, [], [], cut)
         steps = [PathStep(entities[s.from_id], entities[s.to_id], s.edges) for s in result.path.steps]
         return PathAnswer(True, len(steps), [entities[i] for i in ids], steps, False)
 

@@ -13,7 +13,7 @@ from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, InvalidArgument, NotFound, Taken
 from memsvc.core.models import Caller, to_epoch_us, to_rfc3339
 from memsvc.core.pages import json_size, take_page
-from memsvc.core.validation import Command, Integer
+from memsvc.core.validation import Command, Cursor, Integer
 from memsvc.core.workflow import PlanRecord, StaleRecord, check_id
 from memsvc.ports import Clock, BusEvents, WorkflowStore
 from memsvc.service.sealing import CursorCodec, Sealer
@@ -48,7 +48,7 @@ class ListPlans(Command):
 
     status: Literal["active", "running", "completed", "failed", "cancelled"] | None = None
     limit: Integer = Field(20, ge=1, le=100)
-    cursor: StrictStr | None = Field(None, description="next_cursor of the previous page; only a cursor this "
+    cursor: Cursor | None = Field(None, description="next_cursor of the previous page; only a cursor this "
                                                        "listing gave this caller (400 otherwise)")
 
 

@@ -22,7 +22,7 @@ from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFou
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.core.pages import json_size, take_page
 from memsvc.core.sessions import MESSAGE_KEY_DIGITS, SessionRecord, message_key, messages_namespace, session_closed, session_namespace
-from memsvc.core.validation import Command, Integer, Timestamp
+from memsvc.core.validation import Command, Cursor, Integer, Timestamp
 from memsvc.ports import Clock, ItemStore, SessionStore
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories, check_nesting
@@ -70,7 +70,7 @@ class ListSessions(Command):
     """`GET /v1/memory/sessions`."""
 
     limit: Integer = Field(20, ge=1, le=100)
-    cursor: StrictStr | None = Field(None, description="the previous page's next_cursor" + _CURSOR_RULE)
+    cursor: Cursor | None = Field(None, description="the previous page's next_cursor" + _CURSOR_RULE)
     agent_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
 
 

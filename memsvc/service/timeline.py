@@ -22,7 +22,7 @@ from memsvc.core.errors import InvalidArgument
 from memsvc.core.filters import get_path
 from memsvc.core.models import Caller, Change, TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.timeline import KINDS
-from memsvc.core.validation import Command, Integer, NamespacePrefix, Timestamp
+from memsvc.core.validation import Command, Cursor, Integer, NamespacePrefix, Timestamp
 from memsvc.ports import EventLog, EventPublisher
 from memsvc.service.access import Access
 from memsvc.service.sealing import CursorCodec, Sealer
@@ -71,7 +71,7 @@ class EventsQuery(Command):
     kinds: list[EventKind] = Field([], description="Event kinds to include; repeat per kind; default all")
     after: Timestamp | None = Field(None, description="Only events that occurred after this RFC 3339 time")
     before: Timestamp | None = Field(None, description="Only events that occurred before this RFC 3339 time")
-    after_cursor: StrictStr | None = Field(None, description=(
+    after_cursor: Cursor | None = Field(None, description=(
         "The previous page's after_cursor (or a resume_cursor); only a cursor this service gave this tenant (400 "
         "otherwise)"))
     limit: Integer = Field(50, ge=1, le=MAX_EVENTS_PAGE, description="Page size")

@@ -20,7 +20,7 @@ from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, InvalidArgument, NotFound
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.core.pages import json_size, take_page
-from memsvc.core.validation import Command, Integer
+from memsvc.core.validation import Command, Cursor, Integer
 from memsvc.core.workflow import StaleRecord, WorkingRecord, check_id
 from memsvc.ports import Clock, WorkflowStore
 from memsvc.service.memories import MAX_TTL_SECONDS
@@ -41,7 +41,7 @@ class ListWorking(Command):
     """`GET /v1/memory/working/{plan_id}`: by key, a page at a time."""
 
     limit: Integer = Field(1000, ge=1, le=1000, description="at most this many; a page also stops at 1.5 MiB")
-    cursor: StrictStr | None = Field(None, description="next_cursor of the previous page; only a cursor this "
+    cursor: Cursor | None = Field(None, description="next_cursor of the previous page; only a cursor this "
                                                        "listing gave this caller (400 otherwise)")
 
 

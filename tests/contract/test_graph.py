@@ -111,6 +111,11 @@ class TestTraversal:
         assert not too_far.found and too_far.truncated
         unknown = path(backend, entity("nobody at all"), entity("Alice"))
         assert not unknown.found and unknown.steps == []
+        to_itself = path(backend, entity("nobody at all"), entity("Nobody At All"))  # was a 500
+        assert (to_itself.found, to_itself.entities, to_itself.steps) == (False, [], [])
+        alice_to_herself = path(backend, entity("Alice"), entity("alice"))
+        assert alice_to_herself.found and alice_to_herself.hops == 0
+        assert [e.name for e in alice_to_herself.entities] == ["Alice"]
 
     def test_related_memories_are_ordered_by_hop_distance(self, backend):
         write_story(backend)
