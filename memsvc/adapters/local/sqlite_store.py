@@ -256,31 +256,28 @@ class SqliteItemStore:
             )
 
     def quarantine(self, item, reason, at):
+        return self._set_quarantine(item, reason, at, was_quarantined=False)
+
+    def release(self, item):
+        return self._set_quarantine(item, None, None, was_quarantined=True)
+
+    def _set_quarantine(self, item: StoredItem, reason: str | None, at: datetime | None, *,
+                        was_quarantined: bool) -> bool:
+        """Quarantine the version (`reason`, `at`) or release it (None, None), with its change
+        (`index_failed`, `index_retry`) in the same transaction; False if the key moved on."""
         with self._tx() as conn:
-            before = self._current_in(conn, item, quarantined=False)
+            before = self._current_in(conn, item, quarantined=was_quarantined)
             if before is None:
                 return False
             after = dataclasses.replace(before, index_attempt=None, index_error=reason, quarantined_at=at)
             conn.execute(
                 "UPDATE items SET index_attempt = NULL, index_error = ?, quarantined_at = ? "
                 "WHERE tenant = ? AND ns = ? AND key = ?",
-                (reason, to_epoch_us(at), item.tenant, encode_namespace(item.namespace), item.key),
+                (reason, None if at is None else to_epoch_us(at), item.tenant, encode_namespace(item.namespace),
+                 item.key),
             )
-            _record_change(conn, "index_failed", at, after, before)
-            return True
-
-    def release(self, item):
-        with self._tx() as conn:
-            before = self._current_in(conn, item, quarantined=True)
-            if before is None:
-                return False
-            after = dataclasses.replace(before, index_attempt=None, index_error=None, quarantined_at=None)
-            conn.execute(
-                "UPDATE items SET index_attempt = NULL, index_error = NULL, quarantined_at = NULL "
-                "WHERE tenant = ? AND ns = ? AND key = ?",
-                (item.tenant, encode_namespace(item.namespace), item.key),
-            )
-            _record_change(conn, "index_retry", before.updated_at, after, before)
+            _record_change(conn, "index_retry" if was_quarantined else "index_failed", at or before.updated_at,
+                           after, before)
             return True
 
     def _current_in(self, conn: sqlite3.Connection, item: StoredItem, *, quarantined: bool) -> StoredItem | None:
