@@ -48,6 +48,14 @@ def nested_lists(depth: int) -> Any:
     return value
 
 
+def nested_zeros(length: int, depth: int) -> Any:
+    """A list of `length` zeros inside `depth` lists."""
+    value: Any = [0] * length
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 def _cases() -> list[tuple[str, str, str, Callable[[], dict[str, Any]]]]:
     """(name, method, path, body) of each worst input, under the attacker's own namespace."""
     ns = ["user", "mallory", "notes"]
@@ -79,6 +87,10 @@ def _cases() -> list[tuple[str, str, str, Callable[[], dict[str, Any]]]]:
          put("digits", {"text": "1" * 250_000}, sync_index=True)),
         ("value: 250 KB of dots and @", "PUT", "/v1/memories",
          put("emailish", {"text": "a.@" * 80_000}, sync_index=True)),
+        ("value: 64 paths into one 120,000-long list", "PUT", "/v1/memories",
+         put("paths", {"a": nested_zeros(120_000, 28)},
+             index_fields=(["a" + "[*]" * k for k in range(29)] + ["a" + "[0]" * k + "[*]" * (28 - k)
+                                                                  for k in range(1, 29)] + ["a[-1]"] * 7))),
         ("value: extreme floats", "PUT", "/v1/memories",
          put("floats", {"max": 1.7976931348623157e308, "min": 5e-324, "neg": -1.7976931348623157e308})),
         ("value: a 4,300-digit integer", "PUT", "/v1/memories", put("bigint", {"n": int("9" * 4300)})),

@@ -17,8 +17,9 @@ so after the mapping's retries its position goes to the on-failure destination i
 dropped.
 
 Metrics (namespace `POWERTOOLS_METRICS_NAMESPACE`, default `memsvc`; dimension `service`), per
-batch: `Records`, `UnreadableRecords`, `Events` (one per change, replays included), `AddEvents`,
-`UpdateEvents`, `DeleteEvents`, `ExpiredEvents`, `EventsFailed` (events whose change is
+batch: `Records`, `UnreadableRecords`, `Events` (one per change, replays included, but an admin's
+retry of a quarantined memory, which is no event), `AddEvents`, `UpdateEvents`, `DeleteEvents`,
+`ExpiredEvents`, `IndexFailedEvents`, `EventsFailed` (events whose change is
 reported for retry), `EventsPublished` and `EventsRejected` (entries EventBridge accepted, and
 refused in a response, retried ones included), `PutEventsCalls`, `PutEventsErrors` (whole
 requests refused); `ColdStart`. Logs carry counts, kinds, stream sequence numbers and error
@@ -41,7 +42,7 @@ logger = make_logger("memsvc-timeline")
 metrics = make_metrics("memsvc-timeline")
 
 _KIND_METRICS = (("add", "AddEvents"), ("update", "UpdateEvents"), ("delete", "DeleteEvents"),
-                 ("expired", "ExpiredEvents"))
+                 ("expired", "ExpiredEvents"), ("index_failed", "IndexFailedEvents"))
 
 
 class PublishMeter:
@@ -94,7 +95,8 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     events_failed = sum(1 for c in changes if str(c.seq) in failed_seqs)
     metrics.add_metric(name="Records", unit=MetricUnit.Count, value=len(records))
     metrics.add_metric(name="UnreadableRecords", unit=MetricUnit.Count, value=len(unreadable))
-    metrics.add_metric(name="Events", unit=MetricUnit.Count, value=len(changes))
+    metrics.add_metric(name="Events", unit=MetricUnit.Count,
+                       value=sum(1 for c in changes if c.kind != "index_retry"))  # a retry is no event
     for kind, name in _KIND_METRICS:
         metrics.add_metric(name=name, unit=MetricUnit.Count, value=kinds.get(kind, 0))
     metrics.add_metric(name="EventsFailed", unit=MetricUnit.Count, value=events_failed)

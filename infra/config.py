@@ -72,6 +72,7 @@ class AlarmThresholds:
     lambda_throttles_per_5min: int
     stream_iterator_age_seconds: int
     dlq_visible_messages: int = 1  # any parked batch needs a human
+    quarantined_per_5min: int = 1  # no valid memory is poison: any quarantine is a fault to look at
 
 
 @dataclass(frozen=True)

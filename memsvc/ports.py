@@ -17,7 +17,7 @@ from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.workflow import PlanRecord, TaskRecord, WorkingRecord
-from memsvc.core.models import (Change, ChangeKind, FieldDoc, IndexAttempt, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
+from memsvc.core.models import (Change, ChangeKind, FieldDoc, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
@@ -96,8 +96,9 @@ class IndexBacklog(Protocol):
     def unindexed(self, tenant: str, now: datetime, limit: int) -> list[StoredItem]:
         """Some of the versions `pending_index` counts."""
 
-    def begin_attempts(self, items: Sequence[StoredItem], attempt: IndexAttempt) -> None:
-        """Persist, before any work on them, that these versions are being indexed (`index_attempt`),
+    def begin_attempts(self, items: Sequence[StoredItem], attempt: str) -> None:
+        """Persist, before any work on them, that these versions are being indexed (`index_attempt`
+        = `attempt`, an `attempt_mark`),
         each while it is still its key's version; a process that dies midway leaves the mark for the
         next one to find. No new version, no change record."""
 

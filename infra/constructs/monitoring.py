@@ -124,6 +124,15 @@ class Operations(Construct):
                 thresholds.dlq_visible_messages,
                 f"{fn_name} parked a batch after its retries: "
                 + _PARKED_BATCH_REMEDY.get(fn_name, "fix the cause, then replay the parked range of the stream."))
+        if "indexer" in stream_consumers:
+            self._alarm(
+                "indexer-quarantined",
+                cw.Metric(namespace=METRICS_NAMESPACE, metric_name="Quarantined", statistic="Sum",
+                          dimensions_map={"service": powertools_service("indexer")}, period=_FIVE_MINUTES),
+                thresholds.quarantined_per_5min,
+                f"the indexer quarantined >= {thresholds.quarantined_per_5min} memories in 5 min (poison items, "
+                "README \"Poison items\"): GET /admin/v1/memories/index/status lists a tenant's with their "
+                "reasons; fix the cause, then POST /admin/v1/memories/index/retry.")
 
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name)
         self.dashboard.add_widgets(cw.TextWidget(
@@ -159,7 +168,8 @@ class Operations(Construct):
                 for n, q in dead_letter_queues.items()]),
             cw.GraphWidget(title="Indexing (service metrics)", width=8, left=[
                 _service_metric("indexer", name) for name in
-                ("Changes", "ChangesFailed", "EmbeddedTexts", "VectorsWritten", "EmbeddingThrottles")]),
+                ("Changes", "ChangesFailed", "Quarantined", "EmbeddedTexts", "VectorsWritten",
+                 "EmbeddingThrottles")]),
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(title="Timeline (service metrics)", width=12, left=[
@@ -167,7 +177,7 @@ class Operations(Construct):
                 ("Events", "EventsFailed", "EventsPublished", "EventsRejected", "PutEventsErrors")]),
             cw.GraphWidget(title="Timeline events by kind (service metrics)", width=12, left=[
                 _service_metric("timeline", name) for name in
-                ("AddEvents", "UpdateEvents", "DeleteEvents", "ExpiredEvents")]),
+                ("AddEvents", "UpdateEvents", "DeleteEvents", "ExpiredEvents", "IndexFailedEvents")]),
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(title="API answers (service metrics)", width=12, left=[

@@ -269,7 +269,7 @@ class PoliciesOut(Answer):
 
 
 class QuarantinedOut(Answer):
-    """A memory version the indexer set aside: readable by key and filter, not found by meaning."""
+    """A memory version the indexer set aside: readable by key and filter, not (fully) searchable."""
 
     id: str
     namespace: list[str]

@@ -4,12 +4,11 @@ these bounds between its stages (`memsvc.service.indexer`), and a version over o
 
 Memory. A version's value is at most `VALUE_BYTES` (the API refuses bigger writes), and every
 stage's output is bounded linearly by it: its texts (at most `MAX_INDEXED_FIELDS` of them) hold at
-most `max_text_chars` characters, its field tokens at most `max_field_chars` characters of paths and
-equality keys, its keyword document at most `max_terms` terms. Each bound is checked as soon as
-its stage has produced its output, before the next stage multiplies it (sealing, embedding,
-writing), so a stage that goes wrong on some input is stopped at the first check after it. Field
-tokens are an optimisation: a version over their bound gets none (filters decrypt it), where
-over any other bound it is quarantined.
+most `max_text_chars` characters, its keyword document at most `max_terms` terms, its field tokens
+at most `MAX_FIELD_TOKENS` (`core.field_tokens`). Each bound is checked as soon as its stage has
+produced its output, before the next stage multiplies it (sealing, embedding, writing), so a
+stage that goes wrong on some input is stopped at the first check after it, and the version is
+quarantined.
 
 Time. `seconds` for one version's work, checked after each stage with an injected timer (never
 preemptively: Python cannot stop a thread in the middle of a stage). A stage that never ends, or
@@ -21,17 +20,24 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["VALUE_BYTES", "NESTING", "ItemBudget", "OverBudget", "Stopwatch"]
+__all__ = ["VALUE_BYTES", "NESTING", "NFKC_GROWTH", "ItemBudget", "OverBudget", "Stopwatch"]
 
 # The API's limits on a value (a unit test keeps these equal to the service's): its size with its
 # attributes, as JSON (`service.tenant_config.MAX_VALUE_BYTES`), and its nesting.
 VALUE_BYTES = 256 * 1024
 NESTING = 32  # levels of objects and arrays in a value (`service.memories.MAX_NESTING`)
+NFKC_GROWTH = 18  # the most characters NFKC and case folding make of one (U+FDFA)
 
 
 class OverBudget(Exception):
     """A version's indexing went over one of its bounds. The message says which, in the service's
-    words, and never quotes the memory."""
+    words, and never quotes the memory. `waiting_on_a_model`: its time went over in a stage that
+    waits on a model (embedding, entity extraction), which says more about the model than about
+    a version whose input to it is bounded (the indexer retries it rather than blame it)."""
+
+    def __init__(self, message: str, *, waiting_on_a_model: bool = False) -> None:
+        super().__init__(message)
+        self.waiting_on_a_model = waiting_on_a_model
 
 
 @dataclass(frozen=True)
@@ -40,26 +46,20 @@ class ItemBudget:
 
     `seconds`: an item's whole work is ~1-2 s at most on either backend (64 texts on MiniLM, or 64
     Titan calls 8 at a time, plus one entity extraction); 30 s is 15 times that, so only a
-    pathological item or a stalled dependency goes over, and a stream batch with its suspects run
-    alone still fits in the indexer Lambda's 300 s. The texts and terms bounds hold for every
-    valid value (its texts are distinct leaves of it, and a term takes at least a character of
-    text); the field tokens' bound for every value but a pathological one: a node's equality key
-    holds its subtree, and a node is inside at most `NESTING` others, but a path repeats its
-    ancestors' names, so a long name over many elements (`{"<200 KB>": [0, ...]}`) goes over."""
+    pathological item or a stalled model goes over (a model's time is the model's: retried, not
+    blamed). The sizes hold for every valid value, so only a fault trips them: its texts are
+    distinct leaves of it; a term takes at least a character of its analysed text, which NFKC
+    and case folding make at most `NFKC_GROWTH` times longer (U+FDFA is 18 characters). Its
+    field tokens need no bound here: `core.field_tokens.value_fields` keeps at most
+    `MAX_FIELD_TOKENS` of them, on paths of at most `MAX_FIELD_PATH_CHARS`."""
 
     seconds: float = 30.0
     max_text_chars: int = VALUE_BYTES
-    max_field_chars: int = 2 * NESTING * VALUE_BYTES
-    max_terms: int = VALUE_BYTES
+    max_terms: int = NFKC_GROWTH * VALUE_BYTES
 
     def check_texts(self, texts: Iterable[tuple[str, str]]) -> None:
         """The (path, text) pairs to embed: their texts, together."""
         _at_most(sum(len(text) for _, text in texts), self.max_text_chars, "its texts take {n} characters")
-
-    def check_fields(self, fields: Iterable[tuple[str, str]]) -> None:
-        """The (path, equality key) pairs its field tokens are made of, together."""
-        _at_most(sum(len(path) + len(key) for path, key in fields), self.max_field_chars,
-                 "its field tokens take {n} characters")
 
     def check_terms(self, terms: int) -> None:
         """Its keyword document's terms, repeats included."""
@@ -80,8 +80,9 @@ class Stopwatch:
         self._seconds = seconds
         self._started = timer()
 
-    def check(self, stage: str) -> None:
+    def check(self, stage: str, *, waits_on_a_model: bool = False) -> None:
         """Raise `OverBudget` when the work so far, `stage` included, took longer than the budget."""
         elapsed = self._timer() - self._started
         if elapsed > self._seconds:
-            raise OverBudget(f"{stage} took it to {elapsed:.1f} s, over the budget of {self._seconds:g} s")
+            raise OverBudget(f"{stage} took it to {elapsed:.1f} s, over the budget of {self._seconds:g} s",
+                             waiting_on_a_model=waits_on_a_model)

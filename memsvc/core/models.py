@@ -20,6 +20,8 @@ __all__ = [
     "expiry_event_id",
     "index_failure_event_id",
     "IndexAttempt",
+    "attempt_mark",
+    "read_attempt_mark",
     "Memory",
     "VectorHit",
     "VectorWrite",
@@ -43,7 +45,19 @@ __all__ = [
 ChangeKind = Literal["add", "update", "delete", "expired", "index_failed", "index_retry"]
 # An indexing attempt of a version that started and has not ended (`memsvc.service.indexer`):
 # `batch` in the normal flow, `alone` when the version is run by itself after a batch of it died.
+# Stored as `<attempt>:<run>` (`attempt_mark`), the run being the indexing process's own id: a
+# mark of another run is a death, a mark of this very run only a mark it could not clear.
 IndexAttempt = Literal["batch", "alone"]
+
+
+def attempt_mark(attempt: IndexAttempt, run: str) -> str:
+    return f"{attempt}:{run}"
+
+
+def read_attempt_mark(mark: str) -> tuple[str, str]:
+    """`(attempt, run)` of a stored mark."""
+    attempt, _, run = mark.partition(":")
+    return attempt, run
 # What a remember call did with a version it wrote (API-AGENT.md: `memory.created`,
 # `memory.updated`, `memory.superseded`); None for every other write.
 RememberAction = Literal["created", "updated", "superseded"]
@@ -129,7 +143,7 @@ class StoredItem:
     last_accessed_at: datetime | None = None
     # The indexer's own marks on this version (plaintext; never carried over by a write, so a new
     # version starts afresh): an attempt in flight, and why and when the version was quarantined.
-    index_attempt: IndexAttempt | None = None
+    index_attempt: str | None = None  # `attempt_mark`
     index_error: str | None = None
     quarantined_at: datetime | None = None
 

@@ -208,9 +208,10 @@ class CompiledPolicies:
             raise InvalidArgument("attribute extraction policy must return an object of scalars or lists of scalars")
         for name, value in result.items():
             if not _is_attribute_value(value):
+                shown = str(name)[:64]  # a policy may name attributes after the value: never echo all of it
                 raise InvalidArgument(
-                    f"attribute extraction policy returned attribute {name!r} that is not a scalar or a list of "
-                    "scalars", details={"attribute": name})
+                    f"attribute extraction policy returned attribute {shown!r} that is not a scalar or a list of "
+                    "scalars", details={"attribute": shown})
         return result
 
     def inject_search(

@@ -58,7 +58,7 @@ class IndexRetry(Command):
 
 @dataclass(frozen=True)
 class Quarantined:
-    """A version the indexer set aside: readable by key and filter, not found by meaning."""
+    """A version the indexer set aside: readable by key and filter, not (fully) searchable."""
 
     id: str
     namespace: tuple[str, ...]

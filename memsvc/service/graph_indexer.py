@@ -63,16 +63,15 @@ class GraphIndexer:
         applied = self._each(self._applied, latest)
         return {change.seq for change, ok in zip(latest, applied) if not ok}
 
-    def apply_each(self, items: Mapping[int, tuple[StoredItem, Stopwatch]]) -> dict[int, Exception]:
-        """Bring each write's graph rows to its version (`apply_one`), its extraction checked on its
-        stopwatch; returns the exception of each that failed, by ref, for the caller to judge
-        (throttling included)."""
+    def apply_each(self, items: Mapping[int, StoredItem], watch: Callable[[], Stopwatch]) -> dict[int, Exception]:
+        """Bring each write's graph rows to its version (`apply_one`), its extraction checked on a
+        stopwatch `watch` gives as its work starts; returns the exception of each that failed, by
+        ref, for the caller to judge (throttling included)."""
         refs = list(items)
 
         def one(ref: int) -> Exception | None:
-            item, watch = items[ref]
             try:
-                self.apply_one(item, watch)
+                self.apply_one(items[ref], watch())
                 return None
             except Exception as exc:
                 return exc
@@ -114,7 +113,7 @@ class GraphIndexer:
             return
         nodes, edges = self.derive(item)
         if watch is not None:
-            watch.check("entity extraction")
+            watch.check("entity extraction", waits_on_a_model=True)
         if self._graph.replace_memory(marker, nodes, edges):
             fresh = self._items.get(item.tenant, item.namespace, item.key)
             if fresh is None or fresh.id != item.id:  # moved on while we extracted, maybe already applied
@@ -130,7 +129,7 @@ class GraphIndexer:
         """The nodes and edges the item's indexed texts name (none for an item not indexed)."""
         if item.index_fields is False or item.value_ct is None:
             return [], []
-        texts = [text for _, text in extract_texts(self._sealer.open_value(item), item.index_fields)[:MAX_INDEXED_FIELDS]]
+        texts = [text for _, text in extract_texts(self._sealer.open_value(item), item.index_fields, limit=MAX_INDEXED_FIELDS)]
         text = "\n".join(texts)[:MAX_EXTRACTED_CHARS]
         return self.graph_rows(item, self._extractor.extract(text)) if text.strip() else ([], [])
 

@@ -17,13 +17,16 @@ A version is only ever blamed for what it did alone:
 - a unit of work (the batch's graph step and texts per item, its chunks' embedding and writes)
   that fails, or goes over the budget, while it holds several items sends them to run one by one;
   a unit holding one item is that item's doing, and it is quarantined;
-- failures that are nobody's item (throttling, a dependency down: retryable errors, and an
-  embedding model that fails for a known-good text too) are retried later, never blamed;
+- failures that are nobody's item are retried later, never blamed: throttling, a dependency
+  down (retryable errors, an embedding model that fails for a known-good text too, a model
+  slower than the budget), and whatever is not the content's doing (a store locked, closed or
+  full: see `_blame`);
 - a process that dies mid-batch (out of memory, killed, a Lambda timeout) cannot say so: each
-  version's attempt is marked on its row before any work (`IndexBacklog.begin_attempts`), and the
-  next delivery finds the mark. A version whose batch died is run alone; one that was alone when
-  the process died a second time is quarantined. Two deaths, not one, because a process can also
-  die for reasons of its own (a deploy, a reboot) while it indexes a healthy item.
+  version's attempt is marked on its row before any work (`IndexBacklog.begin_attempts`), with
+  the run's id, and the next delivery finds the mark. A version whose batch died in another run
+  is run alone; one that was alone when another run died is quarantined. Two deaths, not one,
+  because a process can also die for reasons of its own (a deploy, a reboot) while it indexes a
+  healthy item; and a mark of this very run is no death, only a mark it failed to clear.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, Ov
 from memsvc.core.field_tokens import value_fields
 from memsvc.core.index_budget import ItemBudget, OverBudget, Stopwatch
 from memsvc.core.keywords import term_counts
-from memsvc.core.models import (Change, FieldDoc, IndexAttempt, KeywordDoc, StoredItem, VectorRef, VectorWrite)
+from memsvc.core.models import (Change, FieldDoc, IndexAttempt, KeywordDoc, StoredItem, VectorRef, VectorWrite,
+                                 attempt_mark, read_attempt_mark)
 from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
 from memsvc.ports import Clock, Embedder, IndexBacklog, KeywordIndex, SystemClock, VectorIndex
 from memsvc.service.graph_indexer import GraphIndexer
@@ -54,6 +58,9 @@ __all__ = ["Indexer", "Settled", "DIED_ALONE"]
 log = logging.getLogger(__name__)
 
 DIED_ALONE = "the process died twice while indexing it, the second time with it alone"
+# What code raises on data it cannot take, as opposed to a failing store, file or network.
+_CONTENT_ERRORS = (ValueError, TypeError, KeyError, IndexError, LookupError, ArithmeticError, RecursionError,
+                   MemoryError, UnicodeError)
 # A text every embedding model takes, made new each time so that no embedding cache answers it.
 _PROBE_TEXT = "a known-good text to embed ({})"
 _MARGIN = 5.0  # seconds kept, after the last unit of work may end, to answer the stream's batch
@@ -158,6 +165,7 @@ class Indexer:
         self._sealer = sealer
         self._budget = budget
         self._clock = clock or SystemClock()
+        self.run_id = uuid.uuid4().hex[:16]  # this process's own, in the attempt marks it writes
         self._timer = timer
         self._stats_lock = threading.Lock()
         self._stats: dict[str, Counter] = {}
@@ -217,17 +225,21 @@ class Indexer:
     def index_items(self, items: Sequence[StoredItem]) -> int:
         """Embed the items' fields in one embedder call, write their vectors, mark them indexed
         (`sync_index`: on the request's thread, never behind a backlog; no graph step, no marks).
-        Returns how many items got vectors written. An item over its budget or failing raises
-        `EmbeddingFailed`: the write is kept, and the feed's indexer will quarantine it."""
+        Returns how many items got vectors written. An item over a size bound raises
+        `OverIndexBudget` (the feed's indexer will quarantine it), a slow or failing model
+        `EmbeddingFailed`, a store its own error; the write is kept in every case, for the feed."""
         todo = [i for i in items if i.deleted is None and i.indexed_fields is None and i.index_error is None]
         try:
             prepared = [self._prepared(item, self._watch()) for item in todo]
-            chunk = self._embedded(list(range(len(todo))), todo, prepared, self._watch())
+            chunk = self._embedded(list(range(len(todo))), todo, prepared, self._watch)
             self._write(chunk)
             self._mark(chunk)
             if chunk.faults:
                 raise next(iter(chunk.faults.values()))
         except OverBudget as exc:
+            if exc.waiting_on_a_model:
+                raise EmbeddingFailed("the embedding model was too slow; the write is kept and will be indexed later",
+                                      details={"reason": str(exc)}) from None
             raise OverIndexBudget("indexing this memory went over its budget; the write is kept, and the "
                                   "indexer will set it aside", details={"reason": str(exc)}) from None
         return len(chunk.items)
@@ -239,8 +251,7 @@ class Indexer:
         blame. For the `feed`'s consumer, attempts are marked on the rows first, the marks a dead
         process left are acted on (see the module docstring), and the graph step runs too."""
         settled, probe = Settled(), _Probe(self._embedder)
-        died_alone = {r: i for r, i in items.items() if feed and i.index_attempt == "alone"}
-        died_in_batch = {r: i for r, i in items.items() if feed and i.index_attempt == "batch"}
+        died_alone, died_in_batch = self._deaths(items) if feed else ({}, {})
         for ref, item in died_alone.items():
             self._set_aside(ref, item, DIED_ALONE, settled)
         together = {r: i for r, i in items.items() if r not in died_alone and r not in died_in_batch}
@@ -267,6 +278,22 @@ class Indexer:
             self._end_attempts(later)
         return settled
 
+    def _deaths(self, items: dict[int, StoredItem]) -> tuple[dict[int, StoredItem], dict[int, StoredItem]]:
+        """The items whose attempt marks say a process died running them: `(alone, in a batch)`.
+        A mark of this very run is no death, only a mark it failed to clear: its `batch` says
+        nothing, and its `alone` is run alone again (that run ended in a retry)."""
+        alone: dict[int, StoredItem] = {}
+        in_batch: dict[int, StoredItem] = {}
+        for ref, item in items.items():
+            if item.index_attempt is None:
+                continue
+            attempt, run = read_attempt_mark(item.index_attempt)
+            if attempt == "alone" and run != self.run_id:
+                alone[ref] = item
+            elif attempt == "alone" or run != self.run_id:
+                in_batch[ref] = item
+        return alone, in_batch
+
     def _run(self, items: dict[int, StoredItem], attempt: IndexAttempt | None, probe: _Probe,
              deadline: float | None, *, graph: bool) -> _Outcome:
         """One unit of work over the items: mark the attempt; write the vector and keyword indexes
@@ -281,7 +308,7 @@ class Indexer:
         alone = len(items) == 1
         try:
             if attempt is not None:
-                self._store.begin_attempts(list(items.values()), attempt)
+                self._store.begin_attempts(list(items.values()), attempt_mark(attempt, self.run_id))
         except Exception:
             log.exception("marking an indexing attempt failed; the changes will be retried")
             return _Outcome(retry=set(items))
@@ -290,8 +317,8 @@ class Indexer:
         written = self._index_pipelined({r: i for r, i in items.items() if i.indexed_fields is None}, outcome,
                                         watch, alone, probe)
         if graph and self._graph is not None:
-            pending = {r: (i, watch()) for r, i in items.items() if not self._settled(outcome, r)}
-            for ref, exc in self._graph.apply_each(pending).items():
+            pending = {r: i for r, i in items.items() if not self._settled(outcome, r)}
+            for ref, exc in self._graph.apply_each(pending, watch).items():
                 self._fault(outcome, [ref], exc, alone, probe)
         for chunk in written:  # an item to run alone or to quarantine is not marked: its entries go
             try:
@@ -307,7 +334,7 @@ class Indexer:
     def _end_attempts(self, items: list[StoredItem]) -> None:
         try:
             self._store.end_attempts(items)
-        except Exception:  # a mark left behind only makes the next delivery run it alone
+        except Exception:  # a mark this process leaves is no death to it (`_deaths`)
             log.exception("clearing indexing attempts failed")
 
     @staticmethod
@@ -318,6 +345,9 @@ class Indexer:
         """File the refs of a failed unit of work: retried later, run alone now, or blamed."""
         if isinstance(exc, RateLimited):  # throttled: running them one by one would only deepen it
             log.warning("indexing was throttled; the changes will be retried")
+            outcome.retry.update(refs)
+        elif isinstance(exc, OverBudget) and exc.waiting_on_a_model:  # the model is slow for all of them
+            log.warning("a model was slower than the indexing budget; the changes will be retried")
             outcome.retry.update(refs)
         elif not alone:
             log.warning("indexing several items failed (%s); running them one by one", type(exc).__name__)
@@ -331,16 +361,23 @@ class Indexer:
     @staticmethod
     def _blame(exc: Exception, probe: _Probe) -> str | None:
         """Why an item that failed alone is to blame, in our words (never the exception's message,
-        which may quote the memory); None when it is not (a dependency failing: retried later)."""
+        which may quote the memory); None when it is not (a dependency failing: retried later).
+        Only what its content can cause is blamed: going over the budget, a model that fails on it
+        but not on a known-good text, a refusal of it (a non-retryable error of ours), and the
+        errors code raises on data it cannot take (`_CONTENT_ERRORS`). Anything else (a store
+        locked, closed or gone, a network or file error) is the machine's: retried, and parked
+        by the feed after its attempts like any change that keeps failing."""
         if isinstance(exc, OverBudget):
             return f"over its indexing budget: {exc}"
         if isinstance(exc, EmbeddingFailed):
             if not probe.model_works():
                 return None
             return f"the embedding model failed on it ({type(exc.__cause__ or exc).__name__})"
-        if isinstance(exc, MemsvcError) and exc.retryable:  # a dependency down or contended
-            return None
-        return f"indexing it raised {type(exc).__name__}"
+        if isinstance(exc, MemsvcError):
+            return None if exc.retryable else f"indexing it was refused ({exc.code})"
+        if isinstance(exc, _CONTENT_ERRORS):
+            return f"indexing it raised {type(exc).__name__}"
+        return None
 
     def _set_aside(self, ref: int, item: StoredItem, reason: str, settled: Settled) -> None:
         try:
@@ -370,7 +407,7 @@ class Indexer:
         if item.value_ct is None or (item.index_fields is False and not with_tokens):
             return _Prepared([], None)
         value = self._sealer.open_value(item)
-        texts = [] if item.index_fields is False else extract_texts(value, item.index_fields)[:MAX_INDEXED_FIELDS]
+        texts = [] if item.index_fields is False else extract_texts(value, item.index_fields, limit=MAX_INDEXED_FIELDS)
         self._budget.check_texts(texts)
         watch.check("reading its texts")
         field_doc = self._field_doc(item, value) if with_tokens else None
@@ -396,7 +433,7 @@ class Indexer:
         written: list[_Embedded] = []
         for chunk in chunks:
             in_flight.append((chunk, self._embed_later(pool, chunk, [items[r] for r in chunk],
-                                                       [prepared[r] for r in chunk], watch())))
+                                                       [prepared[r] for r in chunk], watch)))
             if len(in_flight) > self._lookahead:
                 written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe))
         while in_flight:
@@ -420,7 +457,7 @@ class Indexer:
         return [sorted(c, key=arrival.__getitem__) for c in chunks if c]
 
     def _embed_later(self, pool: Executor | None, refs: list[int], items: list[StoredItem],
-                     prepared: list[_Prepared], watch: Stopwatch) -> Future:
+                     prepared: list[_Prepared], watch: Callable[[], Stopwatch]) -> Future:
         if pool is not None:
             return pool.submit(self._embedded, refs, items, prepared, watch)
         done: Future = Future()
@@ -431,9 +468,11 @@ class Indexer:
         return done
 
     def _embedded(self, refs: list[int], items: list[StoredItem], prepared: list[_Prepared],
-                  watch: Stopwatch) -> _Embedded:
+                  watch: Callable[[], Stopwatch]) -> _Embedded:
         """The pipeline's middle stage: each item's keyword document (an item over its budget is
-        left out of the chunk), then the chunk's texts embedded in one embedder call."""
+        left out of the chunk), then the chunk's texts embedded in one embedder call. The chunk's
+        stopwatch starts here, not while it waits for the pool."""
+        stopwatch = watch()
         chunk = _Embedded([], [], [], [], [], [], 0.0)
         for ref, item, p in zip(refs, items, prepared):
             try:
@@ -446,7 +485,7 @@ class Indexer:
             chunk.fields.append(p.texts)
             chunk.field_docs.append(p.field_doc)
             chunk.keyword_docs.append(keyword_doc)
-        watch.check("keyword analysis")
+        stopwatch.check("keyword analysis")
         texts = [text for item_fields in chunk.fields for _, text in item_fields]
         started = self._timer()
         try:
@@ -456,7 +495,7 @@ class Indexer:
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed; the write is kept and will be indexed later") from exc
         chunk.seconds = self._timer() - started
-        watch.check("embedding")
+        stopwatch.check("embedding", waits_on_a_model=True)
         return chunk
 
     def _finish(self, refs: list[int], embedding: Future, outcome: _Outcome, alone: bool,
@@ -539,17 +578,10 @@ class Indexer:
 
     def _field_doc(self, item: StoredItem, value: Any) -> FieldDoc | None:
         """The version's blind field tokens, which filters decide on without decrypting it; none
-        for a value with too many fields, or fields too big for the budget (then filters decrypt
-        it: tokens are an optimisation, not worth quarantining a memory over). Only while the
-        tenant's keyword indexing is on (`_prepared`)."""
+        for a value with too many fields (then filters decrypt it). Only while the tenant's
+        keyword indexing is on (`_prepared`)."""
         fields = value_fields(value)
         if fields is None:
-            return None
-        try:
-            self._budget.check_fields(fields)
-        except OverBudget as exc:
-            log.warning("a memory's field tokens are over the budget; filters will decrypt it",
-                        extra={"memory_id": item.id, "reason": str(exc)})
             return None
         return FieldDoc(item.tenant, item.namespace, item.id, frozenset(self._sealer.field_tokens(item.tenant, fields)))
 

@@ -87,10 +87,9 @@ class Memories:
             raise ContentTooLong(f"value and attributes take {size} bytes as JSON; the limit is {MAX_VALUE_BYTES}",
                                  max_bytes=MAX_VALUE_BYTES)
         if index_fields is not False:
-            n_fields = len(extract_texts(cmd.value, index_fields))
-            if n_fields > MAX_INDEXED_FIELDS:
+            if len(extract_texts(cmd.value, index_fields, limit=MAX_INDEXED_FIELDS + 1)) > MAX_INDEXED_FIELDS:
                 raise InvalidArgument(
-                    f"value has {n_fields} text fields to index; at most {MAX_INDEXED_FIELDS} are allowed. "
+                    f"value has more than {MAX_INDEXED_FIELDS} text fields to index. "
                     "Name the fields worth searching in index_fields, or pass index_fields=false",
                     details={"field": "index_fields", "max_fields": MAX_INDEXED_FIELDS},
                 )

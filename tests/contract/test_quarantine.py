@@ -124,6 +124,7 @@ def test_a_memory_that_kills_the_process_twice_is_quarantined_not_retried_foreve
         """Locally a new process: a new app with new workers on the same data dir (the dead
         one's in-memory state is gone). On AWS the event source mapping's retry of the batch."""
         if backend.local is None:
+            backend.aws.cold_start()
             return backend
         from memsvc.bootstrap import build_local
 

@@ -118,12 +118,20 @@ class AwsStack:
     remember_queue_url: str = ""
     remember_dlq_url: str = ""
     ttl_reader: Any = None  # the DynamoDB client `expire` scans through (default: the app's)
+    build_app: Callable[[], AwsApp] | None = None  # what a Lambda's cold start builds (`cold_start`)
     _iterators: dict[str, str | None] = field(default_factory=dict)
     _ttl_deleted: set[tuple[str, str]] = field(default_factory=set)
     # Per consumer: the records its mapping has yet to deliver, and its invocations so far.
     pending: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CONSUMERS})
     calls: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {c: [] for c in CONSUMERS})
     _published: list[dict[str, Any]] = field(default_factory=list)
+
+    def cold_start(self) -> None:
+        """The Lambdas' next invocations start in a new execution environment, as after one that
+        died (a timeout, out of memory): their adapters, the indexer's run included, built anew."""
+        from functions import runtime
+
+        runtime.set_app(self.build_app())
 
     @property
     def invocations(self) -> list[dict[str, Any]]:
@@ -618,7 +626,8 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
                              s3vectors=s3vectors, titan=titan,
                              keywords=app.keywords,
                              queue_url=queue_url, converse=converse, remember_queue_url=remember_queue_url,
-                             remember_dlq_url=remember_dlq_url)
+                             remember_dlq_url=remember_dlq_url,
+                             build_app=lambda: build_aws(settings, clients=aws, embedder=embedder, clock=clock))
             try:
                 yield stack
             finally:

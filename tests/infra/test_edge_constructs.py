@@ -147,7 +147,7 @@ def test_operations_alarm_on_everything_the_issue_names(bare_stack):
     template = Template.from_stack(stack).to_json()
     alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources_of(template, "AWS::CloudWatch::Alarm").values()}
     assert set(alarms) == {"svc-jwt-api-5xx", "svc-jwt-api-latency-p99", "svc-api-errors", "svc-api-throttles",
-                           "svc-indexer-iterator-age", "svc-indexer-dlq"}
+                           "svc-indexer-iterator-age", "svc-indexer-dlq", "svc-indexer-quarantined"}
     (topic_id,) = resources_of(template, "AWS::SNS::Topic")
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [{"Ref": topic_id}] and alarm["OKActions"] == [{"Ref": topic_id}], name
@@ -162,6 +162,10 @@ def test_operations_alarm_on_everything_the_issue_names(bare_stack):
     assert alarms["svc-indexer-iterator-age"]["Threshold"] == thresholds.stream_iterator_age_seconds * 1000
     assert alarms["svc-indexer-dlq"]["MetricName"] == "ApproximateNumberOfMessagesVisible"
     assert alarms["svc-indexer-dlq"]["Threshold"] == 1
+    quarantined = alarms["svc-indexer-quarantined"]
+    assert (quarantined["MetricName"], quarantined["Namespace"], quarantined["Statistic"], quarantined["Threshold"]) \
+        == ("Quarantined", "memsvc", "Sum", 1)
+    assert quarantined["Dimensions"] == [{"Name": "service", "Value": "memsvc-indexer"}]
     topic = only(template, "AWS::SNS::Topic")
     assert "KmsMasterKeyId" in topic
     statements = only(template, "AWS::SNS::TopicPolicy")["PolicyDocument"]["Statement"]

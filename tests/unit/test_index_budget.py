@@ -4,14 +4,20 @@ waits or measures."""
 
 from __future__ import annotations
 
+import json
+import sqlite3
+import unicodedata
+
 import pytest
 
 from memsvc.core.errors import EmbeddingFailed
-from memsvc.core.field_tokens import value_fields
 from memsvc.core.graph import Extraction
-from memsvc.core.index_budget import NESTING, VALUE_BYTES, ItemBudget, OverBudget, Stopwatch
+from memsvc.core.index_budget import NESTING, NFKC_GROWTH, VALUE_BYTES, ItemBudget, OverBudget, Stopwatch
+from memsvc.core.keywords import term_counts
 from memsvc.service.graph_indexer import GraphIndexer
-from memsvc.service.indexer import Indexer
+from memsvc.core.models import attempt_mark
+from memsvc.service import indexer as indexer_module
+from memsvc.service.indexer import DIED_ALONE, Indexer
 from memsvc.service.memories import MAX_NESTING, PutMemory
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 from tests.conftest import alice
@@ -94,14 +100,23 @@ def test_the_budget_is_the_apis_own_limits():
     assert (VALUE_BYTES, NESTING) == (MAX_VALUE_BYTES, MAX_NESTING)
 
 
+def test_a_valid_value_never_goes_over_the_size_bounds():
+    """NFKC makes 18 characters of U+FDFA: the most terms a value at the size limit gives."""
+    text = "\ufdfa." * (MAX_VALUE_BYTES // 8)  # 3 bytes of UTF-8 and a dot each, quoted in JSON
+    assert len(json.dumps({"text": text}, ensure_ascii=False).encode()) <= MAX_VALUE_BYTES
+    budget = ItemBudget()
+    budget.check_texts([("text", text)])
+    budget.check_terms(sum(term_counts([text]).values()))
+    assert max(len(unicodedata.normalize("NFKC", chr(c)).casefold()) for c in range(0x110000)
+               if not 0xD800 <= c < 0xE000) == NFKC_GROWTH
+
+
 def test_each_bound_holds_at_its_limit_and_refuses_past_it_without_quoting_the_memory():
-    budget = ItemBudget(max_text_chars=10, max_field_chars=8, max_terms=3)
+    budget = ItemBudget(max_text_chars=10, max_terms=3)
     budget.check_texts([("path", "secret"), ("b", "word")])  # 10 characters of text (paths do not count)
-    budget.check_fields([("a", "s123"), ("bc", "z")])  # 8 characters of paths and keys
     budget.check_terms(3)
     for check, over, message in (
             (budget.check_texts, [("a", "secret word")], "its texts take 11 characters, over the budget of 10"),
-            (budget.check_fields, [("a", "secret12")], "its field tokens take 9 characters, over the budget of 8"),
             (budget.check_terms, 4, "its keyword document has 4 terms, over the budget of 3")):
         with pytest.raises(OverBudget) as refused:
             check(over)
@@ -120,22 +135,42 @@ def test_a_stopwatch_allows_its_budget_and_names_the_stage_past_it(timer):
 # -- the indexer within it --------------------------------------------------------------------
 
 
-def test_an_item_over_the_time_budget_alone_is_quarantined_and_its_batch_goes_on(local_app, embedder, timer, clock):
+def test_an_item_over_the_time_budget_alone_is_quarantined_and_its_batch_goes_on(
+        local_app, embedder, timer, clock, monkeypatch):
     for key in ("k0", "slow", "k2"):
         put(local_app, key, {"text": f"{key} text"})
-    embedder.slow = {"slow": 31}
+    real = indexer_module.term_counts
+
+    def slow_analysis(texts):  # a stage of our own code that takes 31 s on one item's content
+        texts = list(texts)
+        timer.now += 31 if any("slow" in t for t in texts) else 0
+        return real(texts)
+
+    monkeypatch.setattr(indexer_module, "term_counts", slow_analysis)
     idx = indexer(local_app, embedder, timer, clock)
 
     assert idx.apply(changes(local_app)) == set()
 
-    # the batch's one embedding call went over: each item was run alone, and only one went over
-    assert [sorted(call) for call in embedder.calls] == [
-        ["k0 text", "k2 text", "slow text"], ["k0 text"], ["slow text"], ["k2 text"]]
     assert quarantined(local_app, clock) == {
-        "slow": "over its indexing budget: embedding took it to 31.0 s, over the budget of 30 s"}
+        "slow": "over its indexing budget: keyword analysis took it to 31.0 s, over the budget of 30 s"}
     assert local_app.vectors.memory_ids("acme") == {local_app.store.get("acme", NS, k).id for k in ("k0", "k2")}
     assert local_app.store.pending_index("acme", clock.now()) == 0
     assert idx.stats("acme")["quarantined_items"] == 1
+
+
+def test_a_model_slower_than_the_budget_blames_no_item(local_app, embedder, timer, clock):
+    """Its input is bounded: a model that takes longer than the budget is slow, and its items are
+    retried later (the feed backs off), not quarantined."""
+    for key in ("k0", "slow", "k2"):
+        put(local_app, key, {"text": f"{key} text"})
+    embedder.slow = {"slow": 31}
+    idx = indexer(local_app, embedder, timer, clock)
+    batch = changes(local_app)
+
+    assert idx.apply(batch) == {c.seq for c in batch}
+    assert quarantined(local_app, clock) == {}
+    embedder.slow = {}
+    assert idx.apply(batch) == set() and local_app.store.pending_index("acme", clock.now()) == 0
 
 
 @pytest.mark.parametrize("budget, value, reason", [
@@ -155,19 +190,6 @@ def test_an_item_over_a_size_bound_is_quarantined_and_the_others_are_indexed(
     assert quarantined(local_app, clock) == {"big": reason}
     assert local_app.vectors.memory_ids("acme") == {local_app.store.get("acme", NS, "ok").id}
     assert all("twenty-one" not in " ".join(call) for call in embedder.calls[1:])  # never embedded alone
-
-
-def test_an_item_whose_field_tokens_are_over_the_bound_is_indexed_without_them(local_app, embedder, timer, clock):
-    value = {"text": "short", "meta": {"a": [1, 2, 3, 4, 5]}}
-    chars = sum(len(path) + len(key) for path, key in value_fields(value))
-    put(local_app, "big", value)
-    idx = indexer(local_app, embedder, timer, clock, ItemBudget(max_field_chars=chars - 1))
-
-    assert idx.apply(changes(local_app)) == set()
-
-    big = local_app.store.get("acme", NS, "big")
-    assert quarantined(local_app, clock) == {} and big.indexed_fields is not None
-    assert local_app.keywords.field_holders("acme", NS, ["anything"]).indexed(NS, big.id) is False  # filters decrypt it
 
 
 def test_no_work_starts_without_a_whole_budget_left_and_nothing_is_blamed(local_app, embedder, timer, clock):
@@ -191,14 +213,14 @@ def test_the_graph_step_is_within_the_budget_and_a_poison_there_is_quarantined(l
         put(local_app, key, {"text": text})
     idx = indexer(local_app, embedder, timer, clock, graph=graph)
 
-    assert idx.apply(changes(local_app)) == set()
+    assert idx.apply(changes(local_app)) == {c.seq for c in changes(local_app) if c.new.key == "s"}
 
-    assert quarantined(local_app, clock) == {
-        "r": "indexing it raised RecursionError",
-        "s": "over its indexing budget: entity extraction took it to 31.0 s, over the budget of 30 s"}
+    # a poison for the extractor is quarantined; a slow extraction is the model's, retried later
+    assert quarantined(local_app, clock) == {"r": "indexing it raised RecursionError"}
     derived = {m.key for m in local_app.graph.derived_memories("acme")}
     assert {"a", "b"} <= derived and "r" not in derived
-    assert local_app.vectors.memory_ids("acme") == {local_app.store.get("acme", NS, k).id for k in ("a", "b")}
+    # s keeps the vectors written before its graph step: found by meaning while its retry waits
+    assert local_app.vectors.memory_ids("acme") == {local_app.store.get("acme", NS, k).id for k in ("a", "b", "s")}
 
 
 def test_sync_index_of_an_item_over_its_budget_keeps_the_write_and_says_why(local_app, embedder, timer, clock):
@@ -212,3 +234,57 @@ def test_sync_index_of_an_item_over_its_budget_keeps_the_write_and_says_why(loca
     assert refused.value.code == "EMBEDDING_FAILED" and refused.value.retryable is False  # sending it again won't help
     assert embedder.calls == [] and local_app.store.get("acme", NS, "big").indexed_fields is None
     assert quarantined(local_app, clock) == {}  # the feed's indexer sets it aside, not a request
+
+
+# -- what is not the item's doing ----------------------------------------------------------------
+
+
+class FailingVectors:
+    """The vector index of `inner`, failing every write with `error` (a store locked, closed, a
+    disk full) while `error` is set."""
+
+    def __init__(self, inner, error: Exception) -> None:
+        self.inner, self.error = inner, error
+
+    def put_many(self, writes):
+        if self.error is not None:
+            raise self.error
+        return self.inner.put_many(writes)
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@pytest.mark.parametrize("error", [sqlite3.OperationalError("database is locked"),
+                                   sqlite3.ProgrammingError("Cannot operate on a closed database."),
+                                   OSError(28, "No space left on device")], ids=["locked", "closed", "disk-full"])
+def test_a_failing_store_blames_no_item_and_its_changes_are_retried(local_app, embedder, timer, clock, error):
+    for key in ("a", "b"):
+        put(local_app, key, {"text": f"{key} text"})
+    vectors = FailingVectors(local_app.vectors, error)
+    idx = Indexer(local_app.store, vectors, embedder, local_app.sealer, local_app.keywords, local_app.settings,
+                  clock=clock, timer=timer)
+    batch = changes(local_app)
+
+    assert idx.apply(batch) == {c.seq for c in batch}  # retried later, each one
+    assert quarantined(local_app, clock) == {}
+    vectors.error = None
+    assert idx.apply(batch) == set()  # once the store is back, nothing was lost
+    assert local_app.store.pending_index("acme", clock.now()) == 0
+
+
+def test_a_mark_this_process_failed_to_clear_is_no_death(local_app, embedder, timer, clock):
+    """A run alone that ended in a retry, whose mark the store then failed to clear, is run alone
+    again by the same process: only another run's `alone` mark is a death."""
+    put(local_app, "a", {"text": "a text"})
+    idx = indexer(local_app, embedder, timer, clock)
+    item = local_app.store.get("acme", NS, "a")
+    local_app.store.begin_attempts([item], attempt_mark("alone", idx.run_id))
+
+    assert idx.apply(changes(local_app)) == set()
+    assert quarantined(local_app, clock) == {} and local_app.store.pending_index("acme", clock.now()) == 0
+
+    put(local_app, "b", {"text": "b text"})
+    local_app.store.begin_attempts([local_app.store.get("acme", NS, "b")], attempt_mark("alone", "a-dead-run"))
+    assert indexer(local_app, embedder, timer, clock).apply(changes(local_app)) == set()
+    assert quarantined(local_app, clock) == {"b": DIED_ALONE}
