@@ -50,8 +50,9 @@ FILTER_SCHEMA: dict[str, Any] = {
     "maxProperties": MAX_CONDITIONS,
     "propertyNames": {"pattern": r"^[^.]+(\.[^.]+)*$"},
     "additionalProperties": {"anyOf": [
-        {"not": {"type": "object"}},
-        {"type": "object", "propertyNames": {"not": {"anyOf": [{"pattern": "^\\$"}, {"enum": _OPERATOR_NAMES}]}}},
+        {"type": ["string", "number", "boolean", "array", "null"]},
+        # An object to equal: none of its names looks like an operator (a `$` first, or a bare name).
+        {"type": "object", "propertyNames": {"pattern": f"^(?!\\$)(?!(?:{'|'.join(sorted(OPERATORS))})$)"}},
         _NON_FINITE,
         {"type": "object", "minProperties": 1, "propertyNames": {"enum": _OPERATOR_NAMES},
          "patternProperties": {r"^\$?n?in$": {"type": "array"}, r"^\$?[gl]te?$": _RANGE_OPERAND}},
