@@ -77,9 +77,13 @@ class FeedConsumer:
                 result.processed[c.tenant] += 1
         return result
 
-    def drain(self, max_batches: int = 1000) -> CycleResult:
+    def drain(self, max_batches: int = 1000, *, stopping: Callable[[], bool] = lambda: False) -> CycleResult:
+        """Batches until none is left, one fails, `max_batches` ran or `stopping()` (checked
+        between batches, so that a process shutting down never closes its stores under one)."""
         total = CycleResult()
         for _ in range(max_batches):
+            if stopping():
+                break
             r = self.run_batch()
             total.processed.update(r.processed)
             total.failed += r.failed

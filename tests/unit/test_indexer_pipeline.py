@@ -12,6 +12,7 @@ import pytest
 
 from memsvc.adapters.local.low_priority_pool import NICENESS, low_priority_pool
 from memsvc.core.errors import RateLimited
+from memsvc.service.feed import FeedConsumer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import PutMemory
 from tests.conftest import alice
@@ -215,3 +216,21 @@ def test_chunks_hold_at_most_chunk_texts_texts_of_similar_lengths(app, embedder,
     # by length (b, e, c, d, a; in the order written: a, b, d, e); c has more texts than a chunk holds
     assert sorted(sorted({text[0] for text in call}) for call in embedder.calls) == [["a", "d"], ["b", "e"], ["c"]]
     assert len(app.vectors.memory_ids("acme")) == 5
+
+
+def test_a_consumer_stopping_ends_its_drain_between_batches(app):
+    """A process shutting down stops feeding the indexer before it closes the stores under it."""
+    for n in range(3):
+        put(app, f"k{n}", f"text {n}")
+    handled: list[int] = []
+    consumer = FeedConsumer(app.store, "indexer", lambda batch: handled.append(len(batch)) or set(), batch_size=1)
+    stop = threading.Event()
+
+    def stopping() -> bool:
+        if len(handled) == 2:
+            stop.set()
+        return stop.is_set()
+
+    result = consumer.drain(stopping=stopping)
+    assert handled == [1, 1] and result.total == 2
+    assert consumer.drain().total == 1  # the rest is still there for the next start

@@ -90,7 +90,7 @@ class BackgroundWorkers:
     def run_cycle(self, consumer: str) -> CycleResult:
         """Drain what is pending now for one consumer (the admin trigger and tests call it)."""
         with self._cycle_locks[consumer]:
-            return self._consumers[consumer].drain()
+            return self._consumers[consumer].drain(stopping=self._stop.is_set)
 
     def _feed_loop(self, name: str) -> None:
         backoff = self._interval
