@@ -91,6 +91,8 @@ def _cases() -> list[tuple[str, str, str, Callable[[], dict[str, Any]]]]:
          put("paths", {"a": nested_zeros(120_000, 28)},
              index_fields=(["a" + "[*]" * k for k in range(29)] + ["a" + "[0]" * k + "[*]" * (28 - k)
                                                                   for k in range(1, 29)] + ["a[-1]"] * 7))),
+        ("value: 64 names over 87,000 elements", "PUT", "/v1/memories",
+         put("names", {"a": [{} for _ in range(87_000)]}, index_fields=[f"a[*].k{i}" for i in range(64)])),
         ("value: extreme floats", "PUT", "/v1/memories",
          put("floats", {"max": 1.7976931348623157e308, "min": 5e-324, "neg": -1.7976931348623157e308})),
         ("value: a 4,300-digit integer", "PUT", "/v1/memories", put("bigint", {"n": int("9" * 4300)})),

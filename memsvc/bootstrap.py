@@ -93,6 +93,7 @@ class LocalApp:
         """Stop the workers and close the files; safe to call twice."""
         if not self.closed:
             self.closed = True
+            self.indexer.stop()
             self.workers.stop()
             self.embed_pool.shutdown()
             self.vectors.close()

@@ -75,6 +75,8 @@ class IndexBacklog(Protocol):
     an attempt in flight (`index_attempt`), quarantined (`index_error`). A write starts its version
     afresh, so a rewritten or deleted key leaves quarantine by itself."""
 
+    def ping(self) -> None: ...
+
     def get(self, tenant: str, namespace: tuple[str, ...], key: str) -> StoredItem | None: ...
 
     def get_many(

@@ -31,9 +31,10 @@ NFKC_GROWTH = 18  # the most characters NFKC and case folding make of one (U+FDF
 
 class OverBudget(Exception):
     """A version's indexing went over one of its bounds. The message says which, in the service's
-    words, and never quotes the memory. `waiting_on_a_model`: its time went over in a stage that
-    waits on a model (embedding, entity extraction), which says more about the model than about
-    a version whose input to it is bounded (the indexer retries it rather than blame it)."""
+    words, and never quotes the memory. `waiting_on_a_model`: one call to a model (embedding,
+    entity extraction) took longer than the whole budget by itself, which says more about the
+    model than about a version whose input to it is bounded (the indexer retries it rather than
+    blame it)."""
 
     def __init__(self, message: str, *, waiting_on_a_model: bool = False) -> None:
         super().__init__(message)
@@ -80,9 +81,13 @@ class Stopwatch:
         self._seconds = seconds
         self._started = timer()
 
-    def check(self, stage: str, *, waits_on_a_model: bool = False) -> None:
-        """Raise `OverBudget` when the work so far, `stage` included, took longer than the budget."""
+    def now(self) -> float:
+        return self._timer()
+
+    def check(self, stage: str, *, model_seconds: float = 0.0) -> None:
+        """Raise `OverBudget` when the work so far, `stage` included, took longer than the budget;
+        `model_seconds` of it were one call to a model, which alone may be what went over."""
         elapsed = self._timer() - self._started
         if elapsed > self._seconds:
             raise OverBudget(f"{stage} took it to {elapsed:.1f} s, over the budget of {self._seconds:g} s",
-                             waiting_on_a_model=waits_on_a_model)
+                             waiting_on_a_model=model_seconds > self._seconds)

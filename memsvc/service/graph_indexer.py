@@ -111,9 +111,10 @@ class GraphIndexer:
         if item.deleted is not None:
             self._graph.remove_memory(marker)
             return
+        started = watch.now() if watch is not None else 0.0
         nodes, edges = self.derive(item)
         if watch is not None:
-            watch.check("entity extraction", waits_on_a_model=True)
+            watch.check("entity extraction", model_seconds=watch.now() - started)
         if self._graph.replace_memory(marker, nodes, edges):
             fresh = self._items.get(item.tenant, item.namespace, item.key)
             if fresh is None or fresh.id != item.id:  # moved on while we extracted, maybe already applied

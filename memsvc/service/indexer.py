@@ -58,9 +58,8 @@ __all__ = ["Indexer", "Settled", "DIED_ALONE"]
 log = logging.getLogger(__name__)
 
 DIED_ALONE = "the process died twice while indexing it, the second time with it alone"
-# What code raises on data it cannot take, as opposed to a failing store, file or network.
-_CONTENT_ERRORS = (ValueError, TypeError, KeyError, IndexError, LookupError, ArithmeticError, RecursionError,
-                   MemoryError, UnicodeError)
+# PEP 249's names for a database's own trouble (not the data's: that is DataError, IntegrityError).
+_DATABASE_TROUBLE = frozenset({"OperationalError", "InterfaceError", "InternalError", "ProgrammingError"})
 # A text every embedding model takes, made new each time so that no embedding cache answers it.
 _PROBE_TEXT = "a known-good text to embed ({})"
 _MARGIN = 5.0  # seconds kept, after the last unit of work may end, to answer the stream's batch
@@ -112,12 +111,26 @@ class Settled:
 
 
 class _Probe:
-    """Whether the embedding model answers a known-good text (asked once per batch, and only after
-    it failed on an item alone): if not, its failures are nobody's item."""
+    """Whether the embedding model answers a known-good text, and whether the stores answer a ping
+    (each asked once per batch, and only after an item failed alone): if not, its failure is
+    nobody's item."""
 
-    def __init__(self, embedder: Embedder) -> None:
+    def __init__(self, embedder: Embedder, stores: Sequence[Any]) -> None:
         self._embedder = embedder
+        self._stores = stores
         self.answered: bool | None = None
+        self._stores_answered: bool | None = None
+
+    def stores_work(self) -> bool:
+        if self._stores_answered is None:
+            try:
+                for store in self._stores:
+                    store.ping()
+                self._stores_answered = True
+            except Exception:
+                log.warning("a store does not answer; the failures are retried")
+                self._stores_answered = False
+        return self._stores_answered
 
     def model_works(self) -> bool:
         if self.answered is None:
@@ -166,6 +179,7 @@ class Indexer:
         self._budget = budget
         self._clock = clock or SystemClock()
         self.run_id = uuid.uuid4().hex[:16]  # this process's own, in the attempt marks it writes
+        self._stopping = threading.Event()
         self._timer = timer
         self._stats_lock = threading.Lock()
         self._stats: dict[str, Counter] = {}
@@ -250,7 +264,7 @@ class Indexer:
         """Index the items (by ref) together, then the suspects one by one; quarantine what is to
         blame. For the `feed`'s consumer, attempts are marked on the rows first, the marks a dead
         process left are acted on (see the module docstring), and the graph step runs too."""
-        settled, probe = Settled(), _Probe(self._embedder)
+        settled, probe = Settled(), _Probe(self._embedder, (self._store, self._vectors, self._keywords))
         died_alone, died_in_batch = self._deaths(items) if feed else ({}, {})
         for ref, item in died_alone.items():
             self._set_aside(ref, item, DIED_ALONE, settled)
@@ -346,12 +360,12 @@ class Indexer:
         if isinstance(exc, RateLimited):  # throttled: running them one by one would only deepen it
             log.warning("indexing was throttled; the changes will be retried")
             outcome.retry.update(refs)
-        elif isinstance(exc, OverBudget) and exc.waiting_on_a_model:  # the model is slow for all of them
-            log.warning("a model was slower than the indexing budget; the changes will be retried")
-            outcome.retry.update(refs)
         elif not alone:
             log.warning("indexing several items failed (%s); running them one by one", type(exc).__name__)
             outcome.suspects.update(refs)
+        elif isinstance(exc, OverBudget) and exc.waiting_on_a_model:  # one item's call: the model is slow
+            log.warning("a model was slower than the indexing budget; the change will be retried")
+            outcome.retry.update(refs)
         elif (reason := self._blame(exc, probe)) is None:
             log.warning("indexing failed for a reason of its own (%s); the change will be retried", type(exc).__name__)
             outcome.retry.update(refs)
@@ -361,12 +375,12 @@ class Indexer:
     @staticmethod
     def _blame(exc: Exception, probe: _Probe) -> str | None:
         """Why an item that failed alone is to blame, in our words (never the exception's message,
-        which may quote the memory); None when it is not (a dependency failing: retried later).
-        Only what its content can cause is blamed: going over the budget, a model that fails on it
-        but not on a known-good text, a refusal of it (a non-retryable error of ours), and the
-        errors code raises on data it cannot take (`_CONTENT_ERRORS`). Anything else (a store
-        locked, closed or gone, a network or file error) is the machine's: retried, and parked
-        by the feed after its attempts like any change that keeps failing."""
+        which may quote the memory); None when it is not: the machine's failures are retried, and
+        parked by the feed after their attempts like any change that keeps failing. The machine's
+        are a retryable error of ours (a dependency down or contended), a model that fails a
+        known-good text too, an OS error (files, sockets, time-outs), a database's own trouble
+        (`_DATABASE_TROUBLE`: locked, closed, gone) and stores that do not answer a ping; whatever
+        else an item's work raises is the item's."""
         if isinstance(exc, OverBudget):
             return f"over its indexing budget: {exc}"
         if isinstance(exc, EmbeddingFailed):
@@ -375,9 +389,11 @@ class Indexer:
             return f"the embedding model failed on it ({type(exc.__cause__ or exc).__name__})"
         if isinstance(exc, MemsvcError):
             return None if exc.retryable else f"indexing it was refused ({exc.code})"
-        if isinstance(exc, _CONTENT_ERRORS):
-            return f"indexing it raised {type(exc).__name__}"
-        return None
+        if isinstance(exc, OSError) or any(c.__name__ in _DATABASE_TROUBLE for c in type(exc).__mro__):
+            return None
+        if not probe.stores_work():
+            return None
+        return f"indexing it raised {type(exc).__name__}"
 
     def _set_aside(self, ref: int, item: StoredItem, reason: str, settled: Settled) -> None:
         try:
@@ -394,8 +410,14 @@ class Indexer:
     def _watch(self) -> Stopwatch:
         return Stopwatch(self._timer, self._budget.seconds)
 
+    def stop(self) -> None:
+        """No unit of work starts from now on (the process is shutting down): what is left of a
+        batch is retried by the next process, its attempt marks cleared, so that a clean stop
+        is never taken for a death."""
+        self._stopping.set()
+
     def _out_of_time(self, deadline: float | None) -> bool:
-        return deadline is not None and self._timer() >= deadline
+        return self._stopping.is_set() or (deadline is not None and self._timer() >= deadline)
 
     # -- the pipeline ----------------------------------------------------------------------------
 
@@ -495,7 +517,7 @@ class Indexer:
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed; the write is kept and will be indexed later") from exc
         chunk.seconds = self._timer() - started
-        stopwatch.check("embedding", waits_on_a_model=True)
+        stopwatch.check("embedding", model_seconds=chunk.seconds)
         return chunk
 
     def _finish(self, refs: list[int], embedding: Future, outcome: _Outcome, alone: bool,

@@ -52,7 +52,8 @@ FILTER_SCHEMA: dict[str, Any] = {
     "additionalProperties": {"anyOf": [
         {"type": ["string", "number", "boolean", "array", "null"]},
         # An object to equal: none of its names looks like an operator (a `$` first, or a bare name).
-        {"type": "object", "propertyNames": {"pattern": f"^(?!\\$)(?!(?:{'|'.join(sorted(OPERATORS))})$)"}},
+        # (`(?![\s\S])` is the end in every regex dialect: Python's `$` also matches before a last "\n".)
+        {"type": "object", "propertyNames": {"pattern": f"^(?!\\$)(?!(?:{'|'.join(sorted(OPERATORS))})(?![\\s\\S]))"}},
         _NON_FINITE,
         {"type": "object", "minProperties": 1, "propertyNames": {"enum": _OPERATOR_NAMES},
          "patternProperties": {r"^\$?n?in$": {"type": "array"}, r"^\$?[gl]te?$": _RANGE_OPERAND}},

@@ -50,17 +50,17 @@ class SlowEmbedder(HashEmbedder):
 
 
 class MarkerExtractor:
-    """The graph step's extractor: raises for a text holding `raises`, takes `slow` seconds for one
+    """The graph step's extractor: raises `error` for a text holding `raises`, takes `slow` seconds for one
     holding `slow_word`, and otherwise names the text's first word as an entity."""
 
     def __init__(self, timer: FakeTimer) -> None:
         self.timer = timer
-        self.raises = "\x00"
+        self.raises, self.error = "\x00", RecursionError
         self.slow_word, self.slow = "\x00", 0.0
 
     def extract(self, text: str) -> Extraction:
         if self.raises in text:
-            raise RecursionError("the extractor recursed too deep (injected)")
+            raise self.error("the extractor failed (injected)")
         if self.slow_word in text:
             self.timer.now += self.slow
         return Extraction(entities=((text.split()[0], "CONCEPT"),))
@@ -159,16 +159,18 @@ def test_an_item_over_the_time_budget_alone_is_quarantined_and_its_batch_goes_on
 
 
 def test_a_model_slower_than_the_budget_blames_no_item(local_app, embedder, timer, clock):
-    """Its input is bounded: a model that takes longer than the budget is slow, and its items are
-    retried later (the feed backs off), not quarantined."""
+    """Its input is bounded: a model whose call for one item takes longer than the whole budget is
+    slow, and that item is retried later (the feed backs off), not quarantined."""
     for key in ("k0", "slow", "k2"):
         put(local_app, key, {"text": f"{key} text"})
     embedder.slow = {"slow": 31}
     idx = indexer(local_app, embedder, timer, clock)
     batch = changes(local_app)
 
-    assert idx.apply(batch) == {c.seq for c in batch}
+    # the batch's one embedding call went over: each item was run alone, and only one call went over
+    assert idx.apply(batch) == {c.seq for c in batch if c.new.key == "slow"}
     assert quarantined(local_app, clock) == {}
+    assert local_app.store.pending_index("acme", clock.now()) == 1
     embedder.slow = {}
     assert idx.apply(batch) == set() and local_app.store.pending_index("acme", clock.now()) == 0
 
@@ -288,3 +290,55 @@ def test_a_mark_this_process_failed_to_clear_is_no_death(local_app, embedder, ti
     local_app.store.begin_attempts([local_app.store.get("acme", NS, "b")], attempt_mark("alone", "a-dead-run"))
     assert indexer(local_app, embedder, timer, clock).apply(changes(local_app)) == set()
     assert quarantined(local_app, clock) == {"b": DIED_ALONE}
+
+
+def test_a_model_slow_for_a_big_chunk_runs_its_items_alone_and_indexes_them(local_app, timer, clock):
+    """A second per text: 40 texts in one call go over 30 s, one text never does."""
+
+    class PerText(HashEmbedder):
+        def embed(self, texts):
+            timer.now += len(texts)
+            return super().embed(texts)
+
+    for n in range(40):
+        put(local_app, f"k{n}", {"text": f"text {n}"})
+    idx = indexer(local_app, PerText(), timer, clock)
+
+    assert idx.apply(changes(local_app)) == set()
+    assert quarantined(local_app, clock) == {} and local_app.store.pending_index("acme", clock.now()) == 0
+
+
+def test_an_item_whose_work_raises_alone_is_quarantined_whatever_it_raises(local_app, embedder, timer, clock):
+    extractor = MarkerExtractor(timer)
+    extractor.raises = "attr"
+    extractor.error = AttributeError
+    graph = GraphIndexer(graph=local_app.graph, extractor=extractor, sealer=local_app.sealer, items=local_app.store)
+    for key, text in (("a", "alpha"), ("x", "attr error")):
+        put(local_app, key, {"text": text})
+
+    assert indexer(local_app, embedder, timer, clock, graph=graph).apply(changes(local_app)) == set()
+    assert quarantined(local_app, clock) == {"x": "indexing it raised AttributeError"}
+
+
+def test_stores_that_do_not_answer_blame_no_item(local_app, embedder, timer, clock):
+    put(local_app, "a", {"text": "a text"})
+
+    class Down(FailingVectors):
+        def ping(self):
+            raise self.error
+
+    vectors = Down(local_app.vectors, RuntimeError("the index is gone"))
+    idx = Indexer(local_app.store, vectors, embedder, local_app.sealer, local_app.keywords, local_app.settings,
+                  clock=clock, timer=timer)
+    batch = changes(local_app)
+    assert idx.apply(batch) == {c.seq for c in batch} and quarantined(local_app, clock) == {}
+
+
+def test_a_stopping_indexer_starts_no_work_and_leaves_no_mark(local_app, embedder, timer, clock):
+    put(local_app, "a", {"text": "a text"})
+    idx = indexer(local_app, embedder, timer, clock)
+    idx.stop()
+    batch = changes(local_app)
+
+    assert idx.apply(batch) == {c.seq for c in batch}
+    assert embedder.calls == [] and local_app.store.get("acme", NS, "a").index_attempt is None

@@ -341,6 +341,28 @@ class TestPaths:
         assert steps <= 4 * (len(bottom) + 29 + sum(len(p) for p in paths))
         assert len(extract_texts({"a": value}, fields, limit=65)) == 65  # a PUT stops at the 65th text
 
+    def test_names_that_no_element_holds_cost_no_walk_below_the_list(self, monkeypatch):
+        """64 paths `a[*].k<i>` over elements that hold none of the names: the list is read
+        once per path (a membership test per element), and nothing is kept per element and path
+        (a memo of (node, rest of path) took 850 MB here)."""
+        elements = [{} for _ in range(20_000)]
+        calls = 0
+        real = paths_module._Walk.resolve
+
+        def counted(*args, **kwargs):
+            nonlocal calls
+            calls += 1
+            yield from real(*args, **kwargs)
+
+        monkeypatch.setattr(paths_module._Walk, "resolve", counted)
+        tracemalloc.start()
+        try:
+            assert extract_texts({"a": elements}, [f"a[*].k{i}" for i in range(64)]) == []
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert calls == 64 * 2 and peak < 100_000
+
     def test_a_huge_list_index_is_beyond_every_list(self):
         paths = validate_index_fields(["a[" + "9" * 5000 + "]", "a[-" + "9" * 5000 + "]"])
         assert extract_texts({"a": ["x"]}, paths) == []

@@ -6,13 +6,16 @@ from __future__ import annotations
 import json
 import re
 
+import jsonschema_rs
 import pytest
 
 from infra.routes import service_routes
 from memsvc.api.openapi import openapi_document
 from memsvc.api.routes import ROUTES
 from memsvc.core.errors import InvalidArgument
+from memsvc.core.filters import parse_filter
 from memsvc.core.validation import WHITESPACE
+from memsvc.service.search import FILTER_SCHEMA
 
 DOC = openapi_document(ROUTES)
 SCHEMAS = DOC["components"]["schemas"]
@@ -142,3 +145,18 @@ def test_the_served_document_is_the_route_table_s(local_app):
     status, served, headers = call(local_app, "GET", "/openapi.json")
     assert status == 200 and headers["content-type"] == "application/json"
     assert served == json.loads(json.dumps(DOC))
+
+
+
+@pytest.mark.parametrize("condition", [{"eq": 1}, {"$in": [1, 2]}, {"gte": "2024-05-01"}, {"x": 1}, {"eqx": 1},
+                                       {"in\n": 1}, {}, 7, [1, 2], None, {"$numberDouble": "NaN"}])
+def test_the_filter_schema_admits_what_the_parser_takes(condition):
+    parse_filter({"a": condition})
+    assert jsonschema_rs.validator_for({"type": "object", **FILTER_SCHEMA}).is_valid({"a": condition})
+
+
+@pytest.mark.parametrize("condition", [{"in": 1}, {"$x": 1}, {"x": 1, "eq": 2}])
+def test_the_filter_schema_refuses_what_the_parser_refuses(condition):
+    assert not jsonschema_rs.validator_for({"type": "object", **FILTER_SCHEMA}).is_valid({"a": condition})
+    with pytest.raises(InvalidArgument):
+        parse_filter({"a": condition})

@@ -62,7 +62,9 @@ class BackgroundWorkers:
         self._stop.set()
         self.wake()
         for t in self._threads:
-            t.join(timeout=10)
+            # The indexer starts no unit of work once stopping (`Indexer.stop`); one under way may
+            # take its whole budget (30 s), and the stores must not close under it.
+            t.join(timeout=45)
         self._accesses.flush()  # a clean stop loses no access count
 
     def wake(self) -> None:
