@@ -293,7 +293,7 @@ class IndexStatusOut(Answer):
         return cls(pending=status.pending, embedding_model=status.embedding_model, dimension=status.dimension,
                    stats=status.stats, quarantined=status.quarantined,
                    quarantined_items=[QuarantinedOut(id=q.id, namespace=list(q.namespace), key=q.key,
-                                                     version=q.version, reason=q.reason,
+                                                     version=q.version, reason=q.index_error,
                                                      quarantined_at=q.quarantined_at)
                                       for q in status.quarantined_items])
 

@@ -20,12 +20,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-__all__ = ["VALUE_BYTES", "NESTING", "NFKC_GROWTH", "ItemBudget", "OverBudget", "Stopwatch"]
+__all__ = ["VALUE_BYTES", "NFKC_GROWTH", "ItemBudget", "OverBudget", "Stopwatch"]
 
-# The API's limits on a value (a unit test keeps these equal to the service's): its size with its
-# attributes, as JSON (`service.tenant_config.MAX_VALUE_BYTES`), and its nesting.
+# The API's limit on a value with its attributes, as JSON (`service.tenant_config.MAX_VALUE_BYTES`;
+# a unit test keeps them equal: core cannot import the service).
 VALUE_BYTES = 256 * 1024
-NESTING = 32  # levels of objects and arrays in a value (`service.memories.MAX_NESTING`)
 NFKC_GROWTH = 18  # the most characters NFKC and case folding make of one (U+FDFA)
 
 

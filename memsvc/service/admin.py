@@ -4,13 +4,12 @@ by id, the indexing backlog, and the quarantine of poison items (their list, and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Literal
 
 from pydantic import Field, StrictStr, StringConstraints, field_validator
 
 from memsvc.core.errors import NotFound
-from memsvc.core.models import Caller
+from memsvc.core.models import Caller, StoredItem
 from memsvc.core.policy import MAX_FILE_BYTES, MAX_FILES, POLICY_FILE_NAME, CompiledPolicies
 from memsvc.core.validation import Command
 from memsvc.ports import Clock, Embedder, IndexBacklog, ItemStore, KeywordIndex
@@ -19,7 +18,7 @@ from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
 from memsvc.service.tenant_config import SettingsPatch, TenantSettings
 
-__all__ = ["Admin", "PolicyBundle", "IndexStatus", "IndexRun", "IndexRetry", "Quarantined", "RetryOutcome",
+__all__ = ["Admin", "PolicyBundle", "IndexStatus", "IndexRun", "IndexRetry", "RetryOutcome",
            "MAX_RETRY_IDS", "MAX_LISTED_QUARANTINED"]
 
 MAX_RETRY_IDS = 100  # ids one retry call names: one request's reads and writes stay well inside a Lambda's time
@@ -57,25 +56,13 @@ class IndexRetry(Command):
 
 
 @dataclass(frozen=True)
-class Quarantined:
-    """A version the indexer set aside: readable by key and filter, not (fully) searchable."""
-
-    id: str
-    namespace: tuple[str, ...]
-    key: str
-    version: int
-    reason: str
-    quarantined_at: datetime
-
-
-@dataclass(frozen=True)
 class IndexStatus:
     pending: int
     embedding_model: str
     dimension: int
     stats: dict[str, float]
     quarantined: int
-    quarantined_items: list[Quarantined]
+    quarantined_items: list[StoredItem]  # the oldest quarantined versions (`IndexBacklog.quarantined`)
 
 
 @dataclass(frozen=True)
@@ -140,8 +127,7 @@ class Admin:
             dimension=self._embedder.dimension,
             stats=self._indexer.stats(caller.tenant_id),
             quarantined=count,
-            quarantined_items=[Quarantined(i.id, i.namespace, i.key, i.version, i.index_error or "", i.quarantined_at)
-                               for i in items if i.quarantined_at is not None],
+            quarantined_items=items,
         )
 
     def index_trigger(self, caller: Caller, *, batch_size: int = 256, max_items: int = 5000) -> IndexRun:

@@ -17,14 +17,11 @@ from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, error_message
 from memsvc.ports import TenantConfigStore
 
-__all__ = ["TenantSettings", "SettingsPatch", "RecallWeights", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES",
-           "MAX_DEPTH_LIMIT"]
+__all__ = ["TenantSettings", "SettingsPatch", "RecallWeights", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES"]
 
 # A memory's value and attributes, as compact UTF-8 JSON, together. DynamoDB items stop at
 # 400 KB; this leaves room for the envelope and the plaintext metadata.
 MAX_VALUE_BYTES = 256 * 1024
-
-MAX_DEPTH_LIMIT = MAX_DEPTH
 
 
 class RecallWeights(BaseModel):
@@ -48,12 +45,12 @@ class RecallWeights(BaseModel):
 class TenantSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
-    max_depth: int = Field(10, ge=1, le=MAX_DEPTH_LIMIT, description="Most segments a new namespace may have.")
+    max_depth: int = Field(10, ge=1, le=MAX_DEPTH, description="Most segments a new namespace may have.")
     tombstone_retention_days: int = Field(
         90, ge=1, le=3650, description="How long delete/expiry tombstones (and events) are kept."
     )
     reachable_depth: int = Field(
-        10, ge=1, le=MAX_DEPTH_LIMIT,
+        10, ge=1, le=MAX_DEPTH,
         description="Most segments a namespace to read or delete may have: the highest max_depth the tenant has "
                     "ever had, so lowering max_depth strands no item. Not settable.",
     )
@@ -118,7 +115,7 @@ class SettingsPatch(Command):
     After the change, each `*_check_low` must not exceed its `*_auto_update` (400 otherwise)."""
 
     # Absent means "keep"; null is refused like any other wrong type.
-    max_depth: Integer = Field(None, ge=1, le=MAX_DEPTH_LIMIT)  # type: ignore[assignment]
+    max_depth: Integer = Field(None, ge=1, le=MAX_DEPTH)  # type: ignore[assignment]
     tombstone_retention_days: Integer = Field(None, ge=1, le=3650)  # type: ignore[assignment]
     keyword_index: StrictBool = Field(None)  # type: ignore[assignment]
     semantic_auto_update: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]

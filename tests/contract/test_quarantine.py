@@ -65,14 +65,14 @@ def test_a_poison_memory_is_quarantined_and_retried_while_everything_behind_it_i
     status = backend.admin.index_status(admin())
     assert (status.pending, status.quarantined) == (0, 1)
     (listed,) = status.quarantined_items
-    assert (listed.id, listed.key, listed.reason) == (poison.id, "bad", "the embedding model failed on it (ValueError)")
+    assert (listed.id, listed.key, listed.index_error) == (poison.id, "bad", "the embedding model failed on it (ValueError)")
     assert backend.admin.index_status(admin("globex")).quarantined == 0
     # on the timeline as index_failed, with no value
     (event,) = index_failed_events(backend)
-    assert (event.event.memory_id, event.event.reason, event.value) == (poison.id, listed.reason, None)
+    assert (event.event.memory_id, event.event.reason, event.value) == (poison.id, listed.index_error, None)
     if backend.aws is not None:  # and on the bus, as memory.index_failed, without the text
         (published,) = [e for e in backend.aws.published() if e["detail-type"] == "memory.index_failed"]
-        assert published["detail"]["memory_id"] == poison.id and published["detail"]["reason"] == listed.reason
+        assert published["detail"]["memory_id"] == poison.id and published["detail"]["reason"] == listed.index_error
         assert POISON not in json.dumps(published)
 
     # another tenant's admin cannot retry it; once the poison is gone, its own admin can
@@ -143,7 +143,7 @@ def test_a_memory_that_kills_the_process_twice_is_quarantined_not_retried_foreve
         assert sum(POISON in " ".join(call) for call in backend.embedder.calls) == 2  # never a third time
         assert sorted(found(last, alice(), ["user", "alice"], "otters")) == ["a", "c"]
         status = last.admin.index_status(admin())
-        assert (status.pending, status.quarantined, [q.reason for q in status.quarantined_items]) == (
+        assert (status.pending, status.quarantined, [q.index_error for q in status.quarantined_items]) == (
             0, 1, [DIED_ALONE])
         (event,) = index_failed_events(last)
         assert event.event.reason == DIED_ALONE

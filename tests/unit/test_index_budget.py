@@ -12,13 +12,13 @@ import pytest
 
 from memsvc.core.errors import EmbeddingFailed
 from memsvc.core.graph import Extraction
-from memsvc.core.index_budget import NESTING, NFKC_GROWTH, VALUE_BYTES, ItemBudget, OverBudget, Stopwatch
+from memsvc.core.index_budget import NFKC_GROWTH, VALUE_BYTES, ItemBudget, OverBudget, Stopwatch
 from memsvc.core.keywords import term_counts
 from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.core.models import attempt_mark
 from memsvc.service import indexer as indexer_module
 from memsvc.service.indexer import DIED_ALONE, Indexer
-from memsvc.service.memories import MAX_NESTING, PutMemory
+from memsvc.service.memories import PutMemory
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 from tests.conftest import alice
 from tests.fakes.embedder import HashEmbedder
@@ -97,7 +97,7 @@ def quarantined(app, clock) -> dict[str, str]:
 
 
 def test_the_budget_is_the_apis_own_limits():
-    assert (VALUE_BYTES, NESTING) == (MAX_VALUE_BYTES, MAX_NESTING)
+    assert VALUE_BYTES == MAX_VALUE_BYTES
 
 
 def test_a_valid_value_never_goes_over_the_size_bounds():
