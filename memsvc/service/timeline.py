@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import Field, StrictStr
+from pydantic import Field
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.filters import get_path

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any
 
-from pydantic import Field, StrictStr
+from pydantic import Field
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, InvalidArgument, NotFound
