@@ -17,6 +17,7 @@ import importlib
 import math
 import re
 import sys
+import threading
 import types
 from collections import Counter
 from collections.abc import Iterable
@@ -42,7 +43,7 @@ _ENGLISH_ONLY = "_memsvc_snowballstemmer_english"
 
 
 @cache
-def _english_stemmer() -> Any:
+def _english_stemmer_class() -> Any:
     """snowballstemmer's English stemmer, imported alone when first used. The package's
     `__init__` imports the stemmers of all its 30 languages (15-20 ms of a Lambda cold start), so
     its directory is imported again under a private name, whose `__init__` is never run."""
@@ -50,7 +51,19 @@ def _english_stemmer() -> Any:
         package = types.ModuleType(_ENGLISH_ONLY)
         package.__path__ = list(find_spec("snowballstemmer").submodule_search_locations)
         sys.modules[_ENGLISH_ONLY] = package
-    return importlib.import_module(f"{_ENGLISH_ONLY}.english_stemmer").EnglishStemmer()
+    return importlib.import_module(f"{_ENGLISH_ONLY}.english_stemmer").EnglishStemmer
+
+
+# A stemmer keeps the word it works on in itself: one shared by two threads stems one word with
+# the other's letters (an IndexError, a 500 on a write, under concurrent requests and indexing).
+_per_thread = threading.local()
+
+
+def _english_stemmer() -> Any:
+    stemmer = getattr(_per_thread, "english", None)
+    if stemmer is None:
+        stemmer = _per_thread.english = _english_stemmer_class()()
+    return stemmer
 
 
 @lru_cache(maxsize=65_536)

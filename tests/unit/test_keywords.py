@@ -6,6 +6,7 @@ import json
 import math
 import subprocess
 import sys
+import threading
 
 import pytest
 
@@ -144,3 +145,21 @@ def test_the_analyzer_imports_no_stemmer_until_it_stems_and_then_the_english_one
     assert before == []
     assert after == ["_memsvc_snowballstemmer_english", "_memsvc_snowballstemmer_english.among",
                      "_memsvc_snowballstemmer_english.basestemmer", "_memsvc_snowballstemmer_english.english_stemmer"]
+
+
+def test_each_thread_stems_with_a_stemmer_of_its_own():
+    """A stemmer holds the word it works on: one shared by threads mixed two words' letters (an
+    IndexError, a 500 on a write while the indexer stemmed)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from memsvc.core import keywords
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        barrier = threading.Barrier(2)
+
+        def stemmer_of_this_thread():
+            barrier.wait()  # both threads alive at once: two threads, not one reused
+            return keywords._english_stemmer()
+
+        first, second = pool.map(lambda _: stemmer_of_this_thread(), range(2))
+    assert first is not second and keywords._english_stemmer() is keywords._english_stemmer()
