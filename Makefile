@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-stamp
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test bench eval synth clean langgraph-suite
+.PHONY: run test bench eval eval-conversations synth clean langgraph-suite
 
 run: $(RUN_STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
 	$(BIN)/memsvc serve
@@ -19,6 +19,9 @@ test: $(STAMP)  ## every test (what .ci/run calls)
 
 eval: $(STAMP)  ## retrieval quality on the golden dataset against a throwaway local server (eval-report.json)
 	$(BIN)/memsvc eval --serve --report eval-report.json
+
+eval-conversations: $(STAMP)  ## the long-conversation set's dev half, each search mode side by side (eval-conversations.json)
+	$(BIN)/memsvc eval --serve --dataset eval/conversations.json --split dev --concurrency 8 --report eval-conversations.json
 
 synth: $(STAMP) node_modules/.bin/cdk  ## CloudFormation for every environment in cdk.out/ (builds the layer; no AWS account needed), then cfn-lint
 	CDK_DISABLE_VERSION_CHECK=1 JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 npx --no-install cdk synth --quiet

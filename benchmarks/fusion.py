@@ -12,6 +12,9 @@ For each fusion: Recall@5 and MRR over the cases that have an answer, then the s
 that maximises the F1 of Precision@5 and Recall@5 on the dev half, and P@5 / R@5 /
 no-answer accuracy at that threshold on the test half (a threshold chosen on the cases it is
 judged on would flatter it).
+
+`benchmarks.retrieval_lab` measures the same without the service, in seconds, on the long
+conversations of eval/conversations.json too; the fusion was chosen there (issue 23).
 """
 
 from __future__ import annotations
@@ -51,7 +54,8 @@ FUSIONS: dict[str, Callable[[float | None, float | None], float] | None] = {
     "convex 0.5 sem": lambda s, k: 0.5 * max(s or 0, 0) + 0.5 * (k or 0),
     "convex 0.7 sem": lambda s, k: 0.7 * max(s or 0, 0) + 0.3 * (k or 0),
     "max": lambda s, k: max(max(s or 0, 0), k or 0),
-    "noisy-or (memsvc)": hybrid_score,
+    "noisy-or (before issue 23)": lambda s, k: 1 - (1 - max(s or 0, 0)) * (1 - (k or 0)),
+    "memsvc (calibrated mean)": hybrid_score,
 }
 
 

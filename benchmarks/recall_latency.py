@@ -6,9 +6,10 @@ The data directory is filled in process: `--items` typed memories (the bench's s
 project and company layers, indexed by the real indexer with the real MiniLM (so near-duplicates
 across layers are real ones, and collapse). Then a fresh `memsvc serve` on that directory answers
 `--queries` recalls from one sequential client: every accessible layer (user, project, company),
-limit 10, the default token budget. `recall_min_match` is set to 0 so that every recall returns
-its full page: the slowest path (each page is collapsed, counted and cut). Reported: the
-client's wall-clock p50/p95/p99, and the server's own `query_embedding_ms` and `retrieval_ms`.
+limit 10, the default token budget. `recall_min_match` is set to 0 and the adaptive cut turned off
+so that every recall returns its full page: the slowest path (each page is collapsed, counted and
+cut). Reported: the client's wall-clock p50/p95/p99, and the server's own `query_embedding_ms` and
+`retrieval_ms`.
 """
 
 from __future__ import annotations
@@ -48,7 +49,8 @@ def fill(data_dir: Path, items: int) -> None:
             app.workers.run_cycle("indexer")
     while app.workers.run_cycle("indexer").total:
         pass
-    app.services.admin.put_settings(admin, SettingsPatch(recall_min_match=0.0))
+    app.services.admin.put_settings(admin, SettingsPatch(recall_min_match=0.0, recall_cut_gap=1.0,
+                                                         recall_cut_margin=1.0))
     print(f"filled {items} memories in {time.perf_counter() - started:.0f} s", file=sys.stderr)
     app.close()
 

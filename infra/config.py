@@ -73,6 +73,8 @@ class AlarmThresholds:
     stream_iterator_age_seconds: int
     dlq_visible_messages: int = 1  # any parked batch needs a human
     quarantined_per_5min: int = 1  # no valid memory is poison: any quarantine is a fault to look at
+    # Hybrid search and recall answer without the model (degraded), so its failures raise no 5xx.
+    embedding_failures_per_5min: int = 5
 
 
 @dataclass(frozen=True)
@@ -127,6 +129,11 @@ class EnvConfig:
     # The knowledge graph's entity extractor (Bedrock Converse, in the indexer); its role may
     # invoke only this one.
     extraction_model_id: str = "amazon.nova-micro-v1:0"
+    # Search's rerank step (Bedrock Rerank), for tenants that turn their `rerank` setting on: the
+    # deployment's model, and the only one the API role may rerank with (`amazon.rerank-v1:0` or
+    # `cohere.rerank-v3-5:0`). Rerank models are offered in fewer regions than Titan: where the
+    # model is not, a tenant's rerank fails and search keeps its fused order.
+    rerank_model_id: str = "amazon.rerank-v1:0"
     remember_memory_mb: int = 1024
     remember_timeout_seconds: int = 60
     event_archive_retention_days: int = 30

@@ -75,6 +75,7 @@ class MemsvcStack(Stack):
             embedding_concurrency=config.embedding_concurrency,
             data_key_cache_seconds=config.data_key_cache_seconds,
             extraction_model_id=config.extraction_model_id,
+            rerank_model_id=config.rerank_model_id,
             log_level=config.log_level,
             log_retention=config.log_retention,
             removal_policy=removal,

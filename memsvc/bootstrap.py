@@ -18,8 +18,8 @@ from memsvc.api.routes import Services, build_router
 from memsvc.core.consolidation import thresholds_for
 from memsvc.core.errors import MemsvcError
 from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, GraphStore, IndexBacklog, ItemStore, KeywordIndex,
-                          Metrics, RateLimiter, RememberQueue, SameFactJudge, SessionStore, SystemClock, VectorIndex,
-                          WorkflowStore)
+                          Metrics, RateLimiter, RememberQueue, Reranker, SameFactJudge, SessionStore, SystemClock,
+                          VectorIndex, WorkflowStore)
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
@@ -33,6 +33,7 @@ from memsvc.service.recall import Recall
 from memsvc.service.task_contexts import TaskContexts
 from memsvc.service.working_memory import WorkingMemory
 from memsvc.service.remember import Remember
+from memsvc.service.rerank import Rerank
 from memsvc.service.sealing import CursorCodec, Sealer
 from memsvc.service.search import Search
 from memsvc.service.semantic import SemanticMemories
@@ -62,7 +63,7 @@ if TYPE_CHECKING:
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
 
-__all__ = ["LocalApp", "build_local", "AwsApp", "build_aws", "health_report"]
+__all__ = ["LocalApp", "build_local", "local_reranker", "AwsApp", "build_aws", "health_report"]
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +110,11 @@ def build_local(
     sweep_interval: float = 1.0,
     events_file: Path | None = None,
     ann_threshold: int | None = LocalSettings.ann_threshold,
+    reranker: Reranker | None = None,
 ) -> LocalApp:
-    """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file."""
+    """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file.
+    `reranker`: search's rerank step for the tenants that turn it on (`local_reranker`); None: the
+    setting cannot be turned on."""
     from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
     from memsvc.adapters.local.jsonl_bus import JsonlBusEvents
@@ -143,7 +147,8 @@ def build_local(
                                ann_threshold=ann_threshold)
     keywords = LocalKeywordIndex(data_dir / "keywords.db")
     sealer = Sealer(store, FileKeyProvider(data_dir / "keys" / "kek.key"))
-    settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id))
+    settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id),
+                                rerank_available=reranker is not None)
     graph = SqliteGraphStore(data_dir / "graph.db")
     graph_indexer = GraphIndexer(graph=graph, extractor=PatternExtractor(), sealer=sealer, items=store)
     # Indexing embeds on every core at a low priority, a chunk per thread, while the feed's
@@ -173,7 +178,7 @@ def build_local(
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder, graph=services.graph),
                          metrics=PrometheusMetrics(storage=store.storage_usage),
-                         graph=(graph, graph_indexer))
+                         graph=(graph, graph_indexer), reranker=reranker)
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
@@ -188,6 +193,16 @@ def build_local(
 _INDEX_CHUNK = 64
 
 
+def local_reranker(settings: LocalSettings) -> Reranker | None:
+    """The HTTP rerank endpoint the operator named (`MEMSVC_RERANK_URL`), if any."""
+    if settings.rerank_url is None:
+        return None
+    from memsvc.adapters.local.http_rerank import HttpReranker
+
+    return HttpReranker(settings.rerank_url, api=settings.rerank_api,  # type: ignore[arg-type]
+                        timeout_seconds=settings.rerank_timeout_seconds)
+
+
 def _remember_defaults_for(model_id: str) -> dict[str, Any]:
     """Remember's thresholds, calibrated for the embedding model in use (`core.consolidation`)."""
     return dataclasses.asdict(thresholds_for(model_id))
@@ -198,13 +213,16 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
               concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
               sessions_store: SessionStore, workflow: WorkflowStore, bus: BusEvents | None,
-              graph: tuple[GraphStore, GraphIndexer], on_write: Callable[[], None] = lambda: None) -> Services:
+              graph: tuple[GraphStore, GraphIndexer], reranker: Reranker | None,
+              on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses. `graph`: the knowledge graph's store and
     the indexer's graph step."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
     search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
-                    access=access, clock=clock, memories=memories, concurrent_retrievers=concurrent_retrievers)
+                    access=access, clock=clock, memories=memories, metrics=metrics,
+                    concurrent_retrievers=concurrent_retrievers,
+                    rerank=Rerank(reranker=reranker, settings=settings, sealer=sealer, metrics=metrics))
     cursors = CursorCodec(sealer)
     knowledge = Graph(store=graph[0], items=items, sealer=sealer, access=access, clock=clock,
                       metrics=metrics)
@@ -285,9 +303,9 @@ class AwsApp:
 
 
 def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Embedder | None = None,
-              clock: Clock | None = None) -> AwsApp:
-    """DynamoDB, S3 Vectors, Titan and KMS. `clients` lets tests pass clients with fakes
-    installed; a Lambda builds its own once per cold start."""
+              clock: Clock | None = None, reranker: Reranker | None = None) -> AwsApp:
+    """DynamoDB, S3 Vectors, Titan and KMS. `clients` (and `reranker`, Bedrock Rerank by default)
+    let tests pass clients with fakes installed; a Lambda builds its own once per cold start."""
     from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
     from memsvc.adapters.aws.bedrock_judge import BedrockJudge
     from memsvc.adapters.aws.clients import AwsClients
@@ -305,6 +323,7 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
     from memsvc.adapters.aws.s3vectors_index import MAX_WRITE_BATCH, S3VectorsIndex
     from memsvc.adapters.aws.titan import TitanEmbedder
+    from memsvc.adapters.aws.bedrock_rerank import BedrockReranker, rerank_client
 
     clients = clients or AwsClients.create(settings.region, embedding_concurrency=settings.embedding_concurrency)
     clock = clock or SystemClock()
@@ -351,7 +370,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder, graph=services.graph),
                          metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service),
-                         graph=(graph, graph_indexer))
+                         graph=(graph, graph_indexer),
+                         reranker=reranker or BedrockReranker(rerank_client(settings.region),
+                                                              model_id=settings.rerank_model_id))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
     return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients,
                   Timeline(event_log, publisher), accesses, graph, extractor)

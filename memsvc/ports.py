@@ -23,7 +23,8 @@ from memsvc.core.models import (Change, ChangeKind, FieldDoc, ItemHead, KeywordD
 __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "LocalExpiry", "ChangeFeed", "EventLog",
            "EventPublisher", "VectorIndex", "KeywordIndex", "FieldHolders", "Embedder", "KeyProvider", "Clock",
            "SystemClock", "Metrics", "OperationSample", "GraphQuerySample", "SameFactJudge", "RateLimiter",
-           "RememberQueue", "SessionStore", "BusEvents", "WorkflowStore", "EntityExtractor", "GraphStore"]
+           "RememberQueue", "SessionStore", "BusEvents", "WorkflowStore", "EntityExtractor", "GraphStore",
+           "Reranker"]
 
 
 class ItemStore(Protocol):
@@ -566,3 +567,14 @@ class Clock(Protocol):
 class SystemClock:
     def now(self) -> datetime:
         return datetime.now(timezone.utc)
+
+
+class Reranker(Protocol):
+    """A cross-encoder that scores texts against a query (issue 23's rerank step): Bedrock's
+    Rerank API on AWS, an HTTP `/rerank` endpoint the operator runs locally. The texts are
+    memories' plaintext: they leave the process for the model the deployment names."""
+
+    def rerank(self, query: str, texts: Sequence[str], *, model_id: str | None) -> list[float]:
+        """One relevance score per text, in input order, higher is more relevant. `model_id`: the
+        tenant's choice of model, None for the deployment's. Raises on any failure (a timeout, an
+        error status, an answer that does not score every text); the caller keeps its own order."""

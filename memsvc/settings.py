@@ -18,6 +18,11 @@ class LocalSettings:
     # Vectors a tenant holds before its wide-scope searches use the ANN graph; None ("off"): never.
     ann_threshold: int | None = 150_000
     workers: int = 1  # `memsvc serve --workers N`: the server's processes
+    # An HTTP rerank endpoint (Cohere- or TEI-shaped, `adapters.local.http_rerank`) for tenants
+    # that turn `rerank` on: memories' texts are sent there. None: no reranking.
+    rerank_url: str | None = None
+    rerank_api: str = "auto"  # auto | cohere | tei: the request shape the endpoint takes
+    rerank_timeout_seconds: float = 2.0
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
@@ -30,6 +35,9 @@ class LocalSettings:
             events_file=Path(events_file).expanduser() if events_file else None,
             ann_threshold=cls.ann_threshold if ann is None else None if ann == "off" else int(ann),
             workers=int(os.environ.get("MEMSVC_WORKERS", "1")),
+            rerank_url=os.environ.get("MEMSVC_RERANK_URL") or None,
+            rerank_api=os.environ.get("MEMSVC_RERANK_API", "auto"),
+            rerank_timeout_seconds=float(os.environ.get("MEMSVC_RERANK_TIMEOUT_SECONDS", "2")),
         )
 
     def export(self) -> None:
@@ -79,6 +87,7 @@ class AwsSettings:
     metrics_service: str = "memsvc-api"
     remember_queue_url: str = ""  # the SQS queue of `remember` calls with `wait: false`
     extraction_model_id: str = "amazon.nova-micro-v1:0"  # the knowledge graph's entity extractor (Converse)
+    rerank_model_id: str = "amazon.rerank-v1:0"  # search's rerank step, for tenants that turn it on
 
     @classmethod
     def from_env(cls) -> "AwsSettings":
@@ -100,4 +109,5 @@ class AwsSettings:
             metrics_service=env.get("POWERTOOLS_SERVICE_NAME") or "memsvc-api",
             remember_queue_url=env.get("MEMSVC_REMEMBER_QUEUE_URL", ""),
             extraction_model_id=env.get("MEMSVC_EXTRACTION_MODEL_ID", "amazon.nova-micro-v1:0"),
+            rerank_model_id=env.get("MEMSVC_RERANK_MODEL_ID", "amazon.rerank-v1:0"),
         )

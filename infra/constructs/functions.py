@@ -91,6 +91,7 @@ class ServiceSettings:
     log_retention: logs.RetentionDays
     removal_policy: RemovalPolicy
     extraction_model_id: str = "amazon.nova-micro-v1:0"  # the knowledge graph's entity extractor
+    rerank_model_id: str = "amazon.rerank-v1:0"  # search's rerank step (the API function's)
 
 
 @dataclass(frozen=True)
@@ -191,6 +192,7 @@ def service_environment(*, service: str, table: ItemTable, keywords: KeywordTabl
         "MEMSVC_EMBEDDING_CONCURRENCY": str(settings.embedding_concurrency),
         "MEMSVC_DATA_KEY_CACHE_SECONDS": str(settings.data_key_cache_seconds),
         "MEMSVC_EXTRACTION_MODEL_ID": settings.extraction_model_id,
+        "MEMSVC_RERANK_MODEL_ID": settings.rerank_model_id,
         "POWERTOOLS_SERVICE_NAME": powertools_service(service),
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "LOG_LEVEL": settings.log_level,
@@ -247,8 +249,9 @@ class ServiceFunction(Construct):
         )
         acknowledge(self.role, "AwsSolutions-IAM5[Resource::*]",
                     "Only actions without resource-level permissions use Resource '*' (Service Authorization "
-                    "Reference): X-Ray PutTraceSegments/PutTelemetryRecords for active tracing, and for stream "
-                    "consumers dynamodb:ListStreams, which Lambda checks when it creates the mapping. Every other "
+                    "Reference): X-Ray PutTraceSegments/PutTelemetryRecords for active tracing, for stream "
+                    "consumers dynamodb:ListStreams, which Lambda checks when it creates the mapping, and for the "
+                    "API bedrock:Rerank (the model it may rerank with is its InvokeModel statement's). Every other "
                     "statement names its table, index, stream, key, queue, event bus, model or log group.")
         acknowledge(self.function, "AwsSolutions-L1",
                     f"python{LAMBDA_PYTHON} on purpose: a supported runtime that AWS patches (deprecation "
@@ -287,9 +290,10 @@ class ApiFunction(Construct):
     QueryVectors needs for metadata and filters, and recall calls itself to compare the stored
     vectors of near-duplicates), GetIndex (health), PutVectors and
     DeleteVectors (`sync_index` indexes inline) on the index; Bedrock InvokeModel on the
-    embedding model; DynamoDB DeleteItem and TransactWriteItems (authorized as its Put, Update
-    and Delete actions) for the session store (message appends, session deletes); EventBridge
-    PutEvents on the bus for `memsvc.session.closed`.
+    embedding model; Bedrock Rerank (no resource-level permission) and InvokeModel on the rerank
+    model, for search's rerank step; DynamoDB DeleteItem and TransactWriteItems (authorized as
+    its Put, Update and Delete actions) for the session store (message appends, session
+    deletes); EventBridge PutEvents on the bus for `memsvc.session.closed`.
     """
 
     def __init__(
@@ -349,6 +353,11 @@ class ApiFunction(Construct):
             "s3vectors:PutVectors", "s3vectors:DeleteVectors"])
         s.allow(sid="Embeddings", actions=["bedrock:InvokeModel"],
                 resources=[_titan_arn(self, settings.embedding_model_id)])
+        # Rerank is authorized as bedrock:Rerank, which has no resource type, and as InvokeModel
+        # on the model it runs: that statement is what limits the API to the deployment's model.
+        s.allow(sid="Rerank", actions=["bedrock:Rerank"], resources=["*"])
+        s.allow(sid="RerankModel", actions=["bedrock:InvokeModel"],
+                resources=[_titan_arn(self, settings.rerank_model_id)])
         self.function = s.function
         self.role = s.role
         self.log_group = s.log_group

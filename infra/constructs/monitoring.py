@@ -44,7 +44,8 @@ class Operations(Construct):
     - `<fn>-errors`, `<fn>-throttles`: invocations failed or were throttled (concurrency);
     - `<consumer>-iterator-age`: the oldest unprocessed stream record is older than the
       threshold (the consumer is stuck or too slow; the stream keeps 24 h);
-    - `<consumer>-dlq`: a batch exhausted its retries and was parked (needs a replay).
+    - `<consumer>-dlq`: a batch exhausted its retries and was parked (needs a replay);
+    - `api-embedding-failures`: the API function's embedding calls failed (searches are degraded).
     """
 
     def __init__(
@@ -133,6 +134,18 @@ class Operations(Construct):
                 f"the indexer quarantined >= {thresholds.quarantined_per_5min} memories in 5 min (poison items, "
                 "README \"Poison items\"): GET /admin/v1/memories/index/status lists a tenant's with their "
                 "reasons; fix the cause, then POST /admin/v1/memories/index/retry.")
+        if "api" in functions:
+            # A failing embedding model no longer shows as 5xx: hybrid search and recall answer from
+            # the keyword index instead (`memory.search.degraded`).
+            self._alarm(
+                "api-embedding-failures",
+                cw.Metric(namespace=METRICS_NAMESPACE, metric_name="EmbeddingFailures", statistic="Sum",
+                          dimensions_map={"service": powertools_service("api")}, period=_FIVE_MINUTES),
+                thresholds.embedding_failures_per_5min,
+                f"the api function's embedding calls failed >= {thresholds.embedding_failures_per_5min} times in 5 "
+                "min (Titan throttling, timing out or refusing): hybrid search and recall answer from the keyword "
+                "index alone (metadata.degraded; memory.search.degraded per tenant) and semantic search answers "
+                "503. Check Bedrock's health, quotas and model access in the region.")
 
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name)
         self.dashboard.add_widgets(cw.TextWidget(
@@ -201,6 +214,10 @@ class Operations(Construct):
                 _seed_metric_search("memory.operations.total", "tenant", "Sum", top=10)]),
             cw.GraphWidget(title="Memory operation errors by tenant (seed 001, top 10)", width=12, left=[
                 _seed_metric_search("memory.operations.errors", "tenant,code", "Sum", top=10)]),
+        )
+        self.dashboard.add_widgets(
+            cw.GraphWidget(title="Searches answered without the embedding model, by tenant (top 10)", width=12,
+                           left=[_seed_metric_search("memory.search.degraded", "tenant", "Sum", top=10)]),
         )
         self.dashboard.add_widgets(cw.AlarmStatusWidget(
             title="Alarms", width=24, alarms=list(self.alarms.values())))

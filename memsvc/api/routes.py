@@ -73,7 +73,7 @@ def _delete_memory(app: Services, c: Call) -> None:
 
 
 def _search(app: Services, c: Call) -> s.SearchOut:
-    return s.SearchOut(items=[s.SearchItemOut.of(m) for m in app.search.search(c.caller, c.body)])
+    return s.SearchOut.of(app.search.answer(c.caller, c.body, request_id=c.request.request_id))
 
 
 def _recall(app: Services, c: Call) -> s.RecallOut:

@@ -18,7 +18,7 @@ from memsvc.service.memories import PutMemory
 from memsvc.service.graph import Entity, PathAnswer, Related
 from memsvc.service.recall import RecallQuery, RecallResult, Recalled
 from memsvc.service.remember import RememberMemory, Remembered
-from memsvc.service.search import SearchQuery
+from memsvc.service.search import SearchQuery, SearchResult
 from memsvc.service.semantic import SemanticView, UpsertSemantic
 from memsvc.service.sessions import AppendMessage, CreateSession, SessionView, UpdateSession
 from memsvc.service.tenant_config import SettingsPatch
@@ -35,6 +35,7 @@ __all__ = [
     "PutMemoryOut",
     "MemoryOut",
     "SearchItemOut",
+    "SearchMetadataOut",
     "SearchOut",
     "RecalledOut",
     "RecallMetadataOut",
@@ -150,6 +151,8 @@ class MemoryOut(PutMemoryOut):
 class Scores(Answer):
     semantic: float | None = Field(description="cosine similarity of the best-matching indexed text")
     keyword: float | None = Field(description="BM25 over the indexed texts")
+    rerank: float | None = Field(None, description="the reranker's relevance, on the memories the tenant's rerank "
+                                                   "step reordered; null otherwise")
 
 
 class SearchItemOut(MemoryOut):
@@ -162,8 +165,18 @@ class SearchItemOut(MemoryOut):
         return super().of(m, score=m.score, scores=scores, **extra)
 
 
+class SearchMetadataOut(Answer):
+    degraded: bool = Field(description="ranked by the keyword index alone: the embedding model failed or timed out")
+
+
 class SearchOut(Answer):
     items: list[SearchItemOut]
+    metadata: SearchMetadataOut
+
+    @classmethod
+    def of(cls, result: SearchResult) -> Self:
+        return cls(items=[SearchItemOut.of(m) for m in result.memories],
+                   metadata=SearchMetadataOut(degraded=result.degraded))
 
 
 class RecalledOut(Answer):
@@ -205,6 +218,7 @@ class RecallMetadataOut(Answer):
     searched_layers: list[str]
     query_embedding_ms: float
     retrieval_ms: float
+    degraded: bool = Field(description="ranked by the keyword index alone: the embedding model failed or timed out")
 
 
 class RecallOut(Answer):
@@ -217,7 +231,7 @@ class RecallOut(Answer):
             count=len(result.memories), total_count=result.total_count, truncated=result.truncated,
             token_count=result.token_count, token_budget=result.token_budget,
             searched_layers=result.searched_layers, query_embedding_ms=result.query_embedding_ms,
-            retrieval_ms=result.retrieval_ms))
+            retrieval_ms=result.retrieval_ms, degraded=result.degraded))
 
 
 class EventOut(Answer):
@@ -432,6 +446,7 @@ class MessageOut(Answer):
     message_id: str
     seq: int
     role: str
+    name: str | None = Field(description="who spoke, as the message gave it; null when only its role says")
     content: str
     correlation_id: str | None
     created_at: Rfc3339

@@ -2,6 +2,16 @@
 
 `{"meta.lang": "en", "year": {"gte": 2024, "lt": 2026}, "tag": {"$in": ["a", "b"]}}`
 
+Beyond API.md's operators (README "Filter operators for agents"):
+
+- `contains: x`: the value at the path is a list holding an element equal to `x`, or is itself
+  equal to `x` (a scalar counts as a one-element list, as MongoDB and S3 Vectors' `$eq` treat
+  it). Only the top level of the list: `[["a"]]` contains `["a"]`, not `"a"`.
+- `any: [x, ...]`: the same, for at least one of the listed values (`contains` of any of them).
+- `exists: true|false`: whether the path is present; `null` is present (MongoDB's rule).
+- `not: {operators}`: the operators on that path, ANDed, do not all hold; `not` cannot hold
+  another `not`. A missing path fails `contains`, `any` and `eq`, so `not` of those holds there.
+
 Comparisons never fall back to text order: numbers compare as numbers, strings that are both
 ISO 8601 timestamps compare as instants, and anything else makes a range condition false.
 
@@ -40,7 +50,8 @@ __all__ = [
 ]
 
 MAX_CONDITIONS = 50
-OPERATORS = frozenset({"eq", "ne", "in", "nin", "gt", "gte", "lt", "lte"})
+OPERATORS = frozenset({"eq", "ne", "in", "nin", "gt", "gte", "lt", "lte", "contains", "any", "exists", "not"})
+_LIST_OPERATORS = ("in", "nin", "any")
 _RANGE = {"gt": operator.gt, "gte": operator.ge, "lt": operator.lt, "lte": operator.le}
 NON_FINITE_TAG = "$numberDouble"
 _NON_FINITE = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
@@ -112,7 +123,7 @@ class Filter:
             name = c.op if c.op not in ops else "$" + c.op
             if name in ops:
                 raise ValueError(f"filter on {c.path!r} has more than two {c.op!r} conditions")
-            ops[name] = [_encode(x) for x in c.operand] if c.op in ("in", "nin") else _encode(c.operand)
+            ops[name] = _encode_operand(c.op, c.operand)
         return {
             path: ops["eq"] if ops.keys() == {"eq"} and not isinstance(ops["eq"], dict) else ops
             for path, ops in grouped.items()
@@ -127,11 +138,15 @@ def parse_filter(obj: Any) -> Filter:
     if not isinstance(obj, dict):
         raise _invalid("filter must be a JSON object")
     conditions: list[Condition] = []
+    count = 0
     for path, spec in obj.items():
         if not isinstance(path, str) or not path or "" in path.split("."):
             raise _invalid(f"filter key {path!r} must be a non-empty dot path", key=path)
-        conditions.extend(Condition(path, op, operand) for op, operand in _parse_spec(path, spec))
-        if len(conditions) > MAX_CONDITIONS:
+        parsed = _parse_spec(path, spec)
+        conditions.extend(Condition(path, op, operand) for op, operand in parsed)
+        # A `not` counts as the operators it holds.
+        count += sum(len(operand) if op == "not" else 1 for op, operand in parsed)
+        if count > MAX_CONDITIONS:
             raise _invalid(f"filter has more than {MAX_CONDITIONS} conditions", max_conditions=MAX_CONDITIONS)
     return Filter(tuple(conditions))
 
@@ -151,7 +166,22 @@ def condition_matches(value_found: bool, value: Any, op: str, operand: Any) -> b
     if op in _RANGE:
         pair = _comparable(value, operand) if value_found else None
         return pair is not None and _RANGE[op](*pair)
+    if op in ("contains", "any"):
+        return value_found and _holds_any(value, (operand,) if op == "contains" else operand)
+    if op == "exists":
+        return value_found == operand
+    if op == "not":
+        return not all(condition_matches(value_found, value, inner, x) for inner, x in operand)
     raise ValueError(f"unknown filter operator {op!r}")
+
+
+def _holds_any(value: Any, wanted: Collection[Any]) -> bool:
+    """Whether the list `value` (or the scalar or object `value`, as a list of one) holds an
+    element equal to one of `wanted`. O(size of `value` + size of `wanted`): equal values share
+    their equality key."""
+    keys = {k for x in wanted if (k := equality_key(x)) is not None}
+    elements = value if isinstance(value, (list, tuple)) else (value,)
+    return bool(keys) and any(equality_key(x) in keys for x in elements)
 
 
 def get_path(obj: Any, path: str) -> tuple[bool, Any]:
@@ -183,6 +213,11 @@ def _parse_spec(path: str, spec: Any) -> list[tuple[str, Any]]:
         return [("eq", number)]
     if not isinstance(spec, dict) or not any(_looks_like_operator(k) for k in spec):
         return [("eq", spec)]
+    return _parse_operators(path, spec, negated=False)
+
+
+def _parse_operators(path: str, spec: dict[Any, Any], *, negated: bool) -> list[tuple[str, Any]]:
+    """The (operator, operand) pairs of an operator object; `negated` inside a `not`."""
     parsed = []
     for name, operand in spec.items():
         op = name.removeprefix("$") if isinstance(name, str) else name
@@ -194,10 +229,19 @@ def _parse_spec(path: str, spec: Any) -> list[tuple[str, Any]]:
                 key=path,
                 op=name,
             )
-        if op in ("in", "nin"):
+        if op in _LIST_OPERATORS:
             if not isinstance(operand, (list, tuple)):
                 raise _invalid(f"filter on {path!r}: {name!r} takes a list", key=path, op=name)
             operand = tuple(_decode(x) for x in operand)
+        elif op == "exists" and not isinstance(operand, bool):
+            raise _invalid(f"filter on {path!r}: {name!r} takes true or false", key=path, op=name)
+        elif op == "not":
+            if negated:
+                raise _invalid(f"filter on {path!r}: {name!r} cannot hold another not", key=path, op=name)
+            if not isinstance(operand, dict) or not any(_looks_like_operator(k) for k in operand):
+                raise _invalid(f"filter on {path!r}: {name!r} takes an object of operators, such as "
+                               f"{{\"contains\": \"x\"}}", key=path, op=name)
+            operand = tuple(_parse_operators(path, operand, negated=True))
         elif op in _RANGE and not (_is_range_operand(operand) or _non_finite(operand) is not None):
             raise _invalid(
                 f"filter on {path!r}: {name!r} takes a number or an ISO 8601 timestamp",
@@ -217,6 +261,18 @@ def _non_finite(x: Any) -> float | None:
 def _decode(operand: Any) -> Any:
     number = _non_finite(operand)
     return operand if number is None else number
+
+
+def _encode_operand(op: str, operand: Any) -> Any:
+    """A parsed operand in the API's JSON form."""
+    if op in _LIST_OPERATORS:
+        return [_encode(x) for x in operand]
+    if op == "not":
+        inner: dict[str, Any] = {}
+        for name, x in operand:
+            inner[name if name not in inner else "$" + name] = _encode_operand(name, x)
+        return inner
+    return _encode(operand)
 
 
 def _encode(operand: Any) -> Any:

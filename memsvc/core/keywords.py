@@ -2,7 +2,10 @@ r"""Text -> keyword terms, and BM25. Pure functions: the analyzer that the index
 memory's texts and the search runs on a query, so both see the same terms.
 
 Analysis: Unicode NFKC, case folding, words of letters and digits, Lucene's English stop words
-dropped, Snowball (Porter2) English stemming. A word joined to the next by `-`, `.`, `/`, `:`
+dropped, Snowball (Porter2) English stemming. A query also drops a fuller list of English
+function words (`query_terms`): "what did Maria say" asks for Maria and saying, and a memory
+holding "what" or "did" is no closer to it. Only the query: the index keeps those words, so the
+list can change without re-indexing. A word joined to the next by `-`, `.`, `/`, `:`
 or `_` (a ticket id `INC-20931`, a version `3.12.1`, a date `2026-03-14`) is also kept whole,
 so an exact code outranks the memories that only share its parts.
 
@@ -27,16 +30,29 @@ from typing import Any
 
 from memsvc.core.unicode_text import normalize
 
-__all__ = ["analyze", "term_counts", "idf", "bm25", "BM25_K1", "BM25_B", "MAX_TERM_LENGTH"]
+__all__ = ["analyze", "query_terms", "term_counts", "idf", "bm25", "BM25_K1", "BM25_B", "MAX_TERM_LENGTH"]
 
-BM25_K1 = 1.2  # Lucene's defaults
-BM25_B = 0.75
+BM25_K1 = 1.2  # Lucene's default
+# No length normalisation: a memory is a few sentences, and normalising by length lifted every
+# short line that shares a query's commonest words ("(8 May 2023) Maria said, 'Fair enough.'")
+# above the longer one that answers it (benchmarks/README.md, "Retrieval on long conversations").
+# With b = 0 a keyword match (`core.ranking.keyword_match`) is the share of the query's IDF that
+# the memory holds.
+BM25_B = 0.0
 MAX_TERM_LENGTH = 64  # longer runs (base64 blobs, hashes) are noise to a keyword index
 
 _STOP_WORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
     "they this to was will with".split()
 )
+# NLTK's English stop words, cut at apostrophes as words are (`don't` is `don` and `t`).
+_QUERY_STOP_WORDS = _STOP_WORDS | frozenset(
+    "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "
+    "herself its itself them theirs themselves what which who whom those am were been being have has had having "
+    "do does did doing because until while about against between through during before after above below from "
+    "up down out off over under again further once here when where why how all any both each few more most other "
+    "some nor only own same so than too very s t can just don should now d ll m o re ve y ain aren couldn didn "
+    "doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn weren won wouldn".split())
 _WORD = re.compile(r"\w+", re.UNICODE)
 _JOINERS = frozenset("-./:")  # and `_`, which is a word character: it joins inside a word
 _ENGLISH_ONLY = "_memsvc_snowballstemmer_english"
@@ -75,10 +91,19 @@ def analyze(text: str) -> list[str]:
     """The text's terms, in order, repeats kept (term frequency counts them): its words, then its
     compounds. O(len(text)); at most one term per word and one per compound, each at most
     `MAX_TERM_LENGTH` characters."""
+    return _terms(text, _STOP_WORDS)
+
+
+def query_terms(text: str) -> list[str]:
+    """A query's terms: `analyze`'s, without English function words. O(len(text))."""
+    return _terms(text, _QUERY_STOP_WORDS)
+
+
+def _terms(text: str, stop_words: frozenset[str]) -> list[str]:
     folded = normalize("NFKC", text).casefold()
     words = [(m.start(), m.end()) for m in _WORD.finditer(folded)]
     terms = [_stem(w) for start, end in words
-             if end - start <= MAX_TERM_LENGTH and (w := folded[start:end]) not in _STOP_WORDS]
+             if end - start <= MAX_TERM_LENGTH and (w := folded[start:end]) not in stop_words]
     terms.extend(_compounds(folded, words))
     return terms
 

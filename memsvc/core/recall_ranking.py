@@ -4,6 +4,7 @@
   w.recency*recency + w.pinned*pinned`, with seed 001's decay `(1 - rate)^days` as recency.
 - `collapse_near_duplicates`: of memories whose vectors are at cosine >= the threshold, the most
   specific layer's copy stays (seed 001's merge).
+- `relative_cut`: what stays of a query's matches once those well below its best one are left out.
 - `fill_budget`: contents in order until the token budget is spent; the last may be cut.
 """
 
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-__all__ = ["Weights", "recency", "relevance", "collapse_near_duplicates", "Budgeted", "fill_budget",
+__all__ = ["Weights", "recency", "relevance", "collapse_near_duplicates", "relative_cut", "Budgeted", "fill_budget",
            "NEAR_DUPLICATE_COSINE"]
 
 NEAR_DUPLICATE_COSINE = 0.95  # seed 001: "merging results with 0.95+ similarity"
@@ -63,6 +64,24 @@ def collapse_near_duplicates(ids: Sequence[str], precedence: Mapping[str, int], 
             kept.append(vector)
         out.add(memory_id)
     return out
+
+
+def relative_cut(scores: Sequence[float], gap: float, margin: float) -> list[int]:
+    """The positions, in their order, of the scores that stay: going down from the best, each
+    stays while it is at most `gap` below the one above it and at most `margin` below the best.
+    The best always stays. Relative to the query's own best, so no score is too low in itself
+    (the fixed thresholds decide that); a `gap` and a `margin` of 1 (scores are 0..1) keep
+    everything."""
+    if not scores:
+        return []
+    descending = sorted(scores, reverse=True)
+    floor = descending[0] - margin
+    last = descending[0]
+    for score in descending[1:]:
+        if score < floor or last - score > gap:
+            break
+        last = score
+    return [n for n, score in enumerate(scores) if score >= last]
 
 
 @dataclass(frozen=True)

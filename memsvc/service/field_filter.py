@@ -1,9 +1,11 @@
 """Deciding a filter search's equality conditions on blind field tokens instead of decrypting.
 
-`eq`, `in`, `ne` and `nin` on a value field are answered from the keyword index's field tokens
-(`KeywordIndex.field_holders`) for every item whose current version has its tokens written; the
-other conditions (ranges, and equality with a list or an object, which get no tokens:
-`core.field_tokens`) are checked on the decrypted value of the items the tokens leave. An
+`eq`, `in`, `ne` and `nin` on a value field (and a `not` of just one of them) are answered from
+the keyword index's field tokens (`KeywordIndex.field_holders`) for every item whose current
+version has its tokens written; the other conditions (ranges, equality with a list or an object,
+which get no tokens: `core.field_tokens`; `exists`, which no token says; `contains` and `any`,
+whose list elements are tokenized under their index, `tags.0`, not under the list's path) are
+checked on the decrypted value of the items the tokens leave. An
 item whose current version has no tokens yet (written since the indexer last ran, written while
 keyword indexing was off, or with too many fields) is decided by decrypting it, as before, so
 an answer never depends on how far the indexer has got.
@@ -29,9 +31,10 @@ _POSITIVE = {"eq": True, "in": True, "ne": False, "nin": False}
 class FieldTokenPlan:
     """`holders`: what the index says about the items under the searched prefix (None: nothing
     is decided on tokens); `tests`: per condition of the caller's filter, in order, whether it
-    holds when the item has one of its tokens (`eq`, `in`) or none (`ne`, `nin`), and those tokens;
-    None for a condition that tokens do not decide (a range, a path they cannot name, or a list or
-    object operand)."""
+    holds when the item has one of its tokens (`eq`, `in`, a `not` of `ne` or `nin`) or none (`ne`,
+    `nin`, a `not` of `eq` or `in`), and those tokens; None for a condition that tokens do not
+    decide (a range, `contains`, `any`, `exists`, any other `not`, a path they cannot name, or a
+    list or object operand)."""
 
     holders: FieldHolders | None
     tests: tuple[tuple[bool, tuple[str, ...]] | None, ...]
@@ -46,16 +49,18 @@ def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefi
                       user: Filter) -> FieldTokenPlan:
     """The token tests of `user`'s conditions under `prefix`. O(size of `user`) before the index
     is asked: equality keys of scalar operands only."""
-    wanted: list[tuple[str, list[tuple[str, str]]] | None] = []
+    wanted: list[tuple[bool, list[tuple[str, str]]] | None] = []
     for c in user.conditions:
-        op = c.op.removeprefix("$")
-        operands = c.operand if op in ("in", "nin") else (c.operand,)
+        op, operand, negated = c.op.removeprefix("$"), c.operand, False
+        if op == "not" and len(operand) == 1:  # not eq is ne, not in is nin, and so on
+            (op, operand), negated = operand[0], True
+        operands = operand if op in ("in", "nin") else (operand,)
         composite = any(isinstance(x, (list, tuple, dict)) for x in operands)  # no tokens: field_tokens
         if op not in _POSITIVE or not decidable_path(c.path) or composite:
             wanted.append(None)
             continue
         # An operand equal to nothing (NaN) has no token: it matches no item's value.
-        wanted.append((op, [(c.path, k) for x in operands if (k := equality_key(x)) is not None]))
+        wanted.append((_POSITIVE[op] != negated, [(c.path, k) for x in operands if (k := equality_key(x)) is not None]))
     if all(w is None for w in wanted):
         return FieldTokenPlan.without_tokens(user)
     pairs = list(dict.fromkeys(pair for w in wanted if w is not None for pair in w[1]))
@@ -64,7 +69,7 @@ def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefi
     except LookupError:  # a tenant without a data key has stored nothing
         return FieldTokenPlan.without_tokens(user)
     return FieldTokenPlan(keywords.field_holders(tenant, prefix, list(tokens.values())), tuple(
-        None if w is None else (_POSITIVE[w[0]], tuple(tokens[pair] for pair in w[1])) for w in wanted))
+        None if w is None else (w[0], tuple(tokens[pair] for pair in w[1])) for w in wanted))
 
 
 def attribute_verdicts(scope: Filter, user: Filter, attributes: dict[str, Any]) -> tuple[bool | None, ...] | None:

@@ -45,9 +45,11 @@ from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, Ov
 from memsvc.core.field_tokens import value_fields
 from memsvc.core.index_budget import ItemBudget, OverBudget, Stopwatch
 from memsvc.core.keywords import term_counts
+from memsvc.core.message_context import MESSAGE_FIELD, is_session_message, turn_of, turn_texts
 from memsvc.core.models import (Change, FieldDoc, IndexAttempt, KeywordDoc, StoredItem, VectorRef, VectorWrite,
                                  attempt_mark, read_attempt_mark)
 from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
+from memsvc.core.sessions import message_key
 from memsvc.ports import Clock, Embedder, IndexBacklog, KeywordIndex, SystemClock, VectorIndex
 from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.sealing import Sealer
@@ -430,11 +432,28 @@ class Indexer:
             return _Prepared([], None)
         value = self._sealer.open_value(item)
         texts = [] if item.index_fields is False else extract_texts(value, item.index_fields, limit=MAX_INDEXED_FIELDS)
-        self._budget.check_texts(texts)
+        self._budget.check_texts(texts)  # the client's own (a message's turn: its content twice, a bounded context)
+        if texts and item.index_fields == [MESSAGE_FIELD] and is_session_message(item.namespace, item.key):
+            texts = self._as_turn(item, value, texts)
         watch.check("reading its texts")
         field_doc = self._field_doc(item, value) if with_tokens else None
         watch.check("its field tokens")
         return _Prepared(texts, field_doc)
+
+    def _as_turn(self, item: StoredItem, value: Any, texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """A message as `service.sessions` appends it, as its turn of the conversation
+        (`core.message_context`). The turn before is read now, at seq - 1: the store gave the seqs
+        in order, each append committed before the next took its seq, so it is there unless it was
+        deleted (then there is none). A retried or re-indexed message reads it again, as it is then."""
+        turn = turn_of(value)
+        if turn is None:
+            return texts
+        previous = None
+        if (seq := int(item.key)) > 1:
+            row = self._store.get(item.tenant, item.namespace, message_key(seq - 1))
+            if row is not None and row.value_ct is not None and row.is_live(self._clock.now()):
+                previous = turn_of(self._sealer.open_value(row))
+        return turn_texts(turn, item.created_at, previous)
 
     def _index_pipelined(self, items: dict[int, StoredItem], outcome: _Outcome, watch: Callable[[], Stopwatch],
                          alone: bool, probe: _Probe) -> list[_Embedded]:

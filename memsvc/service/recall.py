@@ -22,14 +22,16 @@ from typing import Annotated, Any, Literal
 from pydantic import ConfigDict, Field, StrictBool, StrictFloat, StrictStr, WithJsonSchema
 
 from memsvc.core.errors import Forbidden, InvalidArgument
-from memsvc.core.filters import lookup_in, parse_filter
+from memsvc.core.filters import Filter, lookup_in, parse_filter
 from memsvc.core.keywords import analyze
 from memsvc.core.layers import (LAYER_NAMES, LAYERS, Layer, accessible_layers, identifiers_schema, layer_namespaces,
                                 layer_needs_schema, layer_of, resolve_identifiers)
 from memsvc.core.models import Caller, Memory
 from memsvc.core.namespaces import encode_namespace, is_under
+from memsvc.core.message_context import MESSAGE_FIELD, turn_of
 from memsvc.core.paths import extract_texts
-from memsvc.core.recall_ranking import Weights, collapse_near_duplicates, fill_budget, recency, relevance
+from memsvc.core.recall_ranking import (Weights, collapse_near_duplicates, fill_budget, recency, relative_cut,
+                                         relevance)
 from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
 from memsvc.core.validation import Command, Integer, NamespacePrefix
 from memsvc.ports import Clock, VectorIndex
@@ -37,7 +39,8 @@ from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.graph import Graph, GraphScope
 from memsvc.service.sealing import Sealer
-from memsvc.service.search import FilterPlan, Query, Ranked, Search
+from memsvc.service.memories import check_nesting
+from memsvc.service.search import FILTER_RULES, FILTER_SCHEMA, FilterPlan, Query, QueryEmbedding, Ranked, Search
 from memsvc.tokens import count_tokens, cut_to_tokens
 
 __all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult"]
@@ -82,6 +85,9 @@ class RecallQuery(Command):
         None, description="search this subtree instead of layers (not with layers or identifiers)")
     types: list[Literal["fact", "preference", "decision", "note"]] | None = Field(
         None, min_length=1, description="only typed memories of these types")
+    filter: dict[StrictStr, Any] | None = Field(None, json_schema_extra=FILTER_SCHEMA, description=(
+        f"as search's, ANDed with types ({FILTER_RULES}); typed memories keep tags, category and kind in their "
+        "value: {\"tags\": {\"contains\": \"travel\"}, \"category\": \"work\", \"kind\": \"episodic\"}"))
     limit: Integer = Field(10, ge=1, le=50)
     min_score: StrictFloat = Field(0.3, ge=0, le=1, description="leave out memories of lower relevance")
     token_budget: Integer = Field(1000, ge=1, le=8000, description="cl100k_base tokens of content, at most")
@@ -122,6 +128,7 @@ class RecallResult:
     searched_layers: list[str]
     query_embedding_ms: float
     retrieval_ms: float
+    degraded: bool  # ranked by the keyword index alone: the query's embedding failed (`Search.report_degraded`)
 
 
 @dataclass(frozen=True)
@@ -156,21 +163,27 @@ class Recall:
         scopes = self._scopes(caller, q)
         settings = self._access.settings_of(caller)
         embedded = time.perf_counter()
-        vector = self._search.embed(query) if scopes and q.mode != "keyword" else None
+        embedding = QueryEmbedding(lambda: self._search.embed(query))
+        if scopes and q.mode != "keyword":
+            embedding.prepare()  # once for every layer; a failure is for each layer's retrievers to judge
         retrieving = time.perf_counter()
         per_layer = q.limit + CANDIDATE_SLACK
         found = list(self._pool.map(
             lambda s: self._search.ranked(caller.tenant_id, s.prefix, s.plan, query, mode=q.mode, limit=per_layer,
-                                          embed=lambda: vector),
+                                          embed=embedding),
             scopes))
         retrieved = time.perf_counter()
+        degraded = self._search.report_degraded(caller.tenant_id, embedding, "recall", request_id)
 
         now = self._clock.now()
         weights = Weights(**settings.recall_weights.model_dump())
         candidates = [c for ranked in found for r in ranked
                       if (c := self._candidate(caller.tenant_id, r, q, query, weights, settings.decay_rate_per_day,
                                                settings.recall_min_match, now)) is not None]
-        matches = self._sorted(self._collapsed(caller.tenant_id, candidates, q.limit), q.order)
+        ordered = self._sorted(self._collapsed(caller.tenant_id, candidates, q.limit), q.order)
+        # Same-topic memories all clear the fixed thresholds: only the distance to the best tells them apart.
+        matches = [ordered[n] for n in relative_cut([c.recalled.relevance for c in ordered], settings.recall_cut_gap,
+                                                    settings.recall_cut_margin)]
         page = [c.recalled for c in matches[: q.limit]]
         if q.graph_hops and page:
             page += self._graph_expansion(caller.tenant_id, scopes, page, q)
@@ -190,13 +203,14 @@ class Recall:
             searched_layers=list(dict.fromkeys(s.layer.name for s in scopes if s.layer is not None)),
             query_embedding_ms=round((retrieving - embedded) * 1000, 3),
             retrieval_ms=round((retrieved - retrieving) * 1000, 3),
+            degraded=degraded,
         )
         # Never the query or a memory's content: a hash lets one recall be matched to another.
         log.info("recall", extra={
             "request_id": request_id, "tenant": caller.tenant_id,
             "query_sha256": hashlib.sha256(query.encode("utf-8")).hexdigest()[:16],
             "result_count": len(returned), "total_count": result.total_count,
-            "searched_layers": result.searched_layers,
+            "searched_layers": result.searched_layers, "degraded": degraded,
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         })
         return result
@@ -215,7 +229,7 @@ class Recall:
             depth = max(depth, related.depth)
             for r in related.memories:
                 ref = (r.memory.namespace, r.memory.key)
-                condition = scope.plan.user  # the types filter, decided on the value
+                condition = scope.plan.user  # the types and the caller's filter, decided on the value
                 if ref in found or not condition.matches(lookup_in(r.memory.value)):
                     continue
                 if (recalled := self._linked(tenant, r.memory, r.hops, q)) is not None:
@@ -230,7 +244,9 @@ class Recall:
         typed = None if message else TypedMemory.from_value(memory.value)
         if typed is not None and typed.superseded and not q.include_superseded:
             return None
-        content = typed.content if typed is not None else self._best_text(tenant, memory.value, None, q.query)[0]
+        turn = turn_of(memory.value) if message else None  # its own words, never its speaker's name
+        content = (typed.content if typed is not None else turn.content if turn is not None
+                   else self._best_text(tenant, memory.value, None, q.query)[0])
         layer = layer_of(memory.namespace)
         return Recalled(
             memory=memory, layer=layer.name if layer else None, content=content,
@@ -244,13 +260,15 @@ class Recall:
         """What to search, each authorized as a search (`Access.scope`). A layer asked for by
         name that the caller may not search is a 403; one that only came with the default set
         is left out (the identifiers name it, but the policies keep it from this caller)."""
-        plan_filter = _types_filter(q.types)
+        check_nesting(q.filter, "filter")
+        plan_filter = parse_filter(q.filter if q.filter is not None else {}).merge(_types_filter(q.types))
+        policy_filter = _policy_input(plan_filter)
         if q.namespace_prefix is not None:
             if q.layers is not None or q.identifiers is not None:
                 raise InvalidArgument("give namespace_prefix or layers and identifiers, not both",
                                       details={"field": "namespace_prefix"})
             prefix = self._access.namespace_to_read(caller, q.namespace_prefix, allow_empty=True)
-            scope, pushdown = self._access.scope(caller, "search", prefix, plan_filter.to_json())
+            scope, pushdown = self._access.scope(caller, "search", prefix, policy_filter)
             return [_Scope(None, scope, FilterPlan(pushdown, plan_filter))]
         identifiers = resolve_identifiers(caller, q.identifiers)
         layers = accessible_layers(identifiers, q.layers)
@@ -260,7 +278,7 @@ class Recall:
                 layer_scopes = []
                 for root in layer_namespaces(layer, identifiers):
                     namespace = self._access.namespace_to_read(caller, root)
-                    scope, pushdown = self._access.scope(caller, "search", namespace, plan_filter.to_json())
+                    scope, pushdown = self._access.scope(caller, "search", namespace, policy_filter)
                     if not is_under(encode_namespace(scope), namespace):  # narrowed outside the layer
                         raise Forbidden(f"not allowed to search the {layer.name} layer")
                     layer_scopes.append(_Scope(layer, scope, FilterPlan(pushdown, plan_filter)))
@@ -285,6 +303,8 @@ class Recall:
             return None  # no match, however important, recent or pinned
         if typed is not None:
             content, path = typed.content, CONTENT_FIELDS[0]
+        elif message and (turn := turn_of(memory.value)) is not None:  # its own words, never its speaker's name
+            content, path = turn.content, MESSAGE_FIELD
         else:
             content, path = self._best_text(tenant, memory.value, r.field, query)
         importance = typed.importance if typed is not None else NEUTRAL_IMPORTANCE
@@ -358,6 +378,16 @@ def _types_filter(types: Sequence[str] | None):
     if "fact" in types:
         return parse_filter({"type": {"nin": others}})
     return parse_filter({"type": {"in": list(types)}})
+
+
+def _policy_input(plan_filter: Filter) -> dict[str, Any]:
+    """The caller's filter and the types condition, as the filter-injection policy reads them."""
+    try:
+        return plan_filter.to_json()
+    except ValueError:  # the flat form holds an operator twice per path at most (`in` and `$in`)
+        raise InvalidArgument("filter gives the same operator twice on 'type', and types adds it a third time: "
+                              "give the type conditions in one place",
+                              details={"field": "filter", "key": "type"}) from None
 
 
 def _is_session_message(namespace: Sequence[str]) -> bool:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,20 +18,24 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
 
-from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError
+from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
 from memsvc.core.filters import MAX_CONDITIONS, NON_FINITE_TAG, OPERATORS, Filter, lookup_in, parse_filter
 from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import match_namespace_pattern
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment
-from memsvc.core.keywords import analyze
+from memsvc.core.keywords import query_terms
 from memsvc.core.ranking import hybrid_score, keyword_match
-from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, VectorIndex
+from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, attribute_verdicts, plan_field_tokens
 from memsvc.service.memories import MAX_NESTING, Memories, check_nesting, open_memory
+from memsvc.service.rerank import Rerank
 from memsvc.service.sealing import Sealer
 
-__all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "Ranked", "MAX_OFFSET", "MAX_QUERY_CHARS", "Query"]
+__all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "Ranked", "MAX_OFFSET", "MAX_QUERY_CHARS", "Query",
+           "SearchResult", "QueryEmbedding", "DEGRADED_METRIC", "QUERY_EMBEDDING_TIMEOUT_SECONDS"]
+
+log = logging.getLogger(__name__)
 
 MAX_OFFSET = 10_000
 MAX_QUERY_TERMS = 64  # a query's first distinct terms; a longer one is a document, not a question
@@ -37,15 +43,29 @@ MAX_QUERY_CHARS = 8192  # seed 004: a longer query is cut, not refused
 # A search's or a recall's query, cut where it is parsed: nothing after (the keyword analyzer, the
 # embedder, recall's choice of a memory's best text) ever sees more, so their work on it is bounded.
 Query = Annotated[NonBlank, AfterValidator(lambda text: text[:MAX_QUERY_CHARS])]
+# Seed 004's failure table: when the embedding model fails or times out, a hybrid search or recall
+# ranks by the keyword index alone and says so (`degraded`); this counts those answers per tenant.
+DEGRADED_METRIC = "memory.search.degraded"
+# How long a query waits for its vector before it ranks without one. A query embeds in milliseconds
+# locally and in about 0.1 s on Titan, but a throttled or unreachable Titan keeps retrying for far
+# longer than a caller waits (`TitanEmbedder`), and a hung local model never answers.
+QUERY_EMBEDDING_TIMEOUT_SECONDS = 5.0
+QUERY_EMBEDDING_THREADS = 8  # query embeddings in flight at once: all that a hung model can hold
 
 
 # The filter language of `core.filters`, as far as JSON Schema can say it: a condition is a value to
-# equal, or an object of operators (`in`/`nin` take a list, the ranges a number or a timestamp).
+# equal, or an object of operators (`in`/`nin`/`any` take a list, the ranges a number or a timestamp,
+# `exists` a boolean, `not` an object of the other operators).
 _NON_FINITE = {"type": "object", "properties": {NON_FINITE_TAG: {"enum": ["Infinity", "-Infinity", "NaN"]}},
                "required": [NON_FINITE_TAG], "additionalProperties": False}
 _RANGE_OPERAND = {"anyOf": [{"type": "number"}, {"type": "string", "format": "date-time"},
                             {"type": "string", "format": "date"}, _NON_FINITE]}
 _OPERATOR_NAMES = sorted(OPERATORS | {"$" + op for op in OPERATORS})
+_OPERANDS = {r"^\$?(n?in|any)$": {"type": "array"}, r"^\$?[gl]te?$": _RANGE_OPERAND,
+             r"^\$?exists$": {"type": "boolean"}}
+_NEGATED_OPERATORS = {"type": "object", "minProperties": 1,
+                      "propertyNames": {"enum": [name for name in _OPERATOR_NAMES if name.lstrip("$") != "not"]},
+                      "patternProperties": _OPERANDS}
 FILTER_SCHEMA: dict[str, Any] = {
     "maxProperties": MAX_CONDITIONS,
     "propertyNames": {"pattern": r"^[^.]+(\.[^.]+)*$"},
@@ -56,12 +76,15 @@ FILTER_SCHEMA: dict[str, Any] = {
         {"type": "object", "propertyNames": {"pattern": f"^(?!\\$)(?!(?:{'|'.join(sorted(OPERATORS))})(?![\\s\\S]))"}},
         _NON_FINITE,
         {"type": "object", "minProperties": 1, "propertyNames": {"enum": _OPERATOR_NAMES},
-         "patternProperties": {r"^\$?n?in$": {"type": "array"}, r"^\$?[gl]te?$": _RANGE_OPERAND}},
+         "patternProperties": {**_OPERANDS, r"^\$?not$": _NEGATED_OPERATORS}},
     ]},
 }
 FILTER_RULES = (f"conditions on dot paths into value, ANDed (at most {MAX_CONDITIONS}): a value to equal, or an "
-                "object of operators eq, ne, in, nin, gt, gte, lt, lte (or $eq, $ne, ...); a range takes a number or "
-                "an ISO 8601 timestamp (a date, or a date and time with or without an offset); infinities and NaN "
+                "object of operators eq, ne, in, nin, gt, gte, lt, lte, contains, any, exists, not (or $eq, $ne, ...); "
+                "a range takes a number or an ISO 8601 timestamp (a date, or a date and time with or without an "
+                "offset); contains x: the list holds x (a scalar counts as a list of one); any [x, ...]: it holds "
+                "one of them; exists true|false: the path is present (null is); not {operators}: they do not all "
+                "hold (no not inside a not); infinities and NaN "
                 f"are spelled {{\"{NON_FINITE_TAG}\": \"Infinity\"}}; nested at most {MAX_NESTING} levels")
 
 
@@ -124,9 +147,10 @@ class FilterPlan:
 
 class Search:
     def __init__(self, *, items: ItemStore, vectors: VectorIndex, keywords: KeywordIndex, embedder: Embedder,
-                 sealer: Sealer, access: Access, clock: Clock, memories: Memories,
-                 concurrent_retrievers: bool) -> None:
+                 sealer: Sealer, access: Access, clock: Clock, memories: Memories, metrics: Metrics,
+                 concurrent_retrievers: bool, rerank: Rerank) -> None:
         self._items = items
+        self._rerank = rerank
         self._vectors = vectors
         self._keywords = keywords
         # On AWS the two retrievers of a hybrid query are network calls (Bedrock, S3 Vectors,
@@ -134,12 +158,20 @@ class Search:
         # together they gain nothing (100k items: hybrid p50 103 ms side by side, 99 in turn).
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="search") if concurrent_retrievers else None
         self._embedder = embedder
+        # A query's embedding runs here, so that its wait can end (`embed`). Public: a test shortens it.
+        self._embedding_pool = ThreadPoolExecutor(max_workers=QUERY_EMBEDDING_THREADS, thread_name_prefix="query-embed")
+        self.embedding_timeout_seconds = QUERY_EMBEDDING_TIMEOUT_SECONDS
+        self._metrics = metrics
         self._sealer = sealer
         self._access = access
         self._clock = clock
         self._memories = memories
 
     def search(self, caller: Caller, q: SearchQuery) -> list[Memory]:
+        """The memories found, for callers in the process (`answer` is the API's)."""
+        return self.answer(caller, q).memories
+
+    def answer(self, caller: Caller, q: SearchQuery, *, request_id: str = "") -> "SearchResult":
         prefix = self._access.namespace_to_read(caller, q.namespace_prefix, allow_empty=True)
         check_nesting(q.filter, "filter")
         user_filter = parse_filter(q.filter if q.filter is not None else {})
@@ -150,12 +182,15 @@ class Search:
                 if getattr(q, name) is not None:
                     raise InvalidArgument(f"{name} ranks by relevance, so it needs a query", details={"field": name})
             found = self._by_filter(caller.tenant_id, scope, plan, q.limit, q.offset)
+            degraded = False
         else:
+            embedding = QueryEmbedding(lambda: self.embed(q.query))
             ranked = self._by_relevance(caller.tenant_id, scope, plan, q.query, q.mode or "hybrid",
                                         offset=q.offset, limit=q.limit, min_score=q.min_score,
-                                        embed=lambda: self.embed(q.query))
+                                        embed=embedding)
             found = [r.memory for r in ranked]
-        return self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found
+            degraded = self.report_degraded(caller.tenant_id, embedding, "search", request_id)
+        return SearchResult(self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found, degraded)
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
                    offset: int) -> list[Memory]:
@@ -218,8 +253,9 @@ class Search:
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
         asked for more, until enough, or none is left that could score `min_score`."""
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
-        wanted = offset + limit
-        top_k = first_page or max(50, wanted * 4)
+        top_k = first_page or max(50, (offset + limit) * 4)
+        # The rerank step reorders the fused ranking's first `depth`, whatever the page asked.
+        wanted = max(offset + limit, self._rerank.depth(tenant, mode))
         # By memory id, so a wider query never reads or opens one twice: the current items that
         # their plaintext attributes admit, with what is left to check on their values.
         decided: dict[str, tuple[StoredItem, Filter] | None] = {}
@@ -250,7 +286,7 @@ class Search:
             if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
-        return ranked[offset:wanted]
+        return self._rerank.reorder(tenant, query, mode, ranked)[offset:offset + limit]
 
     def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
                      signals: dict[str, dict[str, "_Signal"]], mode: str, wanted: int,
@@ -291,22 +327,44 @@ class Search:
                                   details={"field": "mode"})
         out: list[_Retriever] = []
         if mode in ("hybrid", "semantic"):
-            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, embed))
+            # Without the query's vector a hybrid query ranks by keywords alone (seed 004's failure
+            # table); it cannot when the tenant keeps no keyword index.
+            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, embed,
+                                          optional=mode == "hybrid" and keyword_on))
         if mode in ("hybrid", "keyword") and keyword_on:
             try:
-                terms = self._sealer.term_ids(tenant, analyze(query)[:MAX_QUERY_TERMS], create=False)
+                terms = self._sealer.term_ids(tenant, query_terms(query)[:MAX_QUERY_TERMS], create=False)
             except LookupError:  # a tenant without a data key has stored nothing
                 terms = []
             out.append(_KeywordRetriever(self._keywords, tenant, scope, plan.scope, terms))
         return out
 
     def embed(self, query: str) -> list[float]:
+        """The query's vector. An embedder that fails, or has not answered within
+        `embedding_timeout_seconds`, is `EmbeddingFailed` (Titan's throttling stays `RateLimited`)."""
+        waiting = self._embedding_pool.submit(self._embedder.embed, [query])
         try:
-            return self._embedder.embed([query])[0]
+            return waiting.result(timeout=self.embedding_timeout_seconds)[0]
         except MemsvcError:
             raise
+        except TimeoutError:
+            waiting.cancel()  # if still queued behind hung calls, it never starts
+            raise EmbeddingFailed("the embedding model did not answer in time",
+                                  details={"timeout_seconds": self.embedding_timeout_seconds}) from None
         except Exception as exc:
             raise EmbeddingFailed("the embedding model failed to embed the query") from exc
+
+    def report_degraded(self, tenant: str, embedding: "QueryEmbedding", operation: str, request_id: str) -> bool:
+        """Whether an answered query was ranked without its vector (its embedding failed, and its
+        mode let the keyword index answer alone); if so it is counted and logged, with the error's
+        code: never the query, nor the embedder's own words."""
+        if embedding.failure is None:
+            return False
+        code = embedding.failure.code
+        self._metrics.count(DEGRADED_METRIC, tenant)
+        log.warning("%s answered from the keyword index alone: the query embedding failed (%s)", operation, code,
+                    extra={"request_id": request_id, "tenant": tenant, "operation": operation, "code": code})
+        return True
 
     @staticmethod
     def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str) -> "Ranked":
@@ -336,6 +394,41 @@ class Search:
                 continue
             found.add(ns[: q.max_depth] if q.max_depth else ns)
         return sorted(found)[q.offset : q.offset + q.limit]
+
+
+@dataclass(frozen=True)
+class SearchResult:
+    """A search's page, and whether it was ranked by the keyword index alone (`Search.report_degraded`)."""
+
+    memories: list[Memory]
+    degraded: bool
+
+
+class QueryEmbedding:
+    """A query's vector, embedded once however many retrievers ask for it (recall's layers share
+    one). An embedding failure is kept (`failure`) and raised to every asker: a hybrid query's
+    semantic retriever then steps aside, a semantic one fails the query."""
+
+    def __init__(self, embed: Callable[[], list[float]]) -> None:
+        self._embed = embed
+        self._lock = threading.Lock()
+        self._vector: list[float] | None = None
+        self.failure: EmbeddingFailed | RateLimited | None = None
+
+    def __call__(self) -> list[float]:
+        self.prepare()
+        if self.failure is not None:
+            raise self.failure
+        return self._vector  # type: ignore[return-value]
+
+    def prepare(self) -> None:
+        """Embed now, if not yet done; a failure is kept, not raised."""
+        with self._lock:
+            if self._vector is None and self.failure is None:
+                try:
+                    self._vector = self._embed()
+                except (EmbeddingFailed, RateLimited) as exc:
+                    self.failure = exc
 
 
 @dataclass(frozen=True)
@@ -384,15 +477,22 @@ class _SemanticRetriever(_Retriever):
     name = "semantic"
 
     def __init__(self, vectors: VectorIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
-                 embed: Callable[[], list[float]]) -> None:
+                 embed: Callable[[], list[float]], *, optional: bool) -> None:
         self._args = (vectors, tenant, scope, pushdown)
         self._embed = embed  # called in the first page, beside the keyword retriever's query
+        self._optional = optional  # when the embedding fails: hand over nothing rather than fail the query
         self._vector: list[float] | None = None
 
     def page(self, top_k):
         vectors, tenant, scope, pushdown = self._args
         if self._vector is None:
-            self._vector = self._embed()
+            try:
+                self._vector = self._embed()
+            except (EmbeddingFailed, RateLimited):
+                if not self._optional:
+                    raise
+                self.exhausted = True  # the keyword retriever ranks alone
+                return {}
         hits = vectors.query(tenant, scope, pushdown, self._vector, top_k)
         best: dict[str, tuple[tuple[tuple[str, ...], str], _Signal]] = {}
         for hit in hits:  # best first, so a memory version's first hit is its max-pooled score

@@ -4,7 +4,10 @@ A session belongs to (tenant, user): every lookup is keyed by the caller's own u
 another user's session is simply not there (404, and nothing tells it exists). A message is an
 item under `["user", U, "sessions", S, "messages"]` keyed by its zero-padded seq, written in
 the same store transaction that takes the seq and moves `last_interaction`; the indexer embeds
-it off the write path, like every item, so search and recall find it.
+it off the write path, like every item, so search and recall find it. It indexes the message as a
+turn (`core.message_context`): its date, its speaker (its `name`, or its role) and the turn before
+it, which it reads then, under seq - 1. Nothing of that turn is copied into the value: the store
+assigns the seq, so only once the message is written is the turn before it known for certain.
 """
 
 from __future__ import annotations
@@ -19,10 +22,11 @@ from pydantic import Field, StrictStr
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
+from memsvc.core.message_context import MAX_NAME_CHARS
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.core.pages import json_size, take_page
 from memsvc.core.sessions import MESSAGE_KEY_DIGITS, SessionRecord, message_key, messages_namespace, session_closed, session_namespace
-from memsvc.core.validation import Command, Cursor, Integer, Timestamp
+from memsvc.core.validation import Command, Cursor, Integer, NonBlank, Timestamp
 from memsvc.ports import Clock, ItemStore, SessionStore
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories, check_nesting
@@ -79,6 +83,9 @@ class AppendMessage(Command):
 
     role: Literal["user", "assistant", "system", "tool"]
     content: StrictStr = Field(min_length=1, description=f"at most {MAX_MESSAGE_BYTES} bytes of UTF-8 (413)")
+    name: NonBlank | None = Field(None, json_schema_extra={"maxLength": MAX_NAME_CHARS},
+                                  description=f"who spoke (e.g. Maria), at most {MAX_NAME_CHARS} characters; the "
+                                              "message is indexed as this speaker's turn, its role's without one")
     correlation_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
 
 
@@ -123,6 +130,7 @@ class MessageView:
     message_id: str
     seq: int
     role: str
+    name: str | None
     content: str
     correlation_id: str | None
     created_at: datetime
@@ -275,11 +283,16 @@ class Sessions:
         if size > MAX_MESSAGE_BYTES:
             raise ContentTooLong(f"content takes {size} bytes; the limit is {MAX_MESSAGE_BYTES}",
                                  max_bytes=MAX_MESSAGE_BYTES)
+        if cmd.name is not None and len(cmd.name) > MAX_NAME_CHARS:  # checked here to be told in characters
+            raise InvalidArgument(f"name has {len(cmd.name)} characters; the limit is {MAX_NAME_CHARS}",
+                                  details={"field": "name"})
         record = self.record(caller, session_id)
         if record.closed_at is not None:
             raise session_closed(session_id)
         ns = messages_namespace(caller.user_id, session_id)
         value: dict[str, Any] = {"role": cmd.role, "content": cmd.content}
+        if cmd.name is not None:
+            value["name"] = cmd.name
         if cmd.correlation_id is not None:
             value["correlation_id"] = cmd.correlation_id
         policies = self._access.authorize(caller, "write", ns, None)
@@ -313,7 +326,7 @@ class Sessions:
         """(Keys that are not seqs belong to items put there through `/v1/memories`: not messages.)"""
         value = self._sealer.open_value(item) or {}
         return MessageView(message_id=item.id, seq=int(item.key), role=value.get("role", ""),
-                           content=value.get("content", ""), correlation_id=value.get("correlation_id"),
+                           name=value.get("name"), content=value.get("content", ""), correlation_id=value.get("correlation_id"),
                            created_at=item.created_at)
 
     # -- plumbing --------------------------------------------------------------------------------

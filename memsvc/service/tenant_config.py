@@ -17,7 +17,8 @@ from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, error_message
 from memsvc.ports import TenantConfigStore
 
-__all__ = ["TenantSettings", "SettingsPatch", "RecallWeights", "SettingsRegistry", "PolicyRegistry", "MAX_VALUE_BYTES"]
+__all__ = ["TenantSettings", "SettingsPatch", "RecallWeights", "RerankSetting", "SettingsRegistry", "PolicyRegistry",
+           "MAX_VALUE_BYTES"]
 
 # A memory's value and attributes, as compact UTF-8 JSON, together. DynamoDB items stop at
 # 400 KB; this leaves room for the envelope and the plaintext metadata.
@@ -42,6 +43,19 @@ class RecallWeights(BaseModel):
         return self
 
 
+class RerankSetting(BaseModel):
+    """Search's rerank step (`memsvc.service.rerank`): off unless enabled. Memories' texts are sent
+    to the reranker: Bedrock on AWS, the operator's `MEMSVC_RERANK_URL` locally."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+    enabled: bool = Field(False, description="Reorder a hybrid or keyword query's best candidates by a reranker.")
+    model_id: str | None = Field(None, min_length=1, max_length=2048, pattern=r"^[A-Za-z0-9._:/-]+$",
+                                 description="The rerank model (on AWS a Bedrock model id or ARN the deployment "
+                                             "may invoke); null: the deployment's.")
+    top_n: int = Field(30, ge=2, le=100, description="How many of the fused ranking's best are reranked.")
+
+
 class TenantSettings(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -59,6 +73,8 @@ class TenantSettings(BaseModel):
         True, description="Index memories' texts as blind keyword terms for keyword and hybrid search, and their "
                           "fields as blind tokens that decide filters without decrypting. Turning it off removes "
                           "both at once (filters then decrypt); turning it on indexes new writes.")
+    rerank: RerankSetting = Field(default_factory=RerankSetting,
+                                  description="Search's rerank step; its texts leave the process for the reranker.")
 
     # Remember (API-AGENT.md "Typed memories", seed 002). The deployment's defaults depend on the
     # embedding model (`core.consolidation.CALIBRATED_THRESHOLDS`); these are seed 002's.
@@ -80,9 +96,17 @@ class TenantSettings(BaseModel):
     decay_rate_per_day: float = Field(
         0.01, ge=0, lt=1, description="Recall's recency: (1 - rate)^days since the memory was last written.")
     recall_min_match: float = Field(
-        0.25, ge=0, le=1,
+        0.07, ge=0, le=1,
         description="The hybrid match under which a memory is no match for recall, whatever its importance, "
-                    "recency or pin (calibrated to MiniLM: unrelated texts score up to about 0.24).")
+                    "recency or pin (calibrated to MiniLM: unrelated texts score up to about 0.06).")
+    recall_cut_gap: float = Field(
+        0.08, ge=0, le=1,
+        description="Recall's adaptive cut: going down from the most relevant memory, recall stops at the first "
+                    "drop in relevance of more than this (the best always stays); 1 turns it off.")
+    recall_cut_margin: float = Field(
+        0.1, ge=0, le=1,
+        description="Recall's adaptive cut: a memory more than this below the best one's relevance is left out "
+                    "(the best always stays); 1 turns it off.")
     # Sessions (API-AGENT.md "Agent workflow state", seed 001's promotion at session close).
     promote_important: bool = Field(True, description="Promote a session's important memories when it is closed.")
     promotion_threshold: float = Field(0.8, ge=0, le=1, description="Importance from which a session memory is "
@@ -118,6 +142,8 @@ class SettingsPatch(Command):
     max_depth: Integer = Field(None, ge=1, le=MAX_DEPTH)  # type: ignore[assignment]
     tombstone_retention_days: Integer = Field(None, ge=1, le=3650)  # type: ignore[assignment]
     keyword_index: StrictBool = Field(None)  # type: ignore[assignment]
+    rerank: RerankSetting = Field(None, description="replaced as a whole; locally it needs "  # type: ignore[assignment]
+                                                    "MEMSVC_RERANK_URL to be enabled")
     semantic_auto_update: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
     semantic_check_low: StrictFloat = Field(None, ge=0, le=1, description=_BELOW)  # type: ignore[assignment]
     episodic_auto_update: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
@@ -129,6 +155,8 @@ class SettingsPatch(Command):
     recall_weights: RecallWeights = Field(None, description="they must sum to 1")  # type: ignore[assignment]
     decay_rate_per_day: StrictFloat = Field(None, ge=0, lt=1)  # type: ignore[assignment]
     recall_min_match: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    recall_cut_gap: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    recall_cut_margin: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
     promote_important: StrictBool = Field(None)  # type: ignore[assignment]
     promotion_threshold: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
     promote_to: Literal["user", "agent"] = Field(None)  # type: ignore[assignment]
@@ -158,8 +186,9 @@ class SettingsRegistry:
     override them."""
 
     def __init__(self, store: TenantConfigStore, *, cache_seconds: float = 2.0,
-                 defaults: dict[str, Any] | None = None) -> None:
+                 defaults: dict[str, Any] | None = None, rerank_available: bool = True) -> None:
         self._store = store
+        self._rerank_available = rerank_available  # False: no reranker configured (local, no MEMSVC_RERANK_URL)
         self._cache = _TtlCache(cache_seconds)
         self._defaults = defaults or {}
 
@@ -171,6 +200,9 @@ class SettingsRegistry:
         return cached
 
     def update(self, tenant: str, patch: SettingsPatch) -> TenantSettings:
+        if patch.rerank is not None and patch.rerank.enabled and not self._rerank_available:
+            raise InvalidArgument("rerank needs a rerank endpoint: start the server with MEMSVC_RERANK_URL set",
+                                  details={"field": "rerank"})
         try:
             merged = TenantSettings.model_validate({**self.get(tenant).model_dump(),
                                                     **patch.model_dump(exclude_unset=True)})

@@ -43,7 +43,8 @@ NOT_IN_SCHEMA: dict[tuple[str, str], set[str]] = {
     ("GET", "/v1/memory/plans"): {"cursor"},
     ("GET", "/v1/memory/working/{plan_id}"): {"cursor"},
     ("PUT", "/admin/v1/memories/policies"): {"policies"},  # Rego that compiles and keeps the admin in
-    ("PUT", "/admin/v1/memories/settings"): {"recall_weights", "settings"},  # sum to 1; check_low <= auto_update
+    # sum to 1; check_low <= auto_update; rerank on needs MEMSVC_RERANK_URL locally
+    ("PUT", "/admin/v1/memories/settings"): {"recall_weights", "settings", "rerank"},
     ("POST", "/v1/memory/task-context/{task_id}/sub-tasks"): {"add"},  # no id both added and removed
     ("PUT", "/v1/graph/relations"): {"target"},  # another entity than source, once both are normalised
     ("POST", "/v1/graph/related"): {"from.memory.namespace"},  # a memory under namespace_prefix

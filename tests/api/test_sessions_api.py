@@ -72,6 +72,25 @@ def test_messages_are_found_by_search(me, admin, uid):
     assert [(i["namespace"], i["key"]) for i in found] == [(["user", uid, "sessions", "s", "messages"], "000000000001")]
 
 
+def test_a_named_turn_is_found_by_what_it_answers(me, admin, uid):
+    """Issue 23, with the real model: the answer does not say "adopt"; its turn before does."""
+    create(me, "pets")
+    for name, content in (("Maria", "I went to the shelter on Saturday."), ("Dev", "Did you end up adopting?"),
+                          ("Maria", "Yes! A beagle named Rufus."), ("Dev", "My neighbour's dog barks all night."),
+                          ("Maria", "Mostly cleaning this weekend, to be honest.")):
+        r = me.post(path("pets", "messages"), json={"role": "user", "name": name, "content": content})
+        assert r.status_code == 201, r.text
+    got = me.get(path("pets", "messages")).json()["messages"]
+    assert [(m["name"], m["role"]) for m in got[:2]] == [("Maria", "user"), ("Dev", "user")]
+    sync_index(admin)
+    for mode in ("semantic", "hybrid"):
+        found = search_ok(me, ["user", uid, "sessions"], query="what dog did Maria adopt", mode=mode)
+        assert (found[0]["key"], found[0]["value"]["content"]) == ("000000000003", "Yes! A beagle named Rufus."), mode
+    r = me.post("/v1/memories/recall", json={"query": "what dog did Maria adopt", "min_score": 0,
+                                             "namespace_prefix": ["user", uid, "sessions"]})
+    assert r.status_code == 200 and r.json()["memories"][0]["content"] == "Yes! A beagle named Rufus."
+
+
 @pytest.mark.parametrize("session_id", ["a/b", "a%2Fb", "ünïcödé ☕", "..", "x?y#z"])
 def test_ids_that_need_encoding(me, session_id):
     create(me, session_id)
@@ -111,9 +130,10 @@ def test_bad_input_is_400_or_413_and_changes_nothing(me):
     assert me.get("/v1/memory/sessions").json()["count"] == 0
     create(me, "s")
     for body in ({"role": "robot", "content": "x"}, {"role": "user", "content": ""}, {"role": "user"},
-                 {"role": "user", "content": "x", "seq": 5}):
+                 {"role": "user", "content": "x", "seq": 5}, {"role": "user", "content": "x", "name": " "},
+                 {"role": "user", "content": "x", "name": "n" * 65}, {"role": "user", "content": "x", "name": 1}):
         r = me.post(path("s", "messages"), json=body)
-        assert r.status_code == 400, body
+        assert r.status_code == 400 and error_code(r) == "INVALID_ARGUMENT", body
     r = me.post(path("s", "messages"), json={"role": "user", "content": "x" * (128 * 1024 + 1)})
     assert r.status_code == 413 and r.json()["error"]["details"]["max_bytes"] == 128 * 1024
     for params in ({"after_seq": "-1"}, {"after_seq": str(10**12)}, {"limit": "0"}, {"limit": "x"}):

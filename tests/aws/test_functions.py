@@ -755,10 +755,14 @@ def test_no_plaintext_in_logs_or_metrics(titan_stack, stdout, caplog):
         put["body"] = json.dumps(body)
         assert call_api(put)[0] == 200
 
-        stack.titan.fail_next = 100  # Titan down: the search fails, and says so in the logs
-        search["body"] = json.dumps({"namespace_prefix": ["user", SUB], "query": f"where is {SECRET} now"})
+        stack.titan.fail_next = 100  # Titan down: a semantic search fails, and says so in the logs
+        search["body"] = json.dumps({"namespace_prefix": ["user", SUB], "query": f"where is {SECRET} now",
+                                     "mode": "semantic"})
         status, failed, _ = call_api(search)
         assert status == 503 and failed["error"]["code"] == "EMBEDDING_FAILED"
+        search["body"] = json.dumps({"namespace_prefix": ["user", SUB], "query": f"where is {SECRET} now"})
+        status, degraded, _ = call_api(search)  # hybrid answers from keywords, and logs that it did
+        assert status == 200 and degraded["metadata"]["degraded"] is True
     finally:
         for lg, level in levels:
             lg.setLevel(level)

@@ -272,3 +272,46 @@ def test_an_item_changed_between_its_head_and_its_read_is_decided_as_it_is_now(b
         assert [k for _, k in answer(backend, ["user", "alice"], {"lang": "en"})] == ["kept"]
     finally:
         backend.store.get_many = real
+
+
+AGENT_OPS = ["contains", "any", "exists", "not", "eq", "ne"]
+NEGATED_OPS = ["eq", "in", "ne", "nin", "contains", "any", "exists", "gt"]
+
+
+def random_agent_operand(rng: random.Random, path: str, op: str):
+    if op in ("any", "in", "nin"):
+        return [random_operand(rng, path) for _ in range(rng.randint(0, 3))]
+    if op == "exists":
+        return rng.choice([True, False])
+    if op == "gt":
+        return rng.choice([1, 1.5, "2024-05-01T01:00:00Z"])
+    return rng.choice(["a", "b", 1, "x", *SCALARS]) if path.startswith("tags") else random_operand(rng, path)
+
+
+def random_agent_filter(rng: random.Random) -> dict:
+    """Filters with contains, any, exists and not: `not` of a single eq/in/ne/nin is decided on
+    tokens where the item has them, the rest on the decrypted value."""
+    out: dict = {}
+    for path in rng.sample(PATHS, rng.randint(1, 2)):
+        op = rng.choice(AGENT_OPS)
+        if op == "not":
+            inner = {o: random_agent_operand(rng, path, o) for o in rng.sample(NEGATED_OPS, rng.choice([1, 1, 2]))}
+            out[path] = {rng.choice(["not", "$not"]): inner}
+        else:
+            out[path] = {rng.choice([op, "$" + op]): random_agent_operand(rng, path, op)}
+    return out
+
+
+def test_agent_operator_answers_equal_decrypting_everything(backend, clock):
+    rng = random.Random(23)
+    model = Model(backend, clock, rng)
+    for n in range(40):
+        model.put(rng.choice(NAMESPACES), f"k{n}")
+    backend.drain()
+    for ref in rng.sample(list(model.live), 8):  # updated since indexed: their old tokens must not answer
+        model.put(list(ref[0]), ref[1])
+    local = backend.name == "local"
+    for _ in range(80 if local else 8):
+        filter_ = random_agent_filter(rng)
+        prefix = rng.choice([["user", "alice"], ["user", "alice", "a"]])
+        assert answer(backend, prefix, filter_) == model.expected(prefix, filter_), json.dumps(filter_)

@@ -50,6 +50,19 @@ class TestModes:
     def test_keyword_mode_returns_nothing_without_a_shared_term(self, notes):
         assert search(notes, query="quantum chromodynamics", mode="keyword") == []
 
+    def test_a_query_s_function_words_match_nothing(self, notes):
+        put(notes, "chat", "What did they do about it? Nobody knows what they did.")
+        notes.drain()
+        assert keys(search(notes, query="What did Alice drink?", mode="keyword")) == ["tea"]
+
+    def test_a_memory_s_length_does_not_lower_its_keyword_score(self, backend):
+        put(backend, "short", "walrus")
+        put(backend, "long", "a walrus " + " ".join(f"filler{n}" for n in range(40)))
+        backend.drain()
+        found = search(backend, query="walrus", mode="keyword")
+        assert sorted(keys(found)) == ["long", "short"]
+        assert found[0].score == pytest.approx(found[1].score) == pytest.approx(1.0)
+
     def test_hybrid_is_the_default_and_carries_both_signals(self, notes):
         found = search(notes, query="INC-20931 billing export")
         assert found[0].key == "inc"

@@ -147,7 +147,8 @@ def test_operations_alarm_on_everything_the_issue_names(bare_stack):
     template = Template.from_stack(stack).to_json()
     alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources_of(template, "AWS::CloudWatch::Alarm").values()}
     assert set(alarms) == {"svc-jwt-api-5xx", "svc-jwt-api-latency-p99", "svc-api-errors", "svc-api-throttles",
-                           "svc-indexer-iterator-age", "svc-indexer-dlq", "svc-indexer-quarantined"}
+                           "svc-indexer-iterator-age", "svc-indexer-dlq", "svc-indexer-quarantined",
+                           "svc-api-embedding-failures"}
     (topic_id,) = resources_of(template, "AWS::SNS::Topic")
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [{"Ref": topic_id}] and alarm["OKActions"] == [{"Ref": topic_id}], name
@@ -166,6 +167,10 @@ def test_operations_alarm_on_everything_the_issue_names(bare_stack):
     assert (quarantined["MetricName"], quarantined["Namespace"], quarantined["Statistic"], quarantined["Threshold"]) \
         == ("Quarantined", "memsvc", "Sum", 1)
     assert quarantined["Dimensions"] == [{"Name": "service", "Value": "memsvc-indexer"}]
+    embedding = alarms["svc-api-embedding-failures"]  # degraded searches answer 200: no 5xx alarm sees them
+    assert (embedding["MetricName"], embedding["Namespace"], embedding["Statistic"], embedding["Threshold"]) \
+        == ("EmbeddingFailures", "memsvc", "Sum", thresholds.embedding_failures_per_5min)
+    assert embedding["Dimensions"] == [{"Name": "service", "Value": "memsvc-api"}]
     topic = only(template, "AWS::SNS::Topic")
     assert "KmsMasterKeyId" in topic
     statements = only(template, "AWS::SNS::TopicPolicy")["PolicyDocument"]["Statement"]
@@ -179,7 +184,7 @@ def test_operations_alarm_on_everything_the_issue_names(bare_stack):
     searches = [m[0]["expression"] for w in dashboard["widgets"] for m in w["properties"].get("metrics", [])
                 if isinstance(m[0], dict) and "expression" in m[0]]
     for name in ("memory.operations.total", "memory.operations.errors", "memory.operations.latency",
-                 "memory.search.results"):  # seed 001's EMF metrics, found by SEARCH on their dimensions
+                 "memory.search.results", "memory.search.degraded"):  # seed 001's EMF metrics, found by SEARCH on their dimensions
         assert any(f'MetricName="{name}" service="memsvc-api"' in e for e in searches), name
     assert any(e.startswith("SLICE(SORT(SEARCH('{memsvc,tenant,service}") for e in searches)
     (key,) = resources_of(template, "AWS::KMS::Key").values()

@@ -224,6 +224,8 @@ def test_api_role_is_exactly_what_the_api_calls(built):
         *{(f"s3vectors:{a}", "vector-index") for a in
           ("QueryVectors", "GetVectors", "GetIndex", "PutVectors", "DeleteVectors")},
         ("bedrock:InvokeModel", "model/amazon.titan-embed-text-v2:0"),
+        # search's rerank step: Rerank has no resource type; the model is limited by InvokeModel
+        ("bedrock:Rerank", "*"), ("bedrock:InvokeModel", "model/amazon.rerank-v1:0"),
     }
 
 
@@ -287,7 +289,8 @@ def test_envelope_key_only_with_the_tenant_as_encryption_context(built):
 def test_bedrock_model_arn_is_regional_foundation_model(built):
     arns = [st["Resource"] for p in resources_of(built, "AWS::IAM::Policy").values()
             for st in p["Properties"]["PolicyDocument"]["Statement"] if st["Action"] == "bedrock:InvokeModel"]
-    models = {"amazon.titan-embed-text-v2:0", "amazon.nova-micro-v1:0"}  # embeddings; entity extraction
+    models = {"amazon.titan-embed-text-v2:0", "amazon.nova-micro-v1:0",  # embeddings; entity extraction
+              "amazon.rerank-v1:0"}  # search's rerank step
     assert arns and all(a in {f"arn:aws:bedrock:us-east-1::foundation-model/{m}" for m in models} for a in arns)
 
 
@@ -459,6 +462,7 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
         "kms": _calls("memsvc/adapters/aws/kms_keys.py", (r"self\._client\.(\w+)\(",)),
         "bedrock": _calls("memsvc/adapters/aws/titan.py", (r"self\._client\.(\w+)\(",)),
     }
+    rerank = _calls("memsvc/adapters/aws/bedrock_rerank.py", (r"self\._client\.(\w+)\(",))
     assert calls["dynamodb"] == {"GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem"}
     sessions = _calls("memsvc/adapters/aws/dynamo_sessions.py", _DYNAMO_CALLS, _DYNAMO_HELPERS)
     assert sessions == {"GetItem", "Query", "PutItem", "DeleteItem", "TransactWriteItems"}
@@ -471,6 +475,8 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
     assert calls["s3vectors"] == {"PutVectors", "DeleteVectors", "QueryVectors", "GetVectors", "GetIndex"}
     assert calls["kms"] == {"GenerateDataKey", "Decrypt"}
     assert calls["bedrock"] == {"InvokeModel"}
+    assert rerank == {"Rerank"}  # bedrock-agent-runtime's, authorized as bedrock:Rerank
+    calls["bedrock"] |= rerank
     granted = {action for action, _ in _grants(built, "ApiServiceRole")}
     wanted = {f"{service}:{op}" for service, ops in calls.items() for op in ops}
     assert wanted <= granted, sorted(wanted - granted)

@@ -21,7 +21,8 @@ RETENTION_DAYS = {RetentionDays.TWO_WEEKS: 14, RetentionDays.ONE_MONTH: 30, Rete
                   RetentionDays.ONE_YEAR: 365}
 
 # Actions that have no resource-level permissions: "*" is the only resource they accept.
-RESOURCELESS_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams"}
+RESOURCELESS_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams",
+                        "bedrock:Rerank"}  # its model is limited by InvokeModel on the model's ARN
 
 
 def test_both_environments_exist_and_only_config_selects_them():
@@ -54,8 +55,8 @@ def test_each_environment_has_the_whole_service(assembly, env):
         assert counts.get(type_) == n, f"{env}: {type_} x{counts.get(type_)}, expected {n}"
     assert counts["AWS::ApiGatewayV2::Route"] == 2 * len(service_routes())
     # 2 APIs x (5xx, p99) + 5 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
-    # + the remember queue's DLQ + the indexer's quarantines
-    assert counts["AWS::CloudWatch::Alarm"] == 20
+    # + the remember queue's DLQ + the indexer's quarantines + the api's embedding failures
+    assert counts["AWS::CloudWatch::Alarm"] == 21
     # No Lambda function the stack did not write itself (no custom-resource helpers).
     assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
         f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember",
@@ -195,6 +196,7 @@ def test_both_stream_consumers_have_their_own_mapping_queue_and_alarms(assembly,
         for alarm in ("errors", "throttles", "iterator-age", "dlq"):
             assert f"memsvc-{env}-{consumer}-{alarm}" in alarms
     assert f"memsvc-{env}-indexer-quarantined" in alarms
+    assert f"memsvc-{env}-api-embedding-failures" in alarms
 
 
 def test_prod_retains_and_protects_dev_cleans_up(assembly):

@@ -23,9 +23,10 @@ def test_sessions_and_messages(client):
     created = client.create_session("trip/2026", agent_id="planner", title="Trip", metadata={"budget": 900})
     assert created["version"] == 1
     assert client.add_message("trip/2026", "user", "Find me a hotel in Kyoto")["seq"] == 1
-    assert client.add_message("trip/2026", "assistant", "Hotel Gion, 3 nights", correlation_id="c1")["seq"] == 2
+    assert client.add_message("trip/2026", "assistant", "Hotel Gion, 3 nights", correlation_id="c1",
+                              name="Planner")["seq"] == 2
     got = client.get_messages("trip/2026", after_seq=1)
-    assert [(m["seq"], m["correlation_id"]) for m in got["messages"]] == [(2, "c1")]
+    assert [(m["seq"], m["correlation_id"], m["name"]) for m in got["messages"]] == [(2, "c1", "Planner")]
     assert [s["session_id"] for s in client.list_sessions(agent_id="planner")["sessions"]] == ["trip/2026"]
     updated = client.update_session("trip/2026", title="Kyoto", if_match=1)
     assert (updated["title"], updated["version"]) == ("Kyoto", 2)

@@ -6,12 +6,13 @@ import base64
 import json
 import sys
 import types
+from dataclasses import replace
 
 import pytest
 
 from memsvc.evaluation import (
-    Case, CaseResult, EvalError, Thresholds, dataset_problems, haystack, log_to_mlflow, percentile, score_case,
-    select_cases, summarize, threshold_failures, token_counter, token_subject,
+    Case, CaseResult, EvalError, RecallResult, Thresholds, dataset_problems, haystack, log_to_mlflow, percentile,
+    score_case, select_cases, summarize, threshold_failures, token_counter, token_subject,
 )
 
 
@@ -89,10 +90,36 @@ def test_summary_counts_leaks_and_budget_overruns():
 
 
 def test_thresholds_pass_and_fail():
-    good = {"recall_at_k": 0.9, "precision_at_k": 0.75, "cross_user_safety": 1.0, "token_budget_compliance": 1.0}
+    good = {"recall_at_k": 0.9, "precision_at_k": 0.2, "cross_user_safety": 1.0, "token_budget_compliance": 1.0,
+            "recall_route": {"recall_at_k": 0.92, "precision_at_k": 0.75}}
     assert threshold_failures(good, Thresholds()) == []
     assert threshold_failures(good, Thresholds(min_recall=1.01)) == ["recall@k 0.900 < 1.01"]
-    assert len(threshold_failures(good, Thresholds(min_precision=0.8))) == 1
+    assert threshold_failures(good, Thresholds(min_precision=0.8)) == ["recall's precision@k 0.750 < 0.8"]
+    assert threshold_failures(good, Thresholds(min_cut_recall=0.95)) == ["recall's recall@k 0.920 < 0.95"]
+
+
+def test_precision_is_judged_on_recall_after_its_cut_never_on_search():
+    """Search without a score threshold returns k items: its P@k is (expected / k) whatever the ranking."""
+    search_only = {"recall_at_k": 1.0, "precision_at_k": 0.2, "cross_user_safety": 1.0, "token_budget_compliance": 1.0}
+    assert threshold_failures(search_only, Thresholds()) == []
+    cut_too_loose = {**search_only, "recall_route": {"recall_at_k": 1.0, "precision_at_k": 0.5}}
+    assert threshold_failures(cut_too_loose, Thresholds()) == ["recall's precision@k 0.500 < 0.7"]
+
+
+def test_the_summary_has_recall_metrics_beside_search_when_recall_was_measured():
+    both = _case("keyword", expected=("a",))
+    none = _case("no_answer", expected=())
+    results = [
+        replace(_result(both, ["b", "c", "a"]), recalled=RecallResult(score_case(("a",), ["a"]), 4.0, ({},))),
+        replace(_result(none, ["a"]), recalled=RecallResult(score_case((), []), 2.0, ())),
+    ]
+    m = summarize(results)
+    assert m["precision_at_k"] == pytest.approx((1 / 3 + 0) / 2)
+    route = m["recall_route"]
+    assert (route["recall_at_k"], route["precision_at_k"], route["mrr"]) == (1.0, 1.0, 1.0)
+    assert route["no_answer_accuracy"] == 1.0
+    assert route["returned_mean"] == 0.5
+    assert "recall_route" not in summarize([_result(both, ["a"])])
 
 
 def test_any_leak_or_budget_overrun_fails_whatever_the_thresholds():

@@ -396,7 +396,7 @@ def test_get_path_prefers_dict_keys_that_look_like_numbers():
         {".a": 1},
         {"a.": 1},
         {"a": {"$regex": "x"}},
-        {"a": {"$exists": True}},
+        {"a": {"$exists": 1}},
         {"a": {"$$eq": 1}},
         {"a": {"gt": 1, "foo": 2}},
         {"a": {"$gt": 1, "foo": 2}},
@@ -617,3 +617,150 @@ def test_non_finite_operands_survive_to_json():
 def test_other_tags_are_not_numbers(tag):
     with pytest.raises(InvalidArgument):
         parse_filter({"n": {"gt": tag}})
+
+
+# --- contains, any, exists, not ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dollar", ["", "$"])
+@pytest.mark.parametrize(
+    "path, op, operand, expected",
+    [
+        ("tags", "contains", "a", True),
+        ("tags", "contains", "c", False),
+        ("tags", "contains", ["a"], False),  # an element equal to the list ["a"]: none
+        ("word", "contains", "banana", True),  # a scalar counts as a list of one
+        ("word", "contains", "ban", False),  # never a substring
+        ("n", "contains", 10.0, True),  # equal as eq says: 10 == 10.0
+        ("n", "contains", "10", False),
+        ("none", "contains", None, True),
+        ("missing", "contains", None, False),
+        ("meta", "contains", {"lang": "en", "year": 2025, "at": "2024-05-01T12:00:00Z"}, True),
+        ("meta.at", "contains", "2024-05-01T14:00:00+02:00", True),  # the same instant
+        ("items", "contains", {"name": "y"}, True),
+        ("tags", "any", ["x", "b"], True),
+        ("tags", "any", ["x", "y"], False),
+        ("tags", "any", [], False),
+        ("word", "any", ["apple", "banana"], True),
+        ("missing", "any", [None, "a"], False),
+        ("n", "any", [True, "10"], False),
+        ("tags", "exists", True, True),
+        ("none", "exists", True, True),  # null is present
+        ("missing", "exists", True, False),
+        ("missing", "exists", False, True),
+        ("tags.1", "exists", True, True),
+        ("tags.2", "exists", False, True),
+        ("meta.lang.x", "exists", False, True),
+        ("tags", "not", {"contains": "a"}, False),
+        ("tags", "not", {"contains": "c"}, True),
+        ("missing", "not", {"contains": "a"}, True),
+        ("missing", "not", {"exists": True}, True),
+        ("n", "not", {"gt": 5, "lt": 20}, False),
+        ("n", "not", {"gt": 5, "lt": 8}, True),  # both must hold for not to fail
+        ("word", "not", {"gt": 5}, True),  # a range on text is false, so its negation holds
+        ("tags", "not", {"any": ["x", "a"]}, False),
+    ],
+)
+def test_agent_operators(dollar, path, op, operand, expected):
+    assert matches({path: {dollar + op: operand}}, DOC) is expected
+
+
+def test_contains_looks_one_level_into_nested_lists():
+    value = {"grid": [["a", "b"], "c"]}
+    assert matches({"grid": {"contains": ["a", "b"]}}, value)
+    assert matches({"grid": {"contains": "c"}}, value)
+    assert not matches({"grid": {"contains": "a"}}, value)
+    assert matches({"grid.0": {"contains": "a"}}, value)
+
+
+def test_any_is_linear_in_operand_and_value():
+    many = [f"t{i}" for i in range(20_000)]
+    assert matches({"tags": {"any": many + ["b"]}}, {"tags": many[::-1]})
+    assert not matches({"tags": {"any": many}}, {"tags": [f"u{i}" for i in range(20_000)]})
+
+
+def test_not_of_one_operator_equals_its_opposite():
+    for value in ({"x": 1}, {"x": 2}, {"x": None}, {}, {"x": [1]}):
+        assert matches({"x": {"not": {"eq": 1}}}, value) is matches({"x": {"ne": 1}}, value)
+        assert matches({"x": {"not": {"in": [1, 3]}}}, value) is matches({"x": {"nin": [1, 3]}}, value)
+        assert matches({"x": {"not": {"exists": True}}}, value) is matches({"x": {"exists": False}}, value)
+
+
+def test_new_operators_round_trip_through_to_json():
+    f = parse_filter({"tags": {"contains": "a", "$not": {"any": ["x", INF], "$exists": False, "exists": True}},
+                      "kind": {"$any": ["episodic"]}, "category": {"exists": True}})
+    inf = float("inf")
+    assert f.conditions[1] == Condition("tags", "not", (("any", ("x", inf)), ("exists", False), ("exists", True)))
+    assert parse_filter(f.to_json()) == f
+    assert f.to_json()["tags"]["not"]["any"][1] == INF
+
+
+def test_operators_inside_not_count_toward_the_limit():
+    near = {f"k{i}": i for i in range(MAX_CONDITIONS - 2)}
+    assert len(parse_filter({**near, "x": {"not": {"gt": 1, "lt": 2}}}).conditions) == MAX_CONDITIONS - 1
+    with pytest.raises(InvalidArgument) as exc:
+        parse_filter({**near, "x": {"not": {"gt": 1, "lt": 2, "ne": 3}}})
+    assert exc.value.details["max_conditions"] == MAX_CONDITIONS
+
+
+@pytest.mark.parametrize(
+    "spec, op",
+    [
+        ({"any": "a"}, "any"),
+        ({"$any": {"a": 1}}, "$any"),
+        ({"any": None}, "any"),
+        ({"exists": 1}, "exists"),
+        ({"exists": "true"}, "exists"),
+        ({"$exists": None}, "$exists"),
+        ({"not": "a"}, "not"),
+        ({"not": {}}, "not"),
+        ({"not": {"lang": "en"}}, "not"),  # an object to equal is not an operator object
+        ({"not": [{"eq": 1}]}, "not"),
+        ({"not": {"not": {"eq": 1}}}, "not"),
+        ({"not": {"$not": {"eq": 1}}}, "$not"),
+        ({"not": {"exists": "yes"}}, "exists"),
+        ({"not": {"gt": "banana"}}, "gt"),
+        ({"not": {"eq": 1, "foo": 2}}, "foo"),
+        ({"not": {"$regex": "x"}}, "$regex"),
+        ({"contains": "a", "foo": 1}, "foo"),
+    ],
+)
+def test_agent_operator_errors_name_the_field(spec, op):
+    with pytest.raises(InvalidArgument) as exc:
+        parse_filter({"meta.tags": spec})
+    assert exc.value.details == {"field": "filter", "key": "meta.tags", "op": op}
+    assert "'meta.tags'" in exc.value.message
+
+
+def test_a_path_named_like_an_operator_is_still_a_path():
+    assert matches({"not": True, "any.exists": 1}, {"not": True, "any": {"exists": 1}})
+
+
+_SCHEMA_CASES_TAKEN = [{"contains": "a"}, {"$contains": ["a", {"b": 1}]}, {"any": []}, {"$any": [1, "a", None]},
+                       {"exists": False}, {"$exists": True}, {"not": {"contains": "a"}},
+                       {"$not": {"gt": 1, "$lte": "2024-05-01", "exists": True, "any": ["x"]}},
+                       {"not": {"eq": {"not": 1}}}]
+_SCHEMA_CASES_REFUSED = [{"any": "a"}, {"exists": 1}, {"exists": None}, {"not": {}}, {"not": 1},
+                         {"not": {"not": {"eq": 1}}}, {"not": {"$not": {"eq": 1}}}, {"not": {"x": 1}},
+                         {"not": {"in": 1}}, {"contains": 1, "x": 2}]
+
+
+@pytest.mark.parametrize("condition", _SCHEMA_CASES_TAKEN)
+def test_the_filter_schema_admits_the_agent_operators_the_parser_takes(condition):
+    import jsonschema_rs
+
+    from memsvc.service.search import FILTER_SCHEMA
+
+    parse_filter({"a": condition})
+    assert jsonschema_rs.validator_for({"type": "object", **FILTER_SCHEMA}).is_valid({"a": condition})
+
+
+@pytest.mark.parametrize("condition", _SCHEMA_CASES_REFUSED)
+def test_the_filter_schema_refuses_the_agent_operator_misuses_the_parser_refuses(condition):
+    import jsonschema_rs
+
+    from memsvc.service.search import FILTER_SCHEMA
+
+    assert not jsonschema_rs.validator_for({"type": "object", **FILTER_SCHEMA}).is_valid({"a": condition})
+    with pytest.raises(InvalidArgument):
+        parse_filter({"a": condition})

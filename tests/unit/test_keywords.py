@@ -13,9 +13,9 @@ import pytest
 from memsvc.adapters.local.keyword_index import LocalKeywordIndex
 from memsvc.core.crypto import term_ids
 from memsvc.core.filters import parse_filter
-from memsvc.core.keywords import analyze, bm25, idf, term_counts
+from memsvc.core.keywords import analyze, bm25, idf, query_terms, term_counts
 from memsvc.core.models import KeywordDoc
-from memsvc.core.ranking import hybrid_score, keyword_match
+from memsvc.core.ranking import keyword_match
 
 
 class TestAnalyzer:
@@ -51,9 +51,14 @@ class TestAnalyzer:
 
 
 class TestBm25:
-    def test_matches_the_textbook_formula(self):
-        expected = math.log(1 + (10 - 2 + 0.5) / (2 + 0.5)) * 3 * 2.2 / (3 + 1.2 * (0.25 + 0.75 * 8 / 10))
+    def test_matches_the_textbook_formula_without_length_normalisation(self):
+        expected = math.log(1 + (10 - 2 + 0.5) / (2 + 0.5)) * 3 * 2.2 / (3 + 1.2)
         assert bm25(3, 2, 10, 8, 10.0) == pytest.approx(expected)
+        assert bm25(3, 2, 10, 80, 10.0) == bm25(3, 2, 10, 1, 10.0)  # b = 0: length does not matter
+
+    def test_a_single_occurrence_scores_its_idf(self):
+        # So a keyword match is the share of the query's IDF that a memory holds.
+        assert bm25(1, 4, 50, 7, 12.0) == pytest.approx(idf(4, 50))
 
     def test_rarer_terms_weigh_more_and_idf_is_never_negative(self):
         assert idf(1, 100) > idf(50, 100) > idf(100, 100) > 0
@@ -63,10 +68,18 @@ class TestBm25:
         assert keyword_match(9.0, 4.0) == 1.0
         assert keyword_match(1.0, 0.0) == 0.0
 
-    def test_hybrid_score_needs_no_signal_and_grows_with_each(self):
-        assert hybrid_score(None, None) == 0.0
-        assert hybrid_score(0.5, None) < hybrid_score(0.5, 0.2) < hybrid_score(0.6, 0.2) <= 1.0
-        assert hybrid_score(-0.3, None) == 0.0
+
+
+class TestQueryTerms:
+    def test_drop_function_words_that_the_index_keeps(self):
+        assert query_terms("What did Maria start in May?") == ["maria", "start", "may"]
+        assert analyze("What did Maria start in May?") == ["what", "did", "maria", "start", "may"]
+
+    def test_keep_codes_and_content_words(self):
+        assert query_terms("when was INC-20931 opened") == ["inc", "20931", "open", "inc-20931"]
+
+    def test_a_query_of_function_words_has_no_terms(self):
+        assert query_terms("what is it about?") == []
 
 
 class TestBlindTerms:

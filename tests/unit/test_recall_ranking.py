@@ -1,4 +1,5 @@
-"""Recall's pure ranking: the composite, the decay, near-duplicate collapse and the token budget."""
+"""Recall's pure ranking: the composite, the decay, near-duplicate collapse, the adaptive cut and the
+token budget."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from memsvc.core.recall_ranking import Weights, collapse_near_duplicates, fill_budget, recency, relevance
+from memsvc.core.recall_ranking import (Weights, collapse_near_duplicates, fill_budget, recency, relative_cut,
+                                         relevance)
 from memsvc.tokens import count_tokens, cut_to_tokens
 
 NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
@@ -65,3 +67,34 @@ def test_cl100k_counts_and_cuts_at_character_boundaries():
         assert text.startswith(cut) and count_tokens(cut) <= budget
         assert "\ufffd" not in cut
     assert cut_to_tokens("short", 10) == "short"
+
+
+def test_the_cut_stops_at_the_first_drop_larger_than_the_gap():
+    assert relative_cut([0.80, 0.78, 0.70, 0.69], gap=0.05, margin=1.0) == [0, 1]
+    assert relative_cut([0.80, 0.70, 0.69], gap=0.05, margin=1.0) == [0]  # a clear winner comes back alone
+
+
+def test_the_cut_leaves_out_what_is_more_than_the_margin_below_the_best():
+    steady = [0.80, 0.77, 0.74, 0.71, 0.68]  # no drop above the gap
+    assert relative_cut(steady, gap=0.05, margin=0.10) == [0, 1, 2, 3]
+    assert relative_cut(steady, gap=0.05, margin=0.0) == [0]
+
+
+def test_the_cut_keeps_ties_and_the_callers_order():
+    # precedence order: a lower score may come first; the floor is found in score order
+    assert relative_cut([0.60, 0.90, 0.88, 0.50], gap=0.05, margin=1.0) == [1, 2]
+    assert relative_cut([0.7, 0.7, 0.7], gap=0.0, margin=0.0) == [0, 1, 2]
+
+
+def test_the_best_always_stays_and_one_turns_the_cut_off():
+    assert relative_cut([0.31], gap=0.0, margin=0.0) == [0]
+    assert relative_cut([], gap=0.05, margin=0.1) == []
+    scores = [1.0, 0.0, 0.5, 0.99]  # the widest drops scores in 0..1 can have
+    assert relative_cut(scores, gap=1.0, margin=1.0) == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("limit", [1, 5, 50])
+def test_the_cut_of_a_long_flat_list_is_bounded_by_the_margin(limit):
+    scores = [0.9 - n * 0.01 for n in range(limit)]
+    kept = relative_cut(scores, gap=0.05, margin=0.15)
+    assert kept == list(range(min(limit, 16)))  # 0.90 down to 0.75

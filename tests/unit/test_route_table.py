@@ -39,9 +39,10 @@ def test_the_document_says_what_the_parser_refuses():
     assert names.startswith("^") and names.endswith(r"\.rego$")
     settings = SCHEMAS["SettingsBody"]
     assert settings["additionalProperties"] is False and set(settings["properties"]) == {
-        "max_depth", "tombstone_retention_days", "keyword_index", "semantic_auto_update", "semantic_check_low",
+        "max_depth", "tombstone_retention_days", "keyword_index", "rerank", "semantic_auto_update", "semantic_check_low",
         "episodic_auto_update", "episodic_check_low", "episodic_merge_window_hours", "neighbors_k",
         "remember_per_hour", "judge_model_id", "recall_weights", "decay_rate_per_day", "recall_min_match",
+        "recall_cut_gap", "recall_cut_margin",
         "promote_important", "promotion_threshold", "promote_to", "session_auto_delete", "session_retention_days"}
     remember = SCHEMAS["RememberBody"]
     assert remember["additionalProperties"] is False and remember["required"] == ["content"]

@@ -63,6 +63,7 @@ class RecallFields(TypedDict, total=False):
     identifiers: Mapping[str, str]  # default: {"user_id": <the caller>}
     namespace_prefix: Sequence[str]  # instead of `layers` + `identifiers`
     types: Sequence[MemoryType]  # default: every type
+    filter: Mapping[str, Any]  # search's filter language, ANDed with types: {"tags": {"contains": "travel"}}
     limit: int  # default 10, 1..50
     min_score: float  # default 0.3
     token_budget: int  # default 1000, 1..8000
@@ -209,9 +210,9 @@ class AgentMemoryMethods:
         return self._run(("DELETE", _session(session_id), (), None))
 
     def add_message(self, session_id: str, role: MessageRole, content: str, *,
-                    correlation_id: str | None = None) -> Any:
+                    correlation_id: str | None = None, name: str | None = None) -> Any:
         return self._run(("POST", _session(session_id, "messages"), (),
-                          _body(role=role, content=content, correlation_id=correlation_id)))
+                          _body(role=role, content=content, correlation_id=correlation_id, name=name)))
 
     def get_messages(self, session_id: str, *, after_seq: int | None = None, limit: int | None = None) -> Any:
         return self._run(("GET", _session(session_id, "messages"), _given(after_seq=after_seq, limit=limit), None))

@@ -782,12 +782,18 @@ def translate_filter(filter: Mapping[str, Any]) -> dict[str, Any]:
             if isinstance(value, Mapping) and value and not any(str(k).startswith("$") for k in value):
                 walk(path, value)
             elif isinstance(value, Mapping):
-                out[path] = {op: _encode_operand(operand) for op, operand in value.items()}
+                out[path] = {op: _encode_negated(operand) if op == "$not" and isinstance(operand, Mapping)
+                             else _encode_operand(operand) for op, operand in value.items()}
             else:
                 out[path] = _encode_operand(value)
 
     walk("", filter)
     return out
+
+
+def _encode_negated(operators: Mapping[str, Any]) -> dict[str, Any]:
+    """A `$not`'s operators (`{"$not": {"$lt": inf}}`), their operands encoded as any other's."""
+    return {op: _encode_operand(operand) for op, operand in operators.items()}
 
 
 def _encode_operand(operand: Any) -> Any:

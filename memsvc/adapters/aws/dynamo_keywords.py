@@ -155,7 +155,7 @@ class DynamoKeywordIndex:
 
     def _capped(self, doc: KeywordDoc) -> KeywordDoc:
         """The document with at most `max_terms_per_doc` terms, the most frequent (its length stays
-        what it was: BM25 normalises by the text's length, not by what is kept)."""
+        what it was: where BM25 normalises by length (`BM25_B`), it is the text's, not what is kept)."""
         if len(doc.terms) <= self.max_terms_per_doc:
             return doc
         kept = sorted(doc.terms.items(), key=lambda term: (-term[1], term[0]))[: self.max_terms_per_doc]

@@ -22,10 +22,13 @@ its JSON text if longer, a list as the sum of its elements. That errs on the lar
 Only conditions that S3 Vectors evaluates exactly as `memsvc.core.filters` does, or more
 loosely, are pushed down: `eq`/`in` on plain strings, booleans and numbers, and ranges on
 numbers. S3 Vectors may then return extra candidates (a list attribute matches `$eq` on any
-element) but never drops a true match. `ne`/`nin` (AWS does not document how they treat a
-missing key or a list), timestamp strings (we compare them as instants, S3 as text or not at
-all) and dotted paths (we resolve them inside values) stay with the service, which re-checks
-every condition anyway.
+element) but never drops a true match. That same rule makes `contains` a `$eq` and `any` an `$or`
+of them, exactly (`$in` on a list is not documented). `exists: false` becomes `$exists: false`,
+more loosely: a null or empty attribute is not stored here (`_attributes`), and is present to the
+service. `ne`/`nin` (AWS does not document how they treat a missing key or a list), `exists: true`
+(it would drop those null and empty attributes), `not` (S3 Vectors has none), timestamp strings
+(we compare them as instants, S3 as text or not at all) and dotted paths (we resolve them inside
+values) stay with the service, which re-checks every condition anyway.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ MAX_VECTOR_KEY_LENGTH = 1024  # characters (botocore shape VectorKey)
 
 _KEY_OVERHEAD = 34  # the two 16-character digests and two colons around the memory id
 _MAX_EXACT_INT = 2**53  # numbers beyond this are not exact as doubles: not pushed down
+_MAX_PUSHED_ANY = 50  # an `any` of more values stays with the service: the filter stays small
 _T = TypeVar("_T")
 
 
@@ -263,6 +267,12 @@ def _pushable(c: Condition) -> dict[str, Any] | None:
         return {name: {"$in": list(c.operand)}}
     if c.op in ("gt", "gte", "lt", "lte") and _exact_number(c.operand):
         return {name: {"$" + c.op: c.operand}}
+    if c.op == "contains" and _exact_scalar(c.operand):
+        return {name: {"$eq": c.operand}}
+    if c.op == "any" and 0 < len(c.operand) <= _MAX_PUSHED_ANY and all(_exact_scalar(x) for x in c.operand):
+        return {"$or": [{name: {"$eq": x}} for x in c.operand]}
+    if c.op == "exists" and c.operand is False:
+        return {name: {"$exists": False}}
     return None
 
 

@@ -1,0 +1,356 @@
+"""`python -m benchmarks.retrieval_lab`: keyword analyzers, BM25 settings and fusions, measured in seconds.
+
+In-process and without the service: each data set becomes scopes (the memories one search
+sees) and questions (a query and the memories that answer it). Every text is embedded once
+with the local model (MiniLM int8, the embedder memsvc serves), the vectors cached under
+`--cache`, so an experiment costs the BM25 and the fusion arithmetic only. Like the service,
+a question's candidates are the best `--pool` of each retriever in its scope, and a fusion
+ranks only those.
+
+Data sets: `golden` (each case's own memories), `golden+50` (each case's memories and 50 of the
+other cases', as `memsvc eval --haystack 50`), and `conversations` (eval/conversations.json:
+one scope per user, every turn a memory), each cut into its `dev` and `test` halves. A variant
+is chosen on the dev halves and reported on the test halves.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import pickle
+import random
+import re
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from memsvc.core import keywords
+from memsvc.core.ranking import hybrid_score
+from memsvc.core.unicode_text import normalize
+
+K = 5
+
+# NLTK's English stop words (179), cut at apostrophes as `\w+` cuts them.
+FULL_STOP_WORDS = frozenset(
+    "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "
+    "herself it its itself they them their theirs themselves what which who whom this that these those am is are "
+    "was were be been being have has had having do does did doing a an the and but if or because as until while "
+    "of at by for with about against between into through during before after above below to from up down in out "
+    "on off over under again further then once here there when where why how all any both each few more most "
+    "other some such no nor not only own same so than too very s t can will just don should now d ll m o re ve y "
+    "ain aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn weren won wouldn".split())
+LUCENE_STOP_WORDS = keywords._STOP_WORDS
+
+
+@dataclass
+class Question:
+    query: str
+    expected: frozenset[int]  # indices into the scope's texts
+    split: str
+    kind: str = ""
+
+
+@dataclass
+class Scope:
+    texts: list[str]
+    questions: list[Question] = field(default_factory=list)
+    at: dict[str, int] = field(default_factory=dict)  # a turn id's index in `texts`
+
+
+# -- data sets ---------------------------------------------------------------------------------------
+
+def golden(path: Path, haystack: int) -> list[Scope]:
+    cases = json.loads(path.read_text())["cases"]
+    scopes = []
+    for case in cases:
+        if not case["expected_retrievals"]:
+            continue
+        texts = [m["content"] for m in case["setup_memories"]]
+        if haystack:  # as memsvc.evaluation.haystack draws it
+            own = set(texts)
+            pool = list(dict.fromkeys(m["content"] for other in cases if other["id"] != case["id"]
+                                      for m in other["setup_memories"] if m["content"] not in own))
+            texts += random.Random(case["id"]).sample(pool, min(haystack, len(pool)))
+        expected = frozenset(i for i, t in enumerate(texts) if t in set(case["expected_retrievals"]))
+        scopes.append(Scope(texts, [Question(case["query"], expected, case["split"], case["kind"])]))
+    return scopes
+
+
+def conversations(path: Path) -> list[Scope]:
+    """eval/conversations.json: one scope per conversation, each turn a memory as `memsvc eval`
+    writes it (`memsvc.conversation_eval.turn_content`)."""
+    from memsvc.conversation_eval import parse_conversations, turn_content
+
+    talks, questions = parse_conversations(json.loads(path.read_text()))
+    scopes = {}
+    for talk in talks:
+        turns = talk.turns
+        at = {turn.id: i for i, turn in enumerate(turns)}
+        scopes[talk.id] = Scope([turn_content(turn) for turn in turns], at=at)
+    for q in questions:
+        scope = scopes[q.conversation]
+        scope.questions.append(Question(q.query, frozenset(scope.at[e] for e in q.evidence), q.split, q.kind))
+    return list(scopes.values())
+
+
+# -- embeddings, cached ------------------------------------------------------------------------------
+
+class Vectors:
+    def __init__(self, cache: Path) -> None:
+        self._path = cache / "minilm.pkl"
+        self._known: dict[str, np.ndarray] = pickle.loads(self._path.read_bytes()) if self._path.exists() else {}
+        self._embedder = None
+
+    def of(self, texts: list[str]) -> np.ndarray:
+        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+        missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self._known))
+        if missing:
+            if self._embedder is None:
+                from memsvc.adapters.local.embedder import MiniLMEmbedder
+                self._embedder = MiniLMEmbedder(intra_op_num_threads=2)
+            for text, vector in zip(missing, self._embedder.embed_array(missing)):
+                self._known[hashlib.sha1(text.encode()).hexdigest()] = vector
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            self._path.write_bytes(pickle.dumps(self._known))
+        return np.stack([self._known[k] for k in keys])
+
+
+# -- keyword analyzers and BM25 ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Analyzer:
+    """`memsvc` words (NFKC, casefold, `\\w+`) or `plain` ones (lower-case `[a-z0-9]+`)."""
+
+    words: str = "memsvc"
+    stop: frozenset[str] = LUCENE_STOP_WORDS
+    stem: bool = True
+    compounds: bool = True
+
+    def __call__(self, text: str) -> list[str]:
+        if self.words == "plain":
+            found = re.findall(r"[a-z0-9]+", text.lower())
+        else:
+            found = keywords._WORD.findall(normalize("NFKC", text).casefold())
+        terms = [keywords._stem(w) if self.stem else w for w in found
+                 if w not in self.stop and len(w) <= keywords.MAX_TERM_LENGTH]
+        if self.compounds:
+            folded = normalize("NFKC", text).casefold()
+            spans = [(m.start(), m.end()) for m in keywords._WORD.finditer(folded)]
+            terms += keywords._compounds(folded, spans)
+        return terms
+
+
+@dataclass(frozen=True)
+class Bm25:
+    k1: float = 1.2
+    b: float = 0.75
+    query_tf: bool = False  # count a query term as often as the query holds it (else once)
+    query_stop: frozenset[str] = frozenset()  # the query's stop words, when not the index's
+
+
+class KeywordScores:
+    """BM25 over one scope's texts with one analyzer: raw scores and the query's weight."""
+
+    def __init__(self, texts: list[str], analyze: Callable[[str], list[str]]) -> None:
+        self.analyze = analyze
+        self.docs = [Counter(analyze(t)) for t in texts]
+        self.lengths = np.array([sum(d.values()) for d in self.docs], dtype=np.float64)
+        self.postings: dict[str, list[tuple[int, int]]] = {}
+        for i, doc in enumerate(self.docs):
+            for term, tf in doc.items():
+                self.postings.setdefault(term, []).append((i, tf))
+
+    def score(self, query: str, p: Bm25) -> tuple[np.ndarray, float]:
+        n = len(self.docs)
+        avg = self.lengths.mean() if n else 0.0
+        scores = np.zeros(n)
+        weight = 0.0
+        analyze = dataclasses.replace(self.analyze, stop=p.query_stop) if p.query_stop else self.analyze
+        terms = analyze(query)
+        counts = Counter(terms) if p.query_tf else Counter(dict.fromkeys(terms, 1))
+        for term, qtf in counts.items():
+            postings = self.postings.get(term, [])
+            term_idf = keywords.idf(len(postings), n)
+            weight += term_idf * qtf
+            for i, tf in postings:
+                norm = p.k1 * (1 - p.b + p.b * self.lengths[i] / avg) if avg else p.k1
+                scores[i] += qtf * term_idf * tf * (p.k1 + 1) / (tf + norm)
+        return scores, weight
+
+
+# -- fusions ---------------------------------------------------------------------------------------
+
+def _minmax(x: np.ndarray) -> np.ndarray:
+    span = x.max() - x.min() if len(x) else 0.0
+    return (x - x.min()) / span if span > 0 else np.zeros_like(x)
+
+
+def _z(x: np.ndarray) -> np.ndarray:
+    sd = x.std() if len(x) else 0.0
+    return (x - x.mean()) / sd if sd > 0 else np.zeros_like(x)
+
+
+def _floored(s: np.ndarray, sin: np.ndarray) -> np.ndarray:
+    """Cosines, a candidate the semantic retriever did not hand over at the lowest it did."""
+    return np.where(sin, s, s[sin].min() if sin.any() else 0.0)
+
+
+def _ranks(x: np.ndarray, present: np.ndarray) -> np.ndarray:
+    order = np.argsort(-x, kind="stable")
+    rank = np.empty(len(x))
+    rank[order] = np.arange(1, len(x) + 1)
+    return np.where(present, 1.0 / (60 + rank), 0.0)
+
+
+def _keyword_mode(s, k, kin, sin):
+    return np.where(kin, k, -np.inf)
+
+
+def fusions() -> dict[str, Callable[..., np.ndarray]]:
+    """name -> f(cosine, keyword match, in keyword list, in semantic list) over the candidates."""
+    out: dict[str, Callable[..., np.ndarray]] = {
+        "semantic": lambda s, k, kin, sin: s,
+        "keyword": _keyword_mode,
+        "prob-or (before)": lambda s, k, kin, sin: 1 - (1 - np.maximum(s, 0) * sin) * (1 - k),
+        "memsvc now": lambda s, k, kin, sin: np.array([hybrid_score(c if i else None, m) for c, m, i in zip(s, k, sin)]),
+        "rrf 60": lambda s, k, kin, sin: _ranks(s, sin) + _ranks(k, kin),
+    }
+    for w in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        out[f"minmax {w}"] = lambda s, k, kin, sin, w=w: w * _minmax(_floored(s, sin)) + (1 - w) * _minmax(k)
+        out[f"z {w}"] = lambda s, k, kin, sin, w=w: w * _z(_floored(s, sin)) + (1 - w) * _z(k)
+        out[f"convex raw {w}"] = lambda s, k, kin, sin, w=w: w * np.maximum(s, 0) + (1 - w) * k
+        out[f"cos + keyword/max {w}"] = lambda s, k, kin, sin, w=w: w * np.maximum(s, 0) + (1 - w) * k / max(k.max(), 1e-9)
+        for lo, hi in ((0.1, 0.6), (0.2, 0.7), (0.3, 0.7), (0.3, 0.8), (0.4, 0.8), (0.2, 0.8)):
+            out[f"convex cal[{lo},{hi}] {w}"] = (
+                lambda s, k, kin, sin, w=w, lo=lo, hi=hi: w * np.clip((s - lo) / (hi - lo), 0, 1) + (1 - w) * k)
+    return out
+
+
+# -- evaluation ------------------------------------------------------------------------------------
+
+@dataclass
+class Prepared:
+    """One data set's per-question signals over each question's candidates."""
+
+    rows: list[tuple[Question, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
+
+
+def signals(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: Bm25, pool: int) -> Prepared:
+    rows = []
+    for scope in scopes:
+        docs = vectors.of(scope.texts)
+        queries = vectors.of([q.query for q in scope.questions])
+        index = KeywordScores(scope.texts, analyzer)
+        for question, qv in zip(scope.questions, queries):
+            cos = docs @ qv
+            raw, weight = index.score(question.query, bm25)
+            match = np.minimum(1.0, raw / weight) if weight > 0 else np.zeros_like(raw)
+            sem_top = np.argsort(-cos, kind="stable")[:pool]
+            matched = np.flatnonzero(raw > 0)
+            kw_top = matched[np.argsort(-raw[matched], kind="stable")][:pool]
+            cands = np.array(sorted(set(sem_top) | set(kw_top)), dtype=int)
+            sin, kin = np.isin(cands, sem_top), np.isin(cands, kw_top)
+            rows.append((question, cands, np.where(sin, cos[cands], -1.0), np.where(kin, match[cands], 0.0), kin, sin))
+    return Prepared(rows)
+
+
+def recall_at_k(prepared: Prepared, fuse: Callable[..., np.ndarray], split: str | None) -> float:
+    """Over the split's questions; a candidate scoring -inf is not returned (keyword mode returns
+    only the memories that hold a query term)."""
+    got = []
+    for question, cands, s, k, kin, sin in prepared.rows:
+        if split and question.split != split:
+            continue
+        score = fuse(s, k, kin, sin)
+        # Ties go to the closer meaning, then to the newer memory (the later turn), as in the
+        # service; keyword mode has no meaning to break them with.
+        closer = np.where(sin, -s, 0.0) if fuse is not _keyword_mode else np.zeros_like(s)
+        order = np.lexsort((-cands, closer, -np.round(score, 6)))
+        top = cands[[i for i in order if score[i] > -np.inf][:K]]
+        got.append(len(question.expected & set(top.tolist())) / len(question.expected))
+    return sum(got) / len(got) if got else float("nan")
+
+
+def load(names: Iterable[str], golden_path: Path, conv_path: Path) -> dict[str, list[Scope]]:
+    out = {}
+    for name in names:
+        if name == "golden":
+            out[name] = golden(golden_path, 0)
+        elif name == "golden+50":
+            out[name] = golden(golden_path, 50)
+        elif name == "conversations" and conv_path.exists():
+            out[name] = conversations(conv_path)
+    return out
+
+
+QUERY_STOP = LUCENE_STOP_WORDS | FULL_STOP_WORDS
+KEYWORD_VARIANTS: dict[str, tuple[Analyzer, Bm25]] = {
+    "memsvc before": (Analyzer(), Bm25()),
+    "memsvc now": (Analyzer(), Bm25(keywords.BM25_K1, keywords.BM25_B, query_stop=keywords._QUERY_STOP_WORDS)),
+    "plain BM25 (issue)": (Analyzer("plain", FULL_STOP_WORDS, False, False), Bm25(1.5, 0.75, query_tf=True)),
+    "no stemming": (Analyzer(stem=False), Bm25()),
+    "full stop list": (Analyzer(stop=FULL_STOP_WORDS), Bm25()),
+    "full stop list, query only": (Analyzer(), Bm25(query_stop=QUERY_STOP)),
+    "no compounds": (Analyzer(compounds=False), Bm25()),
+    "plain words": (Analyzer(words="plain"), Bm25()),
+    "k1 1.5": (Analyzer(), Bm25(k1=1.5)),
+    "query tf counted": (Analyzer(), Bm25(query_tf=True)),
+    "b 0.5": (Analyzer(), Bm25(b=0.5)),
+    "b 0 (no length norm)": (Analyzer(), Bm25(b=0.0)),
+    "no stem + full stop": (Analyzer(stop=FULL_STOP_WORDS, stem=False), Bm25()),
+    "full stop, query only, k1 1.5": (Analyzer(), Bm25(k1=1.5, query_stop=QUERY_STOP)),
+    "full stop, query only, b 0.5": (Analyzer(), Bm25(b=0.5, query_stop=QUERY_STOP)),
+    "full stop, query only, b 0.3": (Analyzer(), Bm25(b=0.3, query_stop=QUERY_STOP)),
+    "full stop, query only, b 0.1": (Analyzer(), Bm25(b=0.1, query_stop=QUERY_STOP)),
+    "full stop, query only, b 0": (Analyzer(), Bm25(b=0.0, query_stop=QUERY_STOP)),
+    "full stop, query only, b 0, k1 0.9": (Analyzer(), Bm25(k1=0.9, b=0.0, query_stop=QUERY_STOP)),
+    "full stop, query only, b 0, k1 2": (Analyzer(), Bm25(k1=2.0, b=0.0, query_stop=QUERY_STOP)),
+    "full stop, query only, b 0, no stem": (Analyzer(stem=False), Bm25(b=0.0, query_stop=FULL_STOP_WORDS)),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sets", nargs="+", default=["golden", "golden+50", "conversations"])
+    parser.add_argument("--golden", type=Path, default=Path("eval/memory_golden_dataset.json"))
+    parser.add_argument("--conversations", type=Path, default=Path("eval/conversations.json"))
+    parser.add_argument("--cache", type=Path, default=Path("/tmp/memsvc-retrieval-lab"))
+    parser.add_argument("--pool", type=int, default=50, help="candidates per retriever, as search's first page")
+    parser.add_argument("--part", choices=["keyword", "fusion", "all"], default="all")
+    parser.add_argument("--keyword", default="memsvc now", help="the keyword variant fusions use")
+    parser.add_argument("--fusions", nargs="*", help="only these fusions (default: all)")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    sets = load(args.sets, args.golden, args.conversations)
+    vectors = Vectors(args.cache)
+    splits = ("dev", "test")
+    head = " ".join(f"{name[:13] + ' ' + s:>18}" for name in sets for s in splits)
+    if args.part in ("keyword", "all"):
+        print(f"\nkeyword R@{K}\n{'variant':<32} {head}")
+        for variant, (analyzer, bm25) in KEYWORD_VARIANTS.items():
+            cells = []
+            for scopes in sets.values():
+                prepared = signals(scopes, vectors, analyzer, bm25, args.pool)
+                cells += [recall_at_k(prepared, fusions()["keyword"], s) for s in splits]
+            print(f"{variant:<32} " + " ".join(f"{c:18.3f}" for c in cells), flush=True)
+    if args.part in ("fusion", "all"):
+        analyzer, bm25 = KEYWORD_VARIANTS[args.keyword]
+        prepared = {name: signals(scopes, vectors, analyzer, bm25, args.pool) for name, scopes in sets.items()}
+        print(f"\nfusion R@{K} (keyword: {args.keyword})\n{'fusion':<32} {head}")
+        for name, fuse in fusions().items():
+            if args.fusions and name not in args.fusions:
+                continue
+            cells = [recall_at_k(p, fuse, s) for p in prepared.values() for s in splits]
+            print(f"{name:<32} " + " ".join(f"{c:18.3f}" for c in cells), flush=True)
+    print(f"\n({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,90 @@
+"""`Reranker` on Amazon Bedrock's Rerank API (bedrock-agent-runtime `Rerank`): Amazon Rerank 1.0
+(`amazon.rerank-v1:0`) or Cohere Rerank 3.5 (`cohere.rerank-v3-5:0`), the deployment's model
+(`MEMSVC_RERANK_MODEL_ID`) unless the tenant's setting names another.
+
+One request per search: the query and the candidates' texts inline, every candidate scored
+(`numberOfResults` = their count). The texts are memories' plaintext sent to Bedrock in the
+deployment's own account and region, like the texts Titan embeds. The client's timeouts bound
+the wait, and botocore's `standard` mode retries a throttle or a 5xx once; then the call fails
+and the rerank step keeps the fused order. Nothing here logs or keeps the query or a text.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from memsvc.adapters.aws.clients import LazyClient
+
+__all__ = ["BedrockReranker", "AMAZON_RERANK_V1", "COHERE_RERANK_V3_5", "RERANK_RETRIES",
+           "RERANK_CONNECT_TIMEOUT_SECONDS", "RERANK_READ_TIMEOUT_SECONDS", "rerank_client", "model_arn"]
+
+AMAZON_RERANK_V1 = "amazon.rerank-v1:0"
+COHERE_RERANK_V3_5 = "cohere.rerank-v3-5:0"
+# A search waits for this: a rerank of up to 100 short texts answers in well under a second.
+RERANK_RETRIES: dict[str, Any] = {"mode": "standard", "total_max_attempts": 2}
+RERANK_CONNECT_TIMEOUT_SECONDS = 2.0
+RERANK_READ_TIMEOUT_SECONDS = 3.0
+
+
+def rerank_client(region: str) -> LazyClient:
+    """The bedrock-agent-runtime client, created on first use: most tenants never rerank, and a
+    cold start should not pay for a client no request calls."""
+    return LazyClient(lambda: boto3.session.Session(region_name=region).client(
+        "bedrock-agent-runtime", config=Config(retries=dict(RERANK_RETRIES),
+                                               connect_timeout=RERANK_CONNECT_TIMEOUT_SECONDS,
+                                               read_timeout=RERANK_READ_TIMEOUT_SECONDS)))
+
+
+def model_arn(model_id: str, *, partition: str, region: str) -> str:
+    """Rerank takes a model ARN; a bare model id is the region's foundation model."""
+    if model_id.startswith("arn:"):
+        return model_id
+    return f"arn:{partition}:bedrock:{region}::foundation-model/{model_id}"
+
+
+class BedrockReranker:
+    """Args:
+        client: a bedrock-agent-runtime client (`rerank_client`); a bare model id names a
+            foundation model of the client's region.
+        model_id: the deployment's rerank model (an id or an ARN).
+    """
+
+    def __init__(self, client: Any, *, model_id: str) -> None:
+        self._client = client
+        self._model_id = model_id
+
+    def rerank(self, query: str, texts: Sequence[str], *, model_id: str | None) -> list[float]:
+        if not texts:
+            return []
+        meta = self._client.meta
+        arn = model_arn(model_id or self._model_id, partition=meta.partition, region=meta.region_name)
+        response = self._client.rerank(
+            queries=[{"type": "TEXT", "textQuery": {"text": query}}],
+            sources=[{"type": "INLINE", "inlineDocumentSource": {"type": "TEXT", "textDocument": {"text": text}}}
+                     for text in texts],
+            rerankingConfiguration={"type": "BEDROCK_RERANKING_MODEL", "bedrockRerankingConfiguration": {
+                "numberOfResults": len(texts), "modelConfiguration": {"modelArn": arn}}},
+        )
+        return _scores(response.get("results"), len(texts))
+
+
+def _scores(results: Any, count: int) -> list[float]:
+    """One score per text, in input order; ValueError unless every text has exactly one."""
+    if not isinstance(results, list):
+        raise ValueError("the rerank response has no results")
+    scores: list[float | None] = [None] * count
+    for result in results:
+        index, score = result.get("index"), result.get("relevanceScore")
+        if not isinstance(index, int) or not 0 <= index < count or scores[index] is not None:
+            raise ValueError("a rerank result has no index of a text sent")
+        if not isinstance(score, (int, float)) or not math.isfinite(score):
+            raise ValueError("a rerank result has no finite score")
+        scores[index] = float(score)
+    if any(s is None for s in scores):
+        raise ValueError("the rerank response leaves texts unscored")
+    return scores  # type: ignore[return-value]
