@@ -55,7 +55,7 @@ FUSIONS: dict[str, Callable[[float | None, float | None], float] | None] = {
     "convex 0.7 sem": lambda s, k: 0.7 * max(s or 0, 0) + 0.3 * (k or 0),
     "max": lambda s, k: max(max(s or 0, 0), k or 0),
     "noisy-or (before issue 23)": lambda s, k: 1 - (1 - max(s or 0, 0)) * (1 - (k or 0)),
-    "memsvc (calibrated mean)": hybrid_score,
+    "calibrated mean, even weight": lambda s, k: hybrid_score(s, k, 0.5),
 }
 
 

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from memsvc.core import keywords
-from memsvc.core.ranking import hybrid_score
+from memsvc.core.ranking import hybrid_score, semantic_match, semantic_weight, separation
 from memsvc.core.unicode_text import normalize
 
 K = 5
@@ -212,13 +212,21 @@ def _keyword_mode(s, k, kin, sin):
     return np.where(kin, k, -np.inf)
 
 
+def _memsvc_now(s, k, kin, sin):
+    """The service's fusion: each signal weighs by its separation over what its retriever handed over."""
+    matches = sorted((semantic_match(c) for c, i in zip(s, sin) if i), reverse=True)
+    keyword_matches = sorted((m for m, i in zip(k, kin) if i), reverse=True)
+    weight = semantic_weight(separation(matches), separation(keyword_matches))
+    return np.array([hybrid_score(c if i else None, m, weight) for c, m, i in zip(s, k, sin)])
+
+
 def fusions() -> dict[str, Callable[..., np.ndarray]]:
     """name -> f(cosine, keyword match, in keyword list, in semantic list) over the candidates."""
     out: dict[str, Callable[..., np.ndarray]] = {
         "semantic": lambda s, k, kin, sin: s,
         "keyword": _keyword_mode,
         "prob-or (before)": lambda s, k, kin, sin: 1 - (1 - np.maximum(s, 0) * sin) * (1 - k),
-        "memsvc now": lambda s, k, kin, sin: np.array([hybrid_score(c if i else None, m) for c, m, i in zip(s, k, sin)]),
+        "memsvc now": _memsvc_now,
         "rrf 60": lambda s, k, kin, sin: _ranks(s, sin) + _ranks(k, kin),
     }
     for w in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):

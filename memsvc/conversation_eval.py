@@ -501,6 +501,8 @@ def _indexing(url: str, admin: str | None) -> Iterator[None]:
                     time.sleep(INDEX_POLL_S)
         except EvalError as exc:
             errors.append(exc)
+        except Exception as exc:  # any other failure must fail the run too: never measure a half-indexed store
+            errors.append(EvalError(f"indexing could not be followed: {type(exc).__name__}: {exc}"))
 
     thread = threading.Thread(target=index, name="eval-indexing", daemon=True)
     thread.start()

@@ -45,7 +45,10 @@ class Operations(Construct):
     - `<consumer>-iterator-age`: the oldest unprocessed stream record is older than the
       threshold (the consumer is stuck or too slow; the stream keeps 24 h);
     - `<consumer>-dlq`: a batch exhausted its retries and was parked (needs a replay);
-    - `api-embedding-failures`: the API function's embedding calls failed (searches are degraded).
+    - `api-embedding-failures`: the API function's embedding calls failed (searches are degraded);
+    - `api-degraded-searches`: searches answered without the embedding model, summed over tenants
+      (`memory.search.degraded`). It also sees what the first misses: a query embedding that timed
+      out is abandoned by the search, which degrades, but is no `EmbeddingFailures` of Titan's.
     """
 
     def __init__(
@@ -146,6 +149,17 @@ class Operations(Construct):
                 "min (Titan throttling, timing out or refusing): hybrid search and recall answer from the keyword "
                 "index alone (metadata.degraded; memory.search.degraded per tenant) and semantic search answers "
                 "503. Check Bedrock's health, quotas and model access in the region.")
+            # Per tenant in EMF (`emf_metrics.EmfMetrics.count`): a Metrics Insights query sums the
+            # tenants' series, which no plain metric of an alarm can.
+            self._alarm(
+                "api-degraded-searches",
+                cw.MathExpression(expression=_degraded_searches_query(), using_metrics={}, period=_FIVE_MINUTES,
+                                  label="degraded searches"),
+                thresholds.embedding_failures_per_5min,
+                f"the api function answered >= {thresholds.embedding_failures_per_5min} searches in 5 min without "
+                "the embedding model (memory.search.degraded, all tenants): Titan failed or timed out, so hybrid "
+                "search and recall answered from the keyword index alone (metadata.degraded). Check Bedrock's "
+                "latency, health, quotas and model access in the region.")
 
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=name)
         self.dashboard.add_widgets(cw.TextWidget(
@@ -246,6 +260,12 @@ def _service_metric(service: str, name: str) -> cw.Metric:
     return cw.Metric(namespace=METRICS_NAMESPACE, metric_name=name,
                      dimensions_map={"service": powertools_service(service)},
                      statistic="Sum", period=_FIVE_MINUTES, label=f"{service} {name}")
+
+
+def _degraded_searches_query() -> str:
+    """CloudWatch Metrics Insights: the sum of `memory.search.degraded` over every tenant's series."""
+    return (f'SELECT SUM("memory.search.degraded") FROM SCHEMA("{METRICS_NAMESPACE}", service, tenant) '
+            f"WHERE service = '{powertools_service('api')}'")
 
 
 def _seed_metric_search(name: str, dimensions: str, statistic: str, *, top: int | None = None) -> cw.MathExpression:

@@ -1,32 +1,38 @@
 """How hybrid search turns a memory's two relevance signals into one score (pure).
 
-The signals:
-- semantic: the cosine similarity of the query's and the memory's best-matching text;
+The signals, each on 0..1:
+- semantic: the cosine similarity of the query's and the memory's best-matching text, mapped
+  linearly from [`COSINE_NONE`, `COSINE_FULL`] onto [0, 1] (clipped): `semantic_match`;
 - keyword: BM25 over blind terms, divided by the query's weight (the summed IDF of its terms in
   the searched scope): the share of the query's IDF that the memory holds (BM25 has no length
   normalisation, `core.keywords.BM25_B`), 1 when it holds every query term, 0 when it holds
   none, and comparable across queries, unlike raw BM25.
 
-The hybrid score is their weighted mean, on 0..1: `SEMANTIC_WEIGHT` x the cosine mapped
-linearly from [`COSINE_NONE`, `COSINE_FULL`] onto [0, 1] (clipped), plus the rest x the keyword
-match. So a paraphrase that shares no word scores up to 0.7, a memory that holds every query
-term but means something else 0.3, and one that does both 1. A missing signal counts 0. The
-score grows with each signal, so what the retrievers' lowest scores give is a bound on any
-memory they have not handed over yet (search's early stop under `min_score`).
+The hybrid score is their weighted mean, on 0..1, and the weight is the query's own: each
+signal weighs by how clearly it separates this query's best candidate from the rest (its best
+value's lead over its fifth best, `separation`). A question that shares a rare word with one
+memory only is decided by keywords; one whose words are everywhere (a speaker's name, a topic
+every memory mentions) by meaning. A fixed weight has to bet on one: 0.7 for meaning won on
+paraphrased questions and lost to keywords alone where questions reuse the evidence's words
+(benchmarks/README.md, "Retrieval on long conversations"). A missing signal counts 0. For one
+query the weight is fixed once the retrievers' first pages are in, and the score grows with each
+signal, so what the retrievers' lowest scores give bounds any memory they have not handed over
+yet (search's early stop under `min_score`).
 
-The fusion, its weight and the cosine's range were chosen by measurement on the development
-halves of the golden set and of eval/conversations.json (benchmarks/retrieval_lab.py, results
-in benchmarks/README.md, "Retrieval on long conversations"). The cosine range is MiniLM's
-(all-MiniLM-L6-v2): unrelated texts score up to about 0.2, close paraphrases 0.7 and more.
+The cosine range is MiniLM's (all-MiniLM-L6-v2): unrelated texts score up to about 0.2, close
+paraphrases 0.7 and more.
 """
 
 from __future__ import annotations
 
-__all__ = ["keyword_match", "semantic_match", "hybrid_score", "SEMANTIC_WEIGHT", "COSINE_NONE", "COSINE_FULL"]
+from collections.abc import Sequence
 
-SEMANTIC_WEIGHT = 0.7
+__all__ = ["keyword_match", "semantic_match", "separation", "semantic_weight", "hybrid_score",
+           "COSINE_NONE", "COSINE_FULL", "SEPARATION_RANK"]
+
 COSINE_NONE = 0.2
 COSINE_FULL = 0.7
+SEPARATION_RANK = 5  # a signal's best is compared with its fifth best: recall@5 is what we measure
 
 
 def keyword_match(bm25: float, query_weight: float) -> float:
@@ -39,8 +45,24 @@ def semantic_match(cosine: float) -> float:
     return min(1.0, max(0.0, (cosine - COSINE_NONE) / (COSINE_FULL - COSINE_NONE)))
 
 
-def hybrid_score(semantic: float | None, keyword: float | None) -> float:
-    """0..1, higher is better: the weighted mean of the semantic and the keyword match; a
-    missing signal counts as no evidence."""
+def separation(best_first: Sequence[float]) -> float:
+    """How clearly a signal tells a query's best candidate from the others: the best value's
+    lead over the `SEPARATION_RANK`th best (0..1 values, best first, as a retriever handed them
+    over; past the end, no evidence: 0, as in the fusion)."""
+    if not best_first:
+        return 0.0
+    other = best_first[SEPARATION_RANK - 1] if len(best_first) >= SEPARATION_RANK else 0.0
+    return max(0.0, best_first[0] - other)
+
+
+def semantic_weight(semantic_separation: float, keyword_separation: float) -> float:
+    """The semantic signal's share of the hybrid score for one query (the keyword's is the rest)."""
+    total = semantic_separation + keyword_separation
+    return semantic_separation / total if total > 0 else 0.5
+
+
+def hybrid_score(semantic: float | None, keyword: float | None, weight: float) -> float:
+    """0..1, higher is better: the semantic match (from the cosine `semantic`) and the keyword
+    match, weighted `weight` : 1 - `weight`; a missing signal counts as no evidence."""
     s = semantic_match(semantic) if semantic is not None else 0.0
-    return SEMANTIC_WEIGHT * s + (1.0 - SEMANTIC_WEIGHT) * (keyword or 0.0)
+    return weight * s + (1.0 - weight) * (keyword or 0.0)

@@ -16,7 +16,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, StrictStr, model_validator
 
@@ -140,6 +140,7 @@ class RelatedMemory:
     memory: Memory
     hops: int
     via: Entity  # the nearest entity it mentions
+    policy_attributes: dict[str, Any]  # its plaintext attributes: where recall decides what a filter names
 
 
 @dataclass(frozen=True)
@@ -246,7 +247,7 @@ class Graph:
         entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix,
                                                            [candidates[ref][1].entity_id for ref, _ in admitted]))
         memories = [RelatedMemory(open_memory(self._sealer, item), candidates[ref][0],
-                                  entities[candidates[ref][1].entity_id])
+                                  entities[candidates[ref][1].entity_id], item.policy_attributes)
                     for ref, item in admitted if candidates[ref][1].entity_id in entities]
         return Related(memories, reached.depth + 1 if reached.hops else 0, reached.truncated or expand.truncated)
 

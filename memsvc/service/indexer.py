@@ -41,7 +41,7 @@ from concurrent.futures import Executor, Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, OverIndexBudget, RateLimited
+from memsvc.core.errors import Conflict, EmbeddingFailed, InvalidArgument, MemsvcError, OverIndexBudget, RateLimited
 from memsvc.core.field_tokens import value_fields
 from memsvc.core.index_budget import ItemBudget, OverBudget, Stopwatch
 from memsvc.core.keywords import term_counts
@@ -65,6 +65,17 @@ _DATABASE_TROUBLE = frozenset({"OperationalError", "InterfaceError", "InternalEr
 # A text every embedding model takes, made new each time so that no embedding cache answers it.
 _PROBE_TEXT = "a known-good text to embed ({})"
 _MARGIN = 5.0  # seconds kept, after the last unit of work may end, to answer the stream's batch
+_TURN_ROUNDS = 3  # times a message is indexed again, at most, while its turn before keeps changing
+_CONTENT_CHANGES = ("add", "update", "delete", "expired")  # what changes a message's value, or ends it
+
+
+@dataclass(frozen=True)
+class _TurnBefore:
+    """Where a message's context was read (`Indexer._as_turn`): the key of the turn before, and
+    the id of the version read there (None: nothing live)."""
+
+    key: str
+    memory_id: str | None
 
 
 @dataclass(frozen=True)
@@ -73,6 +84,7 @@ class _Prepared:
 
     texts: list[tuple[str, str]]
     field_doc: FieldDoc | None
+    turn_before: _TurnBefore | None = None  # a message's: what its context was read from
 
 
 @dataclass
@@ -88,6 +100,7 @@ class _Embedded:
     seconds: float  # the embedder call's time
     faults: dict[int, Exception] = field(default_factory=dict)  # items left out of the chunk, and why
     written: list[list[str]] = field(default_factory=list)  # per item: the vector fields written
+    turns_before: list[_TurnBefore | None] = field(default_factory=list)  # per item: a message's context
     write_seconds: float = 0.0
 
     @property
@@ -152,7 +165,10 @@ class Indexer:
     every write, so an old version can never overwrite a newer one's. What remains is
     bookkeeping: the item row records which fields of its version are indexed (`mark_indexed`,
     conditioned on the version), each change deletes what its previous row had indexed, and a
-    write that lost the race to a newer version deletes what it just wrote.
+    write that lost the race to a newer version deletes what it just wrote. One kind of entry
+    depends on another key: a session message's quote the turn before it, so a change to that
+    turn indexes the message again in place (`_reindex_followers`), and every index of a message
+    checks after writing that the turn it quoted is still there (`_reread_turns`).
     """
 
     def __init__(self, store: IndexBacklog, vectors: VectorIndex, embedder: Embedder, sealer: Sealer,
@@ -230,7 +246,56 @@ class Indexer:
                     current[change.seq] = item  # indexed already or not: the graph step runs on it
         if self._graph is not None:
             failed |= self._graph.apply([c for c in changes if c.kind in ("delete", "expired")])
-        return failed | self._isolated(current, feed=True, deadline=deadline).failed
+        failed |= self._isolated(current, feed=True, deadline=deadline).failed
+        return failed | self._reindex_followers(changes, current, deadline)
+
+    def _reindex_followers(self, changes: Sequence[Change], current: dict[int, StoredItem],
+                           deadline: float | None) -> set[int]:
+        """Index again, in place, each live message that follows a message these changes wrote,
+        rewrote, deleted or expired: its entries quote the turn before it (`_as_turn`), and a
+        deleted turn's words must leave them. Returns the seqs of the changes whose follower failed.
+
+        A follower is read now, after its turn before's change committed, so it gets the turn as
+        it is now; a deleted one is left alone (a session's sweep deletes the last message first:
+        each deletion finds the message after it a tombstone, so none is re-indexed). One this
+        batch indexes anyway (unmarked, in `current`) is not done twice. Its vectors are
+        overwritten (same memory id and fields), its keyword document replaced (`_write`), and it
+        is marked again; no attempt marks and no graph step: its version is the same.
+
+        Why it converges: a session's changes reach this method in commit order (one feed consumer
+        locally; on AWS one shard per partition key, the namespace's), so the follower re-index of
+        the turn's last change runs after it. A follower indexed meanwhile outside the feed (a
+        request's `sync_index`, an admin's trigger), having read the turn before earlier, may write
+        after that; it rereads the turn after its write and indexes again if it moved
+        (`_reread_turns`). So the last write of a follower's entries read the current turn."""
+        wanted: dict[tuple[str, tuple[str, ...], str], set[int]] = {}
+        for change in changes:
+            ns, key = change.new.namespace, change.new.key
+            if change.kind in _CONTENT_CHANGES and is_session_message(ns, key):
+                after = message_key(int(key) + 1)
+                if is_session_message(ns, after):
+                    wanted.setdefault((change.tenant, ns, after), set()).add(change.seq)
+        indexing = {(i.tenant, i.namespace, i.key) for i in current.values() if i.indexed_fields is None}
+        by_tenant: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        for tenant, ns, key in wanted:
+            if (tenant, ns, key) not in indexing:
+                by_tenant.setdefault(tenant, []).append((ns, key))
+        followers: list[tuple[StoredItem, set[int]]] = []
+        now = self._clock.now()
+        for tenant, refs in by_tenant.items():
+            try:
+                rows = self._store.get_many(tenant, refs)
+            except Exception:
+                log.exception("reading the messages after changed ones failed; the changes will be retried")
+                return {seq for (t, _, _), seqs in wanted.items() if t == tenant for seq in seqs}
+            for ref in refs:
+                row = rows.get(ref)
+                if (row is not None and row.is_live(now) and row.index_error is None and row.value_ct is not None
+                        and row.index_fields == [MESSAGE_FIELD]):
+                    followers.append((row, wanted[(tenant, *ref)]))
+        settled = self._isolated({n: item for n, (item, _) in enumerate(followers)}, feed=False, deadline=deadline,
+                                 again=True)
+        return {seq for n in settled.failed for seq in followers[n][1]}
 
     def index_pending(self, items: Sequence[StoredItem]) -> Settled:
         """Index these pending versions now (the admin's trigger, in a request), isolating a poison
@@ -249,6 +314,7 @@ class Indexer:
             prepared = [self._prepared(item, self._watch()) for item in todo]
             chunk = self._embedded(list(range(len(todo))), todo, prepared, self._watch)
             self._write(chunk)
+            self._reread_turns(chunk, self._watch)
             self._mark(chunk)
             if chunk.faults:
                 raise next(iter(chunk.faults.values()))
@@ -262,16 +328,18 @@ class Indexer:
 
     # -- isolating a poison version ------------------------------------------------------------
 
-    def _isolated(self, items: dict[int, StoredItem], *, feed: bool, deadline: float | None = None) -> Settled:
+    def _isolated(self, items: dict[int, StoredItem], *, feed: bool, deadline: float | None = None,
+                  again: bool = False) -> Settled:
         """Index the items (by ref) together, then the suspects one by one; quarantine what is to
         blame. For the `feed`'s consumer, attempts are marked on the rows first, the marks a dead
-        process left are acted on (see the module docstring), and the graph step runs too."""
+        process left are acted on (see the module docstring), and the graph step runs too. `again`:
+        the items are indexed whether or not they are already."""
         settled, probe = Settled(), _Probe(self._embedder, (self._store, self._vectors, self._keywords))
         died_alone, died_in_batch = self._deaths(items) if feed else ({}, {})
         for ref, item in died_alone.items():
             self._set_aside(ref, item, DIED_ALONE, settled)
         together = {r: i for r, i in items.items() if r not in died_alone and r not in died_in_batch}
-        outcome = self._run(together, "batch" if feed else None, probe, deadline, graph=feed)
+        outcome = self._run(together, "batch" if feed else None, probe, deadline, graph=feed, again=again)
         settled.failed |= outcome.retry
         for ref, reason in outcome.blamed.items():
             self._set_aside(ref, items[ref], reason, settled)
@@ -286,7 +354,7 @@ class Indexer:
             fresh = self._store.get(item.tenant, item.namespace, item.key)  # the batch may have done it
             if fresh is None or fresh.id != item.id or fresh.deleted is not None or fresh.index_error is not None:
                 continue
-            alone = self._run({ref: fresh}, "alone" if feed else None, probe, deadline, graph=feed)
+            alone = self._run({ref: fresh}, "alone" if feed else None, probe, deadline, graph=feed, again=again)
             settled.failed |= alone.retry
             for reason in alone.blamed.values():
                 self._set_aside(ref, fresh, reason, settled)
@@ -311,7 +379,7 @@ class Indexer:
         return alone, in_batch
 
     def _run(self, items: dict[int, StoredItem], attempt: IndexAttempt | None, probe: _Probe,
-             deadline: float | None, *, graph: bool) -> _Outcome:
+             deadline: float | None, *, graph: bool, again: bool = False) -> _Outcome:
         """One unit of work over the items: mark the attempt; write the vector and keyword indexes
         of those not indexed yet (searchable at once: search goes by the item's current id); the
         graph step (with `graph`); then mark them indexed, which ends the attempt. A unit of one
@@ -330,8 +398,8 @@ class Indexer:
             return _Outcome(retry=set(items))
         shared = Stopwatch(self._timer, self._budget.seconds) if alone else None
         watch = (lambda: shared) if shared is not None else self._watch
-        written = self._index_pipelined({r: i for r, i in items.items() if i.indexed_fields is None}, outcome,
-                                        watch, alone, probe)
+        written = self._index_pipelined({r: i for r, i in items.items() if again or i.indexed_fields is None},
+                                        outcome, watch, alone, probe)
         if graph and self._graph is not None:
             pending = {r: i for r, i in items.items() if not self._settled(outcome, r)}
             for ref, exc in self._graph.apply_each(pending, watch).items():
@@ -433,27 +501,76 @@ class Indexer:
         value = self._sealer.open_value(item)
         texts = [] if item.index_fields is False else extract_texts(value, item.index_fields, limit=MAX_INDEXED_FIELDS)
         self._budget.check_texts(texts)  # the client's own (a message's turn: its content twice, a bounded context)
+        turn_before = None
         if texts and item.index_fields == [MESSAGE_FIELD] and is_session_message(item.namespace, item.key):
-            texts = self._as_turn(item, value, texts)
+            texts, turn_before = self._as_turn(item, value, texts)
         watch.check("reading its texts")
         field_doc = self._field_doc(item, value) if with_tokens else None
         watch.check("its field tokens")
-        return _Prepared(texts, field_doc)
+        return _Prepared(texts, field_doc, turn_before)
 
-    def _as_turn(self, item: StoredItem, value: Any, texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    def _as_turn(self, item: StoredItem, value: Any,
+                 texts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], _TurnBefore | None]:
         """A message as `service.sessions` appends it, as its turn of the conversation
-        (`core.message_context`). The turn before is read now, at seq - 1: the store gave the seqs
-        in order, each append committed before the next took its seq, so it is there unless it was
-        deleted (then there is none). A retried or re-indexed message reads it again, as it is then."""
+        (`core.message_context`), and where the turn before was read. The turn before is read now,
+        at seq - 1: the store gave the seqs in order, each append committed before the next took
+        its seq, so it is there unless it was deleted (then there is none). A retried or re-indexed
+        message reads it again, as it is then; a change to it re-indexes this message
+        (`_reindex_followers`)."""
         turn = turn_of(value)
         if turn is None:
-            return texts
-        previous = None
-        if (seq := int(item.key)) > 1:
-            row = self._store.get(item.tenant, item.namespace, message_key(seq - 1))
-            if row is not None and row.value_ct is not None and row.is_live(self._clock.now()):
-                previous = turn_of(self._sealer.open_value(row))
-        return turn_texts(turn, item.created_at, previous)
+            return texts, None
+        if (seq := int(item.key)) <= 1:
+            return turn_texts(turn, item.created_at, None), None
+        key = message_key(seq - 1)
+        row = self._live_turn(self._store.get(item.tenant, item.namespace, key))
+        previous = None if row is None else turn_of(self._sealer.open_value(row))
+        return turn_texts(turn, item.created_at, previous), _TurnBefore(key, None if row is None else row.id)
+
+    def _live_turn(self, row: StoredItem | None) -> StoredItem | None:
+        return row if row is not None and row.value_ct is not None and row.is_live(self._clock.now()) else None
+
+    def _reread_turns(self, chunk: _Embedded, watch: Callable[[], Stopwatch]) -> None:
+        """After a chunk is written: read each message's turn before again, and index again (in
+        place) each message whose turn before changed since it was read, until none did. Another
+        process may have deleted or rewritten that turn meanwhile, and that change's re-index of
+        this message (`_reindex_followers`) may have written before this write did; so the last
+        write of a message's entries is always one that read the turn before as it then was, and
+        after the last change to it, they hold its current text (or none). A turn before that keeps
+        changing is left, after `_TURN_ROUNDS`, to a retry (a retryable `Conflict`)."""
+        for round_ in range(_TURN_ROUNDS + 1):
+            moved = self._moved_turns(chunk)
+            if not moved:
+                return
+            if round_ == _TURN_ROUNDS:
+                raise Conflict("a message's turn before kept changing while it was indexed; it will be indexed again")
+            for at in moved:
+                item = chunk.items[at]
+                prepared = self._prepared(item, watch())
+                again = self._embedded([chunk.refs[at]], [item], [prepared], watch)
+                if again.faults:
+                    raise next(iter(again.faults.values()))
+                if item.indexed_fields is None:  # (`_write` replaces a marked version's document itself)
+                    self._keywords.delete_many(item.tenant, [item.id])  # a put leaves an existing one as it is
+                self._write(again)
+                chunk.fields[at], chunk.turns_before[at], chunk.written[at] = (prepared.texts, prepared.turn_before,
+                                                                               again.written[0])
+
+    def _moved_turns(self, chunk: _Embedded) -> list[int]:
+        """The chunk's messages (by position) whose turn before is no longer the version read."""
+        asked: dict[str, list[int]] = {}
+        for at, (item, before) in enumerate(zip(chunk.items, chunk.turns_before)):
+            if before is not None:
+                asked.setdefault(item.tenant, []).append(at)
+        moved = []
+        for tenant, ats in asked.items():
+            rows = self._store.get_many(tenant, [(chunk.items[at].namespace, chunk.turns_before[at].key) for at in ats])
+            for at in ats:
+                before = chunk.turns_before[at]
+                row = self._live_turn(rows.get((chunk.items[at].namespace, before.key)))
+                if (None if row is None else row.id) != before.memory_id:
+                    moved.append(at)
+        return moved
 
     def _index_pipelined(self, items: dict[int, StoredItem], outcome: _Outcome, watch: Callable[[], Stopwatch],
                          alone: bool, probe: _Probe) -> list[_Embedded]:
@@ -476,9 +593,9 @@ class Indexer:
             in_flight.append((chunk, self._embed_later(pool, chunk, [items[r] for r in chunk],
                                                        [prepared[r] for r in chunk], watch)))
             if len(in_flight) > self._lookahead:
-                written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe))
+                written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe, watch))
         while in_flight:
-            written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe))
+            written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe, watch))
         return written
 
     def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
@@ -526,6 +643,7 @@ class Indexer:
             chunk.fields.append(p.texts)
             chunk.field_docs.append(p.field_doc)
             chunk.keyword_docs.append(keyword_doc)
+            chunk.turns_before.append(p.turn_before)
         stopwatch.check("keyword analysis")
         texts = [text for item_fields in chunk.fields for _, text in item_fields]
         started = self._timer()
@@ -539,8 +657,8 @@ class Indexer:
         stopwatch.check("embedding", model_seconds=chunk.seconds)
         return chunk
 
-    def _finish(self, refs: list[int], embedding: Future, outcome: _Outcome, alone: bool,
-                probe: _Probe) -> list[_Embedded]:
+    def _finish(self, refs: list[int], embedding: Future, outcome: _Outcome, alone: bool, probe: _Probe,
+                watch: Callable[[], Stopwatch]) -> list[_Embedded]:
         """Write one embedded chunk's indexes; returns it written (or nothing, when it failed: that
         is filed in `outcome`)."""
         try:
@@ -552,6 +670,7 @@ class Indexer:
             self._fault(outcome, [ref], exc, alone, probe)
         try:
             self._write(chunk)
+            self._reread_turns(chunk, watch)
         except Exception as exc:
             self._fault(outcome, chunk.refs, exc, alone, probe)
             return []
@@ -572,6 +691,15 @@ class Indexer:
             writes.append(VectorWrite(item.tenant, item.namespace, item.key, item.id, item.version,
                                       item.policy_attributes, named))
         refused = self._put([w for w in writes if w.vectors])
+        # A version indexed already is indexed again (a message whose turn before changed): its
+        # document is replaced, since a put leaves an existing one as it is, and vectors the index
+        # now refuses are not left as they were.
+        again = [item for item in todo if item.indexed_fields is not None]
+        if stale := [VectorRef(i.tenant, i.id, name)
+                     for i in again if i.id in refused for name in i.indexed_fields or ()]:
+            self._vectors.delete_many(stale)
+        for tenant in {item.tenant for item in again}:
+            self._keywords.delete_many(tenant, [item.id for item in again if item.tenant == tenant])
         self._keywords.put_many([doc for doc in chunk.keyword_docs if doc is not None])
         self._keywords.put_fields([doc for doc in chunk.field_docs if doc is not None])
         chunk.written = [[] if item.id in refused else [name for name, _ in w.vectors] for item, w in zip(todo, writes)]

@@ -229,8 +229,10 @@ class Recall:
             depth = max(depth, related.depth)
             for r in related.memories:
                 ref = (r.memory.namespace, r.memory.key)
-                condition = scope.plan.user  # the types and the caller's filter, decided on the value
-                if ref in found or not condition.matches(lookup_in(r.memory.value)):
+                # The types and the caller's filter, decided as for the hits: on the plaintext policy
+                # attributes where they name a path, on the value for the rest.
+                condition = scope.plan.condition_given(r.policy_attributes)
+                if ref in found or condition is None or not condition.matches(lookup_in(r.memory.value)):
                     continue
                 if (recalled := self._linked(tenant, r.memory, r.hops, q)) is not None:
                     found[ref] = recalled
@@ -311,7 +313,7 @@ class Recall:
         pinned = typed.pinned if typed is not None else False
         score = relevance(weights, match=match, importance=importance,
                           recency=recency(memory.updated_at, now, decay), pinned=pinned)
-        if score < q.min_score:
+        if round(score, 6) < q.min_score:  # as returned: a relevance given back as min_score keeps its memory
             return None
         layer = layer_of(memory.namespace)
         recalled = Recalled(

@@ -24,7 +24,7 @@ from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import match_namespace_pattern
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment
 from memsvc.core.keywords import query_terms
-from memsvc.core.ranking import hybrid_score, keyword_match
+from memsvc.core.ranking import hybrid_score, keyword_match, semantic_match, semantic_weight, separation
 from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, attribute_verdicts, plan_field_tokens
@@ -139,7 +139,11 @@ class FilterPlan:
     def value_condition(self, item: StoredItem) -> Filter | None:
         """What is left to check on the decrypted value; None when the item's plaintext policy
         attributes already reject it (then nothing needs decrypting)."""
-        verdicts = attribute_verdicts(self.scope, self.user, item.policy_attributes)
+        return self.condition_given(item.policy_attributes)
+
+    def condition_given(self, policy_attributes: dict[str, Any]) -> Filter | None:
+        """`value_condition` of an item with these plaintext policy attributes."""
+        verdicts = attribute_verdicts(self.scope, self.user, policy_attributes)
         if verdicts is None:
             return None
         return Filter(tuple(c for c, verdict in zip(self.user.conditions, verdicts) if verdict is None))
@@ -158,8 +162,9 @@ class Search:
         # together they gain nothing (100k items: hybrid p50 103 ms side by side, 99 in turn).
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="search") if concurrent_retrievers else None
         self._embedder = embedder
-        # A query's embedding runs here, so that its wait can end (`embed`). Public: a test shortens it.
-        self._embedding_pool = ThreadPoolExecutor(max_workers=QUERY_EMBEDDING_THREADS, thread_name_prefix="query-embed")
+        # A query's embedding runs on a thread of its own, so that its wait can end (`embed`); at most
+        # QUERY_EMBEDDING_THREADS at once. Public: a test shortens the wait.
+        self._embedding_slots = threading.BoundedSemaphore(QUERY_EMBEDDING_THREADS)
         self.embedding_timeout_seconds = QUERY_EMBEDDING_TIMEOUT_SECONDS
         self._metrics = metrics
         self._sealer = sealer
@@ -242,28 +247,35 @@ class Search:
         retrieval, one layer at a time). `embed` gives the query's vector (recall embeds it once
         for every layer). Each retriever first hands over `limit` candidates (search asks for at
         least 50): recall searches several layers per request, and every candidate is read and
-        decrypted; fewer admitted than `limit` widens the search as usual."""
+        decrypted; fewer admitted than `limit` widens the search as usual. No rerank step: recall
+        ranks by its own relevance, and a reranker call per layer would hold recall's shared
+        threads for as long as the reranker takes."""
         return self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=limit, min_score=None,
-                                  embed=embed, first_page=limit)
+                                  embed=embed, first_page=limit, rerank=False)
 
     def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, *,
                       offset: int, limit: int, min_score: float | None,
-                      embed: Callable[[], list[float]], first_page: int | None = None) -> list["Ranked"]:
+                      embed: Callable[[], list[float]], first_page: int | None = None,
+                      rerank: bool = True) -> list["Ranked"]:
         """Rank by the mode's relevance. Each retriever (semantic, keyword) hands over its best
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
         asked for more, until enough, or none is left that could score `min_score`."""
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
         top_k = first_page or max(50, (offset + limit) * 4)
         # The rerank step reorders the fused ranking's first `depth`, whatever the page asked.
-        wanted = max(offset + limit, self._rerank.depth(tenant, mode))
+        wanted = max(offset + limit, self._rerank.depth(tenant, mode) if rerank else 0)
         # By memory id, so a wider query never reads or opens one twice: the current items that
         # their plaintext attributes admit, with what is left to check on their values.
         decided: dict[str, tuple[StoredItem, Filter] | None] = {}
         opened: dict[str, Memory | None] = {}
         signals: dict[str, dict[str, _Signal]] = {}
+        weight: float | None = None  # the semantic signal's share of this query's hybrid score
         while True:
             asked = [r for r in retrievers if not r.exhausted]
             pages = list((self._pool.map if self._pool else map)(lambda r: r.page(top_k), asked))
+            if weight is None:  # from the first pages, then fixed: the early stop's bound needs one weight
+                separations = {r.name: r.separation for r in retrievers}
+                weight = semantic_weight(separations.get("semantic", 0.0), separations.get("keyword", 0.0))
             best: dict[str, tuple[tuple[str, ...], str]] = {}
             for retriever, page in zip(asked, pages):
                 for memory_id, (ref, signal) in page.items():
@@ -278,18 +290,20 @@ class Search:
                 current = item is not None and item.id == memory_id and item.is_live(now)
                 condition = plan.value_condition(item) if current else None
                 decided[memory_id] = (item, condition) if condition is not None else None
-            ranked = self._best_opened(decided, opened, signals, mode, wanted, min_score)
+            ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score)
             exhausted = all(r.exhausted for r in retrievers)
             # What a memory that no retriever has handed over yet could score at most.
-            ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode)
+            ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode, weight)
             hopeless = min_score is not None and ceiling < min_score
             if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
-        return self._rerank.reorder(tenant, query, mode, ranked)[offset:offset + limit]
+        if rerank:
+            ranked = self._rerank.reorder(tenant, query, mode, ranked)
+        return ranked[offset:offset + limit]
 
     def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
-                     signals: dict[str, dict[str, "_Signal"]], mode: str, wanted: int,
+                     signals: dict[str, dict[str, "_Signal"]], mode: str, weight: float, wanted: int,
                      min_score: float | None) -> list["Ranked"]:
         """The best `wanted` candidates that pass the filter, best first. The ranking needs only
         the retrievers' signals and the items' heads, so values are decrypted in rank order, and
@@ -298,7 +312,7 @@ class Search:
         for memory_id, entry in decided.items():
             if entry is None:
                 continue
-            score = _fused(signals[memory_id], mode)
+            score = _fused(signals[memory_id], mode, weight)
             if min_score is not None and score < min_score:
                 continue
             semantic = signals[memory_id].get("semantic")
@@ -316,7 +330,7 @@ class Search:
                 memory = open_memory(self._sealer, item)
                 opened[memory_id] = memory if condition.matches(lookup_in(memory.value)) else None
             if opened[memory_id] is not None:
-                ranked.append(self._scored(opened[memory_id], signals[memory_id], mode))
+                ranked.append(self._scored(opened[memory_id], signals[memory_id], mode, weight))
         return ranked
 
     def _retrievers(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str,
@@ -340,19 +354,38 @@ class Search:
         return out
 
     def embed(self, query: str) -> list[float]:
-        """The query's vector. An embedder that fails, or has not answered within
-        `embedding_timeout_seconds`, is `EmbeddingFailed` (Titan's throttling stays `RateLimited`)."""
-        waiting = self._embedding_pool.submit(self._embedder.embed, [query])
-        try:
-            return waiting.result(timeout=self.embedding_timeout_seconds)[0]
-        except MemsvcError:
-            raise
-        except TimeoutError:
-            waiting.cancel()  # if still queued behind hung calls, it never starts
+        """The query's vector. An embedder that fails, has not answered within
+        `embedding_timeout_seconds`, or already holds every slot is `EmbeddingFailed` (Titan's
+        throttling stays `RateLimited`).
+
+        A call that times out keeps its thread and slot until the model answers: a hung model
+        holds at most QUERY_EMBEDDING_THREADS, and once it does, every query fails at once
+        rather than queue behind them, so no request waits longer than the timeout. The threads
+        are daemons: a hung model never keeps the process from exiting."""
+        if not self._embedding_slots.acquire(blocking=False):
+            raise EmbeddingFailed("the embedding model is busy with earlier queries")
+        answered = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["vector"] = self._embedder.embed([query])[0]
+            except Exception as exc:
+                outcome["error"] = exc
+            finally:
+                self._embedding_slots.release()
+                answered.set()
+
+        threading.Thread(target=run, name="query-embed", daemon=True).start()
+        if not answered.wait(self.embedding_timeout_seconds):
             raise EmbeddingFailed("the embedding model did not answer in time",
-                                  details={"timeout_seconds": self.embedding_timeout_seconds}) from None
-        except Exception as exc:
-            raise EmbeddingFailed("the embedding model failed to embed the query") from exc
+                                  details={"timeout_seconds": self.embedding_timeout_seconds})
+        error = outcome.get("error")
+        if isinstance(error, MemsvcError):
+            raise error
+        if error is not None:
+            raise EmbeddingFailed("the embedding model failed to embed the query") from error
+        return outcome["vector"]
 
     def report_degraded(self, tenant: str, embedding: "QueryEmbedding", operation: str, request_id: str) -> bool:
         """Whether an answered query was ranked without its vector (its embedding failed, and its
@@ -367,10 +400,10 @@ class Search:
         return True
 
     @staticmethod
-    def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str) -> "Ranked":
+    def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str, weight: float) -> "Ranked":
         raw = {name: (signals[name].raw if name in signals else None) for name in ("semantic", "keyword")}
         semantic = signals.get("semantic")
-        return Ranked(dataclasses.replace(memory, score=_fused(signals, mode), scores=raw),
+        return Ranked(dataclasses.replace(memory, score=_fused(signals, mode, weight), scores=raw),
                       semantic.field if semantic else None)
 
     def list_namespaces(self, caller: Caller, q: ListNamespaces) -> list[tuple[str, ...]]:
@@ -451,23 +484,25 @@ class _Signal:
     field: str | None = None
 
 
-def _fused(signals: dict[str, _Signal], mode: str) -> float:
+def _fused(signals: dict[str, _Signal], mode: str, weight: float) -> float:
     semantic, keyword = signals.get("semantic"), signals.get("keyword")
     if mode == "semantic":
         return semantic.value if semantic else 0.0
     if mode == "keyword":
         return keyword.value if keyword else 0.0
-    return hybrid_score(semantic.value if semantic else None, keyword.value if keyword else None)
+    return hybrid_score(semantic.value if semantic else None, keyword.value if keyword else None, weight)
 
 
 class _Retriever:
     """One ranked source of candidates. `page(top_k)` returns its best `top_k` memories as
     {memory id: ((namespace, key), signal)}; afterwards `exhausted` says whether it has no more,
-    and `floor` bounds the signal of any memory it has not returned."""
+    `floor` bounds the signal of any memory it has not returned, and `separation` says how
+    clearly its first page told its best from the rest (`core.ranking.separation`)."""
 
     name: str
     exhausted: bool = False
     floor: float = 0.0
+    separation: float = 0.0
 
     def page(self, top_k: int) -> dict[str, tuple[tuple[tuple[str, ...], str], _Signal]]:
         raise NotImplementedError
@@ -482,6 +517,7 @@ class _SemanticRetriever(_Retriever):
         self._embed = embed  # called in the first page, beside the keyword retriever's query
         self._optional = optional  # when the embedding fails: hand over nothing rather than fail the query
         self._vector: list[float] | None = None
+        self._pages = 0
 
     def page(self, top_k):
         vectors, tenant, scope, pushdown = self._args
@@ -501,6 +537,9 @@ class _SemanticRetriever(_Retriever):
         # fewer than top_k hits when a filter applies, with more to be found.
         self.exhausted = len(hits) < top_k and vectors.short_page_is_end
         self.floor = hits[-1].score if hits else 0.0
+        if self._pages == 0:
+            self.separation = separation([semantic_match(signal.value) for _, signal in best.values()])
+        self._pages += 1
         return best
 
 
@@ -510,6 +549,7 @@ class _KeywordRetriever(_Retriever):
     def __init__(self, keywords: KeywordIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
                  terms: list[str]) -> None:
         self._args = (keywords, tenant, scope, pushdown, terms)
+        self._pages = 0
 
     def page(self, top_k):
         keywords, tenant, scope, pushdown, terms = self._args
@@ -517,8 +557,12 @@ class _KeywordRetriever(_Retriever):
         hits = result.hits if result else []
         self.exhausted = len(hits) < top_k
         self.floor = keyword_match(hits[-1].score, result.query_weight) if hits else 0.0
-        return {h.memory_id: ((h.namespace, h.key), _Signal(keyword_match(h.score, result.query_weight), h.score))
+        page = {h.memory_id: ((h.namespace, h.key), _Signal(keyword_match(h.score, result.query_weight), h.score))
                 for h in hits}
+        if self._pages == 0:
+            self.separation = separation([signal.value for _, signal in page.values()])
+        self._pages += 1
+        return page
 
 
 def _too_deep(field: str, depth: int) -> InvalidArgument:

@@ -229,15 +229,20 @@ class Sessions:
 
     def _sweep_layer(self, tenant: str, user_id: str, session_id: str) -> int:
         """Everything under the session's namespace that the store lists (on DynamoDB an index,
-        which can lag a write: the messages get their own consistent pass)."""
-        found = [(item.namespace, item.key)
-                 for item in self._items.scan_live(tenant, session_namespace(user_id, session_id), self._clock.now())]
+        which can lag a write: the messages get their own consistent pass), its messages among
+        it, last key first (`_sweep_messages` says why)."""
+        found = sorted(((item.namespace, item.key) for item in
+                        self._items.scan_live(tenant, session_namespace(user_id, session_id), self._clock.now())),
+                       reverse=True)
         return sum(self._memories.delete_current(tenant, namespace, key, expected_id=None) for namespace, key in found)
 
     def _sweep_messages(self, tenant: str, user_id: str, session_id: str) -> int:
+        """Last message first: the indexer re-indexes the message after a deleted one (its entries
+        quote the turn before), and a message deleted before its turn before is a tombstone by
+        then, so a sweep re-indexes none, however far the indexer runs behind or ahead of it."""
         namespace = messages_namespace(user_id, session_id)
         return sum(self._memories.delete_current(tenant, namespace, item.key, expected_id=None)
-                   for item in list(self.items_of(tenant, namespace)))
+                   for item in reversed(list(self.items_of(tenant, namespace))))
 
     def items_of(self, tenant: str, namespace: tuple[str, ...]) -> Iterator[StoredItem]:
         """The live items of exactly this namespace, in key order, read consistently page by page."""
@@ -323,10 +328,17 @@ class Sessions:
         return MessagePage(page, next_after_seq=page[-1].seq if more else None)
 
     def _message(self, item: StoredItem) -> MessageView:
-        """(Keys that are not seqs belong to items put there through `/v1/memories`: not messages.)"""
-        value = self._sealer.open_value(item) or {}
-        return MessageView(message_id=item.id, seq=int(item.key), role=value.get("role", ""),
-                           name=value.get("name"), content=value.get("content", ""), correlation_id=value.get("correlation_id"),
+        """(Keys that are not seqs belong to items put there through `/v1/memories`: not messages. Such
+        an item, or one written over a message that way, may hold anything: what is not a string
+        reads as absent.)"""
+        value = self._sealer.open_value(item)
+        value = value if isinstance(value, dict) else {}
+
+        def text(name: str) -> str | None:
+            return value[name] if isinstance(value.get(name), str) else None
+
+        return MessageView(message_id=item.id, seq=int(item.key), role=text("role") or "", name=text("name"),
+                           content=text("content") or "", correlation_id=text("correlation_id"),
                            created_at=item.created_at)
 
     # -- plumbing --------------------------------------------------------------------------------

@@ -100,11 +100,11 @@ class TenantSettings(BaseModel):
         description="The hybrid match under which a memory is no match for recall, whatever its importance, "
                     "recency or pin (calibrated to MiniLM: unrelated texts score up to about 0.06).")
     recall_cut_gap: float = Field(
-        0.08, ge=0, le=1,
+        0.1, ge=0, le=1,
         description="Recall's adaptive cut: going down from the most relevant memory, recall stops at the first "
                     "drop in relevance of more than this (the best always stays); 1 turns it off.")
     recall_cut_margin: float = Field(
-        0.1, ge=0, le=1,
+        0.14, ge=0, le=1,
         description="Recall's adaptive cut: a memory more than this below the best one's relevance is left out "
                     "(the best always stays); 1 turns it off.")
     # Sessions (API-AGENT.md "Agent workflow state", seed 001's promotion at session close).
@@ -180,6 +180,9 @@ class _TtlCache:
             self._entries[tenant] = (value, time.monotonic() + self._seconds)
 
 
+_RECALL_MIN_MATCH_BEFORE_ISSUE_23 = 0.25
+
+
 class SettingsRegistry:
     """`defaults` are the deployment's defaults where they differ from `TenantSettings`' own (the
     remember thresholds calibrated for the embedding model in use); a tenant's stored settings
@@ -195,9 +198,18 @@ class SettingsRegistry:
     def get(self, tenant: str) -> TenantSettings:
         cached = self._cache.get(tenant)
         if cached is None:
-            cached = TenantSettings.model_validate({**self._defaults, **(self._store.get_config(tenant, "settings") or {})})
+            cached = TenantSettings.model_validate({**self._defaults, **self._stored(tenant)})
             self._cache.put(tenant, cached)
         return cached
+
+    def _stored(self, tenant: str) -> dict[str, Any]:
+        """What the tenant has set. Before issue 23 an update stored every setting, defaults
+        included; `recall_min_match` was recalibrated with hybrid's fusion then, so a stored old
+        default follows the new one."""
+        stored = dict(self._store.get_config(tenant, "settings") or {})
+        if stored.get("recall_min_match") == _RECALL_MIN_MATCH_BEFORE_ISSUE_23:
+            del stored["recall_min_match"]
+        return stored
 
     def update(self, tenant: str, patch: SettingsPatch) -> TenantSettings:
         if patch.rerank is not None and patch.rerank.enabled and not self._rerank_available:
@@ -208,7 +220,11 @@ class SettingsRegistry:
                                                     **patch.model_dump(exclude_unset=True)})
         except ValidationError as exc:  # a rule across fields (a check range above its auto-update)
             raise InvalidArgument(error_message(exc.errors()[0]), details={"field": "settings"}) from None
-        self._store.put_config(tenant, "settings", merged.model_dump())
+        # Only what differs from the defaults is stored, so that a tenant follows the defaults
+        # (recalibrated with the models) wherever it has not chosen otherwise.
+        defaults = TenantSettings.model_validate(self._defaults).model_dump()
+        chosen = {name: value for name, value in merged.model_dump().items() if value != defaults[name]}
+        self._store.put_config(tenant, "settings", chosen)
         self._cache.put(tenant, merged)
         return merged
 

@@ -142,11 +142,13 @@ def test_a_failing_reranker_leaves_the_fused_order_and_is_counted(server, rerank
     assert rerank_failures(server, plain.name) == 0
 
 
-def test_recall_answers_with_rerank_on(reranking, fake_reranker):
+def test_recall_does_not_rerank(reranking, fake_reranker):
+    # Recall ranks by its own relevance; a reranker call per layer would only hold its threads.
     before = reranks(fake_reranker)
     r = reranking.user.post("/v1/memories/recall", json={"query": QUERY, "namespace_prefix": ["user", "alice"]})
     assert r.status_code == 200, r.text
-    assert reranks(fake_reranker) == before + 1
+    assert r.json()["memories"]
+    assert reranks(fake_reranker) == before
 
 
 @pytest.mark.parametrize("rerank", [

@@ -5,11 +5,12 @@ that need encoding, bad input, concurrent appends from real threads, and a real 
 from __future__ import annotations
 
 import threading
+import time
 from urllib.parse import quote
 
 import pytest
 
-from tests.api.helpers import ERROR_KEYS, client_for, search_ok, sync_index, unique_tenant
+from tests.api.helpers import ERROR_KEYS, client_for, delete, keys_of, search_ok, sync_index, unique_tenant
 from tests.conftest import start_server, stop_server
 
 SESSION_KEYS = {"session_id", "agent_id", "title", "metadata", "created_at", "updated_at", "last_interaction",
@@ -89,6 +90,28 @@ def test_a_named_turn_is_found_by_what_it_answers(me, admin, uid):
     r = me.post("/v1/memories/recall", json={"query": "what dog did Maria adopt", "min_score": 0,
                                              "namespace_prefix": ["user", uid, "sessions"]})
     assert r.status_code == 200 and r.json()["memories"][0]["content"] == "Yes! A beagle named Rufus."
+
+
+def test_a_deleted_turn_leaves_the_next_turns_index_entries(me, admin, uid):
+    """DELETE /v1/memories on a message: once the feed has indexed the deletion, the next message,
+    which was indexed quoting it, is found by its own words only."""
+    create(me, "trip")
+    for content in ("How was the trip?", "We saw flamingos at the lagoon.", "Lovely, send pictures."):
+        say(me, "trip", content)
+    sync_index(admin)
+    prefix = ["user", uid, "sessions"]
+    assert {i["key"] for i in search_ok(me, prefix, query="flamingos", mode="keyword")} == {
+        "000000000002", "000000000003"}
+    assert delete(me, [*prefix, "trip", "messages"], "000000000002").status_code == 204
+    deadline = time.monotonic() + 30
+
+    def indexed_again() -> bool:  # the feed's workers run in the background
+        return (search_ok(me, prefix, query="flamingos", mode="keyword") == []
+                and keys_of(search_ok(me, prefix, query="send pictures", mode="keyword")) == ["000000000003"])
+
+    while not indexed_again():
+        assert time.monotonic() < deadline, "the next turn still holds the deleted one's words"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("session_id", ["a/b", "a%2Fb", "ünïcödé ☕", "..", "x?y#z"])
@@ -202,6 +225,19 @@ def test_close_promotes_redacted_and_blocks_sensitive(me, uid):
     assert [i["value"]["content"] for i in found] == ["Email me at [REDACTED_EMAIL]"]
     assert found[0]["value"]["promoted_from"]["key"] == "contact"
     assert me.post(path("s", "messages"), json={"role": "user", "content": "late"}).status_code == 409
+
+
+def test_a_message_written_over_through_the_store_api_lists_without_its_odd_fields(me, uid):
+    create(me, "odd")
+    assert me.post(path("odd", "messages"), json={"role": "user", "content": "hi"}).status_code in (200, 201)
+    ns = ["user", uid, "sessions", "odd", "messages"]
+    odd = {"role": ["user"], "content": {"text": "x"}, "name": 5, "correlation_id": 7}
+    assert me.put("/v1/memories", json={"namespace": ns, "key": "000000000002", "value": odd}).status_code == 200
+    r = me.get(path("odd", "messages"))
+    assert r.status_code == 200, r.text
+    listed = r.json()["messages"]
+    assert [(m["seq"], m["role"], m["content"], m["name"], m["correlation_id"]) for m in listed] == [
+        (1, "user", "hi", None, None), (2, "", "", None, None)]
 
 
 @pytest.mark.slow

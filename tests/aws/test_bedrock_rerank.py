@@ -6,16 +6,20 @@ answer against the output shape)."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import boto3
 import pytest
-from botocore.exceptions import ClientError
+from botocore.exceptions import ClientError, ReadTimeoutError
 from botocore.stub import Stubber
 from botocore.validate import validate_parameters
 
-from memsvc.adapters.aws.bedrock_rerank import (AMAZON_RERANK_V1, COHERE_RERANK_V3_5, RERANK_READ_TIMEOUT_SECONDS,
-                                                RERANK_RETRIES, BedrockReranker, model_arn, rerank_client)
+from memsvc.adapters.aws.bedrock_rerank import (AMAZON_RERANK_V1, COHERE_RERANK_V3_5, RERANK_CONNECT_TIMEOUT_SECONDS,
+                                                RERANK_READ_TIMEOUT_SECONDS, RERANK_RETRIES, RERANK_TIMEOUT_SECONDS,
+                                                BedrockReranker, model_arn, rerank_client, rerank_config)
 from memsvc.bootstrap import build_aws
 from memsvc.core.models import Caller
 from memsvc.service.memories import PutMemory
@@ -98,15 +102,83 @@ def test_nothing_to_rerank_makes_no_call(client):
     client.stubber.assert_no_pending_responses()
 
 
-def test_the_client_is_made_on_first_use_with_short_timeouts_and_one_retry(monkeypatch):
+def test_the_client_is_made_on_first_use_with_one_attempt_bounded_by_the_rerank_timeout(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     lazy = rerank_client(REGION)
     assert lazy._client is None
     config = lazy.meta.config
     assert lazy.meta.service_model.service_name == "bedrock-agent-runtime" and lazy.meta.region_name == REGION
-    assert config.retries == RERANK_RETRIES == {"mode": "standard", "total_max_attempts": 2}
-    assert config.read_timeout == RERANK_READ_TIMEOUT_SECONDS <= 5
+    assert config.retries == RERANK_RETRIES == {"mode": "standard", "total_max_attempts": 1}
+    assert (config.connect_timeout, config.read_timeout) == (
+        RERANK_CONNECT_TIMEOUT_SECONDS, RERANK_READ_TIMEOUT_SECONDS)
+    assert config.connect_timeout + config.read_timeout == RERANK_TIMEOUT_SECONDS <= 3
+    shorter = rerank_config(1.0)
+    assert shorter.connect_timeout + shorter.read_timeout == 1.0 and shorter.connect_timeout < shorter.read_timeout
+
+
+class SlowBedrock:
+    """An endpoint on 127.0.0.1 that counts requests and answers each with `status` after `delay` s."""
+
+    def __init__(self, status: int = 200, delay: float = 0.0) -> None:
+        self.requests, self.status, self.delay = 0, status, delay
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers["Content-Length"]))
+                fake.requests += 1
+                time.sleep(fake.delay)
+                body = b'{"message": "slow down"}'
+                self.send_response(fake.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("x-amzn-ErrorType", "ThrottlingException")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def client(self, timeout_seconds: float = RERANK_TIMEOUT_SECONDS):
+        return boto3.session.Session(region_name=REGION).client(
+            "bedrock-agent-runtime", endpoint_url=f"http://127.0.0.1:{self.server.server_address[1]}",
+            config=rerank_config(timeout_seconds))
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.parametrize("status", [429, 503])
+def test_a_throttle_or_a_5xx_is_not_retried(monkeypatch, status):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    bedrock = SlowBedrock(status=status)
+    try:
+        with pytest.raises(ClientError):
+            BedrockReranker(bedrock.client(), model_id=AMAZON_RERANK_V1).rerank("q", TEXTS, model_id=None)
+        assert bedrock.requests == 1
+    finally:
+        bedrock.close()
+
+
+def test_a_slow_answer_ends_the_call_at_the_rerank_timeout(monkeypatch):
+    """Generous margin: one attempt of 0.5 s must end well within 3 s (two attempts and a backoff would not)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    bedrock = SlowBedrock(delay=5.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(ReadTimeoutError):
+            BedrockReranker(bedrock.client(0.5), model_id=AMAZON_RERANK_V1).rerank("q", TEXTS, model_id=None)
+        assert time.monotonic() - started < 3.0 and bedrock.requests == 1
+    finally:
+        bedrock.close()
 
 
 # -- the rerank step on the AWS backend (moto), its Bedrock client stubbed ---------------------

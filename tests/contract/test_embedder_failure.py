@@ -205,8 +205,10 @@ class _HangingEmbedder(HashEmbedder):
         super().__init__()
         self.hung = threading.Event()
         self.released = threading.Event()
+        self.asked = 0
 
     def embed(self, texts):
+        self.asked += 1
         if self.hung.is_set():
             self.released.wait()
         return super().embed(texts)
@@ -232,6 +234,36 @@ def test_a_hung_local_model_times_out_and_hybrid_answers_from_keywords(tmp_path,
         embedder.hung.clear()
         embedder.released.set()
         search_.embedding_timeout_seconds = 5.0
+        assert not search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea")).degraded
+    finally:
+        embedder.released.set()
+        app.close()
+
+
+def test_a_hung_model_holding_every_slot_fails_queries_at_once_instead_of_queueing(tmp_path, clock):
+    from memsvc.bootstrap import build_local
+    from memsvc.service.search import QUERY_EMBEDDING_THREADS
+
+    embedder = _HangingEmbedder()
+    app = build_local(local_data_dir(tmp_path), embedder=embedder, clock=clock, start_workers=False)
+    try:
+        app.services.memories.put(alice(), PutMemory(namespace=NS, key="tea", value={"text": "green tea at nine"}))
+        app.workers.run_cycle("indexer")
+        search_ = app.services.search
+        search_.embedding_timeout_seconds = 0.01
+        embedder.hung.set()
+        for _ in range(QUERY_EMBEDDING_THREADS):  # each leaves a call hung in the model
+            assert search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea")).degraded
+        asked = embedder.asked
+        search_.embedding_timeout_seconds = 3600.0  # were it to wait for a slot, the test would hang
+        found = search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea"))
+        assert found.degraded and [m.key for m in found.memories] == ["tea"]
+        assert embedder.asked == asked  # the model was not asked again
+        embedder.hung.clear()
+        embedder.released.set()  # the hung calls end and give their slots back
+        for thread in threading.enumerate():
+            if thread.name == "query-embed":
+                thread.join(60)
         assert not search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea")).degraded
     finally:
         embedder.released.set()

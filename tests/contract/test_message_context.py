@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 import pytest
 
 from memsvc.core.errors import InvalidArgument
-from memsvc.core.message_context import PREVIOUS_TURN_CHARS
+from memsvc.core.message_context import PREVIOUS_TURN_CHARS, TURN_FIELD
 from memsvc.core.sessions import message_key
 from memsvc.service.memories import PutMemory
 from memsvc.service.recall import RecallQuery
@@ -144,6 +144,105 @@ class TestIndexedAsATurn:
 
     def test_a_name_of_64_characters_is_taken(self, backend):
         assert conversation(backend, "s", [("ñ" * 64, "hello")]) == [message_key(1)]
+
+
+MESSAGES = ["user", "alice", "sessions", "s", "messages"]
+TRIP = [("Dev", "How was the trip?"), ("Maria", "We saw flamingos at the lagoon."), ("Dev", "Lovely, send pictures.")]
+
+
+def turn_vector(backend, key):
+    """The stored vector of the message's text with its context, and its memory id."""
+    row = backend.store.get("acme", tuple(MESSAGES), key)
+    name = backend.sealer.field_id("acme", TURN_FIELD)
+    return backend.vectors.vectors_of("acme", [(row.id, name)])[(row.id, name)]
+
+
+def cosine(a, b):
+    return sum(x * y for x, y in zip(a, b))
+
+
+class TestAChangedTurnLeavesTheNext:
+    """A message's entries quote the turn before it; deleting or rewriting that turn, by any path,
+    re-indexes the message when the change is indexed, so the turn's old words leave them."""
+
+    def test_a_deleted_turn_leaves_the_next_turns_index_entries(self, backend, clock):
+        on(clock, 2023, 5, 8)
+        keys = conversation(backend, "s", TRIP)
+        backend.drain()
+        assert {i.key for i in search(backend, "flamingos", mode="keyword")} == {keys[1], keys[2]}
+        deleted = backend.embedder.embed(["We saw flamingos at the lagoon."])[0]
+        before = cosine(turn_vector(backend, keys[2]), deleted)
+        backend.embedder.calls.clear()
+
+        backend.memories.delete(alice(), MESSAGES, keys[1])  # what DELETE /v1/memories does
+        backend.drain()
+        assert search(backend, "flamingos", mode="keyword") == []
+        assert search(backend, "lagoon", mode="keyword") == []
+        assert embedded(backend) == ["Dev said: Lovely, send pictures.",
+                                     "On 8 May 2023 (2023-05-08), Dev said: Lovely, send pictures."]
+        assert cosine(turn_vector(backend, keys[2]), deleted) < before
+        assert keys[2] in {i.key for i in search(backend, "pictures", mode="keyword")}  # still found by its own
+        assert keys[2] in {i.key for i in search(backend, "Lovely, send pictures.")}
+
+    def test_a_rewritten_turn_is_what_the_next_turn_quotes(self, backend, clock):
+        on(clock, 2023, 5, 8)
+        keys = conversation(backend, "s", TRIP)
+        backend.drain()
+        backend.memories.put(alice(), PutMemory(namespace=MESSAGES, key=keys[1], index_fields=["content"],
+                                                value={"role": "user", "name": "Maria", "content": "We saw herons."}))
+        backend.drain()
+        assert search(backend, "flamingos", mode="keyword") == []
+        assert {i.key for i in search(backend, "herons", mode="keyword")} == {keys[1], keys[2]}
+        assert ('On 8 May 2023 (2023-05-08), in reply to "We saw herons.", Dev said: Lovely, send pictures.'
+                in embedded(backend))
+
+    def test_a_turn_deleted_while_the_next_is_indexed_inline_leaves_it_too(self, backend, clock):
+        """The next turn is indexed by a request (`sync_index`) that read the turn before just
+        before it was deleted, and the deletion's re-index of it ran before that request wrote:
+        the request reads the turn before again after its write, and indexes the turn again."""
+        on(clock, 2023, 5, 8)
+        keys = conversation(backend, "s", TRIP[:2])
+        backend.drain()
+        embed = backend.embedder.embed
+        deleted = []
+
+        def delete_the_turn_before_once(texts):
+            if not deleted and any("in reply to" in t for t in texts):
+                deleted.append(backend.memories.delete(alice(), MESSAGES, keys[1]))
+                backend.drain()  # the deletion is indexed now, before this request writes
+            return embed(texts)
+
+        backend.embedder.embed = delete_the_turn_before_once
+        backend.memories.put(alice(), PutMemory(namespace=MESSAGES, key=message_key(3), index_fields=["content"],
+                                                value={"role": "user", "name": "Dev", "content": "Send pictures."},
+                                                sync_index=True))
+        assert deleted
+        backend.drain()
+        assert search(backend, "flamingos", mode="keyword") == []
+        assert embedded(backend)[-2:] == ["Dev said: Send pictures.",
+                                          "On 8 May 2023 (2023-05-08), Dev said: Send pictures."]
+
+    @pytest.mark.parametrize("indexer", ["behind", "keeping up"])
+    def test_deleting_a_session_indexes_none_of_its_messages_again(self, backend, clock, monkeypatch, indexer):
+        """Its sweep deletes the last message first, so each deletion the indexer takes in finds the
+        message after it deleted already, whether it runs after the sweep or between its deletes."""
+        on(clock, 2023, 5, 8)
+        conversation(backend, "s", [("Dev" if n % 2 else "Maria", f"turn number {n}") for n in range(30)])
+        backend.drain()
+        backend.embedder.calls.clear()
+        if indexer == "keeping up":
+            delete_current = backend.memories.delete_current
+
+            def then_index(*args, **kwargs):
+                deleted = delete_current(*args, **kwargs)
+                backend.drain()
+                return deleted
+
+            monkeypatch.setattr(backend.memories, "delete_current", then_index)
+        backend.app.services.sessions.delete(alice(), "s")
+        backend.drain()
+        assert embedded(backend) == []
+        assert search(backend, "turn number", mode="keyword") == []
 
 
 class TestFoundByWhatWasSaid:

@@ -4,14 +4,22 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
+from types import SimpleNamespace
 
 import pytest
 
-from memsvc.core.models import Caller
+from memsvc.core.keywords import analyze
+from memsvc.core.models import Caller, Memory
+from memsvc.service import rerank as rerank_module
 from memsvc.service.memories import PutMemory
-from memsvc.service.rerank import MAX_RERANK_TEXT_CHARS
-from memsvc.service.search import SearchQuery
+from memsvc.service.rerank import (MAX_BEST_TEXT_SCAN_CHARS, MAX_RERANK_TEXT_CHARS, RERANK_FAILED_METRIC, Rerank,
+                                   best_text)
+from memsvc.service.search import Ranked, SearchQuery
+from memsvc.service.sessions import AppendMessage, CreateSession
 from memsvc.service.tenant_config import RerankSetting, SettingsPatch
 from memsvc.settings import AwsSettings
 from tests.conftest import local_data_dir
@@ -121,6 +129,28 @@ def test_each_memory_is_sent_as_its_best_text_cut(app_with_reranker):
     assert "ferry" not in texts  # the timetable's title matches less than its text
 
 
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_a_session_message_is_sent_as_its_own_content(app_with_reranker, mode):
+    """Not its speaker's name (here the leaf sharing the most query terms), nor its role, nor the
+    context it is indexed with (the text its vector is of)."""
+    app, reranker, deliver = app_with_reranker
+    sessions = app.services.sessions
+    sessions.create(user("acme"), CreateSession(session_id="s"))
+    said = ["When does the ferry go?", "It leaves at noon, from pier two."]
+    for content in said:
+        sessions.append(user("acme"), "s", AppendMessage(role="user", name="Harbour Ferry Timetable Desk",
+                                                        content=content))
+    deliver()
+    turn_on(app, "acme")
+    # The second's context quotes the first: its vector with context matches this query best.
+    query = "harbour ferry timetable: when does the ferry go?"
+    found = app.services.search.search(user("acme"), SearchQuery(namespace_prefix=["user", "alice"], query=query,
+                                                                 mode=mode))
+    assert {m.key for m in found} == {"000000000001", "000000000002"}
+    (_, texts, _), = reranker.calls
+    assert sorted(texts) == sorted(said)
+
+
 def test_a_failing_reranker_leaves_the_fused_order_and_logs_no_text(app_with_reranker, caplog):
     app, reranker, deliver = app_with_reranker
     fill(app, deliver, "acme")
@@ -154,3 +184,73 @@ def test_semantic_mode_is_not_reranked(app_with_reranker):
     assert reranker.calls == []
     search(app, "acme", mode="keyword")
     assert len(reranker.calls) == 1
+
+
+# -- the step's bounds, on the step itself ------------------------------------------------------
+
+class CountingMetrics:
+    def __init__(self) -> None:
+        self.counted: list[tuple[str, str]] = []
+
+    def count(self, name: str, tenant: str, n: int = 1) -> None:
+        self.counted.append((name, tenant))
+
+
+class OnSettings:
+    def get(self, tenant: str):
+        return SimpleNamespace(rerank=RerankSetting(enabled=True, top_n=3))
+
+
+class BlockingReranker(ScriptedReranker):
+    """Holds every call until `release` is set; `entered` counts the calls waiting."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Semaphore(0)
+        self.release = threading.Event()
+
+    def rerank(self, query: str, texts: Sequence[str], *, model_id: str | None) -> list[float]:
+        self.entered.release()
+        assert self.release.wait(10)
+        return super().rerank(query, texts, model_id=model_id)
+
+
+def ranked_memories(*values: dict) -> list[Ranked]:
+    at = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    return [Ranked(memory=Memory(id=f"m{i}", namespace=("user", "alice"), key=f"k{i}", value=value, attributes=None,
+                                 created_at=at, updated_at=at, expires_at=None, version=1, score=1.0 - i / 10),
+                   field=None) for i, value in enumerate(values)]
+
+
+def test_a_search_finding_every_rerank_slot_taken_keeps_the_fused_order_and_counts_it():
+    reranker, metrics = BlockingReranker(), CountingMetrics()
+    step = Rerank(reranker=reranker, settings=OnSettings(), sealer=None, metrics=metrics,  # type: ignore[arg-type]
+                  max_in_flight=2)
+    fused = ranked_memories({"text": "zebra"}, {"text": "harbour"}, {"text": "ferry"})
+    with ThreadPoolExecutor(2) as pool:
+        held = [pool.submit(step.reorder, "acme", QUERY, "hybrid", fused) for _ in range(2)]
+        for _ in held:
+            assert reranker.entered.acquire(timeout=30)
+        assert step.reorder("acme", QUERY, "hybrid", fused) == fused  # no slot: not sent, not waited for
+        assert not reranker.entered.acquire(blocking=False)
+        assert len(reranker.calls) == 0 and metrics.counted == [(RERANK_FAILED_METRIC, "acme")]
+        reranker.release.set()
+        assert all(f.result(timeout=30)[0].memory.key == "k0" for f in held)  # zebra first: reranked
+    assert step.reorder("acme", QUERY, "hybrid", fused)[0].memory.scores["rerank"] is not None  # slots freed
+    assert len(reranker.calls) == 3
+
+
+def test_choosing_a_memorys_text_analyzes_a_bounded_amount_of_it(monkeypatch):
+    analyzed: list[int] = []
+
+    def counting_analyze(text: str) -> list[str]:
+        analyzed.append(len(text))
+        return analyze(text)
+
+    monkeypatch.setattr(rerank_module, "analyze", counting_analyze)
+    huge = {f"f{i}": "harbour ferry " * 3_000 for i in range(8)}  # 8 texts of 42 KB
+    chosen = best_text(None, "acme", huge, None, set(analyze(QUERY)))  # type: ignore[arg-type]
+    assert chosen == huge["f0"]  # sent cut to MAX_RERANK_TEXT_CHARS by the step
+    assert sum(analyzed) <= MAX_BEST_TEXT_SCAN_CHARS and max(analyzed) <= MAX_RERANK_TEXT_CHARS
+    analyzed.clear()
+    assert best_text(None, "acme", huge, None, set()) == huge["f0"] and analyzed == []  # type: ignore[arg-type]

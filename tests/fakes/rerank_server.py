@@ -4,14 +4,17 @@ HTTP server thread answering POST /rerank like Hugging Face TEI (`{query, texts}
 `{results: [{index, relevance_score}]}`), best first as they do.
 
 Its "model" is trivial: by default a text scores the share of the query's words it holds. It
-records every request body, and can be told to fail (`fail_with` = an HTTP status) or to answer
-something that is not a ranking (`garbage`)."""
+records every request body, and can be told to fail (`fail_with` = an HTTP status), to answer
+something that is not a ranking (`garbage`), to wait before answering (`delay_seconds`), or to
+send its answer a byte at a time (`drip_seconds` between bytes, from the status line on, or from
+the body on with `drip_body_only`), as a slow or hostile endpoint would."""
 
 from __future__ import annotations
 
 import json
 import re
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Literal
@@ -32,6 +35,9 @@ class FakeRerankServer:
         self.requests: list[dict[str, Any]] = []
         self.fail_with: int | None = None
         self.garbage = False
+        self.delay_seconds = 0.0
+        self.drip_seconds: float | None = None
+        self.drip_body_only = False
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -42,11 +48,26 @@ class FakeRerankServer:
                 fake.requests.append(body)
                 status, answer = fake.answer(body)
                 payload = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                self.end_headers()
-                self.wfile.write(payload)
+                time.sleep(fake.delay_seconds)
+                if fake.drip_seconds is None:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                head = (f"HTTP/1.1 {status} OK\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(payload)}\r\n\r\n").encode()
+                if fake.drip_body_only:
+                    self.wfile.write(head)
+                    head = b""
+                try:
+                    for i in range(len(head + payload)):
+                        self.wfile.write((head + payload)[i:i + 1])
+                        self.wfile.flush()
+                        time.sleep(fake.drip_seconds)
+                except OSError:  # the client gave up
+                    self.close_connection = True
 
             def log_message(self, *args: Any) -> None:
                 pass

@@ -148,7 +148,7 @@ def test_operations_alarm_on_everything_the_issue_names(bare_stack):
     alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in resources_of(template, "AWS::CloudWatch::Alarm").values()}
     assert set(alarms) == {"svc-jwt-api-5xx", "svc-jwt-api-latency-p99", "svc-api-errors", "svc-api-throttles",
                            "svc-indexer-iterator-age", "svc-indexer-dlq", "svc-indexer-quarantined",
-                           "svc-api-embedding-failures"}
+                           "svc-api-embedding-failures", "svc-api-degraded-searches"}
     (topic_id,) = resources_of(template, "AWS::SNS::Topic")
     for name, alarm in alarms.items():
         assert alarm["AlarmActions"] == [{"Ref": topic_id}] and alarm["OKActions"] == [{"Ref": topic_id}], name
@@ -171,6 +171,14 @@ def test_operations_alarm_on_everything_the_issue_names(bare_stack):
     assert (embedding["MetricName"], embedding["Namespace"], embedding["Statistic"], embedding["Threshold"]) \
         == ("EmbeddingFailures", "memsvc", "Sum", thresholds.embedding_failures_per_5min)
     assert embedding["Dimensions"] == [{"Name": "service", "Value": "memsvc-api"}]
+    # A query embedding that times out degrades the search but is no EmbeddingFailures: the sum of
+    # the per-tenant degraded-answer metric sees both, by a Metrics Insights query.
+    degraded = alarms["svc-api-degraded-searches"]
+    (query,) = degraded["Metrics"]
+    assert query["Expression"] == ('SELECT SUM("memory.search.degraded") FROM SCHEMA("memsvc", service, tenant) '
+                                   "WHERE service = 'memsvc-api'")
+    assert query["Period"] == 300 and query.get("ReturnData", True) is True
+    assert degraded["Threshold"] == thresholds.embedding_failures_per_5min and "MetricName" not in degraded
     topic = only(template, "AWS::SNS::Topic")
     assert "KmsMasterKeyId" in topic
     statements = only(template, "AWS::SNS::TopicPolicy")["PolicyDocument"]["Statement"]

@@ -55,8 +55,8 @@ def test_each_environment_has_the_whole_service(assembly, env):
         assert counts.get(type_) == n, f"{env}: {type_} x{counts.get(type_)}, expected {n}"
     assert counts["AWS::ApiGatewayV2::Route"] == 2 * len(service_routes())
     # 2 APIs x (5xx, p99) + 5 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
-    # + the remember queue's DLQ + the indexer's quarantines + the api's embedding failures
-    assert counts["AWS::CloudWatch::Alarm"] == 21
+    # + the remember queue's DLQ + the indexer's quarantines + the api's embedding failures and degraded searches
+    assert counts["AWS::CloudWatch::Alarm"] == 22
     # No Lambda function the stack did not write itself (no custom-resource helpers).
     assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
         f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember",
@@ -197,6 +197,7 @@ def test_both_stream_consumers_have_their_own_mapping_queue_and_alarms(assembly,
             assert f"memsvc-{env}-{consumer}-{alarm}" in alarms
     assert f"memsvc-{env}-indexer-quarantined" in alarms
     assert f"memsvc-{env}-api-embedding-failures" in alarms
+    assert f"memsvc-{env}-api-degraded-searches" in alarms
 
 
 def test_prod_retains_and_protects_dev_cleans_up(assembly):

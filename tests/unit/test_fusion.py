@@ -6,10 +6,12 @@ import itertools
 
 import pytest
 
-from memsvc.core.ranking import COSINE_FULL, COSINE_NONE, SEMANTIC_WEIGHT, hybrid_score, semantic_match
+from memsvc.core.ranking import (COSINE_FULL, COSINE_NONE, SEPARATION_RANK, hybrid_score, semantic_match,
+                                 semantic_weight, separation)
 
 GRID = [None, -0.4, 0.0, 0.1, 0.2, 0.25, 0.45, 0.7, 0.9, 1.0]
 KEYWORD = [None, 0.0, 0.2, 0.5, 1.0]
+WEIGHTS = [0.0, 0.3, 0.5, 1.0]
 
 
 class TestSemanticMatch:
@@ -19,32 +21,60 @@ class TestSemanticMatch:
         assert semantic_match(cosine) == pytest.approx(match)
 
 
+class TestSeparation:
+    def test_is_the_best_values_lead_over_the_fifth(self):
+        assert separation([0.9, 0.8, 0.7, 0.6, 0.5, 0.1]) == pytest.approx(0.4)
+
+    def test_past_the_end_is_no_evidence(self):
+        assert separation([1.0]) == 1.0  # one memory holds the query's words, none else
+        assert separation([0.8, 0.6]) == pytest.approx(0.8)
+
+    def test_nothing_handed_over_separates_nothing(self):
+        assert separation([]) == 0.0
+
+    def test_a_flat_signal_separates_nothing(self):
+        assert separation([0.5] * SEPARATION_RANK) == 0.0
+
+
+class TestSemanticWeight:
+    def test_each_signal_weighs_by_its_separation(self):
+        assert semantic_weight(0.3, 0.1) == pytest.approx(0.75)
+        assert semantic_weight(0.0, 0.4) == 0.0  # no vector (the embedder failed): keywords alone
+        assert semantic_weight(0.4, 0.0) == 1.0  # no query term anywhere: meaning alone
+
+    def test_neither_separating_weighs_them_evenly(self):
+        assert semantic_weight(0.0, 0.0) == 0.5
+
+
 class TestHybridScore:
     def test_is_the_weighted_mean_of_the_two_matches(self):
-        assert hybrid_score(COSINE_FULL, 1.0) == pytest.approx(1.0)
-        assert hybrid_score(COSINE_FULL, None) == pytest.approx(SEMANTIC_WEIGHT)  # a paraphrase sharing no word
-        assert hybrid_score(None, 1.0) == pytest.approx(1 - SEMANTIC_WEIGHT)  # every term, no shared meaning
-        assert hybrid_score(0.45, 0.5) == pytest.approx(SEMANTIC_WEIGHT * 0.5 + (1 - SEMANTIC_WEIGHT) * 0.5)
+        assert hybrid_score(COSINE_FULL, 1.0, 0.3) == pytest.approx(1.0)
+        assert hybrid_score(COSINE_FULL, None, 0.3) == pytest.approx(0.3)  # a paraphrase sharing no word
+        assert hybrid_score(None, 1.0, 0.3) == pytest.approx(0.7)  # every term, no shared meaning
+        assert hybrid_score(0.45, 0.5, 0.3) == pytest.approx(0.3 * 0.5 + 0.7 * 0.5)
 
     def test_a_missing_signal_counts_as_none(self):
-        assert hybrid_score(None, None) == 0.0
-        assert hybrid_score(0.5, None) == hybrid_score(0.5, 0.0)
-        assert hybrid_score(None, 0.4) == hybrid_score(-0.3, 0.4) == hybrid_score(COSINE_NONE, 0.4)
+        assert hybrid_score(None, None, 0.5) == 0.0
+        assert hybrid_score(0.5, None, 0.5) == hybrid_score(0.5, 0.0, 0.5)
+        assert hybrid_score(None, 0.4, 0.5) == hybrid_score(-0.3, 0.4, 0.5) == hybrid_score(COSINE_NONE, 0.4, 0.5)
 
-    @pytest.mark.parametrize("s,k", list(itertools.product(GRID, KEYWORD)))
-    def test_stays_within_0_and_1(self, s, k):
-        assert 0.0 <= hybrid_score(s, k) <= 1.0
+    @pytest.mark.parametrize("s,k,w", list(itertools.product(GRID, KEYWORD, WEIGHTS)))
+    def test_stays_within_0_and_1(self, s, k, w):
+        assert 0.0 <= hybrid_score(s, k, w) <= 1.0
 
-    @pytest.mark.parametrize("s,k", list(itertools.product(GRID[1:], KEYWORD[1:])))
-    def test_never_falls_when_a_signal_grows(self, s, k):
+    @pytest.mark.parametrize("s,k,w", list(itertools.product(GRID[1:], KEYWORD[1:], WEIGHTS)))
+    def test_never_falls_when_a_signal_grows(self, s, k, w):
         # Search bounds the memories no retriever has handed over by the fusion of the retrievers'
-        # lowest signals (its early stop under min_score): that needs a fusion monotone in each.
-        assert hybrid_score(s + 0.05, k) >= hybrid_score(s, k)
-        assert hybrid_score(s, min(1.0, k + 0.05)) >= hybrid_score(s, k)
+        # lowest signals (its early stop under min_score): that needs a fusion monotone in each,
+        # for the query's one weight.
+        assert hybrid_score(s + 0.05, k, w) >= hybrid_score(s, k, w)
+        assert hybrid_score(s, min(1.0, k + 0.05), w) >= hybrid_score(s, k, w)
 
     def test_strict_inside_the_cosine_range(self):
-        assert hybrid_score(0.4, 0.2) < hybrid_score(0.5, 0.2) < hybrid_score(0.5, 0.3)
+        assert hybrid_score(0.4, 0.2, 0.5) < hybrid_score(0.5, 0.2, 0.5) < hybrid_score(0.5, 0.3, 0.5)
 
-    def test_a_full_keyword_match_outweighs_a_small_cosine_gap(self):
-        # The memory that holds the query's words wins over one slightly closer in meaning.
-        assert hybrid_score(0.45, 1.0) > hybrid_score(0.55, 0.3)
+    def test_a_decisive_keyword_match_outweighs_a_small_cosine_gap(self):
+        # One memory holds the query's rare words (keyword separation 1), the cosines are close
+        # together (separation 0.1): the memory with the words wins over one slightly closer in meaning.
+        weight = semantic_weight(0.1, 1.0)
+        assert hybrid_score(0.45, 1.0, weight) > hybrid_score(0.55, 0.3, weight)

@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from pathlib import Path
 
 import pytest
 
+from memsvc.adapters.local import http_rerank
 from memsvc.adapters.local.http_rerank import HttpReranker, RerankRefused
 from tests.fakes.rerank_server import FakeRerankServer
 
@@ -114,3 +116,42 @@ def test_nothing_to_rerank_sends_nothing(tei):
 def test_only_http_urls_are_taken(url):
     with pytest.raises(ValueError):
         HttpReranker(url)
+
+
+# -- one deadline per call ----------------------------------------------------------------------
+# A socket's timeout bounds one read: an endpoint dripping its answer never trips it. The margins
+# are wide (a call must end within a few times its deadline, where the drip alone takes ~10 s).
+
+@pytest.mark.parametrize("body_only", [False, True], ids=["status-line-and-headers", "body"])
+def test_an_answer_dripped_a_byte_at_a_time_ends_at_the_deadline(tei, body_only):
+    tei.drip_seconds, tei.drip_body_only = 0.05, body_only
+    reranker = HttpReranker(tei.url, api="tei", timeout_seconds=0.5)
+    started = time.monotonic()
+    with pytest.raises(TimeoutError):
+        reranker.rerank("q", TEXTS, model_id=None)
+    assert time.monotonic() - started < 3.0
+
+
+def test_auto_charges_both_attempts_to_one_deadline(tei):
+    """Each answer comes within the timeout, the two together do not."""
+    tei.delay_seconds = 0.7
+    with pytest.raises(TimeoutError):
+        HttpReranker(tei.url, timeout_seconds=1.0).rerank("q", TEXTS, model_id=None)
+    assert ["documents" in r for r in tei.requests][:1] == [True]
+
+
+def test_auto_keeps_a_shape_only_once_it_answered_every_text(tei):
+    reranker = HttpReranker(tei.url)
+    tei.garbage = True
+    with pytest.raises(ValueError):
+        reranker.rerank("q", TEXTS, model_id=None)
+    tei.garbage = False
+    reranker.rerank("q", TEXTS, model_id=None)
+    reranker.rerank("q", TEXTS, model_id=None)
+    assert ["documents" in r for r in tei.requests] == [True, False, True, False, False]
+
+
+def test_an_answer_over_the_cap_is_refused(tei, monkeypatch):
+    monkeypatch.setattr(http_rerank, "MAX_ANSWER_BYTES", 50)
+    with pytest.raises(ValueError, match="too large"):
+        HttpReranker(tei.url, api="tei").rerank("q", TEXTS, model_id=None)

@@ -4,9 +4,11 @@
 
 One request per search: the query and the candidates' texts inline, every candidate scored
 (`numberOfResults` = their count). The texts are memories' plaintext sent to Bedrock in the
-deployment's own account and region, like the texts Titan embeds. The client's timeouts bound
-the wait, and botocore's `standard` mode retries a throttle or a 5xx once; then the call fails
-and the rerank step keeps the fused order. Nothing here logs or keeps the query or a text.
+deployment's own account and region, like the texts Titan embeds. One attempt, never retried
+(a search must not wait twice, nor through a backoff), whose connect and read timeouts sum to
+`RERANK_TIMEOUT_SECONDS`: a throttle, a 5xx or a timeout fails the call and the rerank step keeps
+the fused order. (botocore's read timeout bounds each socket read; Bedrock's endpoint does not
+drip its answers.) Nothing here logs or keeps the query or a text.
 """
 
 from __future__ import annotations
@@ -20,24 +22,31 @@ from botocore.config import Config
 
 from memsvc.adapters.aws.clients import LazyClient
 
-__all__ = ["BedrockReranker", "AMAZON_RERANK_V1", "COHERE_RERANK_V3_5", "RERANK_RETRIES",
-           "RERANK_CONNECT_TIMEOUT_SECONDS", "RERANK_READ_TIMEOUT_SECONDS", "rerank_client", "model_arn"]
+__all__ = ["BedrockReranker", "AMAZON_RERANK_V1", "COHERE_RERANK_V3_5", "RERANK_RETRIES", "RERANK_TIMEOUT_SECONDS",
+           "RERANK_CONNECT_TIMEOUT_SECONDS", "RERANK_READ_TIMEOUT_SECONDS", "rerank_config", "rerank_client",
+           "model_arn"]
 
 AMAZON_RERANK_V1 = "amazon.rerank-v1:0"
 COHERE_RERANK_V3_5 = "cohere.rerank-v3-5:0"
 # A search waits for this: a rerank of up to 100 short texts answers in well under a second.
-RERANK_RETRIES: dict[str, Any] = {"mode": "standard", "total_max_attempts": 2}
-RERANK_CONNECT_TIMEOUT_SECONDS = 2.0
-RERANK_READ_TIMEOUT_SECONDS = 3.0
+# One attempt: `standard` mode counts the first (`total_max_attempts`), so no retry, no backoff.
+RERANK_RETRIES: dict[str, Any] = {"mode": "standard", "total_max_attempts": 1}
+RERANK_TIMEOUT_SECONDS = 3.0  # the most a search waits for Bedrock's rerank: connect + read
+RERANK_CONNECT_TIMEOUT_SECONDS = 0.5  # to a regional AWS endpoint: tens of ms
+RERANK_READ_TIMEOUT_SECONDS = RERANK_TIMEOUT_SECONDS - RERANK_CONNECT_TIMEOUT_SECONDS
 
 
-def rerank_client(region: str) -> LazyClient:
+def rerank_config(timeout_seconds: float = RERANK_TIMEOUT_SECONDS) -> Config:
+    """One attempt whose connect and read timeouts sum to `timeout_seconds`."""
+    connect = min(RERANK_CONNECT_TIMEOUT_SECONDS, timeout_seconds / 4)
+    return Config(retries=dict(RERANK_RETRIES), connect_timeout=connect, read_timeout=timeout_seconds - connect)
+
+
+def rerank_client(region: str, *, timeout_seconds: float = RERANK_TIMEOUT_SECONDS) -> LazyClient:
     """The bedrock-agent-runtime client, created on first use: most tenants never rerank, and a
     cold start should not pay for a client no request calls."""
     return LazyClient(lambda: boto3.session.Session(region_name=region).client(
-        "bedrock-agent-runtime", config=Config(retries=dict(RERANK_RETRIES),
-                                               connect_timeout=RERANK_CONNECT_TIMEOUT_SECONDS,
-                                               read_timeout=RERANK_READ_TIMEOUT_SECONDS)))
+        "bedrock-agent-runtime", config=rerank_config(timeout_seconds)))
 
 
 def model_arn(model_id: str, *, partition: str, region: str) -> str:
