@@ -9,8 +9,14 @@ ranks only those.
 
 Data sets: `golden` (each case's own memories), `golden+50` (each case's memories and 50 of the
 other cases', as `memsvc eval --haystack 50`), and `conversations` (eval/conversations.json:
-one scope per user, every turn a memory), each cut into its `dev` and `test` halves. A variant
-is chosen on the dev halves and reported on the test halves.
+one scope per user, every turn a memory `(8 May 2023) Maria said, "..."`), each cut into its `dev`
+and `test` halves. A variant is chosen on the dev halves and reported on the test halves.
+
+Checks that the choice does not over-fit the conversations' paraphrases (`--sets`):
+`conversations-plain` (the same, each turn stored `Maria said, ...`, as the public LoCoMo
+benchmark stores it), and `lexical-plain` and `lexical-common-plain` (plain turns, the questions
+asked again in their evidence's words by eval/build_lexical_questions.py, its `rare` and `common`
+modes, built in memory).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import json
 import pickle
 import random
 import re
+import runpy
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -82,17 +89,18 @@ def golden(path: Path, haystack: int) -> list[Scope]:
     return scopes
 
 
-def conversations(path: Path) -> list[Scope]:
-    """eval/conversations.json: one scope per conversation, each turn a memory as `memsvc eval`
-    writes it (`memsvc.conversation_eval.turn_content`)."""
+def conversations(doc: dict, plain: bool = False) -> list[Scope]:
+    """eval/conversations.json's format: one scope per conversation, each turn a memory as `memsvc
+    eval` writes it (`memsvc.conversation_eval.turn_content`), or `plain`: `Maria said, ...`."""
     from memsvc.conversation_eval import parse_conversations, turn_content
 
-    talks, questions = parse_conversations(json.loads(path.read_text()))
+    talks, questions = parse_conversations(doc)
     scopes = {}
     for talk in talks:
         turns = talk.turns
         at = {turn.id: i for i, turn in enumerate(turns)}
-        scopes[talk.id] = Scope([turn_content(turn) for turn in turns], at=at)
+        texts = [f"{turn.speaker} said, {turn.text}" if plain else turn_content(turn) for turn in turns]
+        scopes[talk.id] = Scope(texts, at=at)
     for q in questions:
         scope = scopes[q.conversation]
         scope.questions.append(Question(q.query, frozenset(scope.at[e] for e in q.evidence), q.split, q.kind))
@@ -212,11 +220,12 @@ def _keyword_mode(s, k, kin, sin):
     return np.where(kin, k, -np.inf)
 
 
-def _memsvc_now(s, k, kin, sin):
-    """The service's fusion: each signal weighs by its separation over what its retriever handed over."""
+def _memsvc_now(s, k, kin, sin, lowest=0.0):
+    """The service's fusion: each signal weighs by its separation over what its retriever handed
+    over (each weight at least `lowest`)."""
     matches = sorted((semantic_match(c) for c, i in zip(s, sin) if i), reverse=True)
     keyword_matches = sorted((m for m, i in zip(k, kin) if i), reverse=True)
-    weight = semantic_weight(separation(matches), separation(keyword_matches))
+    weight = min(1 - lowest, max(lowest, semantic_weight(separation(matches, 0.0), separation(keyword_matches, 0.0))))
     return np.array([hybrid_score(c if i else None, m, weight) for c, m, i in zip(s, k, sin)])
 
 
@@ -227,6 +236,7 @@ def fusions() -> dict[str, Callable[..., np.ndarray]]:
         "keyword": _keyword_mode,
         "prob-or (before)": lambda s, k, kin, sin: 1 - (1 - np.maximum(s, 0) * sin) * (1 - k),
         "memsvc now": _memsvc_now,
+        "memsvc now, clamped 0.2..0.8": lambda s, k, kin, sin: _memsvc_now(s, k, kin, sin, lowest=0.2),
         "rrf 60": lambda s, k, kin, sin: _ranks(s, sin) + _ranks(k, kin),
     }
     for w in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
@@ -285,6 +295,9 @@ def recall_at_k(prepared: Prepared, fuse: Callable[..., np.ndarray], split: str 
     return sum(got) / len(got) if got else float("nan")
 
 
+SETS = ("golden", "golden+50", "conversations", "conversations-plain", "lexical-plain", "lexical-common-plain")
+
+
 def load(names: Iterable[str], golden_path: Path, conv_path: Path) -> dict[str, list[Scope]]:
     out = {}
     for name in names:
@@ -292,8 +305,12 @@ def load(names: Iterable[str], golden_path: Path, conv_path: Path) -> dict[str, 
             out[name] = golden(golden_path, 0)
         elif name == "golden+50":
             out[name] = golden(golden_path, 50)
-        elif name == "conversations" and conv_path.exists():
-            out[name] = conversations(conv_path)
+        else:
+            doc = json.loads(conv_path.read_text())
+            mode = {"lexical-plain": "rare", "lexical-common-plain": "common"}.get(name)
+            if mode:  # the generator is a script of eval/, not a module
+                doc = runpy.run_path(str(conv_path.parent / "build_lexical_questions.py"))["build"](doc, mode)
+            out[name] = conversations(doc, plain=name != "conversations")
     return out
 
 
@@ -325,7 +342,7 @@ KEYWORD_VARIANTS: dict[str, tuple[Analyzer, Bm25]] = {
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sets", nargs="+", default=["golden", "golden+50", "conversations"])
+    parser.add_argument("--sets", nargs="+", choices=SETS, default=["golden", "golden+50", "conversations"])
     parser.add_argument("--golden", type=Path, default=Path("eval/memory_golden_dataset.json"))
     parser.add_argument("--conversations", type=Path, default=Path("eval/conversations.json"))
     parser.add_argument("--cache", type=Path, default=Path("/tmp/memsvc-retrieval-lab"))
@@ -338,24 +355,30 @@ def main(argv: list[str] | None = None) -> int:
     sets = load(args.sets, args.golden, args.conversations)
     vectors = Vectors(args.cache)
     splits = ("dev", "test")
-    head = " ".join(f"{name[:13] + ' ' + s:>18}" for name in sets for s in splits)
+    widths = [max(len(name), 13) for name in sets]
+    head = " ".join(f"{name:>{w}}" for name, w in zip(sets, widths))
+
+    def row(label: str, cells: list[float]) -> str:  # a set's dev and test halves side by side
+        pairs = [f"{d:.3f} / {t:.3f}" for d, t in zip(cells[::2], cells[1::2])]
+        return f"{label:<32} " + " ".join(f"{p:>{w}}" for p, w in zip(pairs, widths))
+
     if args.part in ("keyword", "all"):
-        print(f"\nkeyword R@{K}\n{'variant':<32} {head}")
+        print(f"\nkeyword R@{K}, dev / test\n{'variant':<32} {head}")
         for variant, (analyzer, bm25) in KEYWORD_VARIANTS.items():
             cells = []
             for scopes in sets.values():
                 prepared = signals(scopes, vectors, analyzer, bm25, args.pool)
                 cells += [recall_at_k(prepared, fusions()["keyword"], s) for s in splits]
-            print(f"{variant:<32} " + " ".join(f"{c:18.3f}" for c in cells), flush=True)
+            print(row(variant, cells), flush=True)
     if args.part in ("fusion", "all"):
         analyzer, bm25 = KEYWORD_VARIANTS[args.keyword]
         prepared = {name: signals(scopes, vectors, analyzer, bm25, args.pool) for name, scopes in sets.items()}
-        print(f"\nfusion R@{K} (keyword: {args.keyword})\n{'fusion':<32} {head}")
+        print(f"\nfusion R@{K}, dev / test (keyword: {args.keyword})\n{'fusion':<32} {head}")
         for name, fuse in fusions().items():
             if args.fusions and name not in args.fusions:
                 continue
             cells = [recall_at_k(p, fuse, s) for p in prepared.values() for s in splits]
-            print(f"{name:<32} " + " ".join(f"{c:18.3f}" for c in cells), flush=True)
+            print(row(name, cells), flush=True)
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 

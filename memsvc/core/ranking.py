@@ -28,11 +28,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 __all__ = ["keyword_match", "semantic_match", "separation", "semantic_weight", "hybrid_score",
-           "COSINE_NONE", "COSINE_FULL", "SEPARATION_RANK"]
+           "COSINE_NONE", "COSINE_FULL", "SEPARATION_RANK", "SEPARATION_HITS"]
 
 COSINE_NONE = 0.2
 COSINE_FULL = 0.7
 SEPARATION_RANK = 5  # a signal's best is compared with its fifth best: recall@5 is what we measure
+# A signal's separation is read from its retriever's first hits, as many as this whatever the page
+# asked (so pages of one query, whose first pages differ in size, get one weight).
+SEPARATION_HITS = 50
 
 
 def keyword_match(bm25: float, query_weight: float) -> float:
@@ -45,13 +48,14 @@ def semantic_match(cosine: float) -> float:
     return min(1.0, max(0.0, (cosine - COSINE_NONE) / (COSINE_FULL - COSINE_NONE)))
 
 
-def separation(best_first: Sequence[float]) -> float:
+def separation(best_first: Sequence[float], rest: float) -> float:
     """How clearly a signal tells a query's best candidate from the others: the best value's
-    lead over the `SEPARATION_RANK`th best (0..1 values, best first, as a retriever handed them
-    over; past the end, no evidence: 0, as in the fusion)."""
+    lead over the `SEPARATION_RANK`th best (0..1 values of distinct memories, best first, as a
+    retriever handed them over); past the end, `rest`: 0 when the retriever has no more, else
+    the last value it handed over."""
     if not best_first:
         return 0.0
-    other = best_first[SEPARATION_RANK - 1] if len(best_first) >= SEPARATION_RANK else 0.0
+    other = best_first[SEPARATION_RANK - 1] if len(best_first) >= SEPARATION_RANK else rest
     return max(0.0, best_first[0] - other)
 
 

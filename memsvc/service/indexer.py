@@ -314,7 +314,10 @@ class Indexer:
             prepared = [self._prepared(item, self._watch()) for item in todo]
             chunk = self._embedded(list(range(len(todo))), todo, prepared, self._watch)
             self._write(chunk)
-            self._reread_turns(chunk, self._watch)
+            try:
+                self._reread_turns(chunk, self._watch)
+            except Conflict:  # the turn before kept changing: searchable now, left unmarked for the feed to finish
+                return len(chunk.items)
             self._mark(chunk)
             if chunk.faults:
                 raise next(iter(chunk.faults.values()))

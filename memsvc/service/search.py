@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import match_namespace_pattern
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment
 from memsvc.core.keywords import query_terms
-from memsvc.core.ranking import hybrid_score, keyword_match, semantic_match, semantic_weight, separation
+from memsvc.core.ranking import (SEPARATION_HITS, hybrid_score, keyword_match, semantic_match, semantic_weight,
+                                 separation)
 from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, attribute_verdicts, plan_field_tokens
@@ -315,13 +317,14 @@ class Search:
             score = _fused(signals[memory_id], mode, weight)
             if min_score is not None and score < min_score:
                 continue
-            semantic = signals[memory_id].get("semantic")
+            semantic, keyword = signals[memory_id].get("semantic"), signals[memory_id].get("keyword")
             # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row
-            # order); a tie goes to the closer meaning, then to the newer memory.
+            # order); a tie goes to the closer meaning, then to the higher BM25 (a keyword match is
+            # capped at 1), then to the newer memory, then by id.
             tie = (-round(score, 6), -round((semantic.raw if semantic else None) or -1.0, 6),
-                   -entry[0].updated_at.timestamp())
+                   -round(keyword.raw if keyword else 0.0, 6), -entry[0].updated_at.timestamp())
             scored.append((tie, memory_id, entry))
-        scored.sort(key=lambda s: s[0])
+        scored.sort(key=lambda s: s[:2])  # last, the memory id: pages of one query agree on ties
         ranked: list[Ranked] = []
         for _, memory_id, (item, condition) in scored:
             if len(ranked) >= wanted:
@@ -354,16 +357,17 @@ class Search:
         return out
 
     def embed(self, query: str) -> list[float]:
-        """The query's vector. An embedder that fails, has not answered within
-        `embedding_timeout_seconds`, or already holds every slot is `EmbeddingFailed` (Titan's
+        """The query's vector. An embedder that fails, or has not answered within
+        `embedding_timeout_seconds` (waiting for a slot included), is `EmbeddingFailed` (Titan's
         throttling stays `RateLimited`).
 
         A call that times out keeps its thread and slot until the model answers: a hung model
-        holds at most QUERY_EMBEDDING_THREADS, and once it does, every query fails at once
-        rather than queue behind them, so no request waits longer than the timeout. The threads
-        are daemons: a hung model never keeps the process from exiting."""
-        if not self._embedding_slots.acquire(blocking=False):
-            raise EmbeddingFailed("the embedding model is busy with earlier queries")
+        holds at most QUERY_EMBEDDING_THREADS, later queries wait for a slot within their own
+        timeout, and no query waits longer than that. The threads are daemons: a hung model never
+        keeps the process from exiting."""
+        deadline = time.monotonic() + self.embedding_timeout_seconds
+        if not self._embedding_slots.acquire(timeout=self.embedding_timeout_seconds):
+            raise self._too_slow()
         answered = threading.Event()
         outcome: dict[str, Any] = {}
 
@@ -376,16 +380,23 @@ class Search:
                 self._embedding_slots.release()
                 answered.set()
 
-        threading.Thread(target=run, name="query-embed", daemon=True).start()
-        if not answered.wait(self.embedding_timeout_seconds):
-            raise EmbeddingFailed("the embedding model did not answer in time",
-                                  details={"timeout_seconds": self.embedding_timeout_seconds})
+        try:
+            threading.Thread(target=run, name="query-embed", daemon=True).start()
+        except BaseException:
+            self._embedding_slots.release()
+            raise
+        if not answered.wait(max(0.0, deadline - time.monotonic())):
+            raise self._too_slow()
         error = outcome.get("error")
         if isinstance(error, MemsvcError):
             raise error
         if error is not None:
-            raise EmbeddingFailed("the embedding model failed to embed the query") from error
+            raise EmbeddingFailed("the embedding model could not embed the text") from error
         return outcome["vector"]
+
+    def _too_slow(self) -> EmbeddingFailed:
+        return EmbeddingFailed("the embedding model did not answer in time",
+                               details={"timeout_seconds": self.embedding_timeout_seconds})
 
     def report_degraded(self, tenant: str, embedding: "QueryEmbedding", operation: str, request_id: str) -> bool:
         """Whether an answered query was ranked without its vector (its embedding failed, and its
@@ -538,7 +549,15 @@ class _SemanticRetriever(_Retriever):
         self.exhausted = len(hits) < top_k and vectors.short_page_is_end
         self.floor = hits[-1].score if hits else 0.0
         if self._pages == 0:
-            self.separation = separation([semantic_match(signal.value) for _, signal in best.values()])
+            prefix = hits[:SEPARATION_HITS]
+            firsts: dict[str, float] = {}
+            for hit in prefix:
+                firsts.setdefault(hit.memory_id, semantic_match(hit.score))
+            # A short page ends the memories for this measure even where the index may hold more
+            # (S3 Vectors under a filter): a few memories must not read as no separation at all.
+            ended = len(hits) < top_k and len(prefix) == len(hits)
+            self.separation = separation(list(firsts.values()),
+                                         0.0 if ended or not prefix else semantic_match(prefix[-1].score))
         self._pages += 1
         return best
 
@@ -560,7 +579,9 @@ class _KeywordRetriever(_Retriever):
         page = {h.memory_id: ((h.namespace, h.key), _Signal(keyword_match(h.score, result.query_weight), h.score))
                 for h in hits}
         if self._pages == 0:
-            self.separation = separation([signal.value for _, signal in page.values()])
+            prefix = [keyword_match(h.score, result.query_weight) for h in hits[:SEPARATION_HITS]]
+            ended = self.exhausted and len(prefix) == len(hits)
+            self.separation = separation(prefix, 0.0 if ended or not prefix else prefix[-1])
         self._pages += 1
         return page
 

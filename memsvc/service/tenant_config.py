@@ -180,7 +180,7 @@ class _TtlCache:
             self._entries[tenant] = (value, time.monotonic() + self._seconds)
 
 
-_RECALL_MIN_MATCH_BEFORE_ISSUE_23 = 0.25
+_SETTINGS_FORMAT = 2  # stored settings since issue 23 (`SettingsRegistry._stored`)
 
 
 class SettingsRegistry:
@@ -203,11 +203,12 @@ class SettingsRegistry:
         return cached
 
     def _stored(self, tenant: str) -> dict[str, Any]:
-        """What the tenant has set. Before issue 23 an update stored every setting, defaults
-        included; `recall_min_match` was recalibrated with hybrid's fusion then, so a stored old
-        default follows the new one."""
+        """The tenant's stored settings. An update stores them all, defaults included (settings
+        checked against each other stay consistent, `reachable_depth` keeps its history), marked
+        with `_SETTINGS_FORMAT`. `recall_min_match` was recalibrated with hybrid's fusion in issue
+        23: in a document stored before (unmarked), its old default follows the new one."""
         stored = dict(self._store.get_config(tenant, "settings") or {})
-        if stored.get("recall_min_match") == _RECALL_MIN_MATCH_BEFORE_ISSUE_23:
+        if stored.pop("format", None) != _SETTINGS_FORMAT and stored.get("recall_min_match") == 0.25:
             del stored["recall_min_match"]
         return stored
 
@@ -220,11 +221,7 @@ class SettingsRegistry:
                                                     **patch.model_dump(exclude_unset=True)})
         except ValidationError as exc:  # a rule across fields (a check range above its auto-update)
             raise InvalidArgument(error_message(exc.errors()[0]), details={"field": "settings"}) from None
-        # Only what differs from the defaults is stored, so that a tenant follows the defaults
-        # (recalibrated with the models) wherever it has not chosen otherwise.
-        defaults = TenantSettings.model_validate(self._defaults).model_dump()
-        chosen = {name: value for name, value in merged.model_dump().items() if value != defaults[name]}
-        self._store.put_config(tenant, "settings", chosen)
+        self._store.put_config(tenant, "settings", {**merged.model_dump(), "format": _SETTINGS_FORMAT})
         self._cache.put(tenant, merged)
         return merged
 

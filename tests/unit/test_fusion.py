@@ -23,17 +23,18 @@ class TestSemanticMatch:
 
 class TestSeparation:
     def test_is_the_best_values_lead_over_the_fifth(self):
-        assert separation([0.9, 0.8, 0.7, 0.6, 0.5, 0.1]) == pytest.approx(0.4)
+        assert separation([0.9, 0.8, 0.7, 0.6, 0.5, 0.1], rest=0.0) == pytest.approx(0.4)
 
-    def test_past_the_end_is_no_evidence(self):
-        assert separation([1.0]) == 1.0  # one memory holds the query's words, none else
-        assert separation([0.8, 0.6]) == pytest.approx(0.8)
+    def test_past_the_end_is_what_the_retriever_says_is_left(self):
+        assert separation([1.0], rest=0.0) == 1.0  # one memory holds the query's words, none else
+        assert separation([0.8, 0.6], rest=0.0) == pytest.approx(0.8)
+        assert separation([0.8, 0.6], rest=0.6) == pytest.approx(0.2)  # more memories, none above 0.6
 
     def test_nothing_handed_over_separates_nothing(self):
-        assert separation([]) == 0.0
+        assert separation([], rest=0.0) == 0.0
 
     def test_a_flat_signal_separates_nothing(self):
-        assert separation([0.5] * SEPARATION_RANK) == 0.0
+        assert separation([0.5] * SEPARATION_RANK, rest=0.0) == 0.0
 
 
 class TestSemanticWeight:
