@@ -24,7 +24,8 @@ RECALLED = {
          "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z"},
     ],
     "metadata": {"count": 1, "total_count": 3, "truncated": False, "token_count": 6, "token_budget": 1000,
-                 "searched_layers": ["user", "company"], "query_embedding_ms": 3.1, "retrieval_ms": 4.2},
+                 "searched_layers": ["user", "company"], "query_embedding_ms": 3.1, "retrieval_ms": 4.2,
+                 "degraded": True},
 }
 REMEMBERED = {
     "action": "created",
@@ -170,7 +171,7 @@ def test_query_memory_sends_the_scope_and_answers_what_the_agent_needs():
         "memories": [{"namespace": ["user", "alice", "memories"], "key": "k1", "layer": "user",
                       "content": "Prefers window seats on flights", "type": "preference", "relevance": 0.81,
                       "tags": ["travel"], "source": None, "created_at": "2026-01-01T00:00:00Z"}],
-        "metadata": {"count": 1, "total_count": 3, "truncated": False, "token_count": 6},
+        "metadata": {"count": 1, "total_count": 3, "truncated": False, "token_count": 6, "degraded": True},
     }
 
 

@@ -54,7 +54,7 @@ REMEMBER_DESCRIPTION = (
 )
 # What the model gets of each recalled memory: enough to use and cite it, not the bookkeeping.
 _AGENT_FIELDS = ("namespace", "key", "layer", "content", "type", "relevance", "tags", "source", "created_at")
-_AGENT_METADATA = ("count", "total_count", "truncated", "token_count")
+_AGENT_METADATA = ("count", "total_count", "truncated", "token_count", "degraded")  # degraded: keywords alone
 
 
 class QueryMemoryArgs(BaseModel):
