@@ -81,11 +81,11 @@ class TestIndexedAsATurn:
         backend.drain()
         texts = embedded(backend)
         assert sorted(texts) == sorted([
-            "Dev said: Did you end up adopting?",
-            "On 8 May 2023 (2023-05-08), Dev said: Did you end up adopting?",  # the first turn: none before it
-            "Maria said: Yes! A beagle named Rufus.",
-            'On 8 May 2023 (2023-05-08), in reply to "Did you end up adopting?", Maria said: Yes! A beagle named '
-            'Rufus.'])
+            '(8 May 2023) Dev said, "Did you end up adopting?"',
+            'On 8 May 2023 (2023-05-08), Dev said, "Did you end up adopting?"',  # the first turn: none before it
+            '(8 May 2023) Maria said, "Yes! A beagle named Rufus."',
+            'On 8 May 2023 (2023-05-08), in reply to "Did you end up adopting?", Maria said, "Yes! A beagle named '
+            'Rufus."'])
 
     def test_a_message_without_a_name_is_its_roles_turn(self, backend, clock):
         on(clock, 2024, 12, 31)
@@ -94,8 +94,8 @@ class TestIndexedAsATurn:
         sessions.append(alice(), "s", AppendMessage(role="user", content="Book me a table for two."))
         sessions.append(alice(), "s", AppendMessage(role="assistant", content="Done, at eight."))
         backend.drain()
-        assert ('On 31 December 2024 (2024-12-31), in reply to "Book me a table for two.", assistant said: '
-                'Done, at eight.') in embedded(backend)
+        assert ('On 31 December 2024 (2024-12-31), in reply to "Book me a table for two.", assistant said, '
+                '"Done, at eight."') in embedded(backend)
 
     def test_the_turn_before_is_cut(self, backend, clock):
         on(clock, 2023, 5, 8)
@@ -118,16 +118,17 @@ class TestIndexedAsATurn:
         said = [m.content for m in sessions.messages(alice(), "s", ListMessages()).messages]
         assert sorted(said) == sorted(f"turn {n}" for n in range(12))
         texts = set(embedded(backend))
-        assert f"On 8 May 2023 (2023-05-08), user said: {said[0]}" in texts
+        assert f'On 8 May 2023 (2023-05-08), user said, "{said[0]}"' in texts
         for before, reply in zip(said, said[1:]):
-            assert f'On 8 May 2023 (2023-05-08), in reply to "{before}", user said: {reply}' in texts
+            assert f'On 8 May 2023 (2023-05-08), in reply to "{before}", user said, "{reply}"' in texts
 
     def test_a_deleted_turn_before_gives_no_context(self, backend, clock):
         on(clock, 2023, 5, 8)
         first, _ = conversation(backend, "s", [("Dev", "Did you end up adopting?"), ("Maria", "Yes! Rufus.")])
         backend.memories.delete(alice(), ["user", "alice", "sessions", "s", "messages"], first)
         backend.drain()
-        assert embedded(backend) == ["Maria said: Yes! Rufus.", "On 8 May 2023 (2023-05-08), Maria said: Yes! Rufus."]
+        assert embedded(backend) == ['(8 May 2023) Maria said, "Yes! Rufus."',
+                                     'On 8 May 2023 (2023-05-08), Maria said, "Yes! Rufus."']
 
     def test_the_name_is_kept_and_shown(self, backend):
         conversation(backend, "s", [("Maria López", "Hola"), (None, "Hi")])
@@ -178,8 +179,8 @@ class TestAChangedTurnLeavesTheNext:
         backend.drain()
         assert search(backend, "flamingos", mode="keyword") == []
         assert search(backend, "lagoon", mode="keyword") == []
-        assert embedded(backend) == ["Dev said: Lovely, send pictures.",
-                                     "On 8 May 2023 (2023-05-08), Dev said: Lovely, send pictures."]
+        assert embedded(backend) == ['(8 May 2023) Dev said, "Lovely, send pictures."',
+                                     'On 8 May 2023 (2023-05-08), Dev said, "Lovely, send pictures."']
         assert cosine(turn_vector(backend, keys[2]), deleted) < before
         assert keys[2] in {i.key for i in search(backend, "pictures", mode="keyword")}  # still found by its own
         assert keys[2] in {i.key for i in search(backend, "Lovely, send pictures.")}
@@ -193,7 +194,7 @@ class TestAChangedTurnLeavesTheNext:
         backend.drain()
         assert search(backend, "flamingos", mode="keyword") == []
         assert {i.key for i in search(backend, "herons", mode="keyword")} == {keys[1], keys[2]}
-        assert ('On 8 May 2023 (2023-05-08), in reply to "We saw herons.", Dev said: Lovely, send pictures.'
+        assert ('On 8 May 2023 (2023-05-08), in reply to "We saw herons.", Dev said, "Lovely, send pictures."'
                 in embedded(backend))
 
     def test_a_turn_deleted_while_the_next_is_indexed_inline_leaves_it_too(self, backend, clock):
@@ -219,8 +220,8 @@ class TestAChangedTurnLeavesTheNext:
         assert deleted
         backend.drain()
         assert search(backend, "flamingos", mode="keyword") == []
-        assert embedded(backend)[-2:] == ["Dev said: Send pictures.",
-                                          "On 8 May 2023 (2023-05-08), Dev said: Send pictures."]
+        assert embedded(backend)[-2:] == ['(8 May 2023) Dev said, "Send pictures."',
+                                          'On 8 May 2023 (2023-05-08), Dev said, "Send pictures."']
 
     @pytest.mark.parametrize("indexer", ["behind", "keeping up"])
     def test_deleting_a_session_indexes_none_of_its_messages_again(self, backend, clock, monkeypatch, indexer):
@@ -296,8 +297,8 @@ class TestFoundByWhatWasSaid:
             recalled = recall(backend, QUESTION, prefix=prefix).memories
             assert recalled and all(r.memory.namespace[:2] == ("user", "alice") for r in recalled), prefix
         # Each user's first turn of a session has no turn before it: none is taken from the other's.
-        assert embedded(backend).count("On 3 April 2023 (2023-04-03), Dev said: How was your weekend?") == 2
-        assert not any("in reply to" in t and "said: How was your weekend?" in t for t in embedded(backend))
+        assert embedded(backend).count('On 3 April 2023 (2023-04-03), Dev said, "How was your weekend?"') == 2
+        assert not any("in reply to" in t and 'said, "How was your weekend?"' in t for t in embedded(backend))
 
 
 class TestPlainItemsUnchanged:

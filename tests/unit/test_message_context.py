@@ -45,11 +45,11 @@ def test_a_date_in_words_and_iso():
 
 def test_the_texts_of_a_first_turn_and_of_a_reply():
     assert turn_texts(Turn("Dev", "Did you adopt?"), AT, None) == [
-        (MESSAGE_FIELD, "Dev said: Did you adopt?"),
-        (TURN_FIELD, "On 29 February 2024 (2024-02-29), Dev said: Did you adopt?")]
+        (MESSAGE_FIELD, '(29 February 2024) Dev said, "Did you adopt?"'),
+        (TURN_FIELD, 'On 29 February 2024 (2024-02-29), Dev said, "Did you adopt?"')]
     assert turn_texts(Turn("Maria", "Yes!"), AT, Turn("Dev", "Did\n  you   adopt?")) == [
-        (MESSAGE_FIELD, "Maria said: Yes!"),
-        (TURN_FIELD, 'On 29 February 2024 (2024-02-29), in reply to "Did you adopt?", Maria said: Yes!')]
+        (MESSAGE_FIELD, '(29 February 2024) Maria said, "Yes!"'),
+        (TURN_FIELD, 'On 29 February 2024 (2024-02-29), in reply to "Did you adopt?", Maria said, "Yes!"')]
 
 
 @pytest.mark.parametrize("previous, quoted", [
@@ -59,4 +59,4 @@ def test_the_texts_of_a_first_turn_and_of_a_reply():
 ])
 def test_the_turn_before_is_cut_to_its_bound(previous, quoted):
     [_, (_, text)] = turn_texts(Turn("Maria", "ok"), AT, Turn("Dev", previous))
-    assert text == f'On 29 February 2024 (2024-02-29), in reply to "{quoted}", Maria said: ok'
+    assert text == f'On 29 February 2024 (2024-02-29), in reply to "{quoted}", Maria said, "ok"'
