@@ -43,16 +43,9 @@ from memsvc.core.unicode_text import normalize
 
 K = 5
 
-# NLTK's English stop words (179), cut at apostrophes as `\w+` cuts them.
-FULL_STOP_WORDS = frozenset(
-    "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "
-    "herself it its itself they them their theirs themselves what which who whom this that these those am is are "
-    "was were be been being have has had having do does did doing a an the and but if or because as until while "
-    "of at by for with about against between into through during before after above below to from up down in out "
-    "on off over under again further then once here there when where why how all any both each few more most "
-    "other some such no nor not only own same so than too very s t can will just don should now d ll m o re ve y "
-    "ain aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn weren won wouldn".split())
-LUCENE_STOP_WORDS = keywords._STOP_WORDS
+# NLTK's English stop words (179; Lucene's 33 are among them): what the service's query leaves out.
+FULL_STOP_WORDS = keywords.QUERY_STOP_WORDS
+LUCENE_STOP_WORDS = keywords.STOP_WORDS
 
 
 @dataclass
@@ -317,7 +310,7 @@ def load(names: Iterable[str], golden_path: Path, conv_path: Path) -> dict[str, 
 QUERY_STOP = LUCENE_STOP_WORDS | FULL_STOP_WORDS
 KEYWORD_VARIANTS: dict[str, tuple[Analyzer, Bm25]] = {
     "memsvc before": (Analyzer(), Bm25()),
-    "memsvc now": (Analyzer(), Bm25(keywords.BM25_K1, keywords.BM25_B, query_stop=keywords._QUERY_STOP_WORDS)),
+    "memsvc now": (Analyzer(), Bm25(keywords.BM25_K1, keywords.BM25_B, query_stop=keywords.QUERY_STOP_WORDS)),
     "plain BM25 (issue)": (Analyzer("plain", FULL_STOP_WORDS, False, False), Bm25(1.5, 0.75, query_tf=True)),
     "no stemming": (Analyzer(stem=False), Bm25()),
     "full stop list": (Analyzer(stop=FULL_STOP_WORDS), Bm25()),

@@ -13,7 +13,8 @@ they are not a dev set of their own.
 - `common`: 1-2 words that 3 or more turns of the conversation hold, so the words alone are
   ambiguous.
 
-The standard library only and one `random.Random(SEED)`: the same file on every run. The output
+One `random.Random(SEED)`: the same file on every run. Its stop list is the service's query stop
+list (`memsvc.core.keywords`) and a few chit-chat words. The output
 has the format of eval/conversations.json (`memsvc eval --dataset` reads it); `build` returns it
 for `benchmarks.retrieval_lab`, which builds the sets in memory.
 """
@@ -28,6 +29,8 @@ import re
 from collections import Counter
 from pathlib import Path
 
+from memsvc.core.keywords import QUERY_STOP_WORDS
+
 SEED = 20261127
 MODES = ("rare", "common")
 CONVERSATIONS = Path(__file__).resolve().parent / "conversations.json"
@@ -41,15 +44,9 @@ FRAMES = (
     "When did {S} talk about {W}?",
     "What did {S} tell about {W}?",
 )
-# NLTK's English stop words, and chit-chat words that say nothing of a turn's subject.
-STOP_WORDS = frozenset(
-    "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "
-    "herself it its itself they them their theirs themselves what which who whom this that these those am is are "
-    "was were be been being have has had having do does did doing a an the and but if or because as until while "
-    "of at by for with about against between into through during before after above below to from up down in out "
-    "on off over under again further then once here there when where why how all any both each few more most "
-    "other some such no nor not only own same so than too very s t can will just don should now d ll m o re ve y "
-    "ain aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn wasn weren won wouldn "
+# NLTK's English stop words (what the service's query leaves out), and chit-chat words that say
+# nothing of a turn's subject.
+STOP_WORDS = QUERY_STOP_WORDS | frozenset(
     "said got get really also still one two like finally last new going go went little first next week weeks "
     "back started".split())
 _WORD = re.compile(r"[A-Za-z][A-Za-z'\-]*[A-Za-z]")

@@ -30,7 +30,7 @@ from typing import Any
 
 from memsvc.core.unicode_text import normalize
 
-__all__ = ["analyze", "query_terms", "term_counts", "idf", "bm25", "BM25_K1", "BM25_B", "MAX_TERM_LENGTH"]
+__all__ = ["STOP_WORDS", "QUERY_STOP_WORDS", "analyze", "query_terms", "term_counts", "idf", "bm25", "BM25_K1", "BM25_B", "MAX_TERM_LENGTH"]
 
 BM25_K1 = 1.2  # Lucene's default
 # No length normalisation: a memory is a few sentences, and normalising by length lifted every
@@ -41,12 +41,12 @@ BM25_K1 = 1.2  # Lucene's default
 BM25_B = 0.0
 MAX_TERM_LENGTH = 64  # longer runs (base64 blobs, hashes) are noise to a keyword index
 
-_STOP_WORDS = frozenset(
+STOP_WORDS = frozenset(
     "a an and are as at be but by for if in into is it no not of on or such that the their then there these "
     "they this to was will with".split()
 )
 # NLTK's English stop words, cut at apostrophes as words are (`don't` is `don` and `t`).
-_QUERY_STOP_WORDS = _STOP_WORDS | frozenset(
+QUERY_STOP_WORDS = STOP_WORDS | frozenset(
     "i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers "
     "herself its itself them theirs themselves what which who whom those am were been being have has had having "
     "do does did doing because until while about against between through during before after above below from "
@@ -91,12 +91,12 @@ def analyze(text: str) -> list[str]:
     """The text's terms, in order, repeats kept (term frequency counts them): its words, then its
     compounds. O(len(text)); at most one term per word and one per compound, each at most
     `MAX_TERM_LENGTH` characters."""
-    return _terms(text, _STOP_WORDS)
+    return _terms(text, STOP_WORDS)
 
 
 def query_terms(text: str) -> list[str]:
     """A query's terms: `analyze`'s, without English function words. O(len(text))."""
-    return _terms(text, _QUERY_STOP_WORDS)
+    return _terms(text, QUERY_STOP_WORDS)
 
 
 def _terms(text: str, stop_words: frozenset[str]) -> list[str]:
