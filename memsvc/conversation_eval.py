@@ -522,9 +522,7 @@ def _ask(api: Api, writer: Writer, prefix: list[str], conversation: Conversation
          limit: int) -> QuestionResult:
     token, _ = writer.token_of(conversation.id)
     body = {"namespace_prefix": prefix, "query": question.query, "limit": limit, "mode": mode}
-    started = time.perf_counter()
-    status, answer = api.request("POST", "/v1/memories/search", token, body)
-    latency_ms = (time.perf_counter() - started) * 1000
+    status, answer, latency_ms = api.timed("POST", "/v1/memories/search", token, body)
     if status != 200:
         raise EvalError(f"the {mode} search for question {question.id} answered {status}: {answer}")
     returned = tuple(_turn_of(item, prefix, conversation) for item in answer["items"][:limit])

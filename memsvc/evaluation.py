@@ -370,6 +370,12 @@ class Api:
         except ValueError:
             return response.status, raw.decode("utf-8", "replace")
 
+    def timed(self, method: str, path: str, token: str | None = None, body: Any = None) -> tuple[int, Any, float]:
+        """`request`, and its client-side wall-clock time in ms."""
+        started = time.perf_counter()
+        status, answer = self.request(method, path, token, body)
+        return status, answer, (time.perf_counter() - started) * 1000
+
     def _connection(self) -> http.client.HTTPConnection:
         connection = getattr(self._local, "connection", None)
         if connection is None:
@@ -472,9 +478,7 @@ def _run_case(api: Api, target: Target, options: EvalOptions, case: Case,
               count_tokens: Callable[[str], int]) -> CaseResult:
     namespace = case_namespace(target.user, target.run_id, case)
     body = _search_body(options, namespace, case.query, options.limit)
-    started = time.perf_counter()
-    status, answer = api.request("POST", "/v1/memories/search", target.token, body)
-    latency_ms = (time.perf_counter() - started) * 1000
+    status, answer, latency_ms = api.timed("POST", "/v1/memories/search", target.token, body)
     if status != 200:
         raise EvalError(f"the search for case {case.id} answered {status}: {answer}")
     items = answer["items"][: options.limit]
@@ -496,9 +500,7 @@ def _recall_case(api: Api, target: Target, options: EvalOptions, case: Case) -> 
     `recall_min_match`) decides what comes back."""
     namespace = case_namespace(target.user, target.run_id, case)
     body = _search_body(options, namespace, case.query, options.limit)
-    started = time.perf_counter()
-    status, answer = api.request("POST", "/v1/memories/recall", target.token, body)
-    latency_ms = (time.perf_counter() - started) * 1000
+    status, answer, latency_ms = api.timed("POST", "/v1/memories/recall", target.token, body)
     if status != 200:
         raise EvalError(f"the recall for case {case.id} answered {status}: {answer}")
     memories = answer["memories"][: options.limit]
