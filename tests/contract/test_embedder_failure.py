@@ -214,7 +214,10 @@ class _HangingEmbedder(HashEmbedder):
         return super().embed(texts)
 
 
-def test_a_hung_local_model_times_out_and_hybrid_answers_from_keywords(tmp_path, clock):
+@pytest.fixture
+def hanging(tmp_path, clock):
+    """A local app whose model can hang (`embedder.hung`), holding one indexed memory, "tea"; the
+    hung calls are released when the test ends."""
     from memsvc.bootstrap import build_local
 
     embedder = _HangingEmbedder()
@@ -222,49 +225,47 @@ def test_a_hung_local_model_times_out_and_hybrid_answers_from_keywords(tmp_path,
     try:
         app.services.memories.put(alice(), PutMemory(namespace=NS, key="tea", value={"text": "green tea at nine"}))
         app.workers.run_cycle("indexer")
-        search_ = app.services.search
-        search_.embedding_timeout_seconds = 0.05  # the model never answers within it: it is hung
-        embedder.hung.set()
-        found = search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea"))
-        assert found.degraded and [m.key for m in found.memories] == ["tea"]
-        with pytest.raises(EmbeddingFailed) as failed:
-            search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea",
-                                                mode="semantic"))
-        assert failed.value.details == {"timeout_seconds": 0.05}
-        embedder.hung.clear()
-        embedder.released.set()
-        search_.embedding_timeout_seconds = 5.0
-        assert not search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea")).degraded
+        yield app.services.search, embedder
     finally:
         embedder.released.set()
         app.close()
 
 
-def test_a_hung_model_holding_every_slot_bounds_the_wait_of_later_queries(tmp_path, clock):
-    from memsvc.bootstrap import build_local
+def tea(search_, **fields):
+    return search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea", **fields))
+
+
+def test_a_hung_local_model_times_out_and_hybrid_answers_from_keywords(hanging):
+    search_, embedder = hanging
+    search_.embedding_timeout_seconds = 0.05  # the model never answers within it: it is hung
+    embedder.hung.set()
+    found = tea(search_)
+    assert found.degraded and [m.key for m in found.memories] == ["tea"]
+    with pytest.raises(EmbeddingFailed) as failed:
+        tea(search_, mode="semantic")
+    assert failed.value.details == {"timeout_seconds": 0.05}
+    embedder.hung.clear()
+    embedder.released.set()
+    search_.embedding_timeout_seconds = 5.0
+    assert not tea(search_).degraded
+
+
+def test_a_hung_model_holding_every_slot_bounds_the_wait_of_later_queries(hanging):
     from memsvc.service.search import QUERY_EMBEDDING_THREADS
 
-    embedder = _HangingEmbedder()
-    app = build_local(local_data_dir(tmp_path), embedder=embedder, clock=clock, start_workers=False)
-    try:
-        app.services.memories.put(alice(), PutMemory(namespace=NS, key="tea", value={"text": "green tea at nine"}))
-        app.workers.run_cycle("indexer")
-        search_ = app.services.search
-        search_.embedding_timeout_seconds = 0.01
-        embedder.hung.set()
-        for _ in range(QUERY_EMBEDDING_THREADS):  # each leaves a call hung in the model
-            assert search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea")).degraded
-        asked = embedder.asked
-        found = search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea"))
-        assert found.degraded and [m.key for m in found.memories] == ["tea"]
-        assert embedder.asked == asked  # no slot came free within its wait: the model was not asked again
-        embedder.hung.clear()
-        embedder.released.set()  # the hung calls end and give their slots back
-        for thread in threading.enumerate():
-            if thread.name == "query-embed":
-                thread.join(60)
-        search_.embedding_timeout_seconds = 5.0
-        assert not search_.answer(alice(), SearchQuery(namespace_prefix=["user", "alice"], query="green tea")).degraded
-    finally:
-        embedder.released.set()
-        app.close()
+    search_, embedder = hanging
+    search_.embedding_timeout_seconds = 0.01
+    embedder.hung.set()
+    for _ in range(QUERY_EMBEDDING_THREADS):  # each leaves a call hung in the model
+        assert tea(search_).degraded
+    asked = embedder.asked
+    found = tea(search_)
+    assert found.degraded and [m.key for m in found.memories] == ["tea"]
+    assert embedder.asked == asked  # no slot came free within its wait: the model was not asked again
+    embedder.hung.clear()
+    embedder.released.set()  # the hung calls end and give their slots back
+    for thread in threading.enumerate():
+        if thread.name == "query-embed":
+            thread.join(60)
+    search_.embedding_timeout_seconds = 5.0
+    assert not tea(search_).degraded
