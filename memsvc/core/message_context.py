@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from memsvc.core.sessions import MESSAGE_KEY_DIGITS
+from memsvc.core.sessions import MESSAGE_KEY_DIGITS, is_messages_namespace
 
 __all__ = ["Turn", "MESSAGE_FIELD", "TURN_FIELD", "PREVIOUS_TURN_CHARS", "MAX_NAME_CHARS", "is_session_message",
            "turn_of", "spoken_on", "turn_texts"]
@@ -42,8 +42,7 @@ class Turn:
 def is_session_message(namespace: tuple[str, ...], key: str) -> bool:
     """Where `service.sessions` appends a message: `["user", U, "sessions", S, "messages"]`, under a
     seq (an item put there through `/v1/memories` under another key is no message)."""
-    return (len(namespace) == 5 and namespace[0] == "user" and namespace[2] == "sessions"
-            and namespace[4] == "messages" and len(key) == MESSAGE_KEY_DIGITS and key.isascii() and key.isdigit())
+    return is_messages_namespace(namespace) and len(key) == MESSAGE_KEY_DIGITS and key.isascii() and key.isdigit()
 
 
 def turn_of(value: Any) -> Turn | None:

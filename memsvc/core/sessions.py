@@ -4,13 +4,14 @@ layer. Pure: the record the session store keeps, and where a session's data live
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from memsvc.core.errors import Taken
 
 __all__ = ["SessionRecord", "session_namespace", "messages_namespace", "message_key", "MESSAGE_KEY_DIGITS",
-           "session_closed"]
+           "session_closed", "is_messages_namespace"]
 
 MESSAGE_KEY_DIGITS = 12  # keys sort as the seqs do, for the first trillion messages of a session
 
@@ -43,6 +44,11 @@ def session_namespace(user_id: str, session_id: str) -> tuple[str, ...]:
 
 def messages_namespace(user_id: str, session_id: str) -> tuple[str, ...]:
     return (*session_namespace(user_id, session_id), "messages")
+
+
+def is_messages_namespace(namespace: Sequence[str]) -> bool:
+    """`["user", U, "sessions", S, "messages"]`: where a session's messages are kept."""
+    return len(namespace) == 5 and namespace[0] == "user" and namespace[2] == "sessions" and namespace[4] == "messages"
 
 
 def message_key(seq: int) -> str:

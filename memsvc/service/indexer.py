@@ -281,13 +281,15 @@ class Indexer:
             if (tenant, ns, key) not in indexing:
                 by_tenant.setdefault(tenant, []).append((ns, key))
         followers: list[tuple[StoredItem, set[int]]] = []
+        unread: set[int] = set()  # the changes whose followers could not be read: retried
         now = self._clock.now()
         for tenant, refs in by_tenant.items():
             try:
                 rows = self._store.get_many(tenant, refs)
             except Exception:
                 log.exception("reading the messages after changed ones failed; the changes will be retried")
-                return {seq for (t, _, _), seqs in wanted.items() if t == tenant for seq in seqs}
+                unread |= {seq for ref in refs for seq in wanted[(tenant, *ref)]}
+                continue
             for ref in refs:
                 row = rows.get(ref)
                 if (row is not None and row.is_live(now) and row.index_error is None and row.value_ct is not None
@@ -295,7 +297,7 @@ class Indexer:
                     followers.append((row, wanted[(tenant, *ref)]))
         settled = self._isolated({n: item for n, (item, _) in enumerate(followers)}, feed=False, deadline=deadline,
                                  again=True)
-        return {seq for n in settled.failed for seq in followers[n][1]}
+        return unread | {seq for n in settled.failed for seq in followers[n][1]}
 
     def index_pending(self, items: Sequence[StoredItem]) -> Settled:
         """Index these pending versions now (the admin's trigger, in a request), isolating a poison

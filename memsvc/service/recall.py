@@ -33,6 +33,7 @@ from memsvc.core.paths import extract_texts
 from memsvc.core.recall_ranking import (Weights, collapse_near_duplicates, fill_budget, recency, relative_cut,
                                          relevance)
 from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
+from memsvc.core.sessions import is_messages_namespace
 from memsvc.core.validation import Command, Integer, NamespacePrefix
 from memsvc.ports import Clock, VectorIndex
 from memsvc.service.access import Access
@@ -242,7 +243,7 @@ class Recall:
 
     def _linked(self, tenant: str, memory: Memory, hops: int, q: RecallQuery) -> Recalled | None:
         """A graph-linked memory as recall returns it: no match of its own, so no relevance."""
-        message = _is_session_message(memory.namespace)
+        message = is_messages_namespace(memory.namespace)
         typed = None if message else TypedMemory.from_value(memory.value)
         if typed is not None and typed.superseded and not q.include_superseded:
             return None
@@ -294,7 +295,7 @@ class Recall:
     def _candidate(self, tenant: str, r: Ranked, q: RecallQuery, query: str, weights: Weights, decay: float,
                    min_match: float, now: datetime) -> _Candidate | None:
         memory = r.memory
-        message = _is_session_message(memory.namespace)  # a message's {role, content} is no typed memory
+        message = is_messages_namespace(memory.namespace)  # a message's {role, content} is no typed memory
         typed = None if message else TypedMemory.from_value(memory.value)
         if q.types is not None and (typed is None or typed.type not in q.types):
             return None
@@ -390,8 +391,3 @@ def _policy_input(plan_filter: Filter) -> dict[str, Any]:
         raise InvalidArgument("filter gives the same operator twice on 'type', and types adds it a third time: "
                               "give the type conditions in one place",
                               details={"field": "filter", "key": "type"}) from None
-
-
-def _is_session_message(namespace: Sequence[str]) -> bool:
-    """`["user", U, "sessions", S, "messages"]`: where session messages are kept (API-AGENT.md)."""
-    return len(namespace) == 5 and namespace[0] == "user" and namespace[2] == "sessions" and namespace[4] == "messages"

@@ -22,7 +22,7 @@ from pydantic import Field, StrictStr
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
-from memsvc.core.message_context import MAX_NAME_CHARS
+from memsvc.core.message_context import MAX_NAME_CHARS, MESSAGE_FIELD
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.core.pages import json_size, take_page
 from memsvc.core.sessions import MESSAGE_KEY_DIGITS, SessionRecord, message_key, messages_namespace, session_closed, session_namespace
@@ -307,7 +307,7 @@ class Sessions:
         def message(seq: int, old: StoredItem | None) -> StoredItem:
             return self._memories.build_version(caller.tenant_id, ns, message_key(seq), {**value, "seq": seq},
                                                 old=old, attributes=None, policy_attributes=policy_attributes,
-                                                index_fields=["content"], ttl_seconds=None)
+                                                index_fields=[MESSAGE_FIELD], ttl_seconds=None)
 
         item = self._store.append(caller.tenant_id, caller.user_id, session_id, self._clock.now(), message)
         if item is None:  # deleted between the read and the append
