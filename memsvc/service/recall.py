@@ -23,13 +23,12 @@ from pydantic import ConfigDict, Field, StrictBool, StrictFloat, StrictStr, With
 
 from memsvc.core.errors import Forbidden, InvalidArgument
 from memsvc.core.filters import Filter, lookup_in, parse_filter
-from memsvc.core.keywords import analyze
+from memsvc.core.keywords import query_terms
 from memsvc.core.layers import (LAYER_NAMES, LAYERS, Layer, accessible_layers, identifiers_schema, layer_namespaces,
                                 layer_needs_schema, layer_of, resolve_identifiers)
 from memsvc.core.models import Caller, Memory
 from memsvc.core.namespaces import encode_namespace, is_under
 from memsvc.core.message_context import MESSAGE_FIELD, turn_of
-from memsvc.core.paths import extract_texts
 from memsvc.core.recall_ranking import (Weights, collapse_near_duplicates, fill_budget, recency, relative_cut,
                                          relevance)
 from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
@@ -38,6 +37,7 @@ from memsvc.core.validation import Command, Integer, NamespacePrefix
 from memsvc.ports import Clock, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
+from memsvc.service.best_text import best_text
 from memsvc.service.graph import Graph, GraphScope
 from memsvc.service.sealing import Sealer
 from memsvc.service.memories import check_nesting
@@ -249,7 +249,7 @@ class Recall:
             return None
         turn = turn_of(memory.value) if message else None  # its own words, never its speaker's name
         content = (typed.content if typed is not None else turn.content if turn is not None
-                   else self._best_text(tenant, memory.value, None, q.query)[0])
+                   else best_text(self._sealer, tenant, memory.value, None, set(query_terms(q.query)))[0])
         layer = layer_of(memory.namespace)
         return Recalled(
             memory=memory, layer=layer.name if layer else None, content=content,
@@ -309,7 +309,7 @@ class Recall:
         elif message and (turn := turn_of(memory.value)) is not None:  # its own words, never its speaker's name
             content, path = turn.content, MESSAGE_FIELD
         else:
-            content, path = self._best_text(tenant, memory.value, r.field, query)
+            content, path = best_text(self._sealer, tenant, memory.value, r.field, set(query_terms(query)))
         importance = typed.importance if typed is not None else NEUTRAL_IMPORTANCE
         pinned = typed.pinned if typed is not None else False
         score = relevance(weights, match=match, importance=importance,
@@ -331,18 +331,6 @@ class Recall:
             source=typed.source if typed is not None else None,
         )
         return _Candidate(recalled, self._sealer.field_id(tenant, path), layer.precedence if layer else _NO_LAYER)
-
-    def _best_text(self, tenant: str, value: dict[str, Any], field: str | None, query: str) -> tuple[str, str]:
-        """A plain item's content: the indexed text whose vector matched best, or (found by
-        keywords alone) the text sharing the most query terms."""
-        texts = extract_texts(value, None)
-        if field is not None:
-            for path, text in texts:
-                if self._sealer.field_id(tenant, path) == field:
-                    return text, path
-        terms = set(analyze(query))
-        path, text = max(texts, key=lambda pt: len(terms & set(analyze(pt[1]))), default=("", ""))
-        return text, path
 
     def _collapsed(self, tenant: str, candidates: list[_Candidate], limit: int) -> list[_Candidate]:
         """Near-duplicates (cosine >= 0.95 between their contents' vectors) collapsed to the most

@@ -22,9 +22,8 @@ searches its layers in a shared pool and ranks by its own relevance, and a reran
 would hold that pool. The reranker bounds each call by its own deadline (`HttpReranker`'s
 `timeout_seconds`; the Bedrock client's connect and read timeouts, one attempt).
 
-Choosing a memory's text costs bounded work: at most `MAX_RERANK_TEXT_CHARS` of each text and
-`MAX_BEST_TEXT_SCAN_CHARS` of all a memory's texts are analyzed for query terms, whatever the
-size of its value.
+A memory's text is the one recall would show (`service.best_text`), cut to
+`MAX_RERANK_TEXT_CHARS`.
 
 The texts leave the process: to Bedrock in the deployment's account on AWS, to the endpoint the
 operator named in `MEMSVC_RERANK_URL` locally.
@@ -36,20 +35,19 @@ import dataclasses
 import logging
 import math
 import threading
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from memsvc.core.keywords import analyze
-from memsvc.core.message_context import is_session_message, turn_of
-from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
+from memsvc.core.keywords import query_terms
+from memsvc.core.message_context import is_session_message
 from memsvc.ports import Metrics, Reranker
+from memsvc.service.best_text import best_text
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import RerankSetting, SettingsRegistry
 
 if TYPE_CHECKING:
     from memsvc.service.search import Ranked
 
-__all__ = ["Rerank", "RERANK_FAILED_METRIC", "MAX_RERANK_TEXT_CHARS", "MAX_BEST_TEXT_SCAN_CHARS",
-           "MAX_RERANK_IN_FLIGHT", "best_text"]
+__all__ = ["Rerank", "RERANK_FAILED_METRIC", "MAX_RERANK_TEXT_CHARS", "MAX_RERANK_IN_FLIGHT"]
 
 log = logging.getLogger(__name__)
 
@@ -57,9 +55,6 @@ RERANK_FAILED_METRIC = "memory.search.rerank_failed"
 # A memory's text as the reranker gets it: cross-encoders read a few hundred tokens of a document
 # (Amazon Rerank 1.0 and Cohere Rerank 3.5 cut the rest), so more is only bytes on the wire.
 MAX_RERANK_TEXT_CHARS = 4000
-# Of all of one memory's texts, how much is analyzed to find the one sharing the most query terms:
-# a 256 KB value analyzed whole cost 0.14 s per candidate, times top_n.
-MAX_BEST_TEXT_SCAN_CHARS = 4 * MAX_RERANK_TEXT_CHARS
 # Rerank calls waiting on the reranker at once, per process (per `Rerank`: one per app).
 MAX_RERANK_IN_FLIGHT = 4
 
@@ -101,9 +96,9 @@ class Rerank:
 
     def _reranked(self, tenant: str, query: str, setting: RerankSetting, window: list[Ranked],
                   rest: list[Ranked]) -> list[Ranked]:
-        terms = set(analyze(query))
+        terms = set(query_terms(query))
         texts = [best_text(self._sealer, tenant, r.memory.value, r.field, terms,
-                           message=is_session_message(r.memory.namespace, r.memory.key))[:MAX_RERANK_TEXT_CHARS]
+                           message=is_session_message(r.memory.namespace, r.memory.key))[0][:MAX_RERANK_TEXT_CHARS]
                  or r.memory.key for r in window]
         try:
             scores = self._reranker.rerank(query, texts, model_id=setting.model_id)  # type: ignore[union-attr]
@@ -122,38 +117,6 @@ class Rerank:
             return None
         setting = self._settings.get(tenant).rerank
         return setting if setting.enabled else None
-
-
-def best_text(sealer: Sealer, tenant: str, value: dict[str, Any], field: str | None, terms: set[str], *,
-              message: bool = False) -> str:
-    """A memory's indexed text that matched best: the one whose vector did (`field`, a keyed
-    hash), or (found by keywords alone) the one sharing the most query terms. A session message
-    (`message`: under its seq in a session's messages) is its own content, whichever of its texts
-    matched: its vectors are of texts no value holds (`core.message_context`), and its other
-    leaves are its role and its speaker's name, which say nothing of what was said.
-
-    The work is bounded whatever the value's size: only each text's first
-    `MAX_RERANK_TEXT_CHARS` (what the reranker is sent) are analyzed, and texts after the first
-    `MAX_BEST_TEXT_SCAN_CHARS` analyzed are not candidates."""
-    if message and (turn := turn_of(value)) is not None:
-        return turn.content
-    texts = extract_texts(value, None, limit=MAX_INDEXED_FIELDS)
-    if field is not None:
-        for path, text in texts:
-            if sealer.field_id(tenant, path) == field:
-                return text
-    if not terms:
-        return texts[0][1] if texts else ""
-    best, best_shared, budget = "", -1, MAX_BEST_TEXT_SCAN_CHARS
-    for _, text in texts:
-        if budget <= 0:
-            break
-        head = text[:min(MAX_RERANK_TEXT_CHARS, budget)]
-        budget -= len(head)
-        shared = len(terms & set(analyze(head)))
-        if shared > best_shared:  # ties: the first
-            best, best_shared = text, shared
-    return best
 
 
 def _with_rerank_score(ranked: Ranked, score: float) -> Ranked:

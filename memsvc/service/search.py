@@ -265,7 +265,8 @@ class Search:
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
         top_k = first_page or max(50, (offset + limit) * 4)
         # The rerank step reorders the fused ranking's first `depth`, whatever the page asked.
-        wanted = max(offset + limit, self._rerank.depth(tenant, mode) if rerank else 0)
+        depth = self._rerank.depth(tenant, mode) if rerank else 0
+        wanted = max(offset + limit, depth)
         # By memory id, so a wider query never reads or opens one twice: the current items that
         # their plaintext attributes admit, with what is left to check on their values.
         decided: dict[str, tuple[StoredItem, Filter] | None] = {}
@@ -300,7 +301,7 @@ class Search:
             if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, top_k * 4)
-        if rerank:
+        if offset < depth:  # a page past the reranked window would be the same without the call
             ranked = self._rerank.reorder(tenant, query, mode, ranked)
         return ranked[offset:offset + limit]
 

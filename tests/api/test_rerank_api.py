@@ -142,6 +142,14 @@ def test_a_failing_reranker_leaves_the_fused_order_and_is_counted(server, rerank
     assert rerank_failures(server, plain.name) == 0
 
 
+def test_a_page_past_the_reranked_window_makes_no_call(reranking, fake_reranker):
+    before = reranks(fake_reranker)
+    r = reranking.user.post("/v1/memories/search", json={"namespace_prefix": ["user", "alice"], "query": QUERY,
+                                                         "offset": 10, "limit": 5})  # top_n is 10
+    assert r.status_code == 200, r.text
+    assert reranks(fake_reranker) == before
+
+
 def test_recall_does_not_rerank(reranking, fake_reranker):
     # Recall ranks by its own relevance; a reranker call per layer would only hold its threads.
     before = reranks(fake_reranker)

@@ -14,10 +14,10 @@ import pytest
 
 from memsvc.core.keywords import analyze
 from memsvc.core.models import Caller, Memory
-from memsvc.service import rerank as rerank_module
 from memsvc.service.memories import PutMemory
-from memsvc.service.rerank import (MAX_BEST_TEXT_SCAN_CHARS, MAX_RERANK_TEXT_CHARS, RERANK_FAILED_METRIC, Rerank,
-                                   best_text)
+from memsvc.service import best_text as best_text_module
+from memsvc.service.best_text import MAX_SCANNED_CHARS, MAX_SCANNED_CHARS_PER_TEXT, best_text
+from memsvc.service.rerank import MAX_RERANK_TEXT_CHARS, RERANK_FAILED_METRIC, Rerank
 from memsvc.service.search import Ranked, SearchQuery
 from memsvc.service.sessions import AppendMessage, CreateSession
 from memsvc.service.tenant_config import RerankSetting, SettingsPatch
@@ -247,10 +247,10 @@ def test_choosing_a_memorys_text_analyzes_a_bounded_amount_of_it(monkeypatch):
         analyzed.append(len(text))
         return analyze(text)
 
-    monkeypatch.setattr(rerank_module, "analyze", counting_analyze)
+    monkeypatch.setattr(best_text_module, "analyze", counting_analyze)
     huge = {f"f{i}": "harbour ferry " * 3_000 for i in range(8)}  # 8 texts of 42 KB
-    chosen = best_text(None, "acme", huge, None, set(analyze(QUERY)))  # type: ignore[arg-type]
-    assert chosen == huge["f0"]  # sent cut to MAX_RERANK_TEXT_CHARS by the step
-    assert sum(analyzed) <= MAX_BEST_TEXT_SCAN_CHARS and max(analyzed) <= MAX_RERANK_TEXT_CHARS
+    chosen, path = best_text(None, "acme", huge, None, set(analyze(QUERY)))  # type: ignore[arg-type]
+    assert (chosen, path) == (huge["f0"], "f0")  # sent cut to MAX_RERANK_TEXT_CHARS by the step
+    assert sum(analyzed) <= MAX_SCANNED_CHARS and max(analyzed) <= MAX_SCANNED_CHARS_PER_TEXT
     analyzed.clear()
-    assert best_text(None, "acme", huge, None, set()) == huge["f0"] and analyzed == []  # type: ignore[arg-type]
+    assert best_text(None, "acme", huge, None, set()) == (huge["f0"], "f0") and analyzed == []  # type: ignore[arg-type]
