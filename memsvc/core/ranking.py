@@ -34,7 +34,8 @@ COSINE_NONE = 0.2
 COSINE_FULL = 0.7
 SEPARATION_RANK = 5  # a signal's best is compared with its fifth best: recall@5 is what we measure
 # A signal's separation is read from its retriever's first hits, as many as this whatever the page
-# asked (so pages of one query, whose first pages differ in size, get one weight).
+# asked (so pages of one search, whose first pages differ in size, get one weight). Recall asks each
+# layer for fewer (`Search.ranked`), so there each layer's weight is read from what it handed over.
 SEPARATION_HITS = 50
 
 
