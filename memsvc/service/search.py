@@ -509,7 +509,8 @@ class _Retriever:
     """One ranked source of candidates. `page(top_k)` returns its best `top_k` memories as
     {memory id: ((namespace, key), signal)}; afterwards `exhausted` says whether it has no more,
     `floor` bounds the signal of any memory it has not returned, and `separation` says how
-    clearly its first page told its best from the rest (`core.ranking.separation`)."""
+    clearly its page told its best from the rest (`core.ranking.separation`; search reads it after
+    the first page)."""
 
     name: str
     exhausted: bool = False
@@ -529,7 +530,6 @@ class _SemanticRetriever(_Retriever):
         self._embed = embed  # called in the first page, beside the keyword retriever's query
         self._optional = optional  # when the embedding fails: hand over nothing rather than fail the query
         self._vector: list[float] | None = None
-        self._pages = 0
 
     def page(self, top_k):
         vectors, tenant, scope, pushdown = self._args
@@ -549,17 +549,15 @@ class _SemanticRetriever(_Retriever):
         # fewer than top_k hits when a filter applies, with more to be found.
         self.exhausted = len(hits) < top_k and vectors.short_page_is_end
         self.floor = hits[-1].score if hits else 0.0
-        if self._pages == 0:
-            prefix = hits[:SEPARATION_HITS]
-            firsts: dict[str, float] = {}
-            for hit in prefix:
-                firsts.setdefault(hit.memory_id, semantic_match(hit.score))
-            # A short page ends the memories for this measure even where the index may hold more
-            # (S3 Vectors under a filter): a few memories must not read as no separation at all.
-            ended = len(hits) < top_k and len(prefix) == len(hits)
-            self.separation = separation(list(firsts.values()),
-                                         0.0 if ended or not prefix else semantic_match(prefix[-1].score))
-        self._pages += 1
+        prefix = hits[:SEPARATION_HITS]
+        firsts: dict[str, float] = {}
+        for hit in prefix:
+            firsts.setdefault(hit.memory_id, semantic_match(hit.score))
+        # A short page ends the memories for this measure even where the index may hold more
+        # (S3 Vectors under a filter): a few memories must not read as no separation at all.
+        ended = len(hits) < top_k and len(prefix) == len(hits)
+        self.separation = separation(list(firsts.values()),
+                                     0.0 if ended or not prefix else semantic_match(prefix[-1].score))
         return best
 
 
@@ -569,7 +567,6 @@ class _KeywordRetriever(_Retriever):
     def __init__(self, keywords: KeywordIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
                  terms: list[str]) -> None:
         self._args = (keywords, tenant, scope, pushdown, terms)
-        self._pages = 0
 
     def page(self, top_k):
         keywords, tenant, scope, pushdown, terms = self._args
@@ -579,11 +576,9 @@ class _KeywordRetriever(_Retriever):
         self.floor = keyword_match(hits[-1].score, result.query_weight) if hits else 0.0
         page = {h.memory_id: ((h.namespace, h.key), _Signal(keyword_match(h.score, result.query_weight), h.score))
                 for h in hits}
-        if self._pages == 0:
-            prefix = [keyword_match(h.score, result.query_weight) for h in hits[:SEPARATION_HITS]]
-            ended = self.exhausted and len(prefix) == len(hits)
-            self.separation = separation(prefix, 0.0 if ended or not prefix else prefix[-1])
-        self._pages += 1
+        prefix = [signal.value for _, signal in list(page.values())[:SEPARATION_HITS]]
+        ended = self.exhausted and len(prefix) == len(hits)
+        self.separation = separation(prefix, 0.0 if ended or not prefix else prefix[-1])
         return page
 
 
