@@ -13,7 +13,6 @@ drip its answers.) Nothing here logs or keeps the query or a text.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +20,7 @@ import boto3
 from botocore.config import Config
 
 from memsvc.adapters.aws.clients import LazyClient
+from memsvc.core.rerank_results import scores_in_order
 
 __all__ = ["BedrockReranker", "AMAZON_RERANK_V1", "COHERE_RERANK_V3_5", "RERANK_RETRIES", "RERANK_TIMEOUT_SECONDS",
            "RERANK_CONNECT_TIMEOUT_SECONDS", "RERANK_READ_TIMEOUT_SECONDS", "rerank_config", "rerank_client",
@@ -79,21 +79,4 @@ class BedrockReranker:
             rerankingConfiguration={"type": "BEDROCK_RERANKING_MODEL", "bedrockRerankingConfiguration": {
                 "numberOfResults": len(texts), "modelConfiguration": {"modelArn": arn}}},
         )
-        return _scores(response.get("results"), len(texts))
-
-
-def _scores(results: Any, count: int) -> list[float]:
-    """One score per text, in input order; ValueError unless every text has exactly one."""
-    if not isinstance(results, list):
-        raise ValueError("the rerank response has no results")
-    scores: list[float | None] = [None] * count
-    for result in results:
-        index, score = result.get("index"), result.get("relevanceScore")
-        if not isinstance(index, int) or not 0 <= index < count or scores[index] is not None:
-            raise ValueError("a rerank result has no index of a text sent")
-        if not isinstance(score, (int, float)) or not math.isfinite(score):
-            raise ValueError("a rerank result has no finite score")
-        scores[index] = float(score)
-    if any(s is None for s in scores):
-        raise ValueError("the rerank response leaves texts unscored")
-    return scores  # type: ignore[return-value]
+        return scores_in_order(response.get("results"), len(texts), "relevanceScore")

@@ -28,12 +28,13 @@ from __future__ import annotations
 import http.client
 import io
 import json
-import math
 import socket
 import time
 from collections.abc import Sequence
 from typing import Any, Literal
 from urllib.parse import urlsplit
+
+from memsvc.core.rerank_results import scores_in_order
 
 __all__ = ["HttpReranker", "RerankApi", "RerankRefused", "MAX_ANSWER_BYTES"]
 
@@ -180,24 +181,7 @@ class _HttpsConnection(_DeadlineConnection, http.client.HTTPSConnection):
 
 
 def _scores(answer: Any, count: int) -> list[float]:
-    """One score per text, in input order, from either shape; ValueError unless every text has
-    exactly one finite score."""
-    if isinstance(answer, list):
-        results, name = answer, "score"
-    elif isinstance(answer, dict) and isinstance(answer.get("results"), list):
-        results, name = answer["results"], "relevance_score"
-    else:
-        raise ValueError("the rerank answer has no results")
-    scores: list[float | None] = [None] * count
-    for result in results:
-        index = result.get("index") if isinstance(result, dict) else None
-        score = result.get(name) if isinstance(result, dict) else None
-        if (not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < count
-                or scores[index] is not None):
-            raise ValueError("a rerank result has no index of a text sent")
-        if not isinstance(score, (int, float)) or isinstance(score, bool) or not math.isfinite(score):
-            raise ValueError("a rerank result has no finite score")
-        scores[index] = float(score)
-    if any(s is None for s in scores):
-        raise ValueError("the rerank answer leaves texts unscored")
-    return scores  # type: ignore[return-value]
+    """One score per text, in input order, from either shape (TEI's list, Cohere's `results`)."""
+    if isinstance(answer, dict):
+        return scores_in_order(answer.get("results"), count, "relevance_score")
+    return scores_in_order(answer, count, "score")
