@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Any
 
 from memsvc.core.errors import InvalidArgument
@@ -72,6 +72,13 @@ class Condition:
     op: str
     operand: Any
 
+    @cached_property
+    def operand_keys(self) -> frozenset[str]:
+        """The equality keys of a list operand (`in`, `nin`, `any`; `contains`' one value), computed
+        once however many values the condition is checked against."""
+        listed = (self.operand,) if self.op.removeprefix("$") == "contains" else self.operand
+        return frozenset(k for x in listed if (k := equality_key(x)) is not None)
+
 
 @dataclass(frozen=True)
 class Filter:
@@ -89,7 +96,7 @@ class Filter:
         """Whether every condition holds; `lookup(path)` returns `(found, value)`."""
         for c in self.conditions:
             found, value = lookup(c.path)
-            if not condition_matches(found, value, c.op, c.operand):
+            if not _holds(c, found, value):
                 return False
         return True
 
@@ -173,6 +180,19 @@ def condition_matches(value_found: bool, value: Any, op: str, operand: Any) -> b
     if op == "not":
         return not all(condition_matches(value_found, value, inner, x) for inner, x in operand)
     raise ValueError(f"unknown filter operator {op!r}")
+
+
+def _holds(c: Condition, found: bool, value: Any) -> bool:
+    """`condition_matches` for a parsed condition: a list operand's equality keys are its own
+    (`operand_keys`), so each value checked costs O(its size), not O(its size + the operand's)."""
+    op = c.op.removeprefix("$")
+    if op in ("in", "nin"):
+        inside = found and equality_key(value) in c.operand_keys
+        return inside if op == "in" else not inside
+    if op in ("contains", "any"):
+        elements = value if isinstance(value, (list, tuple)) else (value,)
+        return found and any(equality_key(x) in c.operand_keys for x in elements)
+    return condition_matches(found, value, c.op, c.operand)
 
 
 def _holds_any(value: Any, wanted: Collection[Any]) -> bool:
