@@ -146,9 +146,9 @@ _MESSAGES = {
 }
 
 
-def non_blank(whitespace: str = WHITESPACE) -> Any:
+def non_blank(whitespace: str = WHITESPACE, *, max_length: int | None = None) -> Any:
     """A string with a character not in `whitespace` (the body of a regex class), which its schema
-    states as a pattern."""
+    states as a pattern; at most `max_length` characters when given."""
     pattern = f"[^{whitespace}]"
     found = re.compile(pattern).search  # one class, so linear in the string
 
@@ -157,7 +157,8 @@ def non_blank(whitespace: str = WHITESPACE) -> Any:
             raise ValueError("must not be blank")
         return value
 
-    return Annotated[StrictStr, AfterValidator(check), Field(json_schema_extra={"pattern": pattern})]
+    return Annotated[StrictStr, StringConstraints(max_length=max_length), AfterValidator(check),
+                     Field(json_schema_extra={"pattern": pattern})]
 
 
 def _reject_non_bool(value: Any) -> Any:

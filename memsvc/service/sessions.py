@@ -26,7 +26,7 @@ from memsvc.core.message_context import MAX_NAME_CHARS, MESSAGE_FIELD
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
 from memsvc.core.pages import json_size, take_page
 from memsvc.core.sessions import MESSAGE_KEY_DIGITS, SessionRecord, message_key, messages_namespace, session_closed, session_namespace
-from memsvc.core.validation import Command, Cursor, Integer, NonBlank, Timestamp
+from memsvc.core.validation import Command, Cursor, Integer, Timestamp, non_blank
 from memsvc.ports import Clock, ItemStore, SessionStore
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories, check_nesting
@@ -78,14 +78,17 @@ class ListSessions(Command):
     agent_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
 
 
+SpeakerName = non_blank(max_length=MAX_NAME_CHARS)
+
+
 class AppendMessage(Command):
     """`POST /v1/memory/sessions/{id}/messages`."""
 
     role: Literal["user", "assistant", "system", "tool"]
     content: StrictStr = Field(min_length=1, description=f"at most {MAX_MESSAGE_BYTES} bytes of UTF-8 (413)")
-    name: NonBlank | None = Field(None, json_schema_extra={"maxLength": MAX_NAME_CHARS},
-                                  description=f"who spoke (e.g. Maria), at most {MAX_NAME_CHARS} characters; the "
-                                              "message is indexed as this speaker's turn, its role's without one")
+    name: SpeakerName | None = Field(None, description=(
+        f"who spoke (e.g. Maria), at most {MAX_NAME_CHARS} characters; the message is indexed as this "
+        "speaker's turn, its role's without one"))
     correlation_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
 
 
@@ -288,9 +291,6 @@ class Sessions:
         if size > MAX_MESSAGE_BYTES:
             raise ContentTooLong(f"content takes {size} bytes; the limit is {MAX_MESSAGE_BYTES}",
                                  max_bytes=MAX_MESSAGE_BYTES)
-        if cmd.name is not None and len(cmd.name) > MAX_NAME_CHARS:  # checked here to be told in characters
-            raise InvalidArgument(f"name has {len(cmd.name)} characters; the limit is {MAX_NAME_CHARS}",
-                                  details={"field": "name"})
         record = self.record(caller, session_id)
         if record.closed_at is not None:
             raise session_closed(session_id)
