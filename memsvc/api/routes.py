@@ -7,6 +7,7 @@ OpenAPI document is generated from them, and `infra` declares API Gateway's rout
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -315,13 +316,24 @@ def _integrity_scan(app: Services, c: Call) -> s.IntegrityScanOut:
 
 
 @cache
-def _openapi_json() -> bytes:
-    """Built once: the route table never changes, and a build takes tens of milliseconds."""
-    return json.dumps(openapi_document(ROUTES), separators=(",", ":"), ensure_ascii=False).encode()
+def _openapi_json() -> tuple[bytes, str]:
+    """The document and its ETag, built once: the route table never changes, and a build takes
+    tens of milliseconds."""
+    body = json.dumps(openapi_document(ROUTES), separators=(",", ":"), ensure_ascii=False).encode()
+    return body, f'"{hashlib.sha256(body).hexdigest()[:32]}"'
 
 
 def _openapi(app: Services, c: Call) -> Response:
-    return Response(200, _openapi_json(), {"content-type": "application/json"})
+    body, etag = _openapi_json()
+    if _matches(c.request.headers.get("if-none-match"), etag):
+        return Response(304, None, {"etag": etag})
+    return Response(200, body, {"content-type": "application/json", "etag": etag})
+
+
+def _matches(if_none_match: str | None, etag: str) -> bool:
+    """Whether an `If-None-Match` header names `etag` (weakly compared, as RFC 9110 asks) or is `*`."""
+    tags = (tag.strip() for tag in (if_none_match or "").split(","))
+    return any(tag == "*" or tag.removeprefix("W/") == etag for tag in tags)
 
 
 ROUTES: tuple[Route, ...] = (

@@ -14,6 +14,14 @@ interpreter, whose semantics the service has always had (strict builtin errors, 
 gives the answer, doing no more iterations than the VM just did. The count bounds iterations, not
 the cost of one builtin call (`numbers.range(1, 1e8)` is one instruction); see README "Policies".
 
+An authz decision or a search scope is remembered per compiled bundle, by its whole input
+(`DECISIONS_PER_BUNDLE` of them, least recently used first out): a request that repeats one, such as
+the same caller reading the same key or searching the same scope, skips both runs. The answer
+depends on nothing but the bundle and the input, unless the bundle names a builtin that reads the
+clock, randomness or the network (`_IMPURE_BUILTINS`): such a bundle is evaluated every time. A
+policy upload compiles a new bundle, so it starts with no decisions. Only answers are remembered,
+never failures: an input over budget or in error is evaluated, and fails, every time.
+
 regorus objects are "unsendable": one used, or even dropped, on a thread other than the one that
 created it raises a Rust panic. So every thread compiles its own engine and VM programs from the
 bundle sources (about a millisecond) and keeps them in a module-level thread-local cache keyed by
@@ -32,7 +40,7 @@ import logging
 import re
 import threading
 from dataclasses import dataclass, field
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any, Mapping, Sequence
 
@@ -53,6 +61,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "INSTRUCTION_BUDGET",
     "PolicyBudgetExceeded",
+    "DECISIONS_PER_BUNDLE",
 ]
 
 log = logging.getLogger(__name__)
@@ -103,6 +112,12 @@ ENGINES_PER_THREAD = 4
 INSTRUCTION_BUDGET = 25_000  # the Rego VM's own limit (RegoVM::new), which the Python binding cannot set
 _OVER_BUDGET = "exceeded maximum instruction limit"
 _NO_DEFINITION = ("no definitions found for rule path", "not a valid rule path")  # the VM compiler's words
+DECISIONS_PER_BUNDLE = 4096
+_MAX_REMEMBERED_INPUT = 4096  # characters of input JSON: at most 16 MB of remembered inputs per bundle
+# Builtins whose answer is not a function of their arguments (a mention in a comment only costs
+# the memo). Rego cannot call a builtin without naming it.
+_IMPURE_BUILTINS = re.compile(
+    r"\b(time\.now_ns|rand\.|uuid\.|http\.send|net\.|opa\.runtime|io\.jwt\.decode_verify|print|trace)\b")
 
 # Sample contexts for the smoke evaluation in compile_bundle: a plain user and a trusted service.
 _SAMPLE_CONTEXTS = (
@@ -170,6 +185,8 @@ class CompiledPolicies:
         self._bundle = bundle
         self._sources = dict(bundle.policies)  # what engines are built from, whatever callers do to bundle
         self._digest = digest
+        pure = not any(_IMPURE_BUILTINS.search(source) for source in self._sources.values())
+        self._decide = lru_cache(maxsize=DECISIONS_PER_BUNDLE)(self._run) if pure else self._run
 
     @property
     def bundle(self) -> PolicyBundle:
@@ -179,7 +196,7 @@ class CompiledPolicies:
     def allow(self, operation: str, namespace: Sequence[str], key: str | None, context: dict) -> bool:
         """Whether the authz policy allows this; undefined, non-true or any error is a deny."""
         try:
-            decision = self._eval(_AUTHZ, _authz_input(operation, namespace, key, context))
+            decision = self._eval(_AUTHZ, _authz_input(operation, namespace, key, context), remember=True)
         except PolicyBudgetExceeded:
             raise  # a clear error rather than a deny that looks like a permission problem
         except BaseException as exc:
@@ -237,7 +254,7 @@ class CompiledPolicies:
             "filter": dict(filter_obj or {}),
             "context": context,
         }
-        result = self._eval_or_raise(_SEARCH, inp, "search filter injection")
+        result = self._eval_or_raise(_SEARCH, inp, "search filter injection", remember=True)
         if result is None:
             return requested, {}
         if not isinstance(result, dict):
@@ -284,10 +301,18 @@ class CompiledPolicies:
                 'governance policy must return violations as a set of {"policy": string, "message": string}')
         return [{"policy": v["policy"], "message": v["message"]} for v in result]
 
-    def _eval(self, rule: str, inp: dict[str, Any]) -> Any:
+    def _eval(self, rule: str, inp: dict[str, Any], *, remember: bool = False) -> Any:
         # The rule's JSON value for this input, None when undefined; raises PolicyBudgetExceeded
-        # or what regorus raises.
+        # or what regorus raises. `remember`: the answer may come from, and goes to, the memo.
         input_json = _input_json(inp)
+        if remember and len(input_json) <= _MAX_REMEMBERED_INPUT:
+            output = self._decide(rule, input_json)
+        else:
+            output = self._run(rule, input_json)
+        return None if output == _UNDEFINED else json.loads(output)
+
+    def _run(self, rule: str, input_json: str) -> str:
+        # The rule's value as regorus's JSON text: metered on the Rego VM, answered by the interpreter.
         engine, meters = _thread_engine(self._digest, self._sources)
         meter = meters[rule]
         over_budget = False
@@ -309,11 +334,11 @@ class CompiledPolicies:
             raise
         if over_budget:
             raise PolicyBudgetExceeded(rule)
-        return None if output == _UNDEFINED else json.loads(output)
+        return output
 
-    def _eval_or_raise(self, rule: str, inp: dict[str, Any], what: str) -> Any:
+    def _eval_or_raise(self, rule: str, inp: dict[str, Any], what: str, *, remember: bool = False) -> Any:
         try:
-            return self._eval(rule, inp)
+            return self._eval(rule, inp, remember=remember)
         except PolicyBudgetExceeded:
             raise
         except BaseException as exc:

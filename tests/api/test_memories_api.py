@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
+import json
 import re
 import time
 from datetime import timedelta
 
 import pytest
 
+from memsvc.api.openapi import openapi_document
+from memsvc.api.routes import ROUTES
 from tests.api.helpers import (
     GET_KEYS,
     PUT_KEYS,
@@ -518,6 +521,21 @@ def test_admin_policies_get_and_put(admin, me, uid, make_client, tenant):
     assert_error(put(me, shared, "note2", {"x": 1}), 403, "FORBIDDEN")
 
 
+def test_a_policy_upload_decides_the_very_next_request(admin, me, home):
+    put_ok(me, home, "mine", {"x": 1})
+    for _ in range(3):  # the same decisions again and again
+        assert get(me, home, "mine").status_code == 200
+        assert keys_of(search_ok(me, home)) == ["mine"]
+    builtin = admin.get("/admin/v1/memories/policies").json()["policies"]
+    only_admins = {**builtin, "authz.rego": 'package memories.authz\n\nallow if "admin" in input.context.roles\n'}
+    assert admin.put("/admin/v1/memories/policies", json={"policies": only_admins}).status_code == 200
+    assert_error(get(me, home, "mine"), 403, "FORBIDDEN")
+    assert_error(search(me, home), 403, "FORBIDDEN")
+    assert admin.put("/admin/v1/memories/policies", json={"policies": builtin}).json()["version"] == "builtin"
+    assert get(me, home, "mine").status_code == 200
+    assert keys_of(search_ok(me, home)) == ["mine"]
+
+
 def test_admin_policy_compile_error_is_400_naming_file_line_and_column(admin):
     before = admin.get("/admin/v1/memories/policies").json()
     broken = dict(before["policies"])
@@ -622,6 +640,36 @@ def test_lowering_max_depth_leaves_deeper_items_readable_and_deletable(admin, me
     assert_error(get(me, home + ["x"] * 9, "k"), 400, "INVALID_ARGUMENT")  # never reachable: still a 400
     assert_error(admin.put("/admin/v1/memories/settings", json={"reachable_depth": 32}), 400, "INVALID_ARGUMENT")
     assert_error(admin.put("/admin/v1/memories/settings", json={"max_depth": None}), 400, "INVALID_ARGUMENT")
+
+
+def test_get_answers_exactly_these_bytes(me, home):
+    ns = home + ["exact"]
+    value = {"text": "é ✓ \u2028", "small": 1.5e-7, "big": 10**30, "list": [1, None, True, -0.0], "nested": {"a": {}}}
+    created = put_ok(me, ns, "k", value, attributes={"a": 1})
+    r = get(me, ns, "k")
+    assert r.headers["content-type"] == "application/json"
+    expected = (
+        f'{{"id":"{created["id"]}","namespace":{json.dumps(ns, separators=(",", ":"))},"key":"k",'
+        f'"attributes":{{"a":1}},"created_at":"{created["created_at"]}","updated_at":"{created["updated_at"]}",'
+        '"expires_at":null,"version":1,"value":{"text":"é ✓ \u2028","small":1.5e-7,'
+        '"big":1000000000000000000000000000000,"list":[1,null,true,-0.0],"nested":{"a":{}}}}'
+    )
+    assert r.content == expected.encode()
+
+
+def test_the_openapi_document_is_the_same_every_time_with_an_etag(make_client):
+    anonymous = make_client(None)
+    first, second = anonymous.get("/openapi.json"), anonymous.get("/openapi.json")
+    assert first.status_code == second.status_code == 200
+    assert first.content == second.content
+    assert first.json() == json.loads(json.dumps(openapi_document(ROUTES)))  # what a fresh build gives
+    etag = first.headers["etag"]
+    assert etag == second.headers["etag"] and re.fullmatch(r'"[0-9a-f]{32}"', etag)
+    for matching in (etag, f"W/{etag}", f'"other", {etag}', "*"):
+        unchanged = anonymous.get("/openapi.json", headers={"If-None-Match": matching})
+        assert (unchanged.status_code, unchanged.content, unchanged.headers["etag"]) == (304, b"", etag)
+    changed = anonymous.get("/openapi.json", headers={"If-None-Match": '"other"'})
+    assert changed.status_code == 200 and changed.content == first.content
 
 
 def test_openapi_document_lists_every_route(make_client):

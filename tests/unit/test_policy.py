@@ -537,3 +537,81 @@ def test_iterating_a_large_input_counts_against_the_budget():
     assert pol.extract_attributes(["user", "a"], "k", {f"f{i}": i for i in range(100)}, None, ctx("a")) == {"n": 100}
     with pytest.raises(policy.PolicyBudgetExceeded):
         pol.extract_attributes(["user", "a"], "k", {f"f{i}": i for i in range(50_000)}, None, ctx("a"))
+
+
+# --- remembered decisions ------------------------------------------------------------------------
+
+
+def _count_evaluations(monkeypatch) -> list[str]:
+    """The rules evaluated from now on, by any bundle (each takes the thread's engine once)."""
+    evaluated: list[str] = []
+    run = CompiledPolicies._run
+
+    def counted(self, rule: str, input_json: str) -> str:
+        evaluated.append(rule)
+        return run(self, rule, input_json)
+
+    monkeypatch.setattr(CompiledPolicies, "_run", counted)
+    return evaluated
+
+
+def test_a_repeated_decision_or_scope_is_evaluated_once(monkeypatch):
+    evaluated = _count_evaluations(monkeypatch)
+    pol = compile_bundle(default_bundle())
+    evaluated.clear()  # the smoke evaluation's
+    for _ in range(3):
+        assert pol.allow("read", ["user", "alice", "m"], "k", ctx("alice")) is True
+        assert pol.allow("read", ["user", "bob", "m"], "k", ctx("alice")) is False
+        assert pol.inject_search("search", ["user"], {}, ctx("alice")) == (
+            ["user", "alice"], {"namespace": "user", "sub": "alice"})
+    assert pol.allow("read", ["user", "alice", "m"], "other key", ctx("alice")) is True  # another input
+    assert evaluated == ["data.memories.authz.allow"] * 2 + ["data.memories.search.result"] + [
+        "data.memories.authz.allow"]
+
+
+def test_a_remembered_scope_is_a_fresh_copy_each_time(pol):
+    prefix, attribute_filter = pol.inject_search("search", ["user"], {}, ctx("carol"))
+    prefix.append("changed")
+    attribute_filter["sub"] = "mallory"
+    assert pol.inject_search("search", ["user"], {}, ctx("carol")) == (
+        ["user", "carol"], {"namespace": "user", "sub": "carol"})
+
+
+def test_writes_are_evaluated_every_time(monkeypatch):
+    evaluated = _count_evaluations(monkeypatch)
+    pol = compile_bundle(default_bundle())
+    evaluated.clear()
+    for _ in range(2):
+        pol.extract_attributes(["user", "alice"], "k", {"text": "hi"}, None, ctx("alice"))
+        pol.violations(["user", "alice"], "k", {"text": "hi"}, None, ctx("alice"))
+    assert evaluated == ["data.memories.attributes.attributes", "data.memories.governance.violations"] * 2
+
+
+def test_a_bundle_that_reads_the_clock_is_evaluated_every_time(monkeypatch):
+    evaluated = _count_evaluations(monkeypatch)
+    authz = default_bundle()["authz.rego"] + '\nallow if {\n\tinput.operation == "read"\n\ttime.now_ns() < 0\n}\n'
+    pol = compile_bundle({**default_bundle(), "authz.rego": authz})
+    evaluated.clear()
+    for _ in range(3):
+        assert pol.allow("read", ["user", "alice"], "k", ctx("alice")) is True
+    assert evaluated == ["data.memories.authz.allow"] * 3
+
+
+def test_failures_are_evaluated_and_fail_every_time():
+    authz = (default_bundle()["authz.rego"] + '\nallow if {\n\tinput.key == "boom"\n\tinput.key + 1 > 0\n}\n'
+             + f'\nallow if {{\n\tinput.key == "heavy"\n\t{HEAVY} > 0\n}}\n')
+    pol = compile_bundle({**default_bundle(), "authz.rego": authz})
+    for _ in range(3):
+        assert pol.allow("read", ["user", "alice"], "boom", ctx("root", roles=["admin"])) is False
+        with pytest.raises(policy.PolicyBudgetExceeded):
+            pol.allow("read", ["user", "alice"], "heavy", ctx("root", roles=["admin"]))
+
+
+def test_an_uploaded_bundle_decides_afresh():
+    # What the registry does on an upload: a new compiled bundle, so none of the old decisions.
+    builtin = compile_bundle(default_bundle())
+    assert builtin.allow("read", ["user", "alice"], "k", ctx("alice")) is True
+    authz = "package memories.authz\n\nallow if \"admin\" in input.context.roles\n"
+    uploaded = compile_bundle({**default_bundle(), "authz.rego": authz})
+    assert uploaded.allow("read", ["user", "alice"], "k", ctx("alice")) is False
+    assert builtin.allow("read", ["user", "alice"], "k", ctx("alice")) is True
