@@ -15,8 +15,10 @@ Everything runs on this machine and competes for its CPU: say the load with any 
 server's CPU time over the drain (from /proc, Linux) gives texts per CPU-second, which depends
 much less on the load: on an idle machine the drain runs at up to that times the cores.
 
-`--model` measures the model alone instead, on the same texts: one thread, one call with two
-intra-op threads, and two concurrent single-threaded calls (what the indexer's pool does).
+`--model` measures the model alone instead, on the same texts: the time per text by texts per
+call, with one intra-op thread and with two (how the indexer's chunk size and the lone-text
+session were chosen), then the whole set in one thread, in one call with two intra-op threads,
+and in two concurrent single-threaded calls of 16 (what the indexer's pool does).
 """
 
 from __future__ import annotations
@@ -94,19 +96,32 @@ def server_cpu_seconds() -> float:
 def model_modes(texts: list[str]) -> None:
     from memsvc.adapters.local.embedder import MiniLMEmbedder
 
-    single, intra2 = MiniLMEmbedder(), MiniLMEmbedder(intra_op_num_threads=2)
+    single, intra2 = MiniLMEmbedder(batch_size=256), MiniLMEmbedder(intra_op_num_threads=2, batch_size=256)
+    print("  texts per call (one caller; the embedder's own batch set above every size tried):")
+    for threads, model in ((1, single), (2, intra2)):
+        model.embed_array(texts[:64])  # warm up
+        for size in (1, 2, 4, 8, 16, 32, 64, 128):
+            sample = texts[: min(len(texts), max(256, size * 16))]
+            cpu, wall = time.process_time(), time.perf_counter()
+            for start in range(0, len(sample), size):
+                model.embed_array(sample[start : start + size])
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            print(f"    intra_op_num_threads={threads}, {size:3} a call: {len(sample) / wall:6.0f} texts/s, "
+                  f"{wall / (len(sample) / size) * 1000:6.1f} ms a call, {cpu / len(sample) * 1000:5.2f} ms CPU a text")
+    print(f"  the whole set ({len(texts)} texts), as the indexer and search call it:")
+    single = MiniLMEmbedder()
     with ThreadPoolExecutor(max_workers=2) as pool:
         def concurrent(batch: list[str]) -> None:
-            list(pool.map(single.embed_array, [batch[i : i + 64] for i in range(0, len(batch), 64)]))
+            list(pool.map(single.embed_array, [batch[i : i + 16] for i in range(0, len(batch), 16)]))
 
         for name, embed in (("1 thread, one call at a time", single.embed_array),
                             ("intra_op_num_threads=2, one call", intra2.embed_array),
-                            ("1 thread, 2 concurrent calls of 64", concurrent)):
+                            ("1 thread, 2 concurrent calls of 16", concurrent)):
             embed(texts[:128])  # warm up
             cpu, wall = time.process_time(), time.perf_counter()
             embed(texts)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-            print(f"  {name:36} {len(texts) / wall:6.0f} texts/s  {len(texts) / cpu:6.0f} texts per CPU-second  "
+            print(f"    {name:36} {len(texts) / wall:6.0f} texts/s  {len(texts) / cpu:6.0f} texts per CPU-second  "
                   f"(load average {os.getloadavg()[0]:.1f})")
 
 

@@ -138,7 +138,7 @@ def build_local(
         from memsvc.adapters.local.cached_embedder import CachedEmbedder
         from memsvc.adapters.local.embedder import MiniLMEmbedder
 
-        embedder = CachedEmbedder(MiniLMEmbedder())
+        embedder = CachedEmbedder(MiniLMEmbedder(lone_text_threads=os.cpu_count() or 1))
     clock = clock or SystemClock()
     data_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
@@ -164,7 +164,7 @@ def build_local(
     sweeper = Sweeper(store, settings, clock, events=event_log,
                       expired_sessions=lambda: services.sessions.remove_due())
     workers = BackgroundWorkers(
-        (FeedConsumer(store, "indexer", indexer.apply, batch_size=_INDEX_CHUNK * cores * 2),
+        (FeedConsumer(store, "indexer", indexer.apply, batch_size=_INDEX_BATCH),
          FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
         sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
         remember_jobs=lambda: remember_jobs.drain(services.remember.run_job),
@@ -187,10 +187,12 @@ def build_local(
                     accesses, graph, embed_pool)
 
 
-# Texts per chunk of the indexing pipeline (one embedder call, run by one thread): small enough that
-# several chunks of a feed batch keep every core busy, large enough that the model's per-call
-# cost is spread (MiniLM's throughput per core is flat from 8 to 32 texts a call).
-_INDEX_CHUNK = 64
+# Texts per chunk of the indexing pipeline: one embedder call, run by one thread, several at once.
+# MiniLM's best batch on one core (`python -m benchmarks.indexing_throughput --model`: 371 texts/s
+# at 16, 348 at 32, 340 at 64); a feed batch of more keeps every core busy with its chunks.
+_INDEX_CHUNK = 16
+# Changes per feed batch: the unit whose derived indexes are written together, one write per store.
+_INDEX_BATCH = 256
 
 
 def local_reranker(settings: LocalSettings) -> Reranker | None:

@@ -85,12 +85,11 @@ class IndexBacklog(Protocol):
     ) -> dict[tuple[tuple[str, ...], str], StoredItem]:
         """The keys' current rows, read as `get` reads them (the indexer reads a batch's at once)."""
 
-    def mark_indexed(
-        self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, fields: Sequence[str]
-    ) -> bool:
-        """Record that `version`'s vectors for `fields` are written, and end its attempt, if the
-        key is still at `version` and it is not quarantined; no new version, no change record.
-        False otherwise."""
+    def mark_indexed(self, marks: Sequence[tuple[StoredItem, Sequence[str]]]) -> set[str]:
+        """For each (version, fields): record that the version's vectors for `fields` are written,
+        and end its attempt, if its key is still at that version and it is not quarantined; no new
+        version, no change record. Returns the memory ids of the versions marked (a batch's marks
+        in one write where the store has transactions)."""
 
     def pending_index(self, tenant: str, now: datetime) -> int:
         """Live items whose current version is to be indexed and is not yet (quarantined ones are
@@ -257,8 +256,10 @@ class KeywordIndex(Protocol):
     version (its indexed texts), keyed by memory id. Terms are keyed hashes (`Sealer.term_id`),
     never words. Writes and deletes are idempotent, and safe to repeat after a crash midway."""
 
-    def put_many(self, docs: Sequence[KeywordDoc]) -> None:
-        """Index these memory versions (one already indexed is left as it is)."""
+    def put_many(self, docs: Sequence[KeywordDoc], fields: Sequence[FieldDoc] = ()) -> None:
+        """Index these memory versions' documents and field tokens (one already indexed is left as
+        it is). A version counts as holding field tokens (`field_holders`) only once all its tokens
+        are readable, so a search never sees part of them."""
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
         """Remove these memory versions' documents and field tokens (absent ones are fine)."""
@@ -267,13 +268,9 @@ class KeywordIndex(Protocol):
         """Remove every document and field token of the tenant (keyword indexing turned off);
         returns how many documents."""
 
-    def put_fields(self, docs: Sequence[FieldDoc]) -> None:
-        """Index these memory versions' field tokens. A version counts as indexed (`field_holders`)
-        only once all its tokens are readable, so a search never sees part of them."""
-
     def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
         """Under `prefix`: which memory versions have field tokens, and which of them hold each of
-        `tokens` (a consistent read: what a finished `put_fields` wrote is seen)."""
+        `tokens` (a consistent read: what a finished `put_many` wrote is seen)."""
 
     def query(
         self, tenant: str, prefix: tuple[str, ...], pushdown: Filter, terms: Sequence[str], top_k: int
@@ -501,6 +498,10 @@ class GraphStore(Protocol):
         late) and return False. Every node and edge is of `memory`'s tenant and namespace and
         edges' `key`/`memory_id` are `memory`'s; at most `MAX_ENTITIES_PER_MEMORY` nodes and
         `MAX_RELATIONS_PER_MEMORY` edges, and every edge's ends are among `nodes`."""
+
+    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]) -> list[bool]:
+        """`replace_memory` for each (memory, nodes, edges) of distinct keys, in one transaction
+        where the store has one that holds them; whether each replaced, in order."""
 
     def remove_memory(self, memory: DerivedMemory) -> bool:
         """The key was deleted or expired (`memory` is its tombstone): atomically remove the key's

@@ -432,7 +432,7 @@ class ItemHead(NamedTuple):
 
 @dataclass(frozen=True)
 class FieldDoc:
-    """One memory version's blind field tokens (`Sealer.field_tokens`), for `KeywordIndex.put_fields`:
+    """One memory version's blind field tokens (`Sealer.field_tokens`), for `KeywordIndex.put_many`:
     what filters' equality conditions are decided on without decrypting it."""
 
     tenant: str

@@ -16,7 +16,7 @@ go through `apply`, and are retried until they succeed (they never depend on the
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
@@ -63,20 +63,63 @@ class GraphIndexer:
         applied = self._each(self._applied, latest)
         return {change.seq for change, ok in zip(latest, applied) if not ok}
 
-    def apply_each(self, items: Mapping[int, StoredItem], watch: Callable[[], Stopwatch]) -> dict[int, Exception]:
-        """Bring each write's graph rows to its version (`apply_one`), its extraction checked on a
-        stopwatch `watch` gives as its work starts; returns the exception of each that failed, by
-        ref, for the caller to judge (throttling included)."""
-        refs = list(items)
+    def apply_each(self, items: Mapping[int, StoredItem], watch: Callable[[], Stopwatch],
+                   texts: Mapping[int, Sequence[str]] | None = None) -> dict[int, Exception]:
+        """Bring each write's graph rows to its version, in one write to the graph store: the keys'
+        current rows read at once; the extraction of each write still current, checked on a
+        stopwatch `watch` gives as its work starts, from its indexed `texts` when the caller has
+        them (decrypted once, by the indexer); every replacement in one `replace_many`; and a key
+        that moved on meanwhile brought to its new version. Returns the exception of each that
+        failed, by ref, for the caller to judge (throttling included); a failed read or write
+        fails every ref it held."""
+        texts = texts or {}
+        failed: dict[int, Exception] = {}
+        try:
+            current = self._rows(items.values())
+        except Exception as exc:
+            return dict.fromkeys(items, exc)
+        todo = [ref for ref, item in items.items()
+                if (row := current.get(_key(item))) is not None and row.id == item.id and row.deleted is None]
 
-        def one(ref: int) -> Exception | None:
+        def derived(ref: int) -> tuple[list[GraphNode], list[GraphEdge]] | Exception:
+            stopwatch = watch()
+            started = stopwatch.now()
             try:
-                self.apply_one(items[ref], watch())
-                return None
+                rows = self.derive(items[ref], texts.get(ref))
+                stopwatch.check("entity extraction", model_seconds=stopwatch.now() - started)
+                return rows
             except Exception as exc:
                 return exc
 
-        return {ref: exc for ref, exc in zip(refs, self._each(one, refs)) if exc is not None}
+        plans: list[tuple[int, list[GraphNode], list[GraphEdge]]] = []
+        for ref, rows in zip(todo, self._each(derived, todo)):
+            if isinstance(rows, Exception):
+                failed[ref] = rows
+            else:
+                plans.append((ref, *rows))
+        try:
+            replaced = self._graph.replace_many([(_marker(items[ref]), nodes, edges) for ref, nodes, edges in plans])
+            moved = [ref for (ref, _, _), done in zip(plans, replaced) if done]
+            fresh = self._rows(items[ref] for ref in moved)
+        except Exception as exc:
+            failed.update(dict.fromkeys((ref for ref, _, _ in plans), exc))
+            return failed
+        for ref in moved:  # moved on while we extracted, maybe already applied
+            item, now = items[ref], fresh.get(_key(items[ref]))
+            if now is None or now.id != item.id:
+                try:
+                    self._catch_up(item, now)
+                except Exception as exc:
+                    failed[ref] = exc
+        return failed
+
+    def _rows(self, items: Iterable[StoredItem]) -> dict[tuple[str, tuple[str, ...], str], StoredItem]:
+        """The keys' current rows in the item store, read a tenant at a time."""
+        by_tenant: dict[str, list[tuple[tuple[str, ...], str]]] = {}
+        for item in items:
+            by_tenant.setdefault(item.tenant, []).append((item.namespace, item.key))
+        return {(tenant, *ref): row for tenant, refs in by_tenant.items()
+                for ref, row in self._items.get_many(tenant, refs).items()}
 
     def _each(self, apply: Callable[[_T], _R], todo: list[_T]) -> list[_R]:
         if self._concurrency > 1 and len(todo) > 1:  # keys are independent: their rows never overlap
@@ -95,11 +138,10 @@ class GraphIndexer:
             log.exception("graph indexing failed", extra={"seq": change.seq})
         return False
 
-    def apply_one(self, item: StoredItem, watch: Stopwatch | None = None) -> None:
-        """Bring the key's graph rows to `item`, a write or a tombstone, if it is still current;
-        `watch` checks the extraction against the version's budget."""
+    def apply_one(self, item: StoredItem) -> None:
+        """Bring the key's graph rows to `item`, a write or a tombstone, if it is still current."""
         current = self._items.get(item.tenant, item.namespace, item.key)
-        marker = DerivedMemory(item.tenant, item.namespace, item.key, item.id, item.version)
+        marker = _marker(item)
         if current is None and item.deleted is not None:
             # No row at all: DynamoDB TTL removed it (an expiry leaves no tombstone on AWS), or a
             # purge. The key has no live version, so its rows go (unless a newer write's marker
@@ -111,10 +153,7 @@ class GraphIndexer:
         if item.deleted is not None:
             self._graph.remove_memory(marker)
             return
-        started = watch.now() if watch is not None else 0.0
         nodes, edges = self.derive(item)
-        if watch is not None:
-            watch.check("entity extraction", model_seconds=watch.now() - started)
         if self._graph.replace_memory(marker, nodes, edges):
             fresh = self._items.get(item.tenant, item.namespace, item.key)
             if fresh is None or fresh.id != item.id:  # moved on while we extracted, maybe already applied
@@ -122,15 +161,18 @@ class GraphIndexer:
 
     def _catch_up(self, item: StoredItem, fresh: StoredItem | None) -> None:
         if fresh is None:  # purged: no tombstone to go by, so past our own version
-            self._graph.remove_memory(DerivedMemory(item.tenant, item.namespace, item.key, item.id, item.version))
+            self._graph.remove_memory(_marker(item))
         else:
             self.apply_one(fresh)
 
-    def derive(self, item: StoredItem) -> tuple[list[GraphNode], list[GraphEdge]]:
-        """The nodes and edges the item's indexed texts name (none for an item not indexed)."""
+    def derive(self, item: StoredItem, texts: Sequence[str] | None = None) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """The nodes and edges the item's indexed texts name (none for an item not indexed);
+        `texts`: those texts, when the caller has decrypted them already."""
         if item.index_fields is False or item.value_ct is None:
             return [], []
-        texts = [text for _, text in extract_texts(self._sealer.open_value(item), item.index_fields, limit=MAX_INDEXED_FIELDS)]
+        if texts is None:
+            texts = [text for _, text in extract_texts(self._sealer.open_value(item), item.index_fields,
+                                                       limit=MAX_INDEXED_FIELDS)]
         text = "\n".join(texts)[:MAX_EXTRACTED_CHARS]
         return self.graph_rows(item, self._extractor.extract(text)) if text.strip() else ([], [])
 
@@ -160,3 +202,11 @@ class GraphIndexer:
             edge = GraphEdge(item.tenant, item.namespace, a, relation_type(kind), b, item.key, item.id)
             edges.setdefault((a, edge.type, b), edge)
         return nodes, list(edges.values())
+
+
+def _key(item: StoredItem) -> tuple[str, tuple[str, ...], str]:
+    return item.tenant, item.namespace, item.key
+
+
+def _marker(item: StoredItem) -> DerivedMemory:
+    return DerivedMemory(item.tenant, item.namespace, item.key, item.id, item.version)

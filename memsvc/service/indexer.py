@@ -2,12 +2,13 @@
 replaying a change, or applying an older one after a newer, never puts a stale entry back; a
 delete always wins over the write it follows.
 
-A batch of changes goes through a pipeline: the items' texts read, cut into chunks of at most
-`chunk_texts` texts, each chunk embedded (on the embedding pool, when there is one), then its
-derived indexes written (on the calling thread); while one chunk is written the next ones are
-embedded, so neither the model nor the stores wait for the other. Then each item's graph step,
-and last the items are marked indexed (`_mark`). A further derived index is one more write in
-`_write`.
+A batch of changes goes through a pipeline: the items' texts read (each value decrypted once:
+the graph step gets its texts from there), cut into chunks of at most `chunk_texts` texts (the
+model's best batch), the chunks embedded several at once on the embedding pool, when there is
+one; then the derived indexes of the whole unit of work written together, one write per store
+(vectors, keyword documents with their field tokens); then each item's graph step, one write to
+the graph store; and last the items are marked indexed in one write to the item store (`_mark`).
+A further derived index is one more write in `_write`.
 
 Bounded work (issue 22). Work on one version has a budget (`memsvc.core.index_budget.ItemBudget`:
 time, checked between stages, and bounds on what each stage produces), and a version that goes
@@ -85,6 +86,14 @@ class _Prepared:
     texts: list[tuple[str, str]]
     field_doc: FieldDoc | None
     turn_before: _TurnBefore | None = None  # a message's: what its context was read from
+    own_texts: list[str] = field(default_factory=list)  # its indexed fields' texts as they are (the graph's)
+    reused: list[list[float] | None] = field(default_factory=list)  # per text: its vector, when known already
+
+    def known_vectors(self) -> list[list[float] | None]:
+        return self.reused or [None] * len(self.texts)
+
+
+_Known = dict[int, dict[tuple[str, str], list[float]]]  # by ref: vectors by (path, text)
 
 
 @dataclass
@@ -101,11 +110,8 @@ class _Embedded:
     faults: dict[int, Exception] = field(default_factory=dict)  # items left out of the chunk, and why
     written: list[list[str]] = field(default_factory=list)  # per item: the vector fields written
     turns_before: list[_TurnBefore | None] = field(default_factory=list)  # per item: a message's context
+    embedded_texts: list[int] = field(default_factory=list)  # per item: its texts the model embedded
     write_seconds: float = 0.0
-
-    @property
-    def texts(self) -> int:
-        return len(self.vectors)
 
 
 @dataclass
@@ -177,13 +183,12 @@ class Indexer:
                  budget: ItemBudget = ItemBudget(), clock: Clock | None = None,
                  timer: Callable[[], float] = time.monotonic) -> None:
         """`graph` is the knowledge graph's step. `embed_pool` runs the embedding of `apply`'s
-        chunks when a batch has several, up to `lookahead` chunks ahead of the one being written;
-        without it they are embedded on the calling thread, one after the other. `index_items`
-        always embeds on the calling thread: a request that indexes inline must not wait behind a
-        backlog's chunks. A chunk holds at most `chunk_texts` texts (an item with more is a chunk
-        of its own), so its vectors go to the index in one request when that is what the index
-        takes at most (S3 Vectors: 500). `budget` bounds one version's work, timed by `timer`
-        (seconds, monotonic); `clock` stamps quarantines."""
+        chunks when a batch has several, up to `lookahead` chunks ahead of the oldest one not yet
+        received; without it they are embedded on the calling thread, one after the other.
+        `index_items` always embeds on the calling thread: a request that indexes inline must not
+        wait behind a backlog's chunks. A chunk holds at most `chunk_texts` texts (an item with
+        more is a chunk of its own): one embedder call. `budget` bounds one version's work, timed
+        by `timer` (seconds, monotonic); `clock` stamps quarantines."""
         self._store = store
         self._graph = graph
         self._embed_pool = embed_pool
@@ -217,6 +222,7 @@ class Indexer:
         # have written part of one; deleting an absent one is cheap). A retry's previous row is
         # the same version.
         retired = {c.seq: c.old for c in changes if c.old is not None and c.kind != "index_retry"}
+        known = self._previous_vectors(changes)  # read before the retirement removes them
         try:
             self._retire(list(retired.values()))
         except Exception:
@@ -246,7 +252,7 @@ class Indexer:
                     current[change.seq] = item  # indexed already or not: the graph step runs on it
         if self._graph is not None:
             failed |= self._graph.apply([c for c in changes if c.kind in ("delete", "expired")])
-        failed |= self._isolated(current, feed=True, deadline=deadline).failed
+        failed |= self._isolated(current, feed=True, deadline=deadline, known=known).failed
         return failed | self._reindex_followers(changes, current, deadline)
 
     def _reindex_followers(self, changes: Sequence[Change], current: dict[int, StoredItem],
@@ -334,17 +340,19 @@ class Indexer:
     # -- isolating a poison version ------------------------------------------------------------
 
     def _isolated(self, items: dict[int, StoredItem], *, feed: bool, deadline: float | None = None,
-                  again: bool = False) -> Settled:
+                  again: bool = False, known: _Known | None = None) -> Settled:
         """Index the items (by ref) together, then the suspects one by one; quarantine what is to
         blame. For the `feed`'s consumer, attempts are marked on the rows first, the marks a dead
         process left are acted on (see the module docstring), and the graph step runs too. `again`:
-        the items are indexed whether or not they are already."""
+        the items are indexed whether or not they are already. `known`: vectors of texts, by ref,
+        that need no embedding (`_previous_vectors`)."""
         settled, probe = Settled(), _Probe(self._embedder, (self._store, self._vectors, self._keywords))
         died_alone, died_in_batch = self._deaths(items) if feed else ({}, {})
         for ref, item in died_alone.items():
             self._set_aside(ref, item, DIED_ALONE, settled)
         together = {r: i for r, i in items.items() if r not in died_alone and r not in died_in_batch}
-        outcome = self._run(together, "batch" if feed else None, probe, deadline, graph=feed, again=again)
+        outcome = self._run(together, "batch" if feed else None, probe, deadline, graph=feed, again=again,
+                            known=known)
         settled.failed |= outcome.retry
         for ref, reason in outcome.blamed.items():
             self._set_aside(ref, items[ref], reason, settled)
@@ -359,7 +367,8 @@ class Indexer:
             fresh = self._store.get(item.tenant, item.namespace, item.key)  # the batch may have done it
             if fresh is None or fresh.id != item.id or fresh.deleted is not None or fresh.index_error is not None:
                 continue
-            alone = self._run({ref: fresh}, "alone" if feed else None, probe, deadline, graph=feed, again=again)
+            alone = self._run({ref: fresh}, "alone" if feed else None, probe, deadline, graph=feed, again=again,
+                              known=known)
             settled.failed |= alone.retry
             for reason in alone.blamed.values():
                 self._set_aside(ref, fresh, reason, settled)
@@ -384,7 +393,7 @@ class Indexer:
         return alone, in_batch
 
     def _run(self, items: dict[int, StoredItem], attempt: IndexAttempt | None, probe: _Probe,
-             deadline: float | None, *, graph: bool, again: bool = False) -> _Outcome:
+             deadline: float | None, *, graph: bool, again: bool = False, known: _Known | None = None) -> _Outcome:
         """One unit of work over the items: mark the attempt; write the vector and keyword indexes
         of those not indexed yet (searchable at once: search goes by the item's current id); the
         graph step (with `graph`); then mark them indexed, which ends the attempt. A unit of one
@@ -403,11 +412,18 @@ class Indexer:
             return _Outcome(retry=set(items))
         shared = Stopwatch(self._timer, self._budget.seconds) if alone else None
         watch = (lambda: shared) if shared is not None else self._watch
-        written = self._index_pipelined({r: i for r, i in items.items() if again or i.indexed_fields is None},
-                                        outcome, watch, alone, probe)
+        todo = {r: i for r, i in items.items() if again or i.indexed_fields is None}
+        prepared: dict[int, _Prepared] = {}
+        for ref, item in todo.items():
+            try:
+                prepared[ref] = self._prepared(item, watch(), (known or {}).get(ref))
+            except Exception as exc:
+                self._fault(outcome, [ref], exc, alone, probe)
+        written = self._index_pipelined(todo, prepared, outcome, watch, alone, probe)
         if graph and self._graph is not None:
             pending = {r: i for r, i in items.items() if not self._settled(outcome, r)}
-            for ref, exc in self._graph.apply_each(pending, watch).items():
+            texts = {r: prepared[r].own_texts for r in pending if r in prepared}
+            for ref, exc in self._graph.apply_each(pending, watch, texts).items():
                 self._fault(outcome, [ref], exc, alone, probe)
         for chunk in written:  # an item to run alone or to quarantine is not marked: its entries go
             try:
@@ -496,23 +512,26 @@ class Indexer:
 
     # -- the pipeline ----------------------------------------------------------------------------
 
-    def _prepared(self, item: StoredItem, watch: Stopwatch) -> _Prepared:
+    def _prepared(self, item: StoredItem, watch: Stopwatch,
+                  known: dict[tuple[str, str], list[float]] | None = None) -> _Prepared:
         """What the item's version gives the indexes, from one decryption of its value: the
         (path, text) of each field to embed, and its blind field tokens; each checked against the
-        budget as soon as it exists."""
+        budget as soon as it exists. `known`: vectors by (path, text) that need no embedding."""
         with_tokens = self._settings.get(item.tenant).keyword_index
         if item.value_ct is None or (item.index_fields is False and not with_tokens):
             return _Prepared([], None)
         value = self._sealer.open_value(item)
         texts = [] if item.index_fields is False else extract_texts(value, item.index_fields, limit=MAX_INDEXED_FIELDS)
         self._budget.check_texts(texts)  # the client's own (a message's turn: its content twice, a bounded context)
+        own_texts = [text for _, text in texts]
         turn_before = None
         if texts and item.index_fields == [MESSAGE_FIELD] and is_session_message(item.namespace, item.key):
             texts, turn_before = self._as_turn(item, value, texts)
         watch.check("reading its texts")
         field_doc = self._field_doc(item, value) if with_tokens else None
         watch.check("its field tokens")
-        return _Prepared(texts, field_doc, turn_before)
+        reused = [known.get(pair) for pair in texts] if known else []
+        return _Prepared(texts, field_doc, turn_before, own_texts, reused)
 
     def _as_turn(self, item: StoredItem, value: Any,
                  texts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], _TurnBefore | None]:
@@ -577,31 +596,34 @@ class Indexer:
                     moved.append(at)
         return moved
 
-    def _index_pipelined(self, items: dict[int, StoredItem], outcome: _Outcome, watch: Callable[[], Stopwatch],
-                         alone: bool, probe: _Probe) -> list[_Embedded]:
-        """Write the items' indexes chunk by chunk, embedding up to `lookahead` chunks ahead of the
-        one being written; returns the chunks written (their items to mark), and files what fails
-        in `outcome`."""
-        prepared: dict[int, _Prepared] = {}
-        for ref, item in items.items():
-            try:
-                prepared[ref] = self._prepared(item, watch())
-            except Exception as exc:
-                self._fault(outcome, [ref], exc, alone, probe)
+    def _index_pipelined(self, items: dict[int, StoredItem], prepared: dict[int, _Prepared], outcome: _Outcome,
+                         watch: Callable[[], Stopwatch], alone: bool, probe: _Probe) -> list[_Embedded]:
+        """Embed the prepared items' texts chunk by chunk, up to `lookahead` chunks at once on the
+        pool, then write every chunk's indexes together: one write per store for the unit of
+        work. Returns what was written (its items to mark), and files what fails in `outcome`."""
         chunks = self._chunks({ref: p.texts for ref, p in prepared.items()})
         # A batch of one chunk (a trickle of fresh writes) is embedded here and now: nothing to
         # overlap, and it is what the next search wants to find. A backlog goes to the pool.
         pool = self._embed_pool if len(chunks) > 1 else None
         in_flight: deque[tuple[list[int], Future]] = deque()
-        written: list[_Embedded] = []
+        embedded: list[_Embedded] = []
         for chunk in chunks:
             in_flight.append((chunk, self._embed_later(pool, chunk, [items[r] for r in chunk],
                                                        [prepared[r] for r in chunk], watch)))
             if len(in_flight) > self._lookahead:
-                written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe, watch))
+                embedded.extend(self._received(*in_flight.popleft(), outcome, alone, probe))
         while in_flight:
-            written.extend(self._finish(*in_flight.popleft(), outcome, alone, probe, watch))
-        return written
+            embedded.extend(self._received(*in_flight.popleft(), outcome, alone, probe))
+        if not embedded:
+            return []
+        unit = _joined(embedded)
+        try:
+            self._write(unit)
+            self._reread_turns(unit, watch)
+        except Exception as exc:
+            self._fault(outcome, unit.refs, exc, alone, probe)
+            return []
+        return [unit]
 
     def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
         """The batch's items in chunks of at most `chunk_texts` texts, by their longest text: a
@@ -637,6 +659,7 @@ class Indexer:
         stopwatch starts here, not while it waits for the pool."""
         stopwatch = watch()
         chunk = _Embedded([], [], [], [], [], [], 0.0)
+        known: list[list[float] | None] = []  # per text of the chunk
         for ref, item, p in zip(refs, items, prepared):
             try:
                 keyword_doc = self._keyword_doc(item, [text for _, text in p.texts])
@@ -649,11 +672,15 @@ class Indexer:
             chunk.field_docs.append(p.field_doc)
             chunk.keyword_docs.append(keyword_doc)
             chunk.turns_before.append(p.turn_before)
+            known.extend(p.known_vectors())
+            chunk.embedded_texts.append(sum(vector is None for vector in p.known_vectors()))
         stopwatch.check("keyword analysis")
         texts = [text for item_fields in chunk.fields for _, text in item_fields]
         started = self._timer()
         try:
-            chunk.vectors = self._embedder.embed(texts) if texts else []
+            missing = [text for text, vector in zip(texts, known) if vector is None]
+            fresh = iter(self._embedder.embed(missing) if missing else [])
+            chunk.vectors = [next(fresh) if vector is None else vector for vector in known]
         except MemsvcError:
             raise
         except Exception as exc:
@@ -662,10 +689,9 @@ class Indexer:
         stopwatch.check("embedding", model_seconds=chunk.seconds)
         return chunk
 
-    def _finish(self, refs: list[int], embedding: Future, outcome: _Outcome, alone: bool, probe: _Probe,
-                watch: Callable[[], Stopwatch]) -> list[_Embedded]:
-        """Write one embedded chunk's indexes; returns it written (or nothing, when it failed: that
-        is filed in `outcome`)."""
+    def _received(self, refs: list[int], embedding: Future, outcome: _Outcome, alone: bool,
+                  probe: _Probe) -> list[_Embedded]:
+        """One chunk's embedding, once done; nothing when it failed (that is filed in `outcome`)."""
         try:
             chunk = embedding.result()
         except Exception as exc:
@@ -673,12 +699,6 @@ class Indexer:
             return []
         for ref, exc in chunk.faults.items():
             self._fault(outcome, [ref], exc, alone, probe)
-        try:
-            self._write(chunk)
-            self._reread_turns(chunk, watch)
-        except Exception as exc:
-            self._fault(outcome, chunk.refs, exc, alone, probe)
-            return []
         return [chunk]
 
     def _write(self, chunk: _Embedded) -> None:
@@ -705,8 +725,8 @@ class Indexer:
             self._vectors.delete_many(stale)
         for tenant in {item.tenant for item in again}:
             self._keywords.delete_many(tenant, [item.id for item in again if item.tenant == tenant])
-        self._keywords.put_many([doc for doc in chunk.keyword_docs if doc is not None])
-        self._keywords.put_fields([doc for doc in chunk.field_docs if doc is not None])
+        self._keywords.put_many([doc for doc in chunk.keyword_docs if doc is not None],
+                                [doc for doc in chunk.field_docs if doc is not None])
         chunk.written = [[] if item.id in refused else [name for name, _ in w.vectors] for item, w in zip(todo, writes)]
         chunk.write_seconds = self._timer() - started
 
@@ -715,24 +735,27 @@ class Indexer:
         them goes, as it does for an item that moved on meanwhile (or was set aside). Its next
         change sees no mark, so it would never delete these entries: we do."""
         started = self._timer()
+        marked = self._store.mark_indexed([(item, names) for ref, item, names in zip(chunk.refs, chunk.items,
+                                                                                     chunk.written)
+                                           if ref not in failed])
         lost, lost_docs = [], []
-        for ref, item, names in zip(chunk.refs, chunk.items, chunk.written):
-            if ref in failed or not self._store.mark_indexed(item.tenant, item.namespace, item.key,
-                                                             version=item.version, fields=names):
+        for item, names in zip(chunk.items, chunk.written):
+            if item.id not in marked:
                 lost.extend(VectorRef(item.tenant, item.id, name) for name in names)
                 lost_docs.append(item)
         if lost:
             self._vectors.delete_many(lost)
         for item in lost_docs:
             self._keywords.delete_many(item.tenant, [item.id])
-        marked = [(i, f) for r, i, f in zip(chunk.refs, chunk.items, chunk.fields) if r not in failed]
         seconds = chunk.write_seconds + self._timer() - started
-        with self._stats_lock:  # an embedder call's time is shared by its items by their text count
-            for item, item_fields in marked:
-                share = len(item_fields) / chunk.texts if chunk.texts else 1 / len(chunk.items)
+        embedded = sum(chunk.embedded_texts)
+        with self._stats_lock:  # an embedder call's time is shared by its items by the texts it embedded
+            for item, texts in zip(chunk.items, chunk.embedded_texts):
+                if item.id not in marked:
+                    continue
                 c = self._stats.setdefault(item.tenant, Counter())
-                c["embedded_texts"] += len(item_fields)
-                c["embed_seconds"] += chunk.seconds * share
+                c["embedded_texts"] += texts
+                c["embed_seconds"] += chunk.seconds * texts / embedded if embedded else 0.0
                 c["indexed_items"] += 1
                 c["write_seconds"] += seconds / len(chunk.items)
 
@@ -779,6 +802,35 @@ class Indexer:
                                or exc.details.get("aws_error_code") or exc.details.get("field")})
             return {writes[0].memory_id}
 
+    def _previous_vectors(self, changes: Sequence[Change]) -> _Known:
+        """For each update whose previous version has vectors: those vectors by (path, text), so
+        that a field whose text did not change is not embedded again (an attribute, a TTL or
+        another field changed). Read before the retirement removes them. A session message's
+        texts quote the turn before it, so its vectors are never taken over. A failure to read
+        them costs only the model's time."""
+        olds = {c.seq: c.old for c in changes
+                if c.kind == "update" and c.old is not None and c.old.indexed_fields and c.old.value_ct is not None
+                and c.old.index_fields is not False and not is_session_message(c.old.namespace, c.old.key)}
+        by_tenant: dict[str, list[int]] = {}
+        for seq, old in olds.items():
+            by_tenant.setdefault(old.tenant, []).append(seq)
+        known: _Known = {}
+        for tenant, seqs in by_tenant.items():
+            try:
+                stored = self._vectors.vectors_of(tenant, [(olds[s].id, name) for s in seqs
+                                                           for name in olds[s].indexed_fields or ()])
+                for seq in seqs:
+                    old = olds[seq]
+                    texts = extract_texts(self._sealer.open_value(old), old.index_fields, limit=MAX_INDEXED_FIELDS)
+                    vectors = {(path, text): vector for path, text in texts
+                               if (vector := stored.get((old.id, self._sealer.field_id(tenant, path)))) is not None}
+                    if vectors:
+                        known[seq] = vectors
+            except Exception as exc:  # (its type only: a message could quote a value)
+                log.warning("reading previous versions' vectors failed (%s); their fields are embedded again",
+                            type(exc).__name__)
+        return known
+
     def _retire(self, olds: Sequence[StoredItem]) -> None:
         refs = [VectorRef(old.tenant, old.id, name) for old in olds for name in old.indexed_fields or ()]
         if refs:
@@ -806,3 +858,20 @@ class Indexer:
             for c in self._stats.values():
                 total.update(c)
             return {k: total[k] for k in self._STATS}
+
+
+def _joined(chunks: list[_Embedded]) -> _Embedded:
+    """Embedded chunks as one, to be written together (their embedder calls' times summed)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    joined = _Embedded([], [], [], [], [], [], sum(c.seconds for c in chunks))
+    for c in chunks:
+        joined.refs += c.refs
+        joined.items += c.items
+        joined.fields += c.fields
+        joined.field_docs += c.field_docs
+        joined.keyword_docs += c.keyword_docs
+        joined.vectors += c.vectors
+        joined.turns_before += c.turns_before
+        joined.embedded_texts += c.embedded_texts
+    return joined

@@ -47,7 +47,7 @@ def fdoc(ns: tuple[str, ...], memory_id: str, tokens: set[str], tenant: str = "a
 def test_indexed_is_written_last_and_deleted_first(client):
     proxy = Recorder(client)
     index = DynamoKeywordIndex(proxy, TABLE)
-    index.put_fields([fdoc(("a",), "m1", {"t1", "t2"})])
+    index.put_many([], [fdoc(("a",), "m1", {"t1", "t2"})])
     assert proxy.kinds == [("put", {"FD"}), ("put", {"FT"}), ("put", {"FI"})]
     proxy.kinds.clear()
     index.delete_many("acme", ["m1"])
@@ -57,7 +57,7 @@ def test_indexed_is_written_last_and_deleted_first(client):
 
 def test_holders_under_a_prefix_and_per_tenant(client):
     index = DynamoKeywordIndex(client, TABLE)
-    index.put_fields([fdoc(("a",), "m1", {"t1"}), fdoc(("a", "x"), "m2", {"t1", "t2"}), fdoc(("ab",), "m3", {"t1"}),
+    index.put_many([], [fdoc(("a",), "m1", {"t1"}), fdoc(("a", "x"), "m2", {"t1", "t2"}), fdoc(("ab",), "m3", {"t1"}),
                       fdoc(("a",), "m4", {"t1"}, tenant="other")])
     found = index.field_holders("acme", ("a",), ["t1", "t2", "t3"])
     assert found.indexed_ids == {"m1", "m2"}  # never ["ab"], never another tenant's
@@ -73,10 +73,10 @@ def test_a_put_that_stopped_midway_is_not_indexed_and_its_retry_finishes(client)
     d = fdoc(("a",), "m1", {f"t{i}" for i in range(30)})  # two BatchWriteItems of token postings
     failure = fail(client, "BatchWriteItem", when=lambda body: "#FI" in json.dumps(body))  # all but the last phase
     with pytest.raises(ProviderError):
-        index.put_fields([d])
+        index.put_many([], [d])
     failure.remove()
     assert index.field_holders("acme", ("a",), ["t1"]).indexed_ids == frozenset()
     assert index.field_holders("acme", ("a",), ["t1"]).holders["t1"] == {"m1"}  # written, but not yet to be used
-    index.put_fields([d])
+    index.put_many([], [d])
     found = index.field_holders("acme", ("a",), sorted(d.tokens))
     assert found.indexed_ids == {"m1"} and all(h == {"m1"} for h in found.holders.values())

@@ -624,6 +624,17 @@ def test_seed_001_metrics_are_emf_documents_per_operation_and_tenant(stack, stdo
         assert leaked not in json.dumps(seed), leaked
 
 
+def test_the_api_function_counts_each_invocations_vectors(stack, stdout):
+    event = load_event("api_jwt_put")
+    body = json.loads(event["body"])
+    for text in ("A quiet room", "A quiet room on a high floor", "A quiet room on a high floor, please"):
+        event["body"] = json.dumps({**body, "value": {"text": text}, "sync_index": True})
+        assert call_api(event)[0] == 200
+    assert call_api(load_event("api_jwt_get"))[0] == 200
+    docs = emf_documents(stdout())
+    assert metric(docs, "VectorsWritten", service="memsvc-api") == [1.0, 1.0, 1.0]  # none for the GET
+
+
 def test_cold_start_is_counted_once(stack, stdout):
     from aws_lambda_powertools.metrics.provider import cold_start
 
@@ -644,15 +655,22 @@ def test_indexer_metrics_count_embedding_calls_cache_hits_and_vectors(titan_stac
     assert metric(first, "EmbeddingCalls") == [2.0] and metric(first, "EmbeddingCacheHits") == [0.0]
     assert metric(first, "VectorsWritten") == [2.0] and metric(first, "VectorsDeleted") == [0.0]
 
-    # the same text again (a new version): Titan is not asked, the old version's vector goes
+    # the same text again (a new version): the old version's vector is taken over, so neither
+    # Titan nor its cache is asked, and the old version's vector goes
     stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key="hotel", value=VALUES[("hotel", 1)]))
     stack.drain()
     out = stdout()
     second = emf_documents(out)
-    assert metric(second, "EmbeddingCalls") == [0.0] and metric(second, "EmbeddingCacheHits") == [1.0]
+    assert metric(second, "EmbeddingCalls") == [] and metric(second, "EmbeddedTexts") == [0.0]
     assert metric(second, "VectorsWritten") == [1.0] and metric(second, "VectorsDeleted") == [1.0]
     batch = [line for line in log_lines(out) if line["message"] == "batch"]
-    assert batch[-1]["changes"] == {"update": 1} and batch[-1]["embedding"]["EmbeddingCacheHits"] == 1
+    assert batch[-1]["changes"] == {"update": 1} and "embedding" not in batch[-1]
+
+    # a text the cache holds, for a key whose previous version is not the same: the cache answers
+    stack.app.services.memories.put(alice, PutMemory(namespace=list(NS), key="flight", value=VALUES[("hotel", 1)]))
+    stack.drain()
+    third = emf_documents(stdout())
+    assert metric(third, "EmbeddingCalls") == [0.0] and metric(third, "EmbeddingCacheHits") == [1.0]
 
 
 def test_indexer_metrics_count_entity_extraction(stack, stdout):

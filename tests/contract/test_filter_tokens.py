@@ -218,7 +218,7 @@ def test_versions_indexed_with_the_old_list_and_object_keys_answer_as_decrypting
     # Its tokens as the indexer wrote them before: lists and objects under the old encoding.
     tokens = frozenset(backend.sealer.field_tokens("acme", list(_old_fields(value))))
     backend.app.keywords.delete_many("acme", [item.id])
-    backend.app.keywords.put_fields([FieldDoc("acme", item.namespace, item.id, tokens)])
+    backend.app.keywords.put_many([], [FieldDoc("acme", item.namespace, item.id, tokens)])
     here = [(("user", "alice", "a"), "old")]
     for filter_, expected in [({"meta": {"lang": "en", "n": 1.0}}, here), ({"tags": ["a", "b"]}, here),
                               ({"nested.0": {"x": [1]}}, here), ({"tags": {"in": ["a", ["a", "b"]]}}, here),

@@ -109,7 +109,7 @@ def test_field_tokens_of_one_process_reach_the_other_and_a_keyword_write_sends_n
 
     a, b = LocalKeywordIndex(tmp_path / "keywords.db"), LocalKeywordIndex(tmp_path / "keywords.db")
     ns = ("user", "a")
-    a.put_fields([FieldDoc("t", ns, "m1", frozenset({"tok-red"})), FieldDoc("t", ns, "m2", frozenset({"tok-blue"}))])
+    a.put_many([], [FieldDoc("t", ns, "m1", frozenset({"tok-red"})), FieldDoc("t", ns, "m2", frozenset({"tok-blue"}))])
     seen = b.field_holders("t", ns, ["tok-red"])
     assert seen.indexed(ns, "m1") and seen.holds("tok-red", ns, "m1") and not seen.holds("tok-red", ns, "m2")
     a.delete_many("t", ["m1"])

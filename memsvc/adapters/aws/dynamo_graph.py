@@ -57,6 +57,7 @@ MAX_ATTEMPTS = 8  # per transaction cancelled by a concurrent writer or throttli
 _MAX_ACTIONS = 100  # TransactWriteItems' limit
 _TRIM = 30  # explicit edges removed per trimming transaction (3 actions each, and the node's)
 _WORKERS = 8  # Queries in flight per expand (the client pools 10 connections)
+_REPLACE_WRITERS = 8  # keys of a batch replaced at once (the client pools 10 connections)
 _END = "\x1f"  # after a namespace in a sort key: sorts after SEP (`\x1e`), so `<ns>\x1f` ends a namespace
 _LAST = "\U0010ffff"
 _SK = {"#sk": "sk"}
@@ -114,6 +115,15 @@ class DynamoGraphStore:
 
     def replace_memory(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
         return self._apply(memory, nodes, edges, remove=False)
+
+    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]) -> list[bool]:
+        """A transaction per key (the keys of a batch share nothing but nodes, which each plans
+        for itself), several at once: each is a few round trips."""
+        if len(memories) <= 1:
+            return [self.replace_memory(*m) for m in memories]
+        with ThreadPoolExecutor(max_workers=min(_REPLACE_WRITERS, len(memories)),
+                                thread_name_prefix="memsvc-graph") as pool:
+            return list(pool.map(lambda m: self.replace_memory(*m), memories))
 
     def remove_memory(self, memory: DerivedMemory) -> bool:
         return self._apply(memory, (), (), remove=True)

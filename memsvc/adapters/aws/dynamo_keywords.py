@@ -119,7 +119,8 @@ class DynamoKeywordIndex:
 
     # -- writes ----------------------------------------------------------------------------
 
-    def put_many(self, docs: Sequence[KeywordDoc]) -> None:
+    def put_many(self, docs: Sequence[KeywordDoc], fields: Sequence[FieldDoc] = ()) -> None:
+        self._fields.put(fields)
         unique = {(d.tenant, d.memory_id): self._capped(d) for d in docs}
         claimed = [d for d in self._map(self._claim, list(unique.values())) if d is not None]
         self._map(self._batch_write, _chunks([_posting_put(d, t, tf) for d in claimed for t, tf in d.terms.items()]))
@@ -139,9 +140,6 @@ class DynamoKeywordIndex:
                 removed += len(rows)
         self._drop_empty_statistics(tenant)
         return removed
-
-    def put_fields(self, docs: Sequence[FieldDoc]) -> None:
-        self._fields.put(docs)
 
     def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
         return self._fields.holders(tenant, prefix, tokens)

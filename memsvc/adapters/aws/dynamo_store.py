@@ -177,13 +177,15 @@ class DynamoItemStore:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return out
 
-    def mark_indexed(self, tenant, namespace, key, *, version, fields):
-        return self._update_if_current(
-            tenant, namespace, key, version,
+    def mark_indexed(self, marks):
+        fields_of = {item.id: fields for item, fields in marks}
+        done = self._each([item for item, _ in marks], lambda i: self._update_if_current(
+            i.tenant, i.namespace, i.key, i.version,
             "SET #idx = :f, #chg = :c REMOVE #ppk, #ixa",
-            {":f": {"S": json.dumps(list(fields))}, ":c": {"S": "index"}},
+            {":f": {"S": json.dumps(list(fields_of[i.id]))}, ":c": {"S": "index"}},
             extra_condition=" AND attribute_not_exists(#qrs)",
-        )
+        ))
+        return {item.id for (item, _), ok in zip(marks, done) if ok}
 
     # -- indexing attempts and quarantine ----------------------------------------------------------
     # Marks on the item row (same version, so the stream's MODIFY is no change; `chg` says which
@@ -201,16 +203,15 @@ class DynamoItemStore:
             i.tenant, i.namespace, i.key, i.version, "SET #chg = :c REMOVE #ixa", {":c": {"S": "attempt"}},
             extra_condition=" AND attribute_exists(#ixa)"))
 
-    def _each(self, items: list[StoredItem], write: Callable[[StoredItem], bool]) -> None:
+    def _each(self, items: list[StoredItem], write: Callable[[StoredItem], bool]) -> list[bool]:
         """One conditional write per item (a version that moved on is left alone), several at once:
-        a stream batch's hundred marks would otherwise take a hundred round trips in a row."""
+        a stream batch's hundred marks would otherwise take a hundred round trips in a row.
+        Returns whether each was written."""
         if len(items) <= 1:
-            for item in items:
-                write(item)
-            return
+            return [write(item) for item in items]
         with ThreadPoolExecutor(max_workers=min(_ATTEMPT_WRITERS, len(items)),
                                 thread_name_prefix="memsvc-attempts") as pool:
-            list(pool.map(write, items))
+            return list(pool.map(write, items))
 
     def quarantine(self, item, reason, at):
         return self._update_if_current(

@@ -56,21 +56,31 @@ class MiniLMEmbedder:
     ``embed_array`` are safe to call from several threads at once.
 
     Args:
-        intra_op_num_threads: onnxruntime threads per inference call
-            (0 = onnxruntime's default, one per core). The default of 1 keeps
-            a core free for the HTTP server and lets concurrent calls run in
-            parallel without oversubscribing a small machine.
-        batch_size: texts per inference call.
+        intra_op_num_threads: onnxruntime threads per inference call of several
+            texts (0 = onnxruntime's default, one per core). The default of 1
+            keeps a core free for the HTTP server and lets concurrent calls (the
+            indexer's chunks, on its low-priority pool) run in parallel without
+            oversubscribing a small machine.
+        batch_size: texts per inference call; 16 is the fastest per text on
+            one core (`python -m benchmarks.indexing_throughput --model`).
+        lone_text_threads: onnxruntime threads for a call of one text, which
+            is what a waiting caller asks (a query, a write indexed before it
+            answers): on two cores 3.5 ms instead of 4.8 (same benchmark). Its
+            threads are made here, at the constructing thread's priority.
     """
 
     model_id: str = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
     dimension: int = _DIMENSION
 
-    def __init__(self, *, intra_op_num_threads: int = 1, batch_size: int = 32) -> None:
+    def __init__(self, *, intra_op_num_threads: int = 1, batch_size: int = 16,
+                 lone_text_threads: int | None = None) -> None:
         if intra_op_num_threads < 0:
             raise ValueError("intra_op_num_threads must be >= 0")
         if batch_size < 1:
             raise ValueError("batch_size must be >= 1")
+        lone_text_threads = intra_op_num_threads if lone_text_threads is None else lone_text_threads
+        if lone_text_threads < 0:
+            raise ValueError("lone_text_threads must be >= 0")
         self._batch_size = batch_size
 
         tokenizer_path = _tokenizer_path()
@@ -84,17 +94,9 @@ class MiniLMEmbedder:
         self._tokenizer.enable_truncation(max_length=_MAX_TOKENS)
         self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest in the batch
 
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = intra_op_num_threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.log_severity_level = 3
-        # Idle pool threads sleep instead of spinning, so they do not steal CPU from the server.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self._session = ort.InferenceSession(
-            model_bytes, sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        self._session = _session(model_bytes, intra_op_num_threads)
+        self._lone_session = (self._session if lone_text_threads == intra_op_num_threads
+                              else _session(model_bytes, lone_text_threads))
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Embed ``texts``: one unit-length 384-d vector per text, in the same order."""
@@ -103,19 +105,20 @@ class MiniLMEmbedder:
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
         """Like :meth:`embed`, as a float32 array of shape ``[len(texts), 384]``."""
         texts = list(texts)
+        session = self._lone_session if len(texts) == 1 else self._session
         out = np.empty((len(texts), _DIMENSION), dtype=np.float32)
         # Longest first, so each batch holds texts of similar length (little padding).
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)
         for start in range(0, len(order), self._batch_size):
             idx = order[start : start + self._batch_size]
-            out[idx] = self._embed_batch([texts[i] for i in idx])
+            out[idx] = self._embed_batch(session, [texts[i] for i in idx])
         return out
 
-    def _embed_batch(self, texts: list[str]) -> np.ndarray:
+    def _embed_batch(self, session: ort.InferenceSession, texts: list[str]) -> np.ndarray:
         encodings = self._tokenizer.encode_batch(texts)
         ids = np.array([e.ids for e in encodings], dtype=np.int64)
         mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        (hidden,) = self._session.run(
+        (hidden,) = session.run(
             ["last_hidden_state"],
             {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)},
         )
@@ -123,3 +126,15 @@ class MiniLMEmbedder:
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         return pooled / np.maximum(norms, 1e-12)
+
+
+def _session(model_bytes: bytes, intra_op_num_threads: int) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.intra_op_num_threads = intra_op_num_threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.log_severity_level = 3
+    # Idle pool threads sleep instead of spinning, so they do not steal CPU from the server.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(model_bytes, sess_options=options, providers=["CPUExecutionProvider"])

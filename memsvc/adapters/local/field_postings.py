@@ -10,6 +10,7 @@ indexed and it is unmarked before they are removed, so a reader never decides on
 from __future__ import annotations
 
 import json
+import sqlite3
 import threading
 from collections.abc import Sequence
 from typing import Any
@@ -130,15 +131,21 @@ class LocalFieldPostings:
         with self._db.tx() as conn, self._changes.own_write(conn):
             conn.executemany(sql, rows)
 
-    def put(self, docs: Sequence[FieldDoc]) -> None:
-        if not docs:
-            return
-        with self._lock:
-            self._write("INSERT OR IGNORE INTO field_docs (tenant, memory_id, ns, tokens) VALUES (?, ?, ?, ?)",
-                        [(d.tenant, d.memory_id, encode_namespace(d.namespace), json.dumps(sorted(d.tokens)))
-                         for d in docs])
-            for d in docs:
-                self._tenant(d.tenant).add(d.memory_id, d.namespace, sorted(d.tokens))
+    def put_in(self, conn: sqlite3.Connection, docs: Sequence[FieldDoc]) -> None:
+        """Write the docs' rows inside `conn`'s transaction (the keyword index's, on the same
+        file); `hold` them once it committed, with this object's `lock` held throughout."""
+        with self._changes.own_write(conn):
+            conn.executemany("INSERT OR IGNORE INTO field_docs (tenant, memory_id, ns, tokens) VALUES (?, ?, ?, ?)",
+                             [(d.tenant, d.memory_id, encode_namespace(d.namespace), json.dumps(sorted(d.tokens)))
+                              for d in docs])
+
+    def hold(self, docs: Sequence[FieldDoc]) -> None:
+        for d in docs:
+            self._tenant(d.tenant).add(d.memory_id, d.namespace, sorted(d.tokens))
+
+    @property
+    def lock(self) -> threading.Lock:
+        return self._lock
 
     def delete(self, tenant: str, memory_ids: Sequence[str]) -> None:
         if not memory_ids:

@@ -183,10 +183,10 @@ class LocalKeywordIndex:
     def ping(self) -> None:
         self._db.conn().execute("SELECT 1").fetchone()
 
-    def put_many(self, docs: Sequence[KeywordDoc]) -> None:
-        if not docs:
+    def put_many(self, docs: Sequence[KeywordDoc], fields: Sequence[FieldDoc] = ()) -> None:
+        if not docs and not fields:
             return
-        with self._lock.writing():
+        with self._lock.writing(), self._fields.lock:  # both in one transaction of the file
             fresh = [d for d in {(d.tenant, d.memory_id): d for d in docs}.values()
                      if d.memory_id not in self._tenant(d.tenant).slot_of]
             with self._db.tx() as conn, self._changes.own_write(conn):
@@ -196,8 +196,11 @@ class LocalKeywordIndex:
                     [(d.tenant, d.memory_id, encode_namespace(d.namespace), d.key, d.version,
                       json.dumps(d.policy_attributes), d.length, json.dumps(d.terms)) for d in fresh],
                 )
+                if fields:
+                    self._fields.put_in(conn, fields)
             for doc in fresh:
                 self._tenant(doc.tenant).add(doc)
+            self._fields.hold(fields)
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
         if not memory_ids:
@@ -255,9 +258,6 @@ class LocalKeywordIndex:
             hits = [KeywordHit(t.ns_names[t.ns_ids[s]], t.keys[s], t.memory_ids[s],
                                t.versions[s], float(scores[s])) for s in order]
             return KeywordResult(hits, weight)
-
-    def put_fields(self, docs: Sequence[FieldDoc]) -> None:
-        self._fields.put(docs)
 
     def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
         return self._fields.holders(tenant, prefix, tokens)

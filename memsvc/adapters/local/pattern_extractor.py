@@ -71,6 +71,10 @@ _VERBS: tuple[tuple[str, str, bool], ...] = (
 )
 _RELATIONS = [(re.compile(rf"(?P<a>{_ARG})[ \t]+(?:{verb})[ \t]+(?P<b>{_ARG})"), kind, backwards)
               for verb, kind, backwards in _VERBS]
+# What every relation and every name needs somewhere in the sentence: one scan each, so the
+# fourteen relation patterns and the name pattern run only where they can match at all.
+_ANY_VERB = re.compile("|".join(f"(?:{verb})" for verb, _, _ in _VERBS))
+_ANY_UPPER = re.compile(_UPPER)
 _NAMES = re.compile(_NAME)
 # Capitalised only because they start a sentence, or never a name on their own.
 _NOT_NAMES = frozenset("""a an the i we you he she it they this that these those my our your his her its their
@@ -114,7 +118,7 @@ class PatternExtractor:
                 entities[name] = kind
             found[name] = None
 
-        for pattern, kind, backwards in _RELATIONS:
+        for pattern, kind, backwards in _RELATIONS if _ANY_VERB.search(sentence) else ():
             for m in pattern.finditer(sentence):
                 a, b = _clean(m.group("a")), _clean(m.group("b"))
                 if not a or not b or a == b:
@@ -127,7 +131,7 @@ class PatternExtractor:
                 relations.pop((target, source), None)  # a typed relation replaces a co-mention
                 relations[(source, target)] = kind
         first = True
-        for m in _NAMES.finditer(sentence):
+        for m in _NAMES.finditer(sentence) if _ANY_UPPER.search(sentence) else ():
             name = _clean(m.group(0))
             at_start = first and not sentence[:m.start()].strip()
             first = False

@@ -60,23 +60,30 @@ class SqliteGraphStore:
     # -- derived from memories ------------------------------------------------------------------
 
     def replace_memory(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
+        return self.replace_many([(memory, nodes, edges)]) == [True]
+
+    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]) -> list[bool]:
+        with self._db.tx() as conn:  # one transaction for a batch: one commit, whatever its size
+            return [self._replace(conn, memory, nodes, edges) for memory, nodes, edges in memories]
+
+    def _replace(self, conn: sqlite3.Connection, memory: DerivedMemory, nodes: Sequence[GraphNode],
+                 edges: Sequence[GraphEdge]) -> bool:
         ns = encode_namespace(memory.namespace)
-        with self._db.tx() as conn:
-            if not self._newer(conn, memory, ns):
-                return False
-            old = self._drop_derived(conn, memory.tenant, ns, memory.key)
-            conn.executemany(
-                "INSERT INTO graph_nodes (tenant, entity_id, ns, type, name_ct, explicit) VALUES (?, ?, ?, ?, ?, 0)"
-                " ON CONFLICT DO NOTHING",
-                [(memory.tenant, n.entity_id, ns, n.type, n.name_ct) for n in nodes])
-            conn.executemany(
-                "INSERT OR REPLACE INTO graph_mentions (tenant, ns, key, entity_id, memory_id) VALUES (?, ?, ?, ?, ?)",
-                [(memory.tenant, ns, memory.key, n.entity_id, memory.memory_id) for n in nodes])
-            conn.executemany(
-                f"INSERT OR REPLACE INTO graph_edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                [(memory.tenant, ns, e.source_id, e.type, e.target_id, memory.key, memory.memory_id) for e in edges])
-            self._prune(conn, memory.tenant, ns, old - {n.entity_id for n in nodes})
-            self._mark(conn, memory, ns)
+        if not self._newer(conn, memory, ns):
+            return False
+        old = self._drop_derived(conn, memory.tenant, ns, memory.key)
+        conn.executemany(
+            "INSERT INTO graph_nodes (tenant, entity_id, ns, type, name_ct, explicit) VALUES (?, ?, ?, ?, ?, 0)"
+            " ON CONFLICT DO NOTHING",
+            [(memory.tenant, n.entity_id, ns, n.type, n.name_ct) for n in nodes])
+        conn.executemany(
+            "INSERT OR REPLACE INTO graph_mentions (tenant, ns, key, entity_id, memory_id) VALUES (?, ?, ?, ?, ?)",
+            [(memory.tenant, ns, memory.key, n.entity_id, memory.memory_id) for n in nodes])
+        conn.executemany(
+            f"INSERT OR REPLACE INTO graph_edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(memory.tenant, ns, e.source_id, e.type, e.target_id, memory.key, memory.memory_id) for e in edges])
+        self._prune(conn, memory.tenant, ns, old - {n.entity_id for n in nodes})
+        self._mark(conn, memory, ns)
         return True
 
     def remove_memory(self, memory: DerivedMemory) -> bool:

@@ -214,14 +214,18 @@ class SqliteItemStore:
         ).fetchall()
         return [_item(r) for r in rows]
 
-    def mark_indexed(self, tenant, namespace, key, *, version, fields):
-        with self._tx() as conn:
-            cur = conn.execute(
-                "UPDATE items SET indexed_fields = ?, index_attempt = NULL WHERE tenant = ? AND ns = ? AND key = ? "
-                "AND version = ? AND deleted IS NULL AND index_error IS NULL",
-                (json.dumps(list(fields)), tenant, encode_namespace(namespace), key, version),
-            )
-            return cur.rowcount == 1
+    def mark_indexed(self, marks):
+        marked = set()
+        with self._tx() as conn:  # one transaction for a batch: one fsync, whatever its size
+            for item, fields in marks:
+                cur = conn.execute(
+                    "UPDATE items SET indexed_fields = ?, index_attempt = NULL WHERE tenant = ? AND ns = ? AND key = ? "
+                    "AND version = ? AND deleted IS NULL AND index_error IS NULL",
+                    (json.dumps(list(fields)), item.tenant, encode_namespace(item.namespace), item.key, item.version),
+                )
+                if cur.rowcount == 1:
+                    marked.add(item.id)
+        return marked
 
     def pending_index(self, tenant, now):
         return self._conn().execute(
