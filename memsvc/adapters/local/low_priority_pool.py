@@ -16,7 +16,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["low_priority_pool", "NICENESS"]
+__all__ = ["low_priority_pool", "lower_this_threads_priority", "NICENESS"]
 
 log = logging.getLogger(__name__)
 
@@ -25,10 +25,11 @@ NICENESS = 10  # CFS weight 110 against a normal thread's 1024
 
 def low_priority_pool(threads: int, *, name: str) -> ThreadPoolExecutor:
     """A pool of `threads` threads, each running `NICENESS` steps below the process's priority."""
-    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name, initializer=_lower_priority)
+    return ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name, initializer=lower_this_threads_priority)
 
 
-def _lower_priority() -> None:
+def lower_this_threads_priority() -> None:
+    """`NICENESS` steps below the process's priority, for the calling thread only (on Linux)."""
     # Only Linux schedules threads by their own nice value: elsewhere this call would lower the
     # whole process, requests included, so the pool runs at normal priority there.
     if not sys.platform.startswith("linux"):
