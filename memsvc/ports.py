@@ -499,7 +499,8 @@ class GraphStore(Protocol):
         edges' `key`/`memory_id` are `memory`'s; at most `MAX_ENTITIES_PER_MEMORY` nodes and
         `MAX_RELATIONS_PER_MEMORY` edges, and every edge's ends are among `nodes`."""
 
-    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]) -> list[bool]:
+    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]
+                     ) -> list[bool]:
         """`replace_memory` for each (memory, nodes, edges) of distinct keys, in one transaction
         where the store has one that holds them; whether each replaced, in order."""
 

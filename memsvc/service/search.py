@@ -263,6 +263,8 @@ class Search:
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
         asked for more, until enough, or none is left that could score `min_score`."""
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
+        if self._pool is None and len(retrievers) > 1 and isinstance(embed, QueryEmbedding):
+            embed.start()  # the model runs while the keyword retriever reads its postings
         top_k = first_page or max(50, (offset + limit) * 4)
         # The rerank step reorders the fused ranking's first `depth`, whatever the page asked.
         depth = self._rerank.depth(tenant, mode) if rerank else 0
@@ -275,7 +277,7 @@ class Search:
         weight: float | None = None  # the semantic signal's share of this query's hybrid score
         while True:
             asked = [r for r in retrievers if not r.exhausted]
-            pages = list((self._pool.map if self._pool else map)(lambda r: r.page(top_k), asked))
+            pages = self._pages(asked, top_k)
             if weight is None:  # from the first pages, then fixed: the early stop's bound needs one weight
                 separations = {r.name: r.separation for r in retrievers}
                 weight = semantic_weight(separations.get("semantic", 0.0), separations.get("keyword", 0.0))
@@ -336,6 +338,15 @@ class Search:
             if opened[memory_id] is not None:
                 ranked.append(self._scored(opened[memory_id], signals[memory_id], mode, weight))
         return ranked
+
+    def _pages(self, retrievers: list["_Retriever"], top_k: int) -> list[dict[str, Any]]:
+        """Each retriever's next page, in their order: side by side on the pool where there is one;
+        otherwise the semantic retriever last, so that a query embedding started runs meanwhile."""
+        if self._pool is not None:
+            return list(self._pool.map(lambda r: r.page(top_k), retrievers))
+        pages = {n: retrievers[n].page(top_k)
+                 for n in sorted(range(len(retrievers)), key=lambda n: retrievers[n].name == "semantic")}
+        return [pages[n] for n in range(len(retrievers))]
 
     def _retrievers(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str,
                     mode: str, embed: Callable[[], list[float]]) -> list["_Retriever"]:
@@ -465,6 +476,11 @@ class QueryEmbedding:
         if self.failure is not None:
             raise self.failure
         return self._vector  # type: ignore[return-value]
+
+    def start(self) -> None:
+        """Embed on a thread of its own from now, so that other work overlaps the model's; whoever
+        asks first waits for it."""
+        threading.Thread(target=self.prepare, name="query-embed-start", daemon=True).start()
 
     def prepare(self) -> None:
         """Embed now, if not yet done; a failure is kept, not raised."""

@@ -116,7 +116,8 @@ class DynamoGraphStore:
     def replace_memory(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
         return self._apply(memory, nodes, edges, remove=False)
 
-    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]) -> list[bool]:
+    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]
+                     ) -> list[bool]:
         """A transaction per key (the keys of a batch share nothing but nodes, which each plans
         for itself), several at once: each is a few round trips."""
         if len(memories) <= 1:

@@ -62,7 +62,8 @@ class SqliteGraphStore:
     def replace_memory(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
         return self.replace_many([(memory, nodes, edges)]) == [True]
 
-    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]) -> list[bool]:
+    def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]
+                     ) -> list[bool]:
         with self._db.tx() as conn:  # one transaction for a batch: one commit, whatever its size
             return [self._replace(conn, memory, nodes, edges) for memory, nodes, edges in memories]
 

@@ -1,10 +1,13 @@
-"""An update embeds only the fields whose text changed (issue 29), on both backends: the previous
-version's vectors of the others are taken over, so the version is found by meaning through every
-field, exactly as if each had been embedded again; and no other key's or tenant's vectors are
-ever taken."""
+"""How the indexer batches its work (issue 29), on both backends: a feed batch's texts, of several
+tenants, are embedded together and each vector goes to its own memory; the batch is written with
+one write per store; and an update embeds only the fields whose text changed, the previous
+version's vectors of the others taken over, so the version is found by meaning through every
+field exactly as if each had been embedded again, and no other key's or tenant's vectors are ever
+taken."""
 
 from __future__ import annotations
 
+from memsvc.core.models import Caller
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
 from tests.conftest import alice, bob
@@ -69,5 +72,30 @@ def test_vectors_are_taken_over_only_from_the_same_key_of_the_same_user(backend)
     put(backend, value, caller=bob(), ns=("user", "bob", "notes"))
     put(backend, value, key="other")
     assert sorted(embedded(backend)) == sorted(["Shared words", "Exactly the same sentence."] * 2)
-    assert [k for k, _ in found(backend, "Exactly the same sentence.", caller=bob(), prefix=("user", "bob"))] == ["trip"]
+    bobs = found(backend, "Exactly the same sentence.", caller=bob(), prefix=("user", "bob"))
+    assert [k for k, _ in bobs] == ["trip"]
     assert sorted(k for k, _ in found(backend, "Exactly the same sentence.")) == ["other", "trip"]
+
+
+def test_a_batch_of_several_tenants_is_embedded_together_and_each_vector_is_its_own_memorys(backend):
+    callers = [alice(), bob(), Caller("other-tenant", "carol")]
+    texts = {}
+    for n in range(30):
+        caller = callers[n % 3]
+        ns = ("user", caller.user_id, "notes")
+        text = texts[(caller.tenant_id, ns, f"k{n}")] = f"note {n} about topic {n * 7 % 11} for {caller.user_id}"
+        backend.memories.put(caller, PutMemory(namespace=ns, key=f"k{n}", value={"text": text}, index_fields=["text"]))
+    writes: list[int] = []
+    put_many = backend.vectors.put_many
+    backend.vectors.put_many = lambda batch: (writes.append(len(batch)), put_many(batch))[1]
+    backend.embedder.calls.clear()
+    backend.drain()
+    assert sorted(t for call in backend.embedder.calls for t in call) == sorted(texts.values())
+    assert any(any("carol" in t for t in call) and any("alice" in t for t in call)
+               for call in backend.embedder.calls)  # one call for two tenants' texts
+    assert writes == [30]  # the whole batch in one write
+    for (tenant, ns, key), text in texts.items():
+        item = backend.store.get(tenant, ns, key)
+        (stored,) = backend.vectors.vectors_of(tenant, [(item.id, name) for name in item.indexed_fields]).values()
+        expected = backend.embedder._one(text)
+        assert max(abs(a - b) for a, b in zip(stored, expected)) < 1e-5, (tenant, key)
