@@ -3,8 +3,8 @@
 In process, on a fresh data directory (the embedded default, no server, no background workers):
 writes `--items` memories of one short sentence each (`index_fields: ["text"]`), `batch` at a
 time, and drains the indexer's feed after each batch with the feed worker's own call
-(`run_cycle`); so a batch of 1 is a trickle of single writes, and a batch of 256 a backlog (the
-feed's batch). Each stage is timed where it is called (a wrapper around the one function that
+(`run_cycle`, on a thread at the feed's low priority, as in the server); so a batch of 1 is a
+trickle of single writes, and a batch of 256 a backlog (the feed's batch). Each stage is timed where it is called (a wrapper around the one function that
 does it), so a stage is the sum over every thread that ran it: with the embedding pool, the
 embedding of a backlog runs on both cores and its time per item can exceed the wall time.
 
@@ -62,11 +62,13 @@ class Timers:
 
 def profile(batch: int, items: int, root: Path) -> dict[str, Any]:
     import memsvc.service.indexer as indexer_module
+    from memsvc.adapters.local.low_priority_pool import low_priority_pool
     from memsvc.bootstrap import build_local
     from memsvc.core.models import Caller
     from memsvc.service.memories import PutMemory
 
     app = build_local(root / f"batch-{batch}", start_workers=False)
+    feed = low_priority_pool(1, name="feed")
     try:
         caller = Caller("bench", "bench")
         put = app.services.memories.put
@@ -97,7 +99,7 @@ def profile(batch: int, items: int, root: Path) -> dict[str, Any]:
                 put(caller, PutMemory(namespace=("user", "bench", f"topic-{i % 50}"), key=f"m{i}",
                                       value=make_value(1_000_000 + i), index_fields=["text"]))
             started, cpu_started = time.perf_counter(), time.process_time()
-            app.workers.run_cycle("indexer")
+            feed.submit(app.workers.run_cycle, "indexer").result()
             wall += time.perf_counter() - started
             cpu += time.process_time() - cpu_started
         stages = {stage: timers.seconds[stage] / items * 1000 for stage in STAGES}
@@ -105,6 +107,7 @@ def profile(batch: int, items: int, root: Path) -> dict[str, Any]:
         return {"batch": batch, "items": items, "items_per_s": items / wall, "wall_ms": wall / items * 1000,
                 "cpu_ms": cpu / items * 1000, "stages_ms": stages}
     finally:
+        feed.shutdown()
         app.close()
 
 

@@ -23,7 +23,8 @@ marked on its row: the mapping's retry runs it alone, and quarantines it if it w
 the function died again.
 
 Metrics (namespace `POWERTOOLS_METRICS_NAMESPACE`, default `memsvc`; dimension `service`), per
-batch: `Records`, `Changes`, `ExpiredChanges`, `ChangesFailed`, `EmbeddedTexts`,
+batch: `Records`, `Changes`, `ExpiredChanges`, `ChangesFailed`, `EmbeddedTexts` (texts the
+model embedded), `ReusedTexts` (an update's unchanged fields: the previous version's vectors),
 `VectorsWritten`, `VectorsDeleted`, `Quarantined` (memories set aside as poison), and with
 Titan `EmbeddingCalls`, `EmbeddingCacheHits`, `EmbeddingCacheMisses`, `EmbeddingThrottles`, `EmbeddingFailures`; the knowledge graph's
 entity extraction (Bedrock Converse): `ExtractionCalls`, `ExtractionMalformed` (answers that
@@ -63,6 +64,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
 
     totals_after = indexer.stats_total()
     embedded = int(totals_after["embedded_texts"] - totals_before["embedded_texts"])
+    reused = int(totals_after["reused_texts"] - totals_before["reused_texts"])
     quarantined = int(totals_after["quarantined_items"] - totals_before["quarantined_items"])
     written, deleted = (a - b for a, b in zip(vector_meter.snapshot(), vectors_before))
     kinds = Counter(c.kind for c in changes)
@@ -71,6 +73,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     metrics.add_metric(name="ExpiredChanges", unit=MetricUnit.Count, value=kinds.get("expired", 0))
     metrics.add_metric(name="ChangesFailed", unit=MetricUnit.Count, value=len(failed_seqs))
     metrics.add_metric(name="EmbeddedTexts", unit=MetricUnit.Count, value=embedded)
+    metrics.add_metric(name="ReusedTexts", unit=MetricUnit.Count, value=reused)
     metrics.add_metric(name="VectorsWritten", unit=MetricUnit.Count, value=written)
     metrics.add_metric(name="VectorsDeleted", unit=MetricUnit.Count, value=deleted)
     metrics.add_metric(name="Quarantined", unit=MetricUnit.Count, value=quarantined)
@@ -86,6 +89,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         "changes": dict(kinds),
         "failed": sorted(failed_seqs, key=lambda s: (len(s), s)),
         "embedded_texts": embedded,
+        "reused_texts": reused,
         "vectors_written": written,
         "vectors_deleted": deleted,
         "quarantined": quarantined,

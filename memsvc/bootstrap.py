@@ -138,7 +138,7 @@ def build_local(
         from memsvc.adapters.local.cached_embedder import CachedEmbedder
         from memsvc.adapters.local.embedder import MiniLMEmbedder
 
-        embedder = CachedEmbedder(MiniLMEmbedder(lone_text_threads=os.cpu_count() or 1))
+        embedder = CachedEmbedder(MiniLMEmbedder(lone_text_threads=_cores()))
     clock = clock or SystemClock()
     data_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
@@ -151,9 +151,9 @@ def build_local(
                                 rerank_available=reranker is not None)
     graph = SqliteGraphStore(data_dir / "graph.db")
     graph_indexer = GraphIndexer(graph=graph, extractor=PatternExtractor(), sealer=sealer, items=store)
-    # Indexing embeds on every core at a low priority, a chunk per thread, while the feed's
-    # thread writes the chunk before (see `memsvc.service.indexer`).
-    cores = os.cpu_count() or 1
+    # Indexing embeds on every core at a low priority, a chunk per thread, then writes the
+    # batch's indexes together (see `memsvc.service.indexer`).
+    cores = _cores()
     embed_pool = low_priority_pool(cores, name="memsvc-embed")
     indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, graph=graph_indexer,
                       embed_pool=embed_pool, chunk_texts=_INDEX_CHUNK, lookahead=cores, clock=clock)
@@ -185,6 +185,11 @@ def build_local(
                     sealer, settings,
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs,
                     accesses, graph, embed_pool)
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container's share, where the OS says it)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 # Texts per chunk of the indexing pipeline: one embedder call, run by one thread, several at once.

@@ -85,11 +85,11 @@ class IndexBacklog(Protocol):
     ) -> dict[tuple[tuple[str, ...], str], StoredItem]:
         """The keys' current rows, read as `get` reads them (the indexer reads a batch's at once)."""
 
-    def mark_indexed(self, marks: Sequence[tuple[StoredItem, Sequence[str]]]) -> set[str]:
+    def mark_indexed(self, marks: Sequence[tuple[StoredItem, Sequence[str]]]) -> list[bool]:
         """For each (version, fields): record that the version's vectors for `fields` are written,
         and end its attempt, if its key is still at that version and it is not quarantined; no new
-        version, no change record. Returns the memory ids of the versions marked (a batch's marks
-        in one write where the store has transactions)."""
+        version, no change record. Returns whether each was marked, in order (a batch's marks in
+        one write where the store has transactions)."""
 
     def pending_index(self, tenant: str, now: datetime) -> int:
         """Live items whose current version is to be indexed and is not yet (quarantined ones are
@@ -500,9 +500,10 @@ class GraphStore(Protocol):
         `MAX_RELATIONS_PER_MEMORY` edges, and every edge's ends are among `nodes`."""
 
     def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]
-                     ) -> list[bool]:
+                     ) -> list[bool | Exception]:
         """`replace_memory` for each (memory, nodes, edges) of distinct keys, in one transaction
-        where the store has one that holds them; whether each replaced, in order."""
+        where the store has one that holds them; in order, whether each replaced, or the
+        exception its replacement raised (it changed nothing; the others stand)."""
 
     def remove_memory(self, memory: DerivedMemory) -> bool:
         """The key was deleted or expired (`memory` is its tombstone): atomically remove the key's

@@ -112,8 +112,8 @@ ENGINES_PER_THREAD = 4
 INSTRUCTION_BUDGET = 25_000  # the Rego VM's own limit (RegoVM::new), which the Python binding cannot set
 _OVER_BUDGET = "exceeded maximum instruction limit"
 _NO_DEFINITION = ("no definitions found for rule path", "not a valid rule path")  # the VM compiler's words
-DECISIONS_PER_BUNDLE = 4096
-_MAX_REMEMBERED_INPUT = 4096  # characters of input JSON: at most 16 MB of remembered inputs per bundle
+DECISIONS_PER_BUNDLE = 1024
+_MAX_REMEMBERED_INPUT = 4096  # characters of input JSON: at most 4 MB of remembered inputs per bundle
 # Builtins whose answer is not a function of their arguments (a mention in a comment only costs
 # the memo). Rego cannot call a builtin without naming it.
 _IMPURE_BUILTINS = re.compile(

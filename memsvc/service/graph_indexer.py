@@ -70,8 +70,8 @@ class GraphIndexer:
         stopwatch `watch` gives as its work starts, from its indexed `texts` when the caller has
         them (decrypted once, by the indexer); every replacement in one `replace_many`; and a key
         that moved on meanwhile brought to its new version. Returns the exception of each that
-        failed, by ref, for the caller to judge (throttling included); a failed read or write
-        fails every ref it held."""
+        failed, by ref, for the caller to judge (throttling included): a replacement's is its
+        own; a failed read fails every ref it was for."""
         texts = texts or {}
         failed: dict[int, Exception] = {}
         try:
@@ -99,10 +99,19 @@ class GraphIndexer:
                 plans.append((ref, *rows))
         try:
             replaced = self._graph.replace_many([(_marker(items[ref]), nodes, edges) for ref, nodes, edges in plans])
-            moved = [ref for (ref, _, _), done in zip(plans, replaced) if done]
-            fresh = self._rows(items[ref] for ref in moved)
         except Exception as exc:
             failed.update(dict.fromkeys((ref for ref, _, _ in plans), exc))
+            return failed
+        moved = []
+        for (ref, _, _), done in zip(plans, replaced):
+            if isinstance(done, Exception):
+                failed[ref] = done
+            elif done:
+                moved.append(ref)
+        try:
+            fresh = self._rows(items[ref] for ref in moved)
+        except Exception as exc:
+            failed.update(dict.fromkeys(moved, exc))
             return failed
         for ref in moved:  # moved on while we extracted, maybe already applied
             item, now = items[ref], fresh.get(_key(items[ref]))

@@ -222,17 +222,6 @@ class Indexer:
         # have written part of one; deleting an absent one is cheap). A retry's previous row is
         # the same version.
         retired = {c.seq: c.old for c in changes if c.old is not None and c.kind != "index_retry"}
-        known = self._previous_vectors(changes)  # read before the retirement removes them
-        try:
-            self._retire(list(retired.values()))
-        except Exception:
-            log.exception("index removal failed; retrying change by change")
-            for seq, old in retired.items():
-                try:
-                    self._retire([old])
-                except Exception:
-                    log.exception("index removal failed", extra={"seq": seq})
-                    failed.add(seq)
         latest: dict[tuple[str, tuple[str, ...], str], Change] = {}
         for change in changes:  # only each key's newest write can still be current
             if change.kind in ("add", "update", "index_retry"):
@@ -250,6 +239,17 @@ class Indexer:
                 if (item is not None and item.id == change.new.id and item.deleted is None
                         and item.index_error is None and (item.indexed_fields is None or self._graph is not None)):
                     current[change.seq] = item  # indexed already or not: the graph step runs on it
+        known = self._previous_vectors(changes, current)  # read before the retirement removes them
+        try:
+            self._retire(list(retired.values()))
+        except Exception:
+            log.exception("index removal failed; retrying change by change")
+            for seq, old in retired.items():
+                try:
+                    self._retire([old])
+                except Exception:
+                    log.exception("index removal failed", extra={"seq": seq})
+                    failed.add(seq)
         if self._graph is not None:
             failed |= self._graph.apply([c for c in changes if c.kind in ("delete", "expired")])
         failed |= self._isolated(current, feed=True, deadline=deadline, known=known).failed
@@ -600,7 +600,9 @@ class Indexer:
                          watch: Callable[[], Stopwatch], alone: bool, probe: _Probe) -> list[_Embedded]:
         """Embed the prepared items' texts chunk by chunk, up to `lookahead` chunks at once on the
         pool, then write every chunk's indexes together: one write per store for the unit of
-        work. Returns what was written (its items to mark), and files what fails in `outcome`."""
+        work; if that fails, chunk by chunk (the writes are idempotent), so that a failure is
+        pinned on one chunk's items, as when each chunk was written on its own. Returns what was
+        written (its items to mark), and files what fails in `outcome`."""
         chunks = self._chunks({ref: p.texts for ref, p in prepared.items()})
         # A batch of one chunk (a trickle of fresh writes) is embedded here and now: nothing to
         # overlap, and it is what the next search wants to find. A backlog goes to the pool.
@@ -614,16 +616,23 @@ class Indexer:
                 embedded.extend(self._received(*in_flight.popleft(), outcome, alone, probe))
         while in_flight:
             embedded.extend(self._received(*in_flight.popleft(), outcome, alone, probe))
-        if not embedded:
-            return []
-        unit = _joined(embedded)
-        try:
-            self._write(unit)
-            self._reread_turns(unit, watch)
-        except Exception as exc:
-            self._fault(outcome, unit.refs, exc, alone, probe)
-            return []
-        return [unit]
+        if len(embedded) > 1:
+            unit = _joined(embedded)
+            try:
+                self._write(unit)
+                self._reread_turns(unit, watch)
+                return [unit]
+            except Exception as exc:  # (its type only: a message could quote a value)
+                log.warning("writing a batch's indexes failed (%s); writing them chunk by chunk", type(exc).__name__)
+        written: list[_Embedded] = []  # a chunk that fails alone sends only its items to run alone
+        for chunk in embedded:
+            try:
+                self._write(chunk)
+                self._reread_turns(chunk, watch)
+                written.append(chunk)
+            except Exception as exc:
+                self._fault(outcome, chunk.refs, exc, alone, probe)
+        return written
 
     def _chunks(self, fields: dict[int, list[tuple[str, str]]]) -> list[list[int]]:
         """The batch's items in chunks of at most `chunk_texts` texts, by their longest text: a
@@ -655,8 +664,9 @@ class Indexer:
     def _embedded(self, refs: list[int], items: list[StoredItem], prepared: list[_Prepared],
                   watch: Callable[[], Stopwatch]) -> _Embedded:
         """The pipeline's middle stage: each item's keyword document (an item over its budget is
-        left out of the chunk), then the chunk's texts embedded in one embedder call. The chunk's
-        stopwatch starts here, not while it waits for the pool."""
+        left out of the chunk), then the chunk's texts whose vector is not known already
+        (`_Prepared.reused`) embedded in one embedder call. The chunk's stopwatch starts here, not
+        while it waits for the pool."""
         stopwatch = watch()
         chunk = _Embedded([], [], [], [], [], [], 0.0)
         known: list[list[float] | None] = []  # per text of the chunk
@@ -735,9 +745,8 @@ class Indexer:
         them goes, as it does for an item that moved on meanwhile (or was set aside). Its next
         change sees no mark, so it would never delete these entries: we do."""
         started = self._timer()
-        marked = self._store.mark_indexed([(item, names) for ref, item, names in zip(chunk.refs, chunk.items,
-                                                                                     chunk.written)
-                                           if ref not in failed])
+        marks = [(item, names) for ref, item, names in zip(chunk.refs, chunk.items, chunk.written) if ref not in failed]
+        marked = {item.id for (item, _), done in zip(marks, self._store.mark_indexed(marks)) if done}
         lost, lost_docs = [], []
         for item, names in zip(chunk.items, chunk.written):
             if item.id not in marked:
@@ -750,11 +759,12 @@ class Indexer:
         seconds = chunk.write_seconds + self._timer() - started
         embedded = sum(chunk.embedded_texts)
         with self._stats_lock:  # an embedder call's time is shared by its items by the texts it embedded
-            for item, texts in zip(chunk.items, chunk.embedded_texts):
+            for item, item_fields, texts in zip(chunk.items, chunk.fields, chunk.embedded_texts):
                 if item.id not in marked:
                     continue
                 c = self._stats.setdefault(item.tenant, Counter())
                 c["embedded_texts"] += texts
+                c["reused_texts"] += len(item_fields) - texts
                 c["embed_seconds"] += chunk.seconds * texts / embedded if embedded else 0.0
                 c["indexed_items"] += 1
                 c["write_seconds"] += seconds / len(chunk.items)
@@ -802,14 +812,16 @@ class Indexer:
                                or exc.details.get("aws_error_code") or exc.details.get("field")})
             return {writes[0].memory_id}
 
-    def _previous_vectors(self, changes: Sequence[Change]) -> _Known:
-        """For each update whose previous version has vectors: those vectors by (path, text), so
-        that a field whose text did not change is not embedded again (an attribute, a TTL or
-        another field changed). Read before the retirement removes them. A session message's
-        texts quote the turn before it, so its vectors are never taken over. A failure to read
-        them costs only the model's time."""
+    def _previous_vectors(self, changes: Sequence[Change], current: dict[int, StoredItem]) -> _Known:
+        """For each update about to be indexed (in `current`, by seq, not indexed yet) whose
+        previous version has vectors: those vectors by (path, text), so that a field whose text
+        did not change is not embedded again (an attribute, a TTL or another field changed). Read
+        before the retirement removes them; the previous version is decrypted for its texts. A
+        session message's texts quote the turn before it, so its vectors are never taken over. A
+        failure to read them costs only the model's time."""
         olds = {c.seq: c.old for c in changes
-                if c.kind == "update" and c.old is not None and c.old.indexed_fields and c.old.value_ct is not None
+                if c.kind == "update" and c.seq in current and current[c.seq].indexed_fields is None
+                and c.old is not None and c.old.indexed_fields and c.old.value_ct is not None
                 and c.old.index_fields is not False and not is_session_message(c.old.namespace, c.old.key)}
         by_tenant: dict[str, list[int]] = {}
         for seq, old in olds.items():
@@ -819,16 +831,22 @@ class Indexer:
             try:
                 stored = self._vectors.vectors_of(tenant, [(olds[s].id, name) for s in seqs
                                                            for name in olds[s].indexed_fields or ()])
-                for seq in seqs:
-                    old = olds[seq]
-                    texts = extract_texts(self._sealer.open_value(old), old.index_fields, limit=MAX_INDEXED_FIELDS)
-                    vectors = {(path, text): vector for path, text in texts
-                               if (vector := stored.get((old.id, self._sealer.field_id(tenant, path)))) is not None}
-                    if vectors:
-                        known[seq] = vectors
             except Exception as exc:  # (its type only: a message could quote a value)
                 log.warning("reading previous versions' vectors failed (%s); their fields are embedded again",
                             type(exc).__name__)
+                continue
+            for seq in seqs:
+                old = olds[seq]
+                try:
+                    texts = extract_texts(self._sealer.open_value(old), old.index_fields, limit=MAX_INDEXED_FIELDS)
+                except Exception as exc:
+                    log.warning("reading a previous version's texts failed (%s); its fields are embedded again",
+                                type(exc).__name__)
+                    continue
+                vectors = {(path, text): vector for path, text in texts
+                           if (vector := stored.get((old.id, self._sealer.field_id(tenant, path)))) is not None}
+                if vectors:
+                    known[seq] = vectors
         return known
 
     def _retire(self, olds: Sequence[StoredItem]) -> None:
@@ -843,10 +861,13 @@ class Indexer:
 
     # -- statistics --------------------------------------------------------------------------------
 
-    _STATS = ("embedded_texts", "embed_seconds", "indexed_items", "write_seconds", "quarantined_items")
+    _STATS = ("embedded_texts", "reused_texts", "embed_seconds", "indexed_items", "write_seconds",
+              "quarantined_items")
 
     def stats(self, tenant: str) -> dict[str, float]:
-        """This process's indexing totals for one tenant (embedding time apart from index writes)."""
+        """This process's indexing totals for one tenant (embedding time apart from index writes):
+        of the texts indexed, those the model embedded and those whose previous version's vector
+        was taken over (`_previous_vectors`)."""
         with self._stats_lock:
             c = self._stats.get(tenant, Counter())
             return {k: round(c[k], 6) for k in self._STATS}

@@ -137,3 +137,29 @@ def test_thread_safety(embedder):
         assert len(results[t]) == 3
         for got in results[t]:
             np.testing.assert_allclose(got, expected, atol=1e-5)
+
+
+def test_a_lone_text_from_a_waiting_caller_runs_on_the_lone_text_session_and_background_work_never_does():
+    from memsvc.adapters.local.low_priority_pool import low_priority_pool
+
+    model = MiniLMEmbedder(lone_text_threads=2)
+    used: list[str] = []
+
+    class Spy:
+        def __init__(self, name, inner):
+            self.name, self.inner = name, inner
+
+        def run(self, *args, **kwargs):
+            used.append(self.name)
+            return self.inner.run(*args, **kwargs)
+
+    model._session, model._lone_session = Spy("batch", model._session), Spy("lone", model._lone_session)
+    lone = model.embed_array([SENTENCES[0]])
+    pair = model.embed_array(SENTENCES[:2])
+    with low_priority_pool(1, name="test-background") as pool:
+        background = pool.submit(model.embed_array, [SENTENCES[0]]).result()
+    assert used == ["lone", "batch", "batch"]
+    np.testing.assert_allclose(lone[0], pair[0], atol=1e-5)  # the same vector whichever session
+    np.testing.assert_allclose(lone, background, atol=1e-5)
+    single = MiniLMEmbedder()  # without lone_text_threads: one session for every call
+    assert single._lone_session is single._session

@@ -1,5 +1,6 @@
-"""The indexer's pipeline: a batch of changes indexed a chunk at a time, the next chunks embedded on
-a pool while the one before is written. Over the local adapters, with a scripted fake embedder."""
+"""The indexer's pipeline: a batch of changes cut into chunks, the chunks embedded on a pool several
+at once, then the batch's indexes written together (chunk by chunk when that fails). Over the
+local adapters, with a scripted fake embedder."""
 
 from __future__ import annotations
 
@@ -140,6 +141,59 @@ def test_a_failing_chunk_runs_its_items_alone_and_quarantines_the_one_that_fails
     assert indexer.apply(changes(app)[-2:]) == set()  # its quarantine (the timeline's) and its retry
     assert indexed_texts(embedder) == ["text 2"]  # nothing else is embedded twice
     assert app.store.get("acme", NS, "k2").id in app.vectors.memory_ids("acme")
+
+
+def test_a_batch_is_written_at_once_and_a_write_failing_sends_only_its_chunks_items_alone(
+        app, embedder, pool, clock):
+    for n in range(6):
+        put(app, f"k{n}", f"text {n}")
+    poison = app.store.get("acme", NS, "k2").id
+    writes: list[list[str]] = []
+    put_many = app.keywords.put_many
+
+    def refusing_k2(docs, fields=()):  # fails whenever it holds k2's document, as a store might on its data
+        writes.append([d.key for d in docs])
+        if any(d.memory_id == poison for d in docs):
+            raise ValueError("refused (injected)")
+        put_many(docs, fields)
+
+    app.keywords.put_many = refusing_k2
+    indexer = pipelined(app, embedder, pool)
+
+    assert indexer.apply(changes(app)) == set()
+
+    # the three chunks together, then chunk by chunk, then k2's chunk (k2, k3) item by item
+    assert writes == [["k0", "k1", "k2", "k3", "k4", "k5"], ["k0", "k1"], ["k2", "k3"], ["k4", "k5"],
+                      ["k2"], ["k3"]]
+    assert sorted(indexed_texts(embedder)) == sorted([f"text {n}" for n in range(6)] + ["text 2", "text 3"])
+    k2 = app.store.get("acme", NS, "k2")
+    assert (k2.indexed_fields, k2.index_error) == (None, "indexing it raised ValueError")
+    assert app.keywords.memory_ids("acme") == {app.store.get("acme", NS, f"k{n}").id for n in (0, 1, 3, 4, 5)}
+    assert app.store.pending_index("acme", clock.now()) == 0  # (k2's vectors stay: README, "Poison items")
+
+
+def test_one_memorys_graph_write_failing_is_its_own_and_the_batchs_other_rows_stand(app, clock):
+    for n in range(6):
+        put(app, f"k{n}", f"Alice{n} works on Project Atlas{n}.")
+    graph_store = app.indexer._graph._graph
+    replace = graph_store._replace
+
+    def refusing_k2(conn, memory, nodes, edges):
+        if memory.key == "k2":
+            raise ValueError("refused (injected)")
+        return replace(conn, memory, nodes, edges)
+
+    graph_store._replace = refusing_k2
+    app.embedder.calls.clear()
+
+    app.workers.run_cycle("indexer")
+
+    assert sorted(indexed_texts(app.embedder)) == sorted([f"Alice{n} works on Project Atlas{n}." for n in range(6)]
+                                                         + ["Alice2 works on Project Atlas2."])  # k2 alone, again
+    k2 = app.store.get("acme", NS, "k2")
+    assert k2.index_error == "indexing it raised ValueError"
+    assert graph_store.stats()["mentions"] == 10  # two names in each of the five others
+    assert app.store.pending_index("acme", clock.now()) == 0
 
 
 def test_a_model_failing_for_every_text_loses_nothing_and_blames_nobody(app, embedder, pool, clock):

@@ -117,14 +117,20 @@ class DynamoGraphStore:
         return self._apply(memory, nodes, edges, remove=False)
 
     def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]
-                     ) -> list[bool]:
+                     ) -> list[bool | Exception]:
         """A transaction per key (the keys of a batch share nothing but nodes, which each plans
         for itself), several at once: each is a few round trips."""
+        def one(memory: tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]) -> bool | Exception:
+            try:
+                return self.replace_memory(*memory)
+            except Exception as exc:
+                return exc
+
         if len(memories) <= 1:
-            return [self.replace_memory(*m) for m in memories]
+            return [one(m) for m in memories]
         with ThreadPoolExecutor(max_workers=min(_REPLACE_WRITERS, len(memories)),
                                 thread_name_prefix="memsvc-graph") as pool:
-            return list(pool.map(lambda m: self.replace_memory(*m), memories))
+            return list(pool.map(one, memories))
 
     def remove_memory(self, memory: DerivedMemory) -> bool:
         return self._apply(memory, (), (), remove=True)

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
@@ -51,6 +51,7 @@ _ser = TypeSerializer()
 _NAMES = {"#idx": "idx", "#chg": "chg", "#ppk": "ppk", "#exp": "exp", "#ttl": TTL_ATTRIBUTE, "#ixa": "ixa",
           "#qrs": "qrs", "#qat": "qat"}
 _ATTEMPT_WRITERS = 8  # concurrent UpdateItems marking a stream batch's attempts
+_T = TypeVar("_T")
 _de = TypeDeserializer()
 
 
@@ -178,14 +179,12 @@ class DynamoItemStore:
         return out
 
     def mark_indexed(self, marks):
-        fields_of = {item.id: fields for item, fields in marks}
-        done = self._each([item for item, _ in marks], lambda i: self._update_if_current(
-            i.tenant, i.namespace, i.key, i.version,
+        return self._each(list(marks), lambda mark: self._update_if_current(
+            mark[0].tenant, mark[0].namespace, mark[0].key, mark[0].version,
             "SET #idx = :f, #chg = :c REMOVE #ppk, #ixa",
-            {":f": {"S": json.dumps(list(fields_of[i.id]))}, ":c": {"S": "index"}},
+            {":f": {"S": json.dumps(list(mark[1]))}, ":c": {"S": "index"}},
             extra_condition=" AND attribute_not_exists(#qrs)",
         ))
-        return {item.id for (item, _), ok in zip(marks, done) if ok}
 
     # -- indexing attempts and quarantine ----------------------------------------------------------
     # Marks on the item row (same version, so the stream's MODIFY is no change; `chg` says which
@@ -203,7 +202,7 @@ class DynamoItemStore:
             i.tenant, i.namespace, i.key, i.version, "SET #chg = :c REMOVE #ixa", {":c": {"S": "attempt"}},
             extra_condition=" AND attribute_exists(#ixa)"))
 
-    def _each(self, items: list[StoredItem], write: Callable[[StoredItem], bool]) -> list[bool]:
+    def _each(self, items: list[_T], write: Callable[[_T], bool]) -> list[bool]:
         """One conditional write per item (a version that moved on is left alone), several at once:
         a stream batch's hundred marks would otherwise take a hundred round trips in a row.
         Returns whether each was written."""

@@ -16,6 +16,8 @@ import numpy as np
 import onnxruntime as ort
 from tokenizers import Tokenizer
 
+from memsvc.adapters.local.low_priority_pool import at_low_priority
+
 __all__ = ["MiniLMEmbedder"]
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
@@ -57,16 +59,18 @@ class MiniLMEmbedder:
 
     Args:
         intra_op_num_threads: onnxruntime threads per inference call of several
-            texts (0 = onnxruntime's default, one per core). The default of 1
-            keeps a core free for the HTTP server and lets concurrent calls (the
+            texts, and of any call from a background thread (0 = onnxruntime's
+            default, one per core). The default of 1 lets concurrent calls (the
             indexer's chunks, on its low-priority pool) run in parallel without
             oversubscribing a small machine.
         batch_size: texts per inference call; 16 is the fastest per text on
             one core (`python -m benchmarks.indexing_throughput --model`).
-        lone_text_threads: onnxruntime threads for a call of one text, which
-            is what a waiting caller asks (a query, a write indexed before it
-            answers): on two cores 3.5 ms instead of 4.8 (same benchmark). Its
-            threads are made here, at the constructing thread's priority.
+        lone_text_threads: onnxruntime threads for a call of one text from a
+            thread at normal priority, which is what a waiting caller asks (a
+            query, a write indexed before it answers): on two cores 3.5 ms
+            instead of 4.9 (same benchmark). Its threads are made here, at the
+            constructing thread's priority, so a background thread
+            (`low_priority_pool.at_low_priority`) never uses them.
     """
 
     model_id: str = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
@@ -105,7 +109,9 @@ class MiniLMEmbedder:
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
         """Like :meth:`embed`, as a float32 array of shape ``[len(texts), 384]``."""
         texts = list(texts)
-        session = self._lone_session if len(texts) == 1 else self._session
+        # Background work never fans out to the lone-text session's threads: they run at the
+        # priority of the thread that made them, the requests'.
+        session = self._lone_session if len(texts) == 1 and not at_low_priority() else self._session
         out = np.empty((len(texts), _DIMENSION), dtype=np.float32)
         # Longest first, so each batch holds texts of similar length (little padding).
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]), reverse=True)

@@ -16,7 +16,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
-__all__ = ["low_priority_pool", "lower_this_threads_priority", "NICENESS"]
+__all__ = ["low_priority_pool", "lower_this_threads_priority", "at_low_priority", "NICENESS"]
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +28,17 @@ def low_priority_pool(threads: int, *, name: str) -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name, initializer=lower_this_threads_priority)
 
 
+_background = threading.local()
+
+
+def at_low_priority() -> bool:
+    """Whether the calling thread is background work (`lower_this_threads_priority` ran on it)."""
+    return getattr(_background, "lowered", False)
+
+
 def lower_this_threads_priority() -> None:
     """`NICENESS` steps below the process's priority, for the calling thread only (on Linux)."""
+    _background.lowered = True
     # Only Linux schedules threads by their own nice value: elsewhere this call would lower the
     # whole process, requests included, so the pool runs at normal priority there.
     if not sys.platform.startswith("linux"):

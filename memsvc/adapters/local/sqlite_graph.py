@@ -60,12 +60,26 @@ class SqliteGraphStore:
     # -- derived from memories ------------------------------------------------------------------
 
     def replace_memory(self, memory: DerivedMemory, nodes: Sequence[GraphNode], edges: Sequence[GraphEdge]) -> bool:
-        return self.replace_many([(memory, nodes, edges)]) == [True]
+        (replaced,) = self.replace_many([(memory, nodes, edges)])
+        if isinstance(replaced, Exception):
+            raise replaced
+        return replaced
 
     def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]
-                     ) -> list[bool]:
-        with self._db.tx() as conn:  # one transaction for a batch: one commit, whatever its size
-            return [self._replace(conn, memory, nodes, edges) for memory, nodes, edges in memories]
+                     ) -> list[bool | Exception]:
+        # One transaction for a batch (one commit, whatever its size), a savepoint per memory: one
+        # that fails leaves the others' rows and is handed back.
+        out: list[bool | Exception] = []
+        with self._db.tx() as conn:
+            for memory, nodes, edges in memories:
+                conn.execute("SAVEPOINT replacing")
+                try:
+                    out.append(self._replace(conn, memory, nodes, edges))
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO replacing")
+                    out.append(exc)
+                conn.execute("RELEASE replacing")
+        return out
 
     def _replace(self, conn: sqlite3.Connection, memory: DerivedMemory, nodes: Sequence[GraphNode],
                  edges: Sequence[GraphEdge]) -> bool:

@@ -215,17 +215,14 @@ class SqliteItemStore:
         return [_item(r) for r in rows]
 
     def mark_indexed(self, marks):
-        marked = set()
+        if not marks:
+            return []
         with self._tx() as conn:  # one transaction for a batch: one fsync, whatever its size
-            for item, fields in marks:
-                cur = conn.execute(
-                    "UPDATE items SET indexed_fields = ?, index_attempt = NULL WHERE tenant = ? AND ns = ? AND key = ? "
-                    "AND version = ? AND deleted IS NULL AND index_error IS NULL",
-                    (json.dumps(list(fields)), item.tenant, encode_namespace(item.namespace), item.key, item.version),
-                )
-                if cur.rowcount == 1:
-                    marked.add(item.id)
-        return marked
+            return [conn.execute(
+                "UPDATE items SET indexed_fields = ?, index_attempt = NULL WHERE tenant = ? AND ns = ? AND key = ? "
+                "AND version = ? AND deleted IS NULL AND index_error IS NULL",
+                (json.dumps(list(fields)), item.tenant, encode_namespace(item.namespace), item.key, item.version),
+            ).rowcount == 1 for item, fields in marks]
 
     def pending_index(self, tenant, now):
         return self._conn().execute(
