@@ -195,7 +195,7 @@ class Operations(Construct):
                 for n, q in dead_letter_queues.items()]),
             cw.GraphWidget(title="Indexing (service metrics)", width=8, left=[
                 _service_metric("indexer", name) for name in
-                ("Changes", "ChangesFailed", "Quarantined", "EmbeddedTexts", "VectorsWritten",
+                ("Changes", "ChangesFailed", "Quarantined", "EmbeddedTexts", "ReusedTexts", "VectorsWritten",
                  "EmbeddingThrottles")]),
         )
         self.dashboard.add_widgets(
