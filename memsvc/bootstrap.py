@@ -24,6 +24,7 @@ from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
+from memsvc.service.feedback import Feedback
 from memsvc.service.graph import Graph
 from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.indexer import Indexer
@@ -246,6 +247,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
                       graph=knowledge),
         remember=Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
                           judge=judge, limiter=limiter, queue=remember_queue, accesses=accesses),
+        feedback=Feedback(items=items, memories=memories, access=access, sealer=sealer, clock=clock),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=cursors, access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),

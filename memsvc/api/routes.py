@@ -22,6 +22,7 @@ from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
+from memsvc.service.feedback import Feedback
 from memsvc.service.graph import (EntityRef, FindEntities, Graph, PathQuery, PutEntity, PutRelation, RelatedQuery,
                                   RelationRef)
 from memsvc.service.memories import Memories
@@ -51,6 +52,7 @@ class Services:
     health: Callable[[], dict[str, Any]]
     metrics: Metrics
     remember: Remember
+    feedback: Feedback
     sessions: Sessions
     close_session: CloseSession
     semantic: SemanticMemories
@@ -75,6 +77,10 @@ def _delete_memory(app: Services, c: Call) -> None:
 
 def _search(app: Services, c: Call) -> s.SearchOut:
     return s.SearchOut.of(app.search.answer(c.caller, c.body, request_id=c.request.request_id))
+
+
+def _feedback(app: Services, c: Call) -> s.FeedbackOut:
+    return s.FeedbackOut.of(app.feedback.give(c.caller, c.body))
 
 
 def _recall(app: Services, c: Call) -> s.RecallOut:
@@ -347,6 +353,8 @@ ROUTES: tuple[Route, ...] = (
           _recall, body=s.RecallBody, response=s.RecallOut),
     Route("POST", "/v1/memories/remember", "Remember a typed memory, consolidating it with its neighbours",
           _remember, body=s.RememberBody, response=s.RememberOut, also=((202, s.RememberAcceptedOut),)),
+    Route("POST", "/v1/memories/feedback", "Feedback on a typed memory: useful raises its importance; wrong or "
+          "outdated supersede it", _feedback, body=s.FeedbackBody, response=s.FeedbackOut),
     Route("GET", "/v1/memories/namespaces", "List namespaces", _list_namespaces, query=ListNamespaces,
           response=s.NamespacesOut),
     Route("GET", "/v1/memories/events", "The event timeline, oldest first", _events, query=EventsQuery,

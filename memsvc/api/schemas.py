@@ -14,6 +14,7 @@ from memsvc.core.models import Memory, to_rfc3339
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.validation import Command, Namespace
 from memsvc.service.admin import IndexRetry, IndexRun, IndexStatus, PolicyBundle, RetryOutcome
+from memsvc.service.feedback import FeedbackGiven, GiveFeedback
 from memsvc.service.memories import PutMemory
 from memsvc.service.graph import Entity, PathAnswer, Related
 from memsvc.service.recall import RecallQuery, RecallResult, Recalled
@@ -52,6 +53,8 @@ __all__ = [
     "HealthOut",
     "ErrorOut",
     "RememberBody",
+    "FeedbackBody",
+    "FeedbackOut",
     "RememberOut",
     "RememberAcceptedOut",
     "CreateSessionBody",
@@ -86,6 +89,10 @@ class RecallBody(RecallQuery):
 
 class RememberBody(RememberMemory):
     """`POST /v1/memories/remember`."""
+
+
+class FeedbackBody(GiveFeedback):
+    """`POST /v1/memories/feedback`."""
 
 
 class PoliciesBody(PolicyBundle):
@@ -245,8 +252,10 @@ class EventOut(Answer):
     expires_at: Rfc3339 | None
     memory_id: str
     version: int
-    action: Literal["created", "updated", "superseded"] | None = Field(
-        None, description="what remember did, for a version it wrote (memory.created/updated/superseded)")
+    action: Literal["created", "updated", "superseded", "feedback_useful", "feedback_wrong",
+                    "feedback_outdated"] | None = Field(
+        None, description="what remember did, for a version it wrote (memory.created/updated/superseded), or the "
+                          "signal of the feedback that wrote it (memory.feedback)")
     reason: str | None = Field(
         None, description="index_failed: why the indexer set the version aside (memory.index_failed)")
 
@@ -380,6 +389,16 @@ class RememberAcceptedOut(Answer):
     """Accepted (`wait: false`): the memory is consolidated in the background."""
 
     candidate_id: str = Field(description="decided in the background; the outcome appears on the timeline")
+
+
+class FeedbackOut(Answer):
+    signal: Literal["useful", "wrong", "outdated"]
+    memory: MemoryOut = Field(description="the memory's new version (its id is the one a next feedback names)")
+    previous_id: str = Field(description="the id the feedback named, no longer current")
+
+    @classmethod
+    def of(cls, f: FeedbackGiven) -> Self:
+        return cls(signal=f.signal, memory=MemoryOut.of(f.memory), previous_id=f.previous_id)
 
 
 class _ErrorBody(Answer):

@@ -15,6 +15,8 @@ __all__ = [
     "Change",
     "ChangeKind",
     "RememberAction",
+    "FeedbackAction",
+    "WriteAction",
     "RememberJob",
     "TimelineEvent",
     "expiry_event_id",
@@ -61,6 +63,10 @@ def read_attempt_mark(mark: str) -> tuple[str, str]:
 # What a remember call did with a version it wrote (API-AGENT.md: `memory.created`,
 # `memory.updated`, `memory.superseded`); None for every other write.
 RememberAction = Literal["created", "updated", "superseded"]
+# What a version written by `POST /v1/memories/feedback` records: the signal, never the note.
+FeedbackAction = Literal["feedback_useful", "feedback_wrong", "feedback_outdated"]
+# The outcome a version carries in plaintext on its row and its timeline event; None for a plain write.
+WriteAction = RememberAction | FeedbackAction
 # None: every string leaf; False: not indexed; a list: these paths.
 IndexFields = list[str] | None | Literal[False]
 
@@ -134,9 +140,10 @@ class StoredItem:
     ttl_seconds: int | None = None  # kept so a read can refresh the expiry (LangGraph's refresh_ttl)
     # The fields whose vectors are written for this version; None until the indexer marks it.
     indexed_fields: tuple[str, ...] | None = None
-    # Set by remember on the version it wrote, in plaintext, so the change and its timeline event
-    # say what consolidation did. Names only the outcome, never the content.
-    action: RememberAction | None = None
+    # Set by remember (or feedback) on the version it wrote, in plaintext, so the change and its
+    # timeline event say what consolidation (or the feedback) did. Names only the outcome, never
+    # the content or a feedback's note.
+    action: WriteAction | None = None
     # Recall's bookkeeping (plaintext, like the timestamps): how often the key's memory was
     # returned, and when last. Updated in place, without a new version or a change record.
     access_count: int = 0
@@ -258,7 +265,7 @@ class TimelineEvent:
     value_ct: bytes | None = None  # sealed for (tenant, namespace, key, version); add/update only
     attributes_ct: bytes | None = None
     occurred_at: datetime | None = None
-    action: RememberAction | None = None  # add/update written by remember: what it did
+    action: WriteAction | None = None  # add/update written by remember or feedback: what it did
     reason: str | None = None  # index_failed: why, in the service's words (never the memory's content)
 
     @classmethod

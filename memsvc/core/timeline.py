@@ -25,12 +25,16 @@ DETAIL_TYPES = {
     "index_failed": "memory.index_failed",
 }
 KINDS = frozenset(DETAIL_TYPES)
-# A version remember wrote is published under its outcome instead (API-AGENT.md), with the
+# A version remember (or feedback) wrote is published under its outcome instead (API-AGENT.md), with the
 # change's `kind` (add/update) still in the detail.
 REMEMBER_DETAIL_TYPES = {
     "created": "memory.created",
     "updated": "memory.updated",
     "superseded": "memory.superseded",
+    # `POST /v1/memories/feedback`: one detail-type, the signal in the detail's `action`.
+    "feedback_useful": "memory.feedback",
+    "feedback_wrong": "memory.feedback",
+    "feedback_outdated": "memory.feedback",
 }
 
 

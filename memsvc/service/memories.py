@@ -13,7 +13,7 @@ from pydantic import Field, StrictBool, StrictStr
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound
-from memsvc.core.models import Caller, IndexFields, Memory, RememberAction, StoredItem, to_rfc3339
+from memsvc.core.models import Caller, IndexFields, Memory, StoredItem, WriteAction, to_rfc3339
 from memsvc.core.namespaces import MAX_KEY_BYTES, validate_key
 from memsvc.core.paths import MAX_INDEX_FIELDS, MAX_INDEXED_FIELDS, extract_texts, validate_index_fields
 from memsvc.core.timestamps import parse_rfc3339
@@ -117,7 +117,7 @@ class Memories:
     def write_version(self, tenant: str, ns: tuple[str, ...], key: str, value: dict[str, Any], *,
                       old: StoredItem | None, attributes: dict[str, Any] | None, policy_attributes: dict[str, Any],
                       index_fields: IndexFields, ttl_seconds: int | None,
-                      action: RememberAction | None = None) -> StoredItem:
+                      action: WriteAction | None = None) -> StoredItem:
         """Write `value` as the key's next version, if the key is still at `old` (absent when None);
         raises `Conflict` otherwise. The expiry restarts from now (`ttl_seconds`)."""
         item = self.build_version(tenant, ns, key, value, old=old, attributes=attributes,
@@ -130,7 +130,7 @@ class Memories:
     def build_version(self, tenant: str, ns: tuple[str, ...], key: str, value: dict[str, Any], *,
                       old: StoredItem | None, attributes: dict[str, Any] | None, policy_attributes: dict[str, Any],
                       index_fields: IndexFields, ttl_seconds: int | None,
-                      action: RememberAction | None = None) -> StoredItem:
+                      action: WriteAction | None = None) -> StoredItem:
         """The key's next version after `old`, sealed, not yet written (a store that writes it
         in a transaction of its own takes it from here)."""
         now = self._clock.now()

@@ -184,6 +184,7 @@ def test_health_and_metrics_show_the_graph(live_server, me, home):
     assert health["components"]["graph"]["status"] == "healthy" and health["components"]["graph"]["nodes"] >= 4
     if live_server.backend != "local":
         return  # on AWS the metrics are EMF (tests/aws/test_functions.py), not served over HTTP
+    assert find(me, [*home, "notes"], "Alice").status_code == 200  # this test's own entity query, whatever ran before
     metrics = me.get("/metrics").text
     assert 'graph_query_duration_seconds_count{query="entities"' in metrics
     assert "graph_traversal_depth_bucket" in metrics

@@ -62,3 +62,21 @@ def test_async_client(live_server, uid):
             return sorted(s["seq"] for s in seqs)
 
     assert asyncio.run(run()) == [1, 2, 3, 4, 5]
+
+
+def test_feedback(client, live_server, uid):
+    memory = client.remember("My favourite hiking trail is the Kalalau trail")["memory"]
+    useful = client.feedback(memory["id"], "useful", note="it helped")
+    assert (useful["previous_id"], useful["memory"]["value"]["importance"]) == (memory["id"], 0.6)
+    with pytest.raises(NotFoundError):  # the id is no longer the current version
+        client.feedback(memory["id"], "useful")
+    with pytest.raises(InvalidArgumentError):
+        client.feedback(useful["memory"]["id"], "great")  # type: ignore[arg-type]
+
+    async def run() -> dict:
+        async with AsyncMemsvcClient(live_server.url, live_server.token(uid)) as aclient:
+            return await aclient.feedback(useful["memory"]["id"], "outdated")
+
+    outdated = asyncio.run(run())
+    assert "superseded" in outdated["memory"]["value"]["tags"]
+    assert client.recall("favourite hiking trail Kalalau")["memories"] == []

@@ -115,6 +115,30 @@ def test_recall_sends_the_contract_defaults_and_returns_the_answer():
         assert len(service.requests) == 2
 
 
+def test_feedback_sends_the_id_and_signal_and_returns_the_answer():
+    answer = {"signal": "useful", "previous_id": "m1", "memory": {**REMEMBERED["memory"], "id": "m2", "version": 2}}
+    service = Service(httpx.Response(200, json=answer))
+    with client_for(service) as client:
+        assert client.feedback("m1", "useful") == answer
+        request = service.requests[0]
+        assert (request.method, request.url.path) == ("POST", "/v1/memories/feedback")
+        assert service.body() == {"id": "m1", "signal": "useful"}
+        client.feedback("m2", "outdated", note="moved")
+        assert service.body() == {"id": "m2", "signal": "outdated", "note": "moved"}
+        service.answer = error(404, "NOT_FOUND")
+        with pytest.raises(NotFoundError):
+            client.feedback("m1", "wrong")
+
+    async def run():
+        service.answer = httpx.Response(200, json=answer)
+        async_client = AsyncMemsvcClient(store=client_for(service).store)
+        assert await async_client.feedback("m1", "wrong", note="no") == answer
+        await async_client.aclose()
+
+    asyncio.run(run())
+    assert service.body() == {"id": "m1", "signal": "wrong", "note": "no"}
+
+
 def test_get_and_delete_address_one_item():
     service = Service(httpx.Response(200, json=REMEMBERED["memory"]))
     with client_for(service) as client:

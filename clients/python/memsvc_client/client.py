@@ -26,6 +26,7 @@ __all__ = [
     "AsyncMemsvcClient",
     "RememberFields",
     "RecallFields",
+    "FeedbackSignal",
     "MemoryType",
     "MemoryKind",
     "RecallMode",
@@ -106,6 +107,7 @@ def _json_fields(shape: type, defaults: Mapping[str, Any], fields: Mapping[str, 
 
 
 MessageRole = Literal["user", "assistant", "system", "tool"]
+FeedbackSignal = Literal["useful", "wrong", "outdated"]
 
 
 def _session(session_id: str, *rest: str) -> str:
@@ -139,6 +141,12 @@ class AgentMemoryMethods:
     def recall(self, query: str, **fields: Unpack[RecallFields]) -> Any:
         """`POST /v1/memories/recall`: `{"memories": [...], "metadata": {...}}`. Fields: `RecallFields`."""
         return self._run(("POST", "/v1/memories/recall", (), recall_body(query, **fields)))
+
+    def feedback(self, memory_id: str, signal: FeedbackSignal, *, note: str | None = None) -> Any:
+        """`POST /v1/memories/feedback`: `{"signal", "memory", "previous_id"}`. `id` is the memory's
+        current id (`id` in the body: as recall or remember answered it); `useful` raises its importance, `wrong`
+        and `outdated` supersede it. The answer's `memory.id` is the id a next feedback names."""
+        return self._run(("POST", "/v1/memories/feedback", (), _body(id=memory_id, signal=signal, note=note)))
 
     # -- items (API.md) --
 

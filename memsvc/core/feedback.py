@@ -1,0 +1,41 @@
+"""What a feedback signal does to a typed memory (`POST /v1/memories/feedback`, issue 24). Pure.
+
+- `useful` raises `importance` by `USEFUL_STEP` (0.1), capped at 1.0: linear and predictable (a
+  memory remembered at the default 0.5 reaches 1.0 after five), and the same step however often
+  it was recalled, so feedback stays the caller's explicit word and recall's own counters stay
+  separate. Rounded to 6 decimals so that 0.7 + 0.1 reads 0.8.
+- `wrong` and `outdated` mark the memory superseded exactly as remember's consolidation does
+  (the tag `superseded`; `superseded_by` stays as it was, since no newer memory replaces it), so
+  recall leaves it out unless `include_superseded`.
+
+The value is edited field by field, never rebuilt: every other field (a caller's own, the
+links) stays as stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from memsvc.core.consolidation import SUPERSEDED_TAG
+from memsvc.core.models import FeedbackAction
+from memsvc.core.typed_memory import TypedMemory
+
+__all__ = ["Signal", "SIGNALS", "USEFUL_STEP", "MAX_NOTE_CHARS", "apply_signal", "action_of"]
+
+Signal = Literal["useful", "wrong", "outdated"]
+SIGNALS: tuple[Signal, ...] = ("useful", "wrong", "outdated")
+USEFUL_STEP = 0.1
+MAX_NOTE_CHARS = 2000
+
+
+def apply_signal(value: dict[str, Any], typed: TypedMemory, signal: Signal) -> dict[str, Any]:
+    """The value of the memory's next version after `signal` (`typed` is `value` read as a typed memory)."""
+    if signal == "useful":
+        return {**value, "importance": round(min(1.0, typed.importance + USEFUL_STEP), 6)}
+    tags = typed.tags if SUPERSEDED_TAG in typed.tags else (*typed.tags, SUPERSEDED_TAG)
+    return {**value, "tags": list(tags)}
+
+
+def action_of(signal: Signal) -> FeedbackAction:
+    """The plaintext outcome the version and its timeline event carry."""
+    return {"useful": "feedback_useful", "wrong": "feedback_wrong", "outdated": "feedback_outdated"}[signal]  # type: ignore[return-value]

@@ -1,0 +1,37 @@
+"""`core.feedback`: what each signal does to a typed memory's value."""
+
+from __future__ import annotations
+
+import pytest
+
+from memsvc.core.feedback import action_of, apply_signal
+from memsvc.core.typed_memory import TypedMemory
+
+
+def apply(value, signal):
+    typed = TypedMemory.from_value(value)
+    assert typed is not None
+    return apply_signal(value, typed, signal)
+
+
+@pytest.mark.parametrize("before, after", [(0.5, 0.6), (0.7, 0.8), (0.95, 1.0), (1.0, 1.0), (0, 0.1)])
+def test_useful_adds_a_tenth_capped_at_one(before, after):
+    assert apply({"content": "c", "importance": before}, "useful")["importance"] == after
+
+
+def test_useful_on_a_memory_without_importance_starts_from_the_default():
+    assert apply({"content": "c"}, "useful") == {"content": "c", "importance": 0.6}
+
+
+@pytest.mark.parametrize("signal", ["wrong", "outdated"])
+def test_wrong_and_outdated_tag_superseded_once_and_keep_everything_else(signal):
+    value = {"content": "c", "type": "note", "tags": ["a"], "mine": [1], "superseded_by": None}
+    once = apply(value, signal)
+    assert once == {**value, "tags": ["a", "superseded"]}
+    assert apply(once, signal) == once
+    assert TypedMemory.from_value(once).superseded
+
+
+def test_actions():
+    assert [action_of(s) for s in ("useful", "wrong", "outdated")] == [
+        "feedback_useful", "feedback_wrong", "feedback_outdated"]
