@@ -1,87 +1,73 @@
-"""A LangGraph ReAct agent with memsvc's tools: it is told a preference in one conversation thread,
-saves it with `remember`, and uses it in another thread through `query_memory`.
+"""A LangGraph ReAct agent with memsvc's model hooks: in one conversation thread the user mentions a
+preference in passing; in another, days later, the agent uses it. Nobody asks it to remember.
+
+- `append_turn_hook` appends each turn (what the user said, what the agent answered) to the
+  thread's session in memsvc.
+- `recall_hook` recalls, before each model call, what the user's sessions and memories hold about
+  the last thing the user said, and gives it to the model as a system message.
 
 Threads are LangGraph's (the checkpointer keeps each thread's messages apart); what crosses threads
-is only what memsvc holds. No LLM is needed: `ScriptedChatModel` stands in for one with two fixed
-rules, so the example runs offline. Put a real chat model (anything with `bind_tools`) in its place
-and nothing else changes. (LangGraph 1.x marks `create_react_agent` deprecated in favour of
-`langchain.agents.create_agent`, from the separate `langchain` package; that one takes the same
-LangChain tools.)
+is only what memsvc holds. What crosses here is the user's own words, recalled as they were said:
+nothing turns them into a typed memory (a preference) yet. That needs extraction, which memsvc
+does not do yet; the tools (`langchain_tools`) let the model save one explicitly.
+
+No LLM is needed: `ScriptedChatModel` stands in for one with two fixed rules, so the example runs
+offline. Put a real chat model in its place and nothing else changes. (LangGraph 1.x marks
+`create_react_agent` deprecated in favour of `langchain.agents.create_agent`, from the separate
+`langchain` package, which takes middleware instead of these hooks.)
 
 Run it against a local server (`make run` in another shell):
 
     MEMORY_SERVICE_URL=http://127.0.0.1:8000 \\
     MEMORY_SERVICE_TOKEN=$(.venv/bin/memsvc token --sub alice) \\
-    .venv/bin/python examples/langgraph_agent.py
+    .venv/bin/python examples/langgraph_agent.py --user alice
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import re
-from collections.abc import Sequence
+import time
 from dataclasses import dataclass
 from typing import Any
 
 from langchain_core.language_models.chat_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, SystemMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.prebuilt import create_react_agent
 
-from memsvc_client import MemsvcClient, langchain_tools
+from memsvc_client import MemsvcClient, append_turn_hook, recall_hook
 
 CONVERSATIONS = [
-    ("monday", "Remember that I prefer window seats on flights."),
+    ("monday", "I prefer window seats on flights."),
     ("friday", "Which seat should I book on my flight to Lisbon?"),
 ]
-_REMEMBER = re.compile(r"^\s*remember(?:\s+that)?\s+(?P<fact>.+?)[.!]?\s*$", re.IGNORECASE | re.DOTALL)
+_RECALLED_LINE = re.compile(r"^- (?:\([a-z ]+\) )?(?P<content>.+)$")
 
 
 class ScriptedChatModel(BaseChatModel):
-    """Not a language model: two rules in a chat model's clothes. "Remember that X" calls `remember`
-    with X; anything else calls `query_memory` with the question. After a tool, it answers from
-    the tool's result, and says so when memory had nothing."""
-
-    tool_names: list[str] = []
+    """Not a language model: two rules in a chat model's clothes. A statement gets "Noted."; a
+    question gets the first thing memory gave it (the system message `recall_hook` adds), or an
+    admission that it does not know."""
 
     @property
     def _llm_type(self) -> str:
         return "scripted"
 
-    def bind_tools(self, tools: Sequence[Any], **kwargs: Any) -> ScriptedChatModel:
-        return self.model_copy(update={"tool_names": [tool.name for tool in tools]})
-
     def _generate(self, messages: list[BaseMessage], stop: Any = None, run_manager: Any = None,
                   **kwargs: Any) -> ChatResult:
         return ChatResult(generations=[ChatGeneration(message=self._reply(messages))])
 
-    def _reply(self, messages: list[BaseMessage]) -> AIMessage:
-        last = messages[-1]
-        if isinstance(last, ToolMessage):
-            return AIMessage(self._answer(last.name, json.loads(last.content)))
-        fact = _REMEMBER.match(str(last.content))
-        if fact:
-            kind = "preference" if re.search(r"\b(prefer|like|love|hate)\b", fact["fact"], re.I) else "fact"
-            return self._call("remember", {"content": fact["fact"], "type": kind}, messages)
-        return self._call("query_memory", {"query": str(last.content)}, messages)
-
-    def _call(self, tool: str, args: dict[str, Any], messages: list[BaseMessage]) -> AIMessage:
-        if tool not in self.tool_names:
-            raise ValueError(f"the agent was not given the {tool} tool")
-        return AIMessage("", tool_calls=[{"name": tool, "args": args, "id": f"call-{len(messages)}"}])
-
     @staticmethod
-    def _answer(tool: str, result: dict[str, Any]) -> str:
-        if tool == "remember":
-            if result.get("action") == "failed":
-                return f"Sorry, I could not save that ({result['error']})."
-            return "Noted, I will remember that."
-        memories = result["memories"]
-        if not memories:
-            return "I don't know that yet. Tell me, and I will remember it."
-        return f"Based on what you told me before: {memories[0]['content']}."
+    def _reply(messages: list[BaseMessage]) -> AIMessage:
+        if not str(messages[-1].content).rstrip().endswith("?"):
+            return AIMessage("Noted.")
+        recalled = [line for m in messages if isinstance(m, SystemMessage) for line in str(m.content).splitlines()
+                    if _RECALLED_LINE.match(line)]
+        if not recalled:
+            return AIMessage("I don't know yet.")
+        return AIMessage(f"Based on what you told me before: {_RECALLED_LINE.match(recalled[0])['content']}")
 
 
 @dataclass
@@ -89,29 +75,41 @@ class Turn:
     thread: str
     said: str
     reply: str
-    tool_results: list[dict[str, Any]]  # what the tools answered in this turn, in order
 
 
-def main(client: MemsvcClient | None = None, *, quiet: bool = False) -> list[Turn]:
-    """Run the two conversations; `client` defaults to MEMORY_SERVICE_URL + MEMORY_SERVICE_TOKEN."""
+def main(client: MemsvcClient | None = None, user_id: str = "alice", *, quiet: bool = False) -> list[Turn]:
+    """Run the two conversations as `user_id` (the token's subject); `client` defaults to
+    MEMORY_SERVICE_URL + MEMORY_SERVICE_TOKEN. Each run starts both sessions afresh."""
     client = client or MemsvcClient()
-    agent = create_react_agent(ScriptedChatModel(), langchain_tools(client), checkpointer=InMemorySaver())
+    # The user's whole tree: the memories of their layer and the messages of their sessions.
+    user_tree = ["user", user_id]
+    agent = create_react_agent(ScriptedChatModel(), [], checkpointer=InMemorySaver(),
+                               pre_model_hook=recall_hook(client, namespace_prefix=user_tree),
+                               post_model_hook=append_turn_hook(client))  # the session is the thread
     transcript = []
     for thread, said in CONVERSATIONS:
+        client.delete_session(thread)
+        client.create_session(thread)
         state = agent.invoke({"messages": [("user", said)]}, {"configurable": {"thread_id": thread}})
-        turn = state["messages"][_last_human(state["messages"]):]
-        transcript.append(Turn(thread, said, str(turn[-1].content),
-                               [json.loads(m.content) for m in turn if isinstance(m, ToolMessage)]))
+        transcript.append(Turn(thread, said, str(state["messages"][-1].content)))
         if not quiet:
             print(f"[{thread}] user: {said}")
-            print(f"[{thread}] agent: {turn[-1].content}")
+            print(f"[{thread}] agent: {transcript[-1].reply}")
+        _until_recallable(client, said, user_tree)
     return transcript
 
 
-def _last_human(messages: list[BaseMessage]) -> int:
-    return max(i for i, m in enumerate(messages) if m.type == "human")
+def _until_recallable(client: MemsvcClient, said: str, user_tree: list[str], timeout: float = 30) -> None:
+    """Messages are indexed a moment after they are appended. Days pass between real conversations;
+    here the next one starts at once, so it waits for that moment."""
+    deadline = time.monotonic() + timeout
+    while said not in [m["content"] for m in client.recall(said, namespace_prefix=user_tree)["memories"]]:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{said!r} was not indexed within {timeout} s")
+        time.sleep(0.2)
 
 
 if __name__ == "__main__":
-    argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter).parse_args()
-    main()
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--user", default="alice", help="the token's subject (default: alice)")
+    main(user_id=parser.parse_args().user)

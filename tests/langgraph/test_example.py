@@ -1,7 +1,7 @@
 """The examples run against the live server. examples/agent_memory.py: facts written in one thread
 are recalled, by meaning, in another. examples/langgraph_agent.py: a create_react_agent with the
-memory tools uses, in one thread, a preference it was told in another (needs the `remember` and
-`recall` routes)."""
+memory hooks uses, in one thread, a preference mentioned in another (needs the session routes and
+`recall`)."""
 
 from __future__ import annotations
 
@@ -46,30 +46,29 @@ def test_example_runs_from_the_environment(live_server, uid, monkeypatch, capsys
     assert "[thread-2] agent: From memory: I take my coffee black, no sugar." in out
 
 
-def test_the_agent_uses_in_one_thread_a_preference_it_was_told_in_another(live_server, uid):
+def test_the_agent_uses_in_one_thread_a_preference_mentioned_in_another(live_server, uid):
     from memsvc_client import MemsvcClient
 
     example = _load_example("langgraph_agent")
     with MemsvcClient(live_server.url, live_server.token(uid)) as client:
-        told, asked = example.main(client, quiet=True)
-        assert (told.thread, told.reply) == ("monday", "Noted, I will remember that.")
-        assert [r["action"] for r in told.tool_results] == ["created"]
-        assert told.tool_results[0]["namespace"] == ["user", uid, "memories"]
+        mentioned, asked = example.main(client, uid, quiet=True)
+        assert (mentioned.thread, mentioned.reply) == ("monday", "Noted.")
+        assert [(m["role"], m["content"]) for m in client.get_messages("monday")["messages"]] == [
+            ("user", "I prefer window seats on flights."), ("assistant", "Noted.")]
+        assert client.recall("seat preference", types=["preference"])["memories"] == []  # nothing extracted
 
-        assert asked.thread == "friday"
-        [recalled] = asked.tool_results  # the agent looked in memory: nothing of monday is in friday's thread
-        assert recalled["memories"][0]["content"] == "I prefer window seats on flights"
-        assert recalled["memories"][0]["type"] == "preference"
+        assert asked.thread == "friday"  # nothing of monday is in friday's thread but what memsvc recalled
         assert asked.reply == "Based on what you told me before: I prefer window seats on flights."
 
-        again, _ = example.main(client, quiet=True)  # the same statement again is one memory, not two
-        assert [r["action"] for r in again.tool_results] == ["unchanged"]
+        again = example.main(client, uid, quiet=True)  # a run starts its sessions afresh
+        assert again[1].reply == asked.reply
+        assert client.get_session("monday")["message_count"] == 2
 
 
 def test_the_agent_example_runs_from_the_environment(live_server, uid, monkeypatch, capsys):
     monkeypatch.setenv("MEMORY_SERVICE_URL", live_server.url)
     monkeypatch.setenv("MEMORY_SERVICE_TOKEN", live_server.token(uid))
-    _load_example("langgraph_agent").main()
+    _load_example("langgraph_agent").main(user_id=uid)
     out = capsys.readouterr().out
-    assert "[monday] user: Remember that I prefer window seats on flights." in out
+    assert "[monday] user: I prefer window seats on flights." in out
     assert "[friday] agent: Based on what you told me before: I prefer window seats on flights." in out

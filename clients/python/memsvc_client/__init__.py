@@ -1,9 +1,10 @@
 """memsvc-client: LangGraph's `BaseStore` over the memsvc HTTP API (`MemsvcStore`, and
 `AsyncMemsvcStore` shaped like LangGraph's async stores), the agent-memory routes
-(`MemsvcClient`, `AsyncMemsvcClient`) and the agent tools (`memsvc_client.tools`; the MCP server
-is `memsvc_client.mcp_server`)."""
+(`MemsvcClient`, `AsyncMemsvcClient`), the agent tools (`memsvc_client.tools`; the MCP server
+is `memsvc_client.mcp_server`) and LangGraph's model hooks (`memsvc_client.hooks`)."""
 
 from memsvc_client.client import AsyncMemsvcClient, MemsvcClient
+from memsvc_client.hooks import append_turn_hook, recall_hook
 from memsvc_client.settings import ClientSettings
 from memsvc_client.store import (
     AsyncMemsvcStore,
@@ -31,6 +32,8 @@ __all__ = [
     "SubTaskDone",
     "langchain_tools",
     "tool_specs",
+    "recall_hook",
+    "append_turn_hook",
     "ClientSettings",
     "AwsSigV4Auth",
     "MemsvcError",

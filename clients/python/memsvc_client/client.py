@@ -27,8 +27,10 @@ __all__ = [
     "RememberFields",
     "RecallFields",
     "FeedbackSignal",
+    "session_message",
     "MemoryType",
     "MemoryKind",
+    "MessageRole",
     "RecallMode",
     "RecallOrder",
 ]
@@ -108,6 +110,24 @@ def _json_fields(shape: type, defaults: Mapping[str, Any], fields: Mapping[str, 
 
 MessageRole = Literal["user", "assistant", "system", "tool"]
 FeedbackSignal = Literal["useful", "wrong", "outdated"]
+
+
+_ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+
+
+def session_message(message: Mapping[str, Any] | Any) -> dict[str, Any]:
+    """`add_message`'s fields for a chat message: a `{role, content, name?}` mapping, or a LangChain
+    `BaseMessage` (human -> user, ai -> assistant, system, tool; its text, without tool calls).
+    Raises ValueError for another role or a message with no text (the route takes neither)."""
+    if isinstance(message, Mapping):
+        role, content, name = message.get("role"), message.get("content"), message.get("name")
+    else:
+        role, content, name = _ROLE_OF_TYPE.get(message.type), message.text, message.name
+    if role not in _ROLE_OF_TYPE.values():
+        raise ValueError(f"a session message's role is user, assistant, system or tool, not {role!r}")
+    if not isinstance(content, str) or not content:
+        raise ValueError("a session message needs text content")
+    return _body(role=role, content=content, name=name)
 
 
 def _session(session_id: str, *rest: str) -> str:
@@ -287,6 +307,14 @@ class MemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods):
     def _run(self, call: Any) -> Any:
         return self.store._call(call)
 
+    def add_messages(self, session_id: str, messages: Sequence[Mapping[str, Any] | Any]) -> list[Any]:
+        """Append `messages` in order, one `POST .../messages` each (the service has no batch
+        route): their answers (`{message_id, seq, created_at}`). Every message is checked
+        (`session_message`) before the first is sent. On an error, the messages before the failing
+        one stay appended. Not idempotent: a retry after a lost answer (a timeout, a dropped
+        connection, a gateway's 504) may store a message twice; `max_retries=0` never retries."""
+        return [self.add_message(session_id, **fields) for fields in [session_message(m) for m in messages]]
+
     def close(self) -> None:
         self.store.close()
 
@@ -306,6 +334,10 @@ class AsyncMemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods):
 
     async def _run(self, call: Any) -> Any:
         return await self.store._acall(self.store._async_client(), call)
+
+    async def add_messages(self, session_id: str, messages: Sequence[Mapping[str, Any] | Any]) -> list[Any]:
+        """`MemsvcClient.add_messages`: one request after the other, so the seqs keep the order."""
+        return [await self.add_message(session_id, **fields) for fields in [session_message(m) for m in messages]]
 
     async def aclose(self) -> None:
         await self.store.aclose()
