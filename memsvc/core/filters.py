@@ -79,6 +79,12 @@ class Condition:
         listed = (self.operand,) if self.op.removeprefix("$") == "contains" else self.operand
         return frozenset(k for x in listed if (k := equality_key(x)) is not None)
 
+    @cached_property
+    def negated(self) -> tuple[Condition, ...]:
+        """A `not`'s inner operators as conditions on the same path, made once, so that their own
+        `operand_keys` are too."""
+        return tuple(Condition(self.path, op, operand) for op, operand in self.operand)
+
 
 @dataclass(frozen=True)
 class Filter:
@@ -186,6 +192,8 @@ def _holds(c: Condition, found: bool, value: Any) -> bool:
     """`condition_matches` for a parsed condition: a list operand's equality keys are its own
     (`operand_keys`), so each value checked costs O(its size), not O(its size + the operand's)."""
     op = c.op.removeprefix("$")
+    if op == "not":
+        return not all(_holds(inner, found, value) for inner in c.negated)
     if op in ("in", "nin"):
         inside = found and equality_key(value) in c.operand_keys
         return inside if op == "in" else not inside

@@ -764,3 +764,21 @@ def test_the_filter_schema_refuses_the_agent_operator_misuses_the_parser_refuses
     assert not jsonschema_rs.validator_for({"type": "object", **FILTER_SCHEMA}).is_valid({"a": condition})
     with pytest.raises(InvalidArgument):
         parse_filter({"a": condition})
+
+
+def test_a_not_over_a_list_operand_reads_the_operand_once_not_once_per_value(monkeypatch):
+    """`not {any: [...]}` / `not {in: [...]}`: the inner operand's equality keys are made once per
+    condition, so checking n values costs O(n + operand), not O(n x operand)."""
+    import memsvc.core.filters as filters
+
+    calls = []
+    real = filters.equality_key
+    monkeypatch.setattr(filters, "equality_key", lambda x: (calls.append(x), real(x))[1])
+    operand = [f"v{i}" for i in range(1000)]
+    for inner in ("any", "in"):
+        calls.clear()
+        flt = parse_filter({"tag": {"not": {inner: operand}}})
+        matched = [flt.matches(filters.lookup_in({"tag": [f"x{i}"] if inner == "any" else f"x{i}"})) for i in range(100)]
+        assert all(matched)
+        assert flt.matches(filters.lookup_in({"tag": ["v5"] if inner == "any" else "v5"})) is False
+        assert len(calls) <= len(operand) + 2 * 101
