@@ -65,21 +65,17 @@ class GraphIndexer:
 
     def apply_each(self, items: Mapping[int, StoredItem], watch: Callable[[], Stopwatch],
                    texts: Mapping[int, Sequence[str]] | None = None) -> dict[int, Exception]:
-        """Bring each write's graph rows to its version, in one write to the graph store: the keys'
-        current rows read at once; the extraction of each write still current, checked on a
-        stopwatch `watch` gives as its work starts, from its indexed `texts` when the caller has
-        them (decrypted once, by the indexer); every replacement in one `replace_many`; and a key
-        that moved on meanwhile brought to its new version. Returns the exception of each that
+        """Bring each write's graph rows to its version, in one write to the graph store. The
+        writes are the caller's current rows, read just before (the indexer's batch): each one's
+        extraction, checked on a stopwatch `watch` gives as its work starts, from its indexed
+        `texts` when the caller has them (decrypted once, by the indexer); every replacement in
+        one `replace_many`; then the keys read again at once, and a key that moved on meanwhile
+        (rewritten, deleted, expired) brought to its new state. Returns the exception of each that
         failed, by ref, for the caller to judge (throttling included): a replacement's is its
         own; a failed read fails every ref it was for."""
         texts = texts or {}
         failed: dict[int, Exception] = {}
-        try:
-            current = self._rows(items.values())
-        except Exception as exc:
-            return dict.fromkeys(items, exc)
-        todo = [ref for ref, item in items.items()
-                if (row := current.get(_key(item))) is not None and row.id == item.id and row.deleted is None]
+        todo = list(items)
 
         def derived(ref: int) -> tuple[list[GraphNode], list[GraphEdge]] | Exception:
             stopwatch = watch()

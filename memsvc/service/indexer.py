@@ -682,8 +682,9 @@ class Indexer:
             chunk.field_docs.append(p.field_doc)
             chunk.keyword_docs.append(keyword_doc)
             chunk.turns_before.append(p.turn_before)
-            known.extend(p.known_vectors())
-            chunk.embedded_texts.append(sum(vector is None for vector in p.known_vectors()))
+            item_known = p.known_vectors()
+            known.extend(item_known)
+            chunk.embedded_texts.append(item_known.count(None))
         stopwatch.check("keyword analysis")
         texts = [text for item_fields in chunk.fields for _, text in item_fields]
         started = self._timer()
