@@ -491,15 +491,14 @@ def _run_case(api: Api, target: Target, options: EvalOptions, case: Case,
     tokens = sum(count_tokens(str(item["value"].get("content", json.dumps(item["value"])))) for item in items)
     return CaseResult(case, score_case(case.expected, contents), latency_ms, tokens,
                       tokens <= options.token_budget, tuple(_cross_user_leaks(api, target, options, case)), returned,
-                      _recall_case(api, target, options, case))
+                      _recall_case(api, target, options, case, namespace, body))
 
 
-def _recall_case(api: Api, target: Target, options: EvalOptions, case: Case) -> RecallResult:
-    """Recall with the case's query over the case's namespace: `limit` k, and `mode` and
-    `min_score` only when given, so recall's own cut (its default `min_score`, the tenant's
+def _recall_case(api: Api, target: Target, options: EvalOptions, case: Case, namespace: list[str],
+                 body: dict[str, Any]) -> RecallResult:
+    """Recall with the search's body (the case's query over its namespace: `limit` k, and `mode`
+    and `min_score` only when given), so recall's own cut (its default `min_score`, the tenant's
     `recall_min_match`) decides what comes back."""
-    namespace = case_namespace(target.user, target.run_id, case)
-    body = _search_body(options, namespace, case.query, options.limit)
     status, answer, latency_ms = api.timed("POST", "/v1/memories/recall", target.token, body)
     if status != 200:
         raise EvalError(f"the recall for case {case.id} answered {status}: {answer}")
