@@ -28,7 +28,6 @@ from memsvc.core.layers import (LAYER_NAMES, LAYERS, Layer, accessible_layers, i
                                 layer_needs_schema, layer_of, resolve_identifiers)
 from memsvc.core.models import Caller, Memory
 from memsvc.core.namespaces import encode_namespace, is_under
-from memsvc.core.message_context import MESSAGE_FIELD, turn_of
 from memsvc.core.recall_ranking import (Weights, collapse_near_duplicates, fill_budget, recency, relative_cut,
                                          relevance)
 from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
@@ -178,8 +177,9 @@ class Recall:
 
         now = self._clock.now()
         weights = Weights(**settings.recall_weights.model_dump())
+        terms = set(query_terms(query))  # which of a plain item's texts is shown (`best_text`)
         candidates = [c for ranked in found for r in ranked
-                      if (c := self._candidate(caller.tenant_id, r, q, query, weights, settings.decay_rate_per_day,
+                      if (c := self._candidate(caller.tenant_id, r, q, terms, weights, settings.decay_rate_per_day,
                                                settings.recall_min_match, now)) is not None]
         ordered = self._sorted(self._collapsed(caller.tenant_id, candidates, q.limit), q.order)
         # Same-topic memories all clear the fixed thresholds: only the distance to the best tells them apart.
@@ -187,7 +187,7 @@ class Recall:
                                                     settings.recall_cut_margin)]
         page = [c.recalled for c in matches[: q.limit]]
         if q.graph_hops and page:
-            page += self._graph_expansion(caller.tenant_id, scopes, page, q)
+            page += self._graph_expansion(caller.tenant_id, scopes, page, q, terms)
         budget = fill_budget([r.content for r in page], q.token_budget, count_tokens, cut_to_tokens)
         returned = page[: budget.taken]
         if budget.cut is not None:
@@ -217,7 +217,7 @@ class Recall:
         return result
 
     def _graph_expansion(self, tenant: str, scopes: Sequence[_Scope], hits: Sequence[Recalled],
-                         q: RecallQuery) -> list[Recalled]:
+                         q: RecallQuery, terms: set[str]) -> list[Recalled]:
         """Up to `limit` memories the graph links to the hits, nearest first, each found in a
         scope this recall searched (so authorised and filtered like its hits), of the types asked."""
         started = time.perf_counter()
@@ -235,21 +235,20 @@ class Recall:
                 condition = scope.plan.condition_given(r.policy_attributes)
                 if ref in found or condition is None or not condition.matches(lookup_in(r.memory.value)):
                     continue
-                if (recalled := self._linked(tenant, r.memory, r.hops, q)) is not None:
+                if (recalled := self._linked(tenant, r.memory, r.hops, q, terms)) is not None:
                     found[ref] = recalled
         expanded = sorted(found.values(), key=lambda r: (r.graph_hops, r.memory.namespace, r.memory.key))[:q.limit]
         self._graph.observe("recall", tenant, started, len(expanded), depth)
         return expanded
 
-    def _linked(self, tenant: str, memory: Memory, hops: int, q: RecallQuery) -> Recalled | None:
+    def _linked(self, tenant: str, memory: Memory, hops: int, q: RecallQuery, terms: set[str]) -> Recalled | None:
         """A graph-linked memory as recall returns it: no match of its own, so no relevance."""
         message = is_messages_namespace(memory.namespace)
         typed = None if message else TypedMemory.from_value(memory.value)
         if typed is not None and typed.superseded and not q.include_superseded:
             return None
-        turn = turn_of(memory.value) if message else None  # its own words, never its speaker's name
-        content = (typed.content if typed is not None else turn.content if turn is not None
-                   else best_text(self._sealer, tenant, memory.value, None, set(query_terms(q.query)))[0])
+        content = (typed.content if typed is not None
+                   else best_text(self._sealer, tenant, memory.value, None, terms, message=message)[0])
         layer = layer_of(memory.namespace)
         return Recalled(
             memory=memory, layer=layer.name if layer else None, content=content,
@@ -292,7 +291,7 @@ class Recall:
             scopes.extend(layer_scopes)
         return scopes
 
-    def _candidate(self, tenant: str, r: Ranked, q: RecallQuery, query: str, weights: Weights, decay: float,
+    def _candidate(self, tenant: str, r: Ranked, q: RecallQuery, terms: set[str], weights: Weights, decay: float,
                    min_match: float, now: datetime) -> _Candidate | None:
         memory = r.memory
         message = is_messages_namespace(memory.namespace)  # a message's {role, content} is no typed memory
@@ -306,10 +305,8 @@ class Recall:
             return None  # no match, however important, recent or pinned
         if typed is not None:
             content, path = typed.content, CONTENT_FIELDS[0]
-        elif message and (turn := turn_of(memory.value)) is not None:  # its own words, never its speaker's name
-            content, path = turn.content, MESSAGE_FIELD
-        else:
-            content, path = best_text(self._sealer, tenant, memory.value, r.field, set(query_terms(query)))
+        else:  # a message's own words, never its speaker's name
+            content, path = best_text(self._sealer, tenant, memory.value, r.field, terms, message=message)
         importance = typed.importance if typed is not None else NEUTRAL_IMPORTANCE
         pinned = typed.pinned if typed is not None else False
         score = relevance(weights, match=match, importance=importance,
