@@ -478,9 +478,16 @@ class QueryEmbedding:
         return self._vector  # type: ignore[return-value]
 
     def start(self) -> None:
-        """Embed on a thread of its own from now, so that other work overlaps the model's; whoever
-        asks first waits for it."""
-        threading.Thread(target=self.prepare, name="query-embed-start", daemon=True).start()
+        """Embed on a thread of its own from now, if not done yet, so that other work overlaps the
+        model's; whoever asks first waits for it."""
+        if self._vector is None and self.failure is None:
+            threading.Thread(target=self._prepare_quietly, name="query-embed-start", daemon=True).start()
+
+    def _prepare_quietly(self) -> None:
+        try:
+            self.prepare()
+        except Exception:  # an error not kept (`prepare`) reaches the asker from its own call
+            pass
 
     def prepare(self) -> None:
         """Embed now, if not yet done; a failure is kept, not raised."""
