@@ -36,7 +36,7 @@ class LocalSettings:
             ann_threshold=cls.ann_threshold if ann is None else None if ann == "off" else int(ann),
             workers=int(os.environ.get("MEMSVC_WORKERS", "1")),
             rerank_url=os.environ.get("MEMSVC_RERANK_URL") or None,
-            rerank_api=os.environ.get("MEMSVC_RERANK_API", "auto"),
+            rerank_api=_one_of("MEMSVC_RERANK_API", ("auto", "cohere", "tei"), "auto"),
             rerank_timeout_seconds=float(os.environ.get("MEMSVC_RERANK_TIMEOUT_SECONDS", "2")),
         )
 
@@ -111,3 +111,12 @@ class AwsSettings:
             extraction_model_id=env.get("MEMSVC_EXTRACTION_MODEL_ID", "amazon.nova-micro-v1:0"),
             rerank_model_id=env.get("MEMSVC_RERANK_MODEL_ID", "amazon.rerank-v1:0"),
         )
+
+
+def _one_of(name: str, allowed: tuple[str, ...], default: str) -> str:
+    """An environment setting that names one of `allowed`: a typo stops the server at start, never
+    silently means the default."""
+    value = os.environ.get(name, default)
+    if value not in allowed:
+        raise ValueError(f"{name} is {value!r}; it must be one of {', '.join(allowed)}")
+    return value

@@ -24,3 +24,11 @@ def test_worker_processes_read_back_the_worker_count(monkeypatch, tmp_path):
     assert LocalSettings.from_env().workers == 1
     LocalSettings(tmp_path, workers=3).export()
     assert LocalSettings.from_env().workers == 3
+
+
+def test_the_rerank_api_is_one_of_the_shapes_and_a_typo_stops_the_start(monkeypatch):
+    monkeypatch.setenv("MEMSVC_RERANK_API", "tei")
+    assert LocalSettings.from_env().rerank_api == "tei"
+    monkeypatch.setenv("MEMSVC_RERANK_API", "cohre")
+    with pytest.raises(ValueError, match="MEMSVC_RERANK_API"):
+        LocalSettings.from_env()
