@@ -37,7 +37,7 @@ BM25_K1 = 1.2  # Lucene's default
 # short line that shares a query's commonest words ("(8 May 2023) Maria said, 'Fair enough.'")
 # above the longer one that answers it (benchmarks/README.md, "Retrieval on long conversations").
 # With b = 0 a keyword match (`core.ranking.keyword_match`) is the share of the query's IDF that
-# the memory holds.
+# the memory holds (a repeated term counts up to (k1 + 1) times its IDF; the match is capped at 1).
 BM25_B = 0.0
 MAX_TERM_LENGTH = 64  # longer runs (base64 blobs, hashes) are noise to a keyword index
 

@@ -5,8 +5,9 @@ The signals, each on 0..1:
   linearly from [`COSINE_NONE`, `COSINE_FULL`] onto [0, 1] (clipped): `semantic_match`;
 - keyword: BM25 over blind terms, divided by the query's weight (the summed IDF of its terms in
   the searched scope): the share of the query's IDF that the memory holds (BM25 has no length
-  normalisation, `core.keywords.BM25_B`), 1 when it holds every query term, 0 when it holds
-  none, and comparable across queries, unlike raw BM25.
+  normalisation, `core.keywords.BM25_B`; a term the memory repeats counts up to (k1 + 1) times
+  its IDF, hence the cap at 1), 0 when it holds none, and comparable across queries, unlike raw
+  BM25.
 
 The hybrid score is their weighted mean, on 0..1, and the weight is the query's own: each
 signal weighs by how clearly it separates this query's best candidate from the rest (its best
