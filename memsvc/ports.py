@@ -37,7 +37,9 @@ class ItemStore(Protocol):
         self, tenant: str, refs: Sequence[tuple[tuple[str, ...], str]]
     ) -> dict[tuple[tuple[str, ...], str], StoredItem]: ...
 
-    def get_by_id(self, tenant: str, memory_id: str) -> StoredItem | None: ...
+    def get_by_id(self, tenant: str, memory_id: str) -> StoredItem | None:
+        """The row whose current version has this id (a tombstone included), or None: an older
+        version's id names nothing. On DynamoDB through an index that follows writes by a moment."""
 
     def write(self, item: StoredItem, *, kind: ChangeKind, old: StoredItem | None) -> None:
         """Write `item` if the key's stored version is still `old.version` (absent when `old` is

@@ -10,7 +10,8 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StrictBool, StrictStr, WithJsonSchema
 
 from memsvc.core.graph import GraphEdge
-from memsvc.core.models import Memory, to_rfc3339
+from memsvc.core.feedback import Signal
+from memsvc.core.models import Memory, WriteAction, to_rfc3339
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.validation import Command, Namespace
 from memsvc.service.admin import IndexRetry, IndexRun, IndexStatus, PolicyBundle, RetryOutcome
@@ -252,8 +253,7 @@ class EventOut(Answer):
     expires_at: Rfc3339 | None
     memory_id: str
     version: int
-    action: Literal["created", "updated", "superseded", "feedback_useful", "feedback_wrong",
-                    "feedback_outdated"] | None = Field(
+    action: WriteAction | None = Field(
         None, description="what remember did, for a version it wrote (memory.created/updated/superseded), or the "
                           "signal of the feedback that wrote it (memory.feedback)")
     reason: str | None = Field(
@@ -392,7 +392,7 @@ class RememberAcceptedOut(Answer):
 
 
 class FeedbackOut(Answer):
-    signal: Literal["useful", "wrong", "outdated"]
+    signal: Signal
     memory: MemoryOut = Field(description="the memory's new version (its id is the one a next feedback names)")
     previous_id: str = Field(description="the id the feedback named, no longer current")
 

@@ -20,10 +20,9 @@ from memsvc.core.consolidation import SUPERSEDED_TAG
 from memsvc.core.models import FeedbackAction
 from memsvc.core.typed_memory import TypedMemory
 
-__all__ = ["Signal", "SIGNALS", "USEFUL_STEP", "MAX_NOTE_CHARS", "apply_signal", "action_of"]
+__all__ = ["Signal", "USEFUL_STEP", "MAX_NOTE_CHARS", "apply_signal", "action_of"]
 
 Signal = Literal["useful", "wrong", "outdated"]
-SIGNALS: tuple[Signal, ...] = ("useful", "wrong", "outdated")
 USEFUL_STEP = 0.1
 MAX_NOTE_CHARS = 2000
 
@@ -36,6 +35,10 @@ def apply_signal(value: dict[str, Any], typed: TypedMemory, signal: Signal) -> d
     return {**value, "tags": list(tags)}
 
 
+_ACTIONS: dict[Signal, FeedbackAction] = {"useful": "feedback_useful", "wrong": "feedback_wrong",
+                                          "outdated": "feedback_outdated"}
+
+
 def action_of(signal: Signal) -> FeedbackAction:
     """The plaintext outcome the version and its timeline event carry."""
-    return {"useful": "feedback_useful", "wrong": "feedback_wrong", "outdated": "feedback_outdated"}[signal]  # type: ignore[return-value]
+    return _ACTIONS[signal]

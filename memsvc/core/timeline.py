@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from memsvc.core.models import TimelineEvent, to_rfc3339
 
-__all__ = ["SOURCE", "DETAIL_TYPES", "REMEMBER_DETAIL_TYPES", "KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
+__all__ = ["SOURCE", "DETAIL_TYPES", "ACTION_DETAIL_TYPES", "KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
 
 SOURCE = "memsvc"
 DETAIL_TYPES = {
@@ -25,9 +25,9 @@ DETAIL_TYPES = {
     "index_failed": "memory.index_failed",
 }
 KINDS = frozenset(DETAIL_TYPES)
-# A version remember (or feedback) wrote is published under its outcome instead (API-AGENT.md), with the
-# change's `kind` (add/update) still in the detail.
-REMEMBER_DETAIL_TYPES = {
+# A version remember or feedback wrote is published under its outcome instead (API-AGENT.md), with
+# the change's `kind` (add/update) still in the detail.
+ACTION_DETAIL_TYPES = {
     "created": "memory.created",
     "updated": "memory.updated",
     "superseded": "memory.superseded",
@@ -64,7 +64,7 @@ def event_detail(event: TimelineEvent) -> dict[str, Any]:
 
 
 def detail_type(event: TimelineEvent) -> str:
-    return REMEMBER_DETAIL_TYPES[event.action] if event.action else DETAIL_TYPES[event.kind]
+    return ACTION_DETAIL_TYPES[event.action] if event.action else DETAIL_TYPES[event.kind]
 
 
 def namespace_path(namespace) -> str:

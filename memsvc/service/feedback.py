@@ -6,8 +6,8 @@ response carries, which is the id of one version: feedback applies only to the v
 caller saw, and writes the next one through the normal write path (versioning, the change feed,
 the indexer and the timeline see it; its row and event carry `action: feedback_<signal>`).
 
-- *Access.* The caller needs read and write rights on the memory's namespace and key (the same
-  authz as a `PUT` of that key). A memory they may not read or write answers exactly as a
+- *Access.* The caller needs the rights of a `GET` and of a `PUT` of the memory's namespace and
+  key (read and write). A memory they may not read or write answers exactly as a
   missing one does, `404 NOT_FOUND`, so another user's or tenant's memory is never revealed.
 - *Once per id.* The write is conditional on the version the id names. So a repeated request
   with the same id (a client's retry, or two at once) is applied at most once: the other one
@@ -31,7 +31,7 @@ from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.validation import Command
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
-from memsvc.service.memories import Memories, open_memory
+from memsvc.service.memories import Memories, memory_of, with_counters
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Feedback", "GiveFeedback", "FeedbackGiven"]
@@ -68,17 +68,18 @@ class Feedback:
     def give(self, caller: Caller, cmd: GiveFeedback) -> FeedbackGiven:
         memory_id = cmd.id.lower()
         row = self._items.get_by_id(caller.tenant_id, memory_id)
-        if row is None or row.id != memory_id or not row.is_live(self._clock.now()):
+        if row is None or not row.is_live(self._clock.now()):
             raise _not_found(memory_id)
         ns, key = row.namespace, row.key
         try:
-            self._access.authorize(caller, "read", ns, key)
             policies = self._access.authorize(caller, "write", ns, key)
         except Forbidden:
             raise _not_found(memory_id) from None
+        if not policies.allow("read", list(ns), key, caller.policy_context()):
+            raise _not_found(memory_id)
         value, attributes = self._sealer.open_item(row)
-        typed = TypedMemory.from_value(value or {})
-        if value is None or typed is None:
+        typed = TypedMemory.from_value(value) if value else None
+        if typed is None:
             raise Taken("feedback applies to typed memories (a value with a content and a type, as remember "
                         "writes); this memory is a plain item", details={"field": "id"})
         new_value = apply_signal(value, typed, cmd.signal)
@@ -95,7 +96,8 @@ class Feedback:
         # Indexed before answering: a recall right after finds the new version by meaning (the old
         # version's vectors name an id that is no longer current, so they find nothing).
         self._memories.settle([item], sync_index=True)
-        return FeedbackGiven(cmd.signal, open_memory(self._sealer, item), memory_id)
+        return FeedbackGiven(cmd.signal, memory_of(item, value=with_counters(new_value, item), attributes=attributes),
+                             memory_id)
 
 
 def _not_found(memory_id: str) -> NotFound:

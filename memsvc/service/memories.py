@@ -25,8 +25,8 @@ from memsvc.service.indexer import Indexer
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES
 
-__all__ = ["Memories", "PutMemory", "Expected", "open_memory", "check_nesting", "MAX_TTL_SECONDS",
-           "MAX_NESTING"]
+__all__ = ["Memories", "PutMemory", "Expected", "open_memory", "memory_of", "with_counters", "check_nesting",
+           "MAX_TTL_SECONDS", "MAX_NESTING"]
 
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 MAX_NESTING = 32  # levels of objects/arrays in a value, attributes or filter
@@ -217,10 +217,10 @@ class Memories:
 
 def open_memory(sealer: Sealer, item: StoredItem, *, score: float | None = None) -> Memory:
     value, attributes = sealer.open_item(item)
-    return memory_of(item, value=_with_counters(value or {}, item), attributes=attributes, score=score)
+    return memory_of(item, value=with_counters(value or {}, item), attributes=attributes, score=score)
 
 
-def _with_counters(value: dict[str, Any], item: StoredItem) -> dict[str, Any]:
+def with_counters(value: dict[str, Any], item: StoredItem) -> dict[str, Any]:
     """A recalled typed memory's value shows the row's access counters (API-AGENT.md: bookkeeping
     the service maintains). A value never recalled reads back exactly as written."""
     if item.access_count and TypedMemory.from_value(value) is not None:

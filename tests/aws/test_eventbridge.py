@@ -24,7 +24,7 @@ from botocore.stub import Stubber
 from memsvc.adapters.aws import eventbridge
 from memsvc.adapters.aws.eventbridge import EventBridgePublisher, entry_size
 from memsvc.core.models import Caller, TimelineEvent
-from memsvc.core.timeline import DETAIL_TYPES, KINDS, REMEMBER_DETAIL_TYPES, SOURCE, event_detail, put_events_entry
+from memsvc.core.timeline import DETAIL_TYPES, KINDS, ACTION_DETAIL_TYPES, SOURCE, event_detail, put_events_entry
 from memsvc.service.memories import PutMemory
 from tests.conftest import ManualClock
 from tests.fakes.aws_stack import EVENT_BUS, REGION, epoch
@@ -375,6 +375,6 @@ def test_the_documented_schema_is_the_published_one():
     assert put_events_entry(failed, "bus")["DetailType"] == "memory.index_failed"
     for kind, detail_type in DETAIL_TYPES.items():
         assert f"`{detail_type}`" in doc and f"`{kind}`" in doc
-    for action, detail_type in REMEMBER_DETAIL_TYPES.items():
+    for action, detail_type in ACTION_DETAIL_TYPES.items():
         assert f"`{detail_type}`" in doc and f"`{action}`" in doc
     assert f"`{SOURCE}`" in doc
