@@ -29,7 +29,7 @@ from typing import Any
 from langchain_core.messages import BaseMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig, RunnableLambda
 
-from memsvc_client.client import AsyncMemsvcClient, MemoryType, MemsvcClient
+from memsvc_client.client import AsyncMemsvcClient, MemoryType, MemsvcClient, session_message
 from memsvc_client.tools import error_code
 
 __all__ = ["recall_hook", "append_turn_hook", "memories_message", "APPENDED_MARK"]
@@ -134,7 +134,7 @@ def append_turn_hook(client: MemsvcClient | AsyncMemsvcClient, *, session_id: st
         try:
             # One at a time, each marked once it is in: a failure midway re-sends none before it.
             for message in _unappended_turn(_messages(state)):
-                [answer] = sync_client.add_messages(session, [message])
+                answer = sync_client.add_message(session, **session_message(message))
                 marked.append(_marked(message, answer["seq"]))
         except Exception as exc:
             _not_appended(exc)
@@ -145,7 +145,7 @@ def append_turn_hook(client: MemsvcClient | AsyncMemsvcClient, *, session_id: st
         marked = []
         try:
             for message in _unappended_turn(_messages(state)):
-                [answer] = await async_client.add_messages(session, [message])
+                answer = await async_client.add_message(session, **session_message(message))
                 marked.append(_marked(message, answer["seq"]))
         except Exception as exc:
             _not_appended(exc)
