@@ -1,20 +1,23 @@
-"""A LangGraph ReAct agent with memsvc's model hooks: in one conversation thread the user mentions a
-preference in passing; in another, days later, the agent uses it. Nobody asks it to remember.
+"""A LangGraph ReAct agent that learns from conversation alone: in one conversation thread the
+user mentions a preference in passing; in another, days later, the agent uses it. Nobody asks it to
+remember, and the model never calls a memory tool.
 
 - `append_turn_hook` appends each turn (what the user said, what the agent answered) to the
-  thread's session in memsvc.
-- `recall_hook` recalls, before each model call, what the user's sessions and memories hold about
-  the last thing the user said, and gives it to the model as a system message.
+  thread's session in memsvc. The session is created with `extract="on_close"`.
+- When the conversation ends, the app closes the session: memsvc extracts what the user said of
+  themselves into typed memories ("User prefers window seats on flights", a preference), each
+  consolidated with what it knew (a repeat changes nothing, a correction replaces the old one).
+- `recall_hook` recalls, before each model call, the user's learnt memories about the last thing
+  the user said, and gives them to the model as a system message.
 
-Threads are LangGraph's (the checkpointer keeps each thread's messages apart); what crosses threads
-is only what memsvc holds. What crosses here is the user's own words, recalled as they were said:
-nothing turns them into a typed memory (a preference) yet. That needs extraction, which memsvc
-does not do yet; the tools (`langchain_tools`) let the model save one explicitly.
+Threads are LangGraph's (the checkpointer keeps each thread's messages apart); what crosses
+threads is only what memsvc learnt.
 
 No LLM is needed: `ScriptedChatModel` stands in for one with two fixed rules, so the example runs
-offline. Put a real chat model in its place and nothing else changes. (LangGraph 1.x marks
-`create_react_agent` deprecated in favour of `langchain.agents.create_agent`, from the separate
-`langchain` package, which takes middleware instead of these hooks.)
+offline; memsvc's own extractor is its deterministic one unless the server is given a model
+(`MEMSVC_LLM_URL`). Put a real chat model in place of the scripted one and nothing else changes.
+(LangGraph 1.x marks `create_react_agent` deprecated in favour of `langchain.agents.create_agent`,
+from the separate `langchain` package, which takes middleware instead of these hooks.)
 
 Run it against a local server (`make run` in another shell):
 
@@ -27,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import re
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -81,32 +83,24 @@ def main(client: MemsvcClient | None = None, user_id: str = "alice", *, quiet: b
     """Run the two conversations as `user_id` (the token's subject); `client` defaults to
     MEMORY_SERVICE_URL + MEMORY_SERVICE_TOKEN. Each run starts both sessions afresh."""
     client = client or MemsvcClient()
-    # The user's whole tree: the memories of their layer and the messages of their sessions.
-    user_tree = ["user", user_id]
+    # What memsvc learnt about the user: their user layer's typed memories (not the raw messages).
+    learnt = ["user", user_id, "memories"]
     agent = create_react_agent(ScriptedChatModel(), [], checkpointer=InMemorySaver(),
-                               pre_model_hook=recall_hook(client, namespace_prefix=user_tree),
+                               pre_model_hook=recall_hook(client, namespace_prefix=learnt),
                                post_model_hook=append_turn_hook(client))  # the session is the thread
     transcript = []
     for thread, said in CONVERSATIONS:
         client.delete_session(thread)
-        client.create_session(thread)
+        client.create_session(thread, extract="on_close")
         state = agent.invoke({"messages": [("user", said)]}, {"configurable": {"thread_id": thread}})
         transcript.append(Turn(thread, said, str(state["messages"][-1].content)))
         if not quiet:
             print(f"[{thread}] user: {said}")
             print(f"[{thread}] agent: {transcript[-1].reply}")
-        _until_recallable(client, said, user_tree)
+        closed = client.close_session(thread)  # the conversation is over: memsvc learns from it
+        if not quiet and closed.get("promoted") is not None:
+            print(f"[{thread}] (session closed; memsvc learnt from it)")
     return transcript
-
-
-def _until_recallable(client: MemsvcClient, said: str, user_tree: list[str], timeout: float = 30) -> None:
-    """Messages are indexed a moment after they are appended. Days pass between real conversations;
-    here the next one starts at once, so it waits for that moment."""
-    deadline = time.monotonic() + timeout
-    while said not in [m["content"] for m in client.recall(said, namespace_prefix=user_tree)["memories"]]:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{said!r} was not indexed within {timeout} s")
-        time.sleep(0.2)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The remember Lambda: SQS (the remember queue) -> the `remember` decision of each queued
-candidate (`wait: false`), with the same service code as the API's `wait: true`.
+candidate (`wait: false`), and the queued extractions (`POST /v1/memories/extract` with `wait:
+false` or after a model failure, sessions' extraction), with the same service code as the API's.
 
 A message holds the tenant, the candidate id and the sealed request (`SqsRememberQueue`). Each
 record is decided on its own; the ones that fail are reported as partial batch failures
@@ -9,7 +10,7 @@ Redelivery is safe: a candidate already decided is found `unchanged` (its key is
 its namespace and content).
 
 Metrics (namespace `POWERTOOLS_METRICS_NAMESPACE`, default `memsvc`): `Records`, `Created`,
-`Updated`, `Superseded`, `Unchanged`, `Failed`; `ColdStart`. Logs carry message ids, actions and
+`Updated`, `Superseded`, `Unchanged`, `Extracted` (an extraction job that ran), `Failed`; `ColdStart`. Logs carry message ids, actions and
 error codes, never the content.
 """
 
@@ -23,11 +24,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from functions.observability import make_logger, make_metrics
 from functions.runtime import aws_app
 from memsvc.adapters.aws.sqs_remember_queue import job_of_message
+from memsvc.bootstrap import run_queued_job
 
 logger = make_logger("memsvc-remember")
 metrics = make_metrics("memsvc-remember")
 
-_ACTIONS = (("created", "Created"), ("updated", "Updated"), ("superseded", "Superseded"), ("unchanged", "Unchanged"))
+_ACTIONS = (("created", "Created"), ("updated", "Updated"), ("superseded", "Superseded"), ("unchanged", "Unchanged"),
+            ("extracted", "Extracted"))
 
 
 @metrics.log_metrics(capture_cold_start_metric=True)
@@ -40,8 +43,7 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     for record in records:
         try:
             attempts = int(record.get("attributes", {}).get("ApproximateReceiveCount", "1")) - 1
-            outcome = app.services.remember.run_job(job_of_message(record["body"], attempts=attempts))
-            actions[outcome.action] += 1
+            actions[run_queued_job(app.services, job_of_message(record["body"], attempts=attempts))] += 1
         except Exception as exc:
             logger.warning("remember job failed", extra={"message_id": record.get("messageId"),
                                                           "error": getattr(exc, "code", type(exc).__name__)})

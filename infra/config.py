@@ -129,12 +129,20 @@ class EnvConfig:
     # The knowledge graph's entity extractor (Bedrock Converse, in the indexer); its role may
     # invoke only this one.
     extraction_model_id: str = "amazon.nova-micro-v1:0"
+    # Learning from conversations (issue 24): the model that extracts memories from messages
+    # (Bedrock Converse, in the API and remember functions); their roles may invoke only this one.
+    memory_extraction_model_id: str = "amazon.nova-lite-v1:0"
     # Search's rerank step (Bedrock Rerank), for tenants that turn their `rerank` setting on: the
     # deployment's model, and the only one the API role may rerank with (`amazon.rerank-v1:0` or
     # `cohere.rerank-v3-5:0`). Rerank models are offered in fewer regions than Titan: where the
     # model is not, a tenant's rerank fails and search keeps its fused order.
     rerank_model_id: str = "amazon.rerank-v1:0"
     remember_memory_mb: int = 1024
+    # Background reflection (functions/reflection.py): the tenants its schedule reflects (empty:
+    # the default tenant, if any) and how often it looks for due users (each tenant's own
+    # reflection_interval_hours decides who is due).
+    reflection_tenants: tuple[str, ...] = ()
+    reflection_schedule_hours: int = 1
     remember_timeout_seconds: int = 60
     event_archive_retention_days: int = 30
     dlq_retention_days: int = 14

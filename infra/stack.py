@@ -26,6 +26,7 @@ from infra.constructs import (
 )
 from infra.constructs.functions import ServiceSettings, StreamSettings
 from infra.constructs.remember import RememberFunction, RememberQueue, let_api_enqueue
+from infra.constructs.reflection import ReflectionFunction
 from infra.constructs.session_retention import SessionRetentionFunction
 from infra.routes import service_routes
 from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
@@ -75,6 +76,7 @@ class MemsvcStack(Stack):
             embedding_concurrency=config.embedding_concurrency,
             data_key_cache_seconds=config.data_key_cache_seconds,
             extraction_model_id=config.extraction_model_id,
+            memory_extraction_model_id=config.memory_extraction_model_id,
             rerank_model_id=config.rerank_model_id,
             log_level=config.log_level,
             log_retention=config.log_retention,
@@ -118,11 +120,16 @@ class MemsvcStack(Stack):
         remember = RememberFunction(
             self, "Remember", function_name=f"{prefix}-remember", queue=remember_queue,
             judge_model_id=config.judge_model_id, memory_mb=config.remember_memory_mb, timeout=remember_timeout,
-            **data)
-        let_api_enqueue(api_fn.service, remember_queue, config.judge_model_id)
+            event_bus=events.bus, **data)
+        let_api_enqueue(api_fn.service, remember_queue, config.judge_model_id, config.memory_extraction_model_id)
         # session_auto_delete: closed sessions past their retention, removed hourly
         session_retention = SessionRetentionFunction(self, "SessionRetention",
                                                      function_name=f"{prefix}-session-retention", **data)
+        # background reflection (issue 24): due users of the listed tenants, on a schedule
+        reflection = ReflectionFunction(
+            self, "Reflection", function_name=f"{prefix}-reflection", judge_model_id=config.judge_model_id,
+            tenants=config.reflection_tenants or ((config.default_tenant,) if config.default_tenant else ()),
+            every=Duration.hours(config.reflection_schedule_hours), **data)
 
         users = None
         if config.jwt_issuer is None:
@@ -152,7 +159,8 @@ class MemsvcStack(Stack):
             self, "Operations", name=prefix, thresholds=config.alarms,
             apis={"jwt-api": jwt_api.api, "iam-api": iam_api.api},
             functions={"api": api_fn.function, "indexer": indexer.function, "timeline": timeline.function,
-                       "remember": remember.function, "session-retention": session_retention.function},
+                       "remember": remember.function, "session-retention": session_retention.function,
+                       "reflection": reflection.function},
             stream_consumers={"indexer": indexer.function, "timeline": timeline.function},
             dead_letter_queues={"indexer": indexer.dead_letter_queue, "timeline": timeline.dead_letter_queue,
                                 "remember": remember_queue.dead_letter_queue},
@@ -164,6 +172,7 @@ class MemsvcStack(Stack):
         self.jwt_api, self.iam_api, self.operations = jwt_api, iam_api, ops
         self.remember, self.remember_queue = remember, remember_queue
         self.session_retention = session_retention
+        self.reflection = reflection
 
         assert iam_api.invoke_policy is not None
         outputs = {

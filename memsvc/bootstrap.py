@@ -17,20 +17,26 @@ from memsvc.api.router import Router
 from memsvc.api.routes import Services, build_router
 from memsvc.core.consolidation import thresholds_for
 from memsvc.core.errors import MemsvcError
+from memsvc.core.reflection import NeighbourSearch, older_neighbours
+from memsvc.core.models import RememberJob
 from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, GraphStore, IndexBacklog, ItemStore, KeywordIndex,
-                          Metrics, RateLimiter, RememberQueue, Reranker, SameFactJudge, SessionStore, SystemClock,
-                          VectorIndex, WorkflowStore)
+                          LanguageModel, MemoryExtractor, Metrics, RateLimiter, RememberQueue, Reranker, SameFactJudge,
+                          SessionStore, SystemClock, TenantConfigStore, VectorIndex, WorkflowStore)
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
 from memsvc.service.feed import FeedConsumer
+from memsvc.service.extraction import Extraction, is_extraction_job
 from memsvc.service.feedback import Feedback
 from memsvc.service.graph import Graph
 from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
 from memsvc.service.plans import Plans
+from memsvc.service.profile import Profiles
 from memsvc.service.recall import Recall
+from memsvc.service.reflection import Reflection
+from memsvc.service.restore import Restore
 from memsvc.service.task_contexts import TaskContexts
 from memsvc.service.working_memory import WorkingMemory
 from memsvc.service.remember import Remember
@@ -48,7 +54,9 @@ from memsvc.service.timeline import Timeline, TimelineReader
 if TYPE_CHECKING:
     from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
     from memsvc.adapters.aws.bedrock_judge import BedrockJudge
+    from memsvc.adapters.aws.bedrock_llm import BedrockLanguageModel
     from memsvc.adapters.aws.clients import AwsClients
+    from memsvc.service.llm_extraction import LlmMemoryExtractor
     from memsvc.adapters.aws.dynamo_graph import DynamoGraphStore
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
@@ -112,10 +120,12 @@ def build_local(
     events_file: Path | None = None,
     ann_threshold: int | None = LocalSettings.ann_threshold,
     reranker: Reranker | None = None,
+    llm: LanguageModel | None = None,
 ) -> LocalApp:
     """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file.
     `reranker`: search's rerank step for the tenants that turn it on (`local_reranker`); None: the
-    setting cannot be turned on."""
+    setting cannot be turned on. `llm`: the operator's chat model (`MEMSVC_LLM_URL`): extraction,
+    the same-fact judge and the graph's entity extractor use it; None: the deterministic ones."""
     from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
     from memsvc.adapters.local.jsonl_bus import JsonlBusEvents
@@ -124,10 +134,12 @@ def build_local(
     from memsvc.adapters.local.keyword_index import LocalKeywordIndex
     from memsvc.adapters.local.keys import FileKeyProvider
     from memsvc.adapters.local.low_priority_pool import low_priority_pool
+    from memsvc.adapters.local.matrix_neighbours import older_neighbours_blocked
     from memsvc.adapters.local.prometheus_metrics import PrometheusMetrics
     from memsvc.adapters.local.rate_limiter import SqliteRateLimiter
     from memsvc.adapters.local.remember_jobs import SqliteRememberQueue
     from memsvc.adapters.local.pattern_extractor import PatternExtractor
+    from memsvc.service.llm_uses import LlmEntityExtractor, LlmJudge
     from memsvc.adapters.local.same_fact_judge import HeuristicJudge
     from memsvc.adapters.local.sqlite_graph import SqliteGraphStore
     from memsvc.adapters.local.sqlite_store import SqliteItemStore
@@ -151,7 +163,8 @@ def build_local(
     settings = SettingsRegistry(store, defaults=_remember_defaults_for(embedder.model_id),
                                 rerank_available=reranker is not None)
     graph = SqliteGraphStore(data_dir / "graph.db")
-    graph_indexer = GraphIndexer(graph=graph, extractor=PatternExtractor(), sealer=sealer, items=store)
+    graph_indexer = GraphIndexer(graph=graph, extractor=PatternExtractor() if llm is None else LlmEntityExtractor(llm),
+                                 sealer=sealer, items=store)
     # Indexing embeds on every core at a low priority, a chunk per thread, then writes the
     # batch's indexes together (see `memsvc.service.indexer`).
     cores = _cores()
@@ -168,24 +181,39 @@ def build_local(
         (FeedConsumer(store, "indexer", indexer.apply, batch_size=_INDEX_BATCH),
          FeedConsumer(store, "timeline", timeline.apply, batch_size=256)),
         sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
-        remember_jobs=lambda: remember_jobs.drain(services.remember.run_job),
+        remember_jobs=lambda: remember_jobs.drain(lambda job: run_queued_job(services, job)),
+        reflections=lambda: services.reflection.run_due(event_log.tenants()),
     )
     services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
                          indexer, event_log, accesses, on_write=workers.wake, concurrent_retrievers=False,
-                         judge=HeuristicJudge(), limiter=SqliteRateLimiter(data_dir / "rate_limits.db"),
+                         judge=HeuristicJudge() if llm is None else LlmJudge(llm),
+                         limiter=SqliteRateLimiter(data_dir / "rate_limits.db"),
                          remember_queue=remember_jobs, sessions_store=sessions_store,
                          workflow=SqliteWorkflowStore(data_dir / "workflow.db"),
                          bus=JsonlBusEvents(events_file) if events_file else None,
                          health=lambda: health_report(store=store, vectors=vectors, keywords=keywords,
                                                       embedder=embedder, graph=services.graph),
                          metrics=PrometheusMetrics(storage=store.storage_usage),
-                         graph=(graph, graph_indexer), reranker=reranker)
+                         graph=(graph, graph_indexer), reranker=reranker, timeline=timeline,
+                         extractor=_memory_extractor(embedder, llm), configs=store,
+                         neighbours=older_neighbours_blocked)
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
                     sealer, settings,
                     indexer, workers, sweeper, LocalIssuer(data_dir / "keys"), data_dir, event_log, remember_jobs,
                     accesses, graph, embed_pool)
+
+
+def _memory_extractor(embedder: Embedder, llm: LanguageModel | None) -> MemoryExtractor:
+    """The operator's model where one is named (`MEMSVC_LLM_URL`), else the deterministic one."""
+    if llm is not None:
+        from memsvc.service.llm_extraction import LlmMemoryExtractor
+
+        return LlmMemoryExtractor(llm)
+    from memsvc.adapters.local.pattern_memory_extractor import PatternMemoryExtractor
+
+    return PatternMemoryExtractor(embedder)
 
 
 def _cores() -> int:
@@ -221,7 +249,9 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               accesses: AccessRecorder, *, health: Callable[[], dict[str, Any]], metrics: Metrics,
               concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
               sessions_store: SessionStore, workflow: WorkflowStore, bus: BusEvents | None,
-              graph: tuple[GraphStore, GraphIndexer], reranker: Reranker | None,
+              graph: tuple[GraphStore, GraphIndexer], reranker: Reranker | None, timeline: Timeline | None,
+              extractor: MemoryExtractor, configs: TenantConfigStore,
+              neighbours: NeighbourSearch = older_neighbours,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses. `graph`: the knowledge graph's store and
     the indexer's graph step."""
@@ -235,18 +265,27 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
     knowledge = Graph(store=graph[0], items=items, sealer=sealer, access=access, clock=clock,
                       metrics=metrics)
     sessions = Sessions(store=sessions_store, items=items, memories=memories, sealer=sealer, cursors=cursors,
-                        access=access, clock=clock)
+                        access=access, clock=clock,
+                        on_append=lambda caller, record, seq: extraction.on_append(caller, record, seq))
+    remember = Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
+                        judge=judge, limiter=limiter, queue=remember_queue, accesses=accesses)
+    extraction = Extraction(extractor=extractor, remember=remember, sessions=sessions, session_store=sessions_store,
+                            access=access, sealer=sealer, clock=clock, queue=remember_queue, timeline=timeline,
+                            metrics=metrics)
+    restore = Restore(items=items, memories=memories, access=access, sealer=sealer, clock=clock)
+    profiles = Profiles(items=items, configs=configs, sealer=sealer, settings=settings, access=access, clock=clock)
     return Services(
         sessions=sessions,
         close_session=CloseSession(sessions=sessions, items=items, memories=memories, sealer=sealer, access=access,
-                                   settings=settings, clock=clock, metrics=metrics, bus=bus),
+                                   settings=settings, clock=clock, metrics=metrics, bus=bus,
+                                   extract_at_close=extraction.at_close),
         semantic=SemanticMemories(items=items, memories=memories, sealer=sealer, clock=clock, hashes=workflow),
         memories=memories,
         search=search,
         recall=Recall(search=search, access=access, vectors=vectors, sealer=sealer, clock=clock, accesses=accesses,
-                      graph=knowledge),
-        remember=Remember(items=items, memories=memories, search=search, access=access, sealer=sealer, clock=clock,
-                          judge=judge, limiter=limiter, queue=remember_queue, accesses=accesses),
+                      graph=knowledge, restore=restore.restore_recalled),
+        remember=remember,
+        extraction=extraction,
         feedback=Feedback(items=items, memories=memories, access=access, sealer=sealer, clock=clock),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=cursors, access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
@@ -257,7 +296,20 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         plans=Plans(store=workflow, sealer=sealer, cursors=CursorCodec(sealer), clock=clock, notices=bus),
         working=WorkingMemory(store=workflow, sealer=sealer, clock=clock, cursors=CursorCodec(sealer)),
         graph=knowledge,
+        restore=restore,
+        profiles=profiles,
+        reflection=Reflection(items=items, memories=memories, vectors=vectors, sealer=sealer, settings=settings,
+                              configs=configs, judge=judge, access=access, profiles=profiles, clock=clock,
+                              neighbours=neighbours),
     )
+
+
+def run_queued_job(services: Services, job: RememberJob) -> str:
+    """Run a job of the queue `remember` and extraction share (`wait: false`, sessions' extraction);
+    what it did, for the worker's metrics."""
+    if is_extraction_job(job):
+        return services.extraction.run_job(job)
+    return services.remember.run_job(job).action
 
 
 def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder,
@@ -317,7 +369,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     let tests pass clients with fakes installed; a Lambda builds its own once per cold start."""
     from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
     from memsvc.adapters.aws.bedrock_judge import BedrockJudge
+    from memsvc.adapters.aws.bedrock_llm import BedrockLanguageModel
     from memsvc.adapters.aws.clients import AwsClients
+    from memsvc.service.llm_extraction import LlmMemoryExtractor
     from memsvc.adapters.aws.dynamo_graph import DynamoGraphStore
     from memsvc.adapters.aws.dynamo_keywords import DynamoKeywordIndex
     from memsvc.adapters.aws.dynamo_rate_limiter import DynamoRateLimiter
@@ -353,6 +407,9 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                     cache_seconds=settings.data_key_cache_seconds)
     event_log = DynamoEventLog(clients.dynamodb, settings.table_name, retention_days=retention)
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
+    timeline = Timeline(event_log, publisher)
+    # One attempt, a 15 s read: extraction may answer a request; a failure is queued and retried.
+    language_model = BedrockLanguageModel(clients.bedrock_runtime, settings.memory_extraction_model_id)
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
     # The knowledge graph shares the keyword index's table: derived rows, rebuilt from the item
     # table, and no stream (docs/aws-design.md, "Knowledge graph").
@@ -381,7 +438,10 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                          metrics=EmfMetrics(namespace=settings.metrics_namespace, service=settings.metrics_service),
                          graph=(graph, graph_indexer),
                          reranker=reranker or BedrockReranker(rerank_client(settings.region),
-                                                              model_id=settings.rerank_model_id))
+                                                              model_id=settings.rerank_model_id),
+                         timeline=timeline, configs=store,
+                         extractor=LlmMemoryExtractor(
+                             language_model, model_id_of=lambda tenant: tenant_settings.get(tenant).extraction_model_id))
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
     return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients,
-                  Timeline(event_log, publisher), accesses, graph, extractor)
+                  timeline, accesses, graph, extractor)

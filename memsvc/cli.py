@@ -62,6 +62,9 @@ def main(argv: list[str] | None = None) -> int:
     evaluate.add_argument("--other-token", default=None,
                           help="bearer token of a second user, whose copies must never come back")
     evaluate.add_argument("--split", choices=["dev", "test", "all"], default="all")
+    evaluate.add_argument("--extraction", action="store_true",
+                          help="measure the local memory extractor on eval/extraction instead (in process, no "
+                               "server; exit 1 under precision 0.8 or recall 0.6 on the test half)")
     evaluate.add_argument("--kinds", nargs="+", choices=list(dict.fromkeys(KINDS + QUESTION_KINDS)), default=[],
                           help="only these kinds of case (or of question, on a conversation dataset)")
     evaluate.add_argument("--cases", type=int, default=None,
@@ -106,6 +109,7 @@ def _serve(args: argparse.Namespace) -> int:
     LocalSettings.one_blas_thread()
     import uvicorn
 
+    from memsvc.adapters.local.openai_llm import local_language_model
     from memsvc.bootstrap import build_local, local_reranker
     from memsvc.local_server import LocalServer
 
@@ -114,9 +118,9 @@ def _serve(args: argparse.Namespace) -> int:
         print("memsvc: --workers must be at least 1", file=sys.stderr)
         return 2
     # Built before any worker starts: the files, keys and schemas exist once they do.
-    app = build_local(args.data_dir, events_file=args.events_file,
-                      ann_threshold=LocalSettings.from_env().ann_threshold,
-                      reranker=local_reranker(LocalSettings.from_env()))
+    env = LocalSettings.from_env()
+    app = build_local(args.data_dir, events_file=args.events_file, ann_threshold=env.ann_threshold,
+                      reranker=local_reranker(env), llm=local_language_model(env))
     print(f"memsvc: data in {args.data_dir}, embedder {app.embedder.model_id}", file=sys.stderr)
     print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)"
           + (f", {args.workers} worker processes" if args.workers > 1 else ""), file=sys.stderr)
@@ -157,17 +161,22 @@ def worker_server():
     """One worker process of `memsvc serve --workers N`: it answers requests on the data dir and
     flushes its recall access counts; the background work stays with the process that started it
     (which the workers' writes reach within its poll interval, 0.5 s)."""
+    from memsvc.adapters.local.openai_llm import local_language_model
     from memsvc.bootstrap import build_local, local_reranker
     from memsvc.local_server import LocalServer
 
     env = LocalSettings.from_env()
     app = build_local(env.data_dir, events_file=env.events_file, start_workers=False, ann_threshold=env.ann_threshold,
-                      reranker=local_reranker(env))
+                      reranker=local_reranker(env), llm=local_language_model(env))
     app.accesses.start()
     return LocalServer(app.router, app.issuer, threads=env.request_threads(), on_shutdown=app.close)
 
 
 def _eval(args: argparse.Namespace) -> int:
+    if args.extraction:  # imported here: it loads the embedding model
+        from memsvc.extraction_eval import main as extraction_main
+
+        return extraction_main(args.split)
     from memsvc.evaluation import Command, EvalOptions, main
 
     return main(Command(

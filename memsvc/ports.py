@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
 
+from memsvc.core.extraction import Candidate, ConversationMessage
 from memsvc.core.filters import Filter
 from memsvc.core.graph import DerivedMemory, Extraction, GraphEdge, GraphNode, Mention
 from memsvc.core.same_fact import Verdict
@@ -24,7 +25,7 @@ __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "Lo
            "EventPublisher", "VectorIndex", "KeywordIndex", "FieldHolders", "Embedder", "KeyProvider", "Clock",
            "SystemClock", "Metrics", "OperationSample", "GraphQuerySample", "SameFactJudge", "RateLimiter",
            "RememberQueue", "SessionStore", "BusEvents", "WorkflowStore", "EntityExtractor", "GraphStore",
-           "Reranker"]
+           "Reranker", "LanguageModel", "MemoryExtractor"]
 
 
 class ItemStore(Protocol):
@@ -361,8 +362,9 @@ class RateLimiter(Protocol):
 class RememberQueue(Protocol):
     """Durable hand-off of `remember` calls with `wait: false` to a background worker."""
 
-    def enqueue(self, job: RememberJob) -> None:
-        """Store the job durably (it survives the process), then return."""
+    def enqueue(self, job: RememberJob, *, delay_seconds: int = 0) -> None:
+        """Store the job durably (it survives the process), then return. It runs no sooner than
+        `delay_seconds` (at most 900) from now."""
 
 
 class SessionStore(Protocol):
@@ -377,8 +379,13 @@ class SessionStore(Protocol):
 
     def update(self, record: SessionRecord, *, expected_version: int) -> None:
         """Replace what the API changes (sealed, agent id, times, version, close and deletion
-        marks), never `seq`, if the stored version is `expected_version`; `Conflict` otherwise
+        marks, the extract setting), never `seq` or `extracted_seq`, if the stored version is `expected_version`; `Conflict` otherwise
         (also when the session is gone)."""
+
+    def mark_extracted(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, to_seq: int) -> bool:
+        """Move the session's `extracted_seq` from `from_seq` to `to_seq` (no other field, no new
+        version), if it is still at `from_seq`; False otherwise (another run moved it, or the
+        session is gone)."""
 
     def list(self, tenant: str, user_id: str, *, agent_id: str | None, limit: int,
              after: tuple[datetime, str] | None) -> list[SessionRecord]:
@@ -583,3 +590,37 @@ class Reranker(Protocol):
         """One relevance score per text, in input order, higher is more relevant. `model_id`: the
         tenant's choice of model, None for the deployment's. Raises on any failure (a timeout, an
         error status, an answer that does not score every text); the caller keeps its own order."""
+
+
+class LanguageModel(Protocol):
+    """A chat model that answers JSON (issue 24): Bedrock Converse on AWS, an OpenAI-compatible
+    `/v1/chat/completions` endpoint the operator names locally (`MEMSVC_LLM_URL`). The messages
+    are plaintext the caller stored: they go to the model the deployment names and nowhere else,
+    never into a log."""
+
+    model_id: str  # the deployment's model
+
+    def chat_json(self, system: str, messages: Sequence[tuple[str, str]], *, max_tokens: int,
+                  model_id: str | None = None) -> Any:
+        """The JSON value (an object or an array) of the model's answer to `messages`, each a
+        (role: "user" | "assistant", text) pair, under the `system` prompt, at temperature 0.
+        `model_id`: a tenant's choice, None for the deployment's. The first JSON value in the
+        answer's text is taken (models like to wrap it in ```json fences).
+        Raises `RateLimited` when throttled, `ProviderError` otherwise: a timeout, a refused
+        request, an error status, an answer cut off or holding no JSON (its message says which,
+        in our words; `details["reason"]` is one of `timeout`, `unavailable`, `refused`,
+        `malformed`)."""
+
+
+class MemoryExtractor(Protocol):
+    """Turns a conversation into candidate memories (`core.extraction`): the deterministic
+    patterns locally, a language model where one is configured."""
+
+    model_id: str  # "deterministic", or the language model's
+
+    def extract(self, tenant: str, messages: Sequence[ConversationMessage]) -> list[Candidate]:
+        """The memories worth keeping from `messages` (at most `core.extraction.MAX_CANDIDATES`),
+        the most important first. Only what the user (or a named human speaker) says of
+        themselves: never the assistant's own suggestions, questions or chit-chat. Raises
+        `RateLimited` or `ProviderError` when a model fails (the caller retries later and loses
+        nothing); an empty list when there is nothing to keep."""

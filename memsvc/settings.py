@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["LocalSettings", "AwsSettings"]
@@ -23,11 +23,22 @@ class LocalSettings:
     rerank_url: str | None = None
     rerank_api: str = "auto"  # auto | cohere | tei: the request shape the endpoint takes
     rerank_timeout_seconds: float = 2.0
+    # An OpenAI-compatible chat endpoint (Ollama, vLLM, llama.cpp, LM Studio, OpenAI:
+    # `adapters.local.openai_llm`) for learning from conversations, the same-fact judge and the
+    # graph's extractor: conversations and memories' texts are sent there. None: the
+    # deterministic ones. `llm_model` is required with it.
+    llm_url: str | None = None
+    llm_model: str | None = None
+    llm_api_key: str | None = field(default=None, repr=False)
+    llm_timeout_seconds: float = 30.0
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
         events_file = os.environ.get("MEMSVC_EVENTS_FILE")
         ann = os.environ.get("MEMSVC_ANN_THRESHOLD")
+        llm_url, llm_model = os.environ.get("MEMSVC_LLM_URL") or None, os.environ.get("MEMSVC_LLM_MODEL") or None
+        if llm_url and not llm_model:
+            raise ValueError("MEMSVC_LLM_URL is set but MEMSVC_LLM_MODEL is not: name the model the endpoint runs")
         return cls(
             data_dir=Path(os.environ.get("MEMSVC_DATA_DIR", "~/.memsvc")).expanduser(),
             host=os.environ.get("MEMSVC_HOST", "127.0.0.1"),
@@ -38,6 +49,10 @@ class LocalSettings:
             rerank_url=os.environ.get("MEMSVC_RERANK_URL") or None,
             rerank_api=_one_of("MEMSVC_RERANK_API", ("auto", "cohere", "tei"), "auto"),
             rerank_timeout_seconds=float(os.environ.get("MEMSVC_RERANK_TIMEOUT_SECONDS", "2")),
+            llm_url=llm_url,
+            llm_model=llm_model,
+            llm_api_key=os.environ.get("MEMSVC_LLM_API_KEY") or None,
+            llm_timeout_seconds=float(os.environ.get("MEMSVC_LLM_TIMEOUT_SECONDS", "30")),
         )
 
     def export(self) -> None:
@@ -88,6 +103,7 @@ class AwsSettings:
     remember_queue_url: str = ""  # the SQS queue of `remember` calls with `wait: false`
     extraction_model_id: str = "amazon.nova-micro-v1:0"  # the knowledge graph's entity extractor (Converse)
     rerank_model_id: str = "amazon.rerank-v1:0"  # search's rerank step, for tenants that turn it on
+    memory_extraction_model_id: str = "amazon.nova-lite-v1:0"  # learning from conversations (Converse)
 
     @classmethod
     def from_env(cls) -> "AwsSettings":
@@ -110,6 +126,7 @@ class AwsSettings:
             remember_queue_url=env.get("MEMSVC_REMEMBER_QUEUE_URL", ""),
             extraction_model_id=env.get("MEMSVC_EXTRACTION_MODEL_ID", "amazon.nova-micro-v1:0"),
             rerank_model_id=env.get("MEMSVC_RERANK_MODEL_ID", "amazon.rerank-v1:0"),
+            memory_extraction_model_id=env.get("MEMSVC_MEMORY_EXTRACTION_MODEL_ID", "amazon.nova-lite-v1:0"),
         )
 
 

@@ -91,6 +91,7 @@ class ServiceSettings:
     log_retention: logs.RetentionDays
     removal_policy: RemovalPolicy
     extraction_model_id: str = "amazon.nova-micro-v1:0"  # the knowledge graph's entity extractor
+    memory_extraction_model_id: str = "amazon.nova-lite-v1:0"  # learning from conversations (issue 24)
     rerank_model_id: str = "amazon.rerank-v1:0"  # search's rerank step (the API function's)
 
 
@@ -192,6 +193,7 @@ def service_environment(*, service: str, table: ItemTable, keywords: KeywordTabl
         "MEMSVC_EMBEDDING_CONCURRENCY": str(settings.embedding_concurrency),
         "MEMSVC_DATA_KEY_CACHE_SECONDS": str(settings.data_key_cache_seconds),
         "MEMSVC_EXTRACTION_MODEL_ID": settings.extraction_model_id,
+        "MEMSVC_MEMORY_EXTRACTION_MODEL_ID": settings.memory_extraction_model_id,
         "MEMSVC_RERANK_MODEL_ID": settings.rerank_model_id,
         "POWERTOOLS_SERVICE_NAME": powertools_service(service),
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import aws_cdk as cdk
 from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_events as events
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sqs as sqs
@@ -59,21 +60,25 @@ class RememberFunction(Construct):
     `KEYWORD_TABLE_ACTIONS` on the keyword table (the written memory is indexed inline); KMS
     GenerateDataKey and Decrypt on the envelope key (the tenant's data key opens the sealed
     candidate); S3 Vectors QueryVectors and GetVectors (the neighbour search), PutVectors and
-    DeleteVectors; Bedrock InvokeModel on the embedding model and on the judge model (Converse is
-    authorized as InvokeModel); the queue's consume actions for its event source mapping.
+    DeleteVectors; Bedrock InvokeModel on the embedding model, the judge model and the memory
+    extraction model (Converse is authorized as InvokeModel); the queue's consume actions for its
+    event source mapping. Queued extractions (`functions/remember.py` runs them too) also update
+    a session's `extracted_seq` (UpdateItem), record `memory.candidate` and `memory.error` in the
+    timeline (TransactWriteItems, authorized as its Put/Update actions) and put them on the bus
+    (PutEvents).
     """
 
     def __init__(self, scope: Construct, id: str, *, function_name: str, package: LambdaPackage, table: ItemTable,
                  keywords: KeywordTable, vectors: VectorStore, envelope_key: kms.IKey, storage_key: kms.IKey,
                  settings: ServiceSettings, queue: RememberQueue, judge_model_id: str, memory_mb: int,
-                 timeout: Duration) -> None:
+                 timeout: Duration, event_bus: events.IEventBus) -> None:
         super().__init__(scope, id)
         self.service = ServiceFunction(
             self, "Service", function_name=function_name, handler="functions.remember.handler",
             description="memsvc remember: SQS -> the consolidation decision of queued candidates",
             package=package,
             environment=service_environment(service="remember", table=table, keywords=keywords, vectors=vectors,
-                                            envelope_key=envelope_key, settings=settings),
+                                            envelope_key=envelope_key, settings=settings, event_bus=event_bus),
             memory_mb=memory_mb, timeout=timeout, log_retention=settings.log_retention,
             removal_policy=settings.removal_policy)
         s = self.service
@@ -89,7 +94,9 @@ class RememberFunction(Construct):
         s.allow(sid="VectorIndex", resources=[vectors.index_arn], actions=[
             "s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:PutVectors", "s3vectors:DeleteVectors"])
         s.allow(sid="Models", actions=["bedrock:InvokeModel"],
-                resources=[model_arn(self, settings.embedding_model_id), model_arn(self, judge_model_id)])
+                resources=[model_arn(self, settings.embedding_model_id), model_arn(self, judge_model_id),
+                           model_arn(self, settings.memory_extraction_model_id)])
+        s.allow(sid="EventBus", actions=["events:PutEvents"], resources=[event_bus.event_bus_arn])
         # A mapping with a fixed id (SqsEventSource names it after the queue, which differs per
         # environment), and the consume grant it needs.
         queue.queue.grant_consume_messages(s.role)
@@ -102,9 +109,13 @@ class RememberFunction(Construct):
         self.log_group = s.log_group
 
 
-def let_api_enqueue(api: ServiceFunction, queue: RememberQueue, judge_model_id: str) -> None:
-    """The API's share of remember: it sends `wait: false` candidates to the queue, and asks the
-    judge model itself for `wait: true`."""
+def let_api_enqueue(api: ServiceFunction, queue: RememberQueue, judge_model_id: str,
+                    memory_extraction_model_id: str) -> None:
+    """The API's share of remember and extraction: it sends `wait: false` candidates and
+    conversations (and sessions' extraction jobs) to the queue, and asks the judge model and the
+    extraction model itself for `wait: true`."""
     api.function.add_environment(REMEMBER_QUEUE_URL_VARIABLE, queue.queue.queue_url)
     api.allow(sid="RememberQueue", actions=["sqs:SendMessage"], resources=[queue.queue.queue_arn])
     api.allow(sid="SameFactJudge", actions=["bedrock:InvokeModel"], resources=[model_arn(api, judge_model_id)])
+    api.allow(sid="MemoryExtraction", actions=["bedrock:InvokeModel"],
+              resources=[model_arn(api, memory_extraction_model_id)])

@@ -22,11 +22,15 @@ from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
+from memsvc.service.extraction import Extraction, ExtractionQueued
 from memsvc.service.feedback import Feedback
 from memsvc.service.graph import (EntityRef, FindEntities, Graph, PathQuery, PutEntity, PutRelation, RelatedQuery,
                                   RelationRef)
 from memsvc.service.memories import Memories
+from memsvc.service.profile import ProfileQuery, Profiles
 from memsvc.service.recall import Recall
+from memsvc.service.reflection import Reflection
+from memsvc.service.restore import Restore
 from memsvc.service.remember import Accepted, Remember
 from memsvc.service.search import ListNamespaces, Search
 from memsvc.service.semantic import SemanticMemories, SemanticRef
@@ -52,6 +56,7 @@ class Services:
     health: Callable[[], dict[str, Any]]
     metrics: Metrics
     remember: Remember
+    extraction: Extraction
     feedback: Feedback
     sessions: Sessions
     close_session: CloseSession
@@ -60,6 +65,10 @@ class Services:
     plans: Plans
     working: WorkingMemory
     graph: Graph
+    # Reflection, archive and profile (issue 24).
+    restore: Restore
+    profiles: Profiles
+    reflection: Reflection
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -96,6 +105,13 @@ def _remember(app: Services, c: Call) -> Response:
     if isinstance(outcome, Accepted):
         return Response(202, s.RememberAcceptedOut(candidate_id=outcome.candidate_id))
     return Response(200, s.RememberOut.of(outcome))
+
+
+def _extract(app: Services, c: Call) -> Response:
+    outcome = app.extraction.extract(c.caller, c.body)
+    if isinstance(outcome, ExtractionQueued):
+        return Response(202, s.ExtractQueuedOut(job_id=outcome.job_id, status=outcome.reason))
+    return Response(200, s.ExtractOut.of(outcome))
 
 
 def _events(app: Services, c: Call) -> s.EventsOut:
@@ -183,7 +199,7 @@ def _list_messages(app: Services, c: Call) -> s.MessagesOut:
 def _close_session(app: Services, c: Call) -> s.SessionClosedOut:
     closed = app.close_session.close(c.caller, _param(c, "id"))
     return s.SessionClosedOut(promoted=closed.promoted, blocked=closed.blocked, deleted=closed.deleted,
-                              delete_after=closed.delete_after)
+                              delete_after=closed.delete_after, extraction_pending=closed.extraction_pending)
 
 
 def _upsert_semantic(app: Services, c: Call) -> s.SemanticUpsertOut:
@@ -321,6 +337,18 @@ def _integrity_scan(app: Services, c: Call) -> s.IntegrityScanOut:
     return s.IntegrityScanOut(removed=app.graph.integrity_scan(c.caller))
 
 
+def _restore(app: Services, c: Call) -> s.RestoreOut:
+    return s.RestoreOut.of(app.restore.restore(c.caller, c.body))
+
+
+def _reflect(app: Services, c: Call) -> s.ReflectOut:
+    return s.ReflectOut.of(app.reflection.reflect(c.caller, c.body))
+
+
+def _profile(app: Services, c: Call) -> s.ProfileOut:
+    return s.ProfileOut.of(app.profiles.get(c.caller, c.query))
+
+
 @cache
 def _openapi_json() -> tuple[bytes, str]:
     """The document and its ETag, built once: the route table never changes, and a build takes
@@ -353,6 +381,8 @@ ROUTES: tuple[Route, ...] = (
           _recall, body=s.RecallBody, response=s.RecallOut),
     Route("POST", "/v1/memories/remember", "Remember a typed memory, consolidating it with its neighbours",
           _remember, body=s.RememberBody, response=s.RememberOut, also=((202, s.RememberAcceptedOut),)),
+    Route("POST", "/v1/memories/extract", "Learn typed memories from a conversation, each consolidated as remember "
+          "does", _extract, body=s.ExtractBody, response=s.ExtractOut, also=((202, s.ExtractQueuedOut),)),
     Route("POST", "/v1/memories/feedback", "Feedback on a typed memory: useful raises its importance; wrong or "
           "outdated supersede it", _feedback, body=s.FeedbackBody, response=s.FeedbackOut),
     Route("GET", "/v1/memories/namespaces", "List namespaces", _list_namespaces, query=ListNamespaces,
@@ -441,6 +471,13 @@ ROUTES: tuple[Route, ...] = (
           response=s.PathOut),
     Route("POST", "/admin/v1/graph/integrity-scan", "Remove orphaned graph rows of the tenant", _integrity_scan,
           response=s.IntegrityScanOut),
+    # Reflection, archive and profile (issue 24).
+    Route("POST", "/v1/memories/restore", "Restore an archived typed memory", _restore, body=s.RestoreBody,
+          response=s.RestoreOut),
+    Route("GET", "/v1/memory/profile", "The caller's standing profile: their most important current preferences "
+          "and facts, within a token budget", _profile, query=ProfileQuery, response=s.ProfileOut),
+    Route("POST", "/admin/v1/memories/reflect", "Run reflection now over one user's memories (admin)", _reflect,
+          body=s.ReflectBody, response=s.ReflectOut),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True,
           also=((503, s.HealthOut),)),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),

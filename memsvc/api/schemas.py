@@ -15,10 +15,14 @@ from memsvc.core.models import Memory, WriteAction, to_rfc3339
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.validation import Command, Namespace
 from memsvc.service.admin import IndexRetry, IndexRun, IndexStatus, PolicyBundle, RetryOutcome
+from memsvc.service.extraction import Extracted, ExtractMemories
 from memsvc.service.feedback import FeedbackGiven, GiveFeedback
 from memsvc.service.memories import PutMemory
 from memsvc.service.graph import Entity, PathAnswer, Related
 from memsvc.service.recall import RecallQuery, RecallResult, Recalled
+from memsvc.service.profile import Profile
+from memsvc.service.reflection import ReflectionRun, ReflectUser
+from memsvc.service.restore import Restored, RestoreMemory
 from memsvc.service.remember import RememberMemory, Remembered
 from memsvc.service.search import SearchQuery, SearchResult
 from memsvc.service.semantic import SemanticView, UpsertSemantic
@@ -90,6 +94,10 @@ class RecallBody(RecallQuery):
 
 class RememberBody(RememberMemory):
     """`POST /v1/memories/remember`."""
+
+
+class ExtractBody(ExtractMemories):
+    """`POST /v1/memories/extract`."""
 
 
 class FeedbackBody(GiveFeedback):
@@ -391,6 +399,43 @@ class RememberAcceptedOut(Answer):
     candidate_id: str = Field(description="decided in the background; the outcome appears on the timeline")
 
 
+class CandidateOut(Answer):
+    content: str
+    type: Literal["fact", "preference", "decision", "note"]
+    importance: float
+    category: str | None
+    source_seqs: list[int] = Field(description="the messages it came from: their index in the request, or their "
+                                               "seq in the session")
+
+
+class ExtractedMemoryOut(Answer):
+    action: Literal["created", "updated", "unchanged", "superseded", "blocked"] = Field(
+        description="remember's outcome; blocked: a governance policy refused it, nothing was written")
+    candidate: CandidateOut
+    memory: MemoryOut | None = Field(description="the memory written or found; null when blocked")
+
+
+class ExtractOut(Answer):
+    extractor: str = Field(description="deterministic, or the language model's id")
+    memories: list[ExtractedMemoryOut]
+
+    @classmethod
+    def of(cls, e: Extracted) -> Self:
+        return cls(extractor=e.extractor, memories=[ExtractedMemoryOut(
+            action=m.action, memory=MemoryOut.of(m.memory) if m.memory is not None else None,
+            candidate=CandidateOut(content=m.candidate.content, type=m.candidate.type,
+                                   importance=m.candidate.importance, category=m.candidate.category,
+                                   source_seqs=list(m.candidate.source_seqs))) for m in e.memories])
+
+
+class ExtractQueuedOut(Answer):
+    """Accepted: the conversation is extracted in the background (`wait: false`), or again later
+    because the model failed (`retrying`; a `memory.error` event tells it)."""
+
+    job_id: str
+    status: Literal["accepted", "retrying"]
+
+
 class FeedbackOut(Answer):
     signal: Signal
     memory: MemoryOut = Field(description="the memory's new version (its id is the one a next feedback names)")
@@ -443,6 +488,8 @@ class SessionOut(Answer):
     message_count: int
     closed_at: Rfc3339 | None
     delete_after: Rfc3339 | None
+    extract: Literal["off", "on_close", "continuous"]
+    extracted_seq: int = Field(description="messages up to this seq have been extracted into memories")
 
     @classmethod
     def of(cls, v: SessionView) -> Self:
@@ -482,6 +529,9 @@ class SessionClosedOut(Answer):
     blocked: int = Field(description="important memories not promoted: marked sensitive or private")
     deleted: bool = Field(description="the session and its data are deleted (auto-delete, retention 0)")
     delete_after: str | None = Field(description="when auto-delete removes the session and its data")
+    extraction_pending: bool = Field(description="the session extracts, and some of its messages are not extracted "
+                                                 "yet: the model failed, or the backlog is long; a background job "
+                                                 "finishes it")
 
 
 class SemanticUpsertOut(Answer):
@@ -660,3 +710,72 @@ class GraphRelationOut(Answer):
 
 class IntegrityScanOut(Answer):
     removed: dict[str, int] = Field(description="memories (keys whose memory is gone), mentions, nodes, edges")
+
+
+# -- reflection, archive and profile (issue 24) ------------------------------------------------
+
+
+class RestoreBody(RestoreMemory):
+    """`POST /v1/memories/restore`."""
+
+
+class RestoreOut(Answer):
+    restored: bool = Field(description="false: the memory was not archived, and is answered as it is")
+    memory: MemoryOut = Field(description="the memory's current version (restored: a new one)")
+    previous_id: str = Field(description="the id the request named")
+
+    @classmethod
+    def of(cls, r: Restored) -> Self:
+        return cls(restored=r.restored, memory=MemoryOut.of(r.memory), previous_id=r.previous_id)
+
+
+class ReflectBody(ReflectUser):
+    """`POST /admin/v1/memories/reflect`."""
+
+
+class ReflectCursorOut(Answer):
+    namespace: list[str]
+    key: str
+
+
+class ReflectOut(Answer):
+    user_id: str
+    examined: int = Field(description="typed memories read in this run")
+    merged: int = Field(description="memories that took in a near-duplicate")
+    superseded: int = Field(description="near-duplicates merged away and contradicted memories")
+    importance_updated: int
+    archived: int
+    skipped: int = Field(description="written by someone else meanwhile: left for the next pass")
+    judge_calls: int
+    done: bool = Field(description="the pass reached the user's last memory and rebuilt the profile")
+    next_cursor: ReflectCursorOut | None = Field(description="where the next run continues; null when done")
+
+    @classmethod
+    def of(cls, r: ReflectionRun) -> Self:
+        cursor = ReflectCursorOut(namespace=list(r.next_cursor[0]), key=r.next_cursor[1]) if r.next_cursor else None
+        return cls(user_id=r.user_id, examined=r.examined, merged=r.merged, superseded=r.superseded,
+                   importance_updated=r.importance_updated, archived=r.archived, skipped=r.skipped,
+                   judge_calls=r.judge_calls, done=r.done, next_cursor=cursor)
+
+
+class ProfileItemOut(Answer):
+    id: str
+    key: str
+    namespace: list[str]
+    content: str
+    type: str
+    category: str | None
+    importance: float = Field(description="the importance it was ranked by (reflection's effective importance)")
+
+
+class ProfileOut(Answer):
+    user_id: str
+    built_at: Rfc3339
+    items: list[ProfileItemOut]
+    token_count: int = Field(description="cl100k_base tokens of the items' contents")
+
+    @classmethod
+    def of(cls, p: Profile) -> Self:
+        return cls(user_id=p.user_id, built_at=p.built_at, token_count=p.token_count, items=[
+            ProfileItemOut(id=i.id, key=i.key, namespace=list(i.namespace), content=i.content, type=i.type,
+                           category=i.category, importance=i.importance) for i in p.items])

@@ -93,7 +93,8 @@ def decide(candidate: TypedMemory, neighbour: TypedMemory | None, score: float, 
 def merge(existing: TypedMemory, candidate: TypedMemory, candidate_key: str) -> TypedMemory:
     """Seed 002's update: the newer statement's content, tags united, importance the larger,
     pinned if either is, the candidate's key added to `merged_from`. The type stays the
-    existing memory's (a default `fact` must not demote a `preference`)."""
+    existing memory's (a default `fact` must not demote a `preference`). A memory stated again
+    is in use: an archived one is restored."""
     merged_from = tuple(k for k in existing.merged_from if k != candidate_key) + (candidate_key,)
     return dataclasses.replace(
         existing,
@@ -104,6 +105,7 @@ def merge(existing: TypedMemory, candidate: TypedMemory, candidate_key: str) -> 
         category=existing.category or candidate.category,
         source=candidate.source or existing.source,
         merged_from=merged_from[-MAX_MERGED_FROM:],
+        archived_at=None,
     )
 
 

@@ -3,7 +3,8 @@
 - `useful` raises `importance` by `USEFUL_STEP` (0.1), capped at 1.0: linear and predictable (a
   memory remembered at the default 0.5 reaches 1.0 after five), and the same step however often
   it was recalled, so feedback stays the caller's explicit word and recall's own counters stay
-  separate. Rounded to 6 decimals so that 0.7 + 0.1 reads 0.8.
+  separate. Rounded to 6 decimals so that 0.7 + 0.1 reads 0.8. It is a use, as a recall is: an
+  archived memory is restored.
 - `wrong` and `outdated` mark the memory superseded exactly as remember's consolidation does
   (the tag `superseded`; `superseded_by` stays as it was, since no newer memory replaces it), so
   recall leaves it out unless `include_superseded`.
@@ -29,8 +30,9 @@ MAX_NOTE_CHARS = 2000
 
 def apply_signal(value: dict[str, Any], typed: TypedMemory, signal: Signal) -> dict[str, Any]:
     """The value of the memory's next version after `signal` (`typed` is `value` read as a typed memory)."""
-    if signal == "useful":
-        return {**value, "importance": round(min(1.0, typed.importance + USEFUL_STEP), 6)}
+    if signal == "useful":  # a use: an archived memory is restored too
+        kept = {k: v for k, v in value.items() if k != "archived_at"}
+        return {**kept, "importance": round(min(1.0, typed.importance + USEFUL_STEP), 6)}
     tags = typed.tags if SUPERSEDED_TAG in typed.tags else (*typed.tags, SUPERSEDED_TAG)
     return {**value, "tags": list(tags)}
 

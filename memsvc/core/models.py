@@ -17,6 +17,9 @@ __all__ = [
     "RememberAction",
     "FeedbackAction",
     "WriteAction",
+    "LifecycleAction",
+    "ACTION_REASONS",
+    "EventKind",
     "RememberJob",
     "TimelineEvent",
     "expiry_event_id",
@@ -45,6 +48,9 @@ __all__ = [
 # own bookkeeping on a version's row, its quarantine (`index_failed`, which the timeline records)
 # and an admin's retry of it (`index_retry`, which sends it to the indexer again).
 ChangeKind = Literal["add", "update", "delete", "expired", "index_failed", "index_retry"]
+# A timeline event's kind: a change's, or one the service records directly (issue 24): an
+# extracted `candidate` before consolidation decides it, an `error` of a failed extraction.
+EventKind = Literal["add", "update", "delete", "expired", "index_failed", "candidate", "error"]
 # An indexing attempt of a version that started and has not ended (`memsvc.service.indexer`):
 # `batch` in the normal flow, `alone` when the version is run by itself after a batch of it died.
 # Stored as `<attempt>:<run>` (`attempt_mark`), the run being the indexing process's own id: a
@@ -65,8 +71,21 @@ def read_attempt_mark(mark: str) -> tuple[str, str]:
 RememberAction = Literal["created", "updated", "superseded"]
 # What a version written by `POST /v1/memories/feedback` records: the signal, never the note.
 FeedbackAction = Literal["feedback_useful", "feedback_wrong", "feedback_outdated"]
+# What learning from conversations (issue 24) did with a version it wrote: an extracted candidate
+# or a near-duplicate merged into it (`memory.merged`), reflection's own changes.
+LifecycleAction = Literal["merged", "reflect_superseded", "importance_recomputed", "archived", "restored",
+                          "duplicate_superseded"]
+# Why a lifecycle change was made, in the service's words (never the memory's content).
+ACTION_REASONS = {
+    "merged": "a statement of the same fact was merged into this memory",
+    "reflect_superseded": "a newer statement contradicts this memory",
+    "importance_recomputed": "importance recomputed from use, recency and feedback",
+    "archived": "decayed: low importance and not recalled for a long time",
+    "restored": "restored from the archive",
+    "duplicate_superseded": "merged into an older memory that states the same fact",
+}
 # The outcome a version carries in plaintext on its row and its timeline event; None for a plain write.
-WriteAction = RememberAction | FeedbackAction
+WriteAction = RememberAction | FeedbackAction | LifecycleAction
 # None: every string leaf; False: not indexed; a list: these paths.
 IndexFields = list[str] | None | Literal[False]
 
@@ -254,7 +273,7 @@ class TimelineEvent:
 
     tenant: str
     id: str
-    kind: ChangeKind
+    kind: EventKind
     namespace: tuple[str, ...]
     key: str
     memory_id: str  # the memory the event is about; for delete/expired, the one removed
@@ -300,6 +319,7 @@ class TimelineEvent:
             value_ct=None if removed else new.value_ct,
             attributes_ct=None if removed else new.attributes_ct,
             action=None if removed else new.action,
+            reason=None if removed or new.action is None else ACTION_REASONS.get(new.action),
         )]
         if (change.kind != "expired" and old is not None and old.deleted is None
                 and old.expires_at is not None and old.expires_at <= change.occurred_at):

@@ -35,6 +35,8 @@ class SessionRecord:
     seq: int = 0
     closed_at: datetime | None = None
     delete_after: datetime | None = None  # session_auto_delete: when the sweeper removes it all
+    extract: str = "off"  # off | on_close | continuous: learning from its messages (issue 24)
+    extracted_seq: int = 0  # messages up to this seq have been extracted; moved by extraction alone
 
 
 def session_namespace(user_id: str, session_id: str) -> tuple[str, ...]:

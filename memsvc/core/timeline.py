@@ -10,9 +10,9 @@ import json
 from typing import Any
 from urllib.parse import quote
 
-from memsvc.core.models import TimelineEvent, to_rfc3339
+from memsvc.core.models import ACTION_REASONS, TimelineEvent, to_rfc3339
 
-__all__ = ["SOURCE", "DETAIL_TYPES", "ACTION_DETAIL_TYPES", "KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
+__all__ = ["SOURCE", "DETAIL_TYPES", "ACTION_DETAIL_TYPES", "ACTION_REASONS", "KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
 
 SOURCE = "memsvc"
 DETAIL_TYPES = {
@@ -23,6 +23,10 @@ DETAIL_TYPES = {
     # The indexer set the version aside (a poison item: over its budget, or it failed on its own);
     # it stays readable by key and filter, and an admin can retry it (README, "Poison items").
     "index_failed": "memory.index_failed",
+    # Recorded by the service itself, not from a change (issue 24): a candidate an extraction
+    # found, before consolidation decides it; an extraction that failed and will be retried.
+    "candidate": "memory.candidate",
+    "error": "memory.error",
 }
 KINDS = frozenset(DETAIL_TYPES)
 # A version remember or feedback wrote is published under its outcome instead (API-AGENT.md), with
@@ -35,6 +39,14 @@ ACTION_DETAIL_TYPES = {
     "feedback_useful": "memory.feedback",
     "feedback_wrong": "memory.feedback",
     "feedback_outdated": "memory.feedback",
+    # Learning from conversations (issue 24): a candidate or a near-duplicate merged into this
+    # memory, and reflection's changes. Each carries its reason (`ACTION_REASONS`).
+    "merged": "memory.merged",
+    "reflect_superseded": "memory.superseded",
+    "importance_recomputed": "memory.updated",
+    "archived": "memory.archived",
+    "restored": "memory.restored",
+    "duplicate_superseded": "memory.superseded",
 }
 
 

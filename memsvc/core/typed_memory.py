@@ -36,15 +36,34 @@ class TypedMemory:
     superseded_by: str | None = None
     merged_from: tuple[str, ...] = ()
     promoted_from: dict[str, Any] | None = None
+    # Reflection's state (`core.reflection`): archived (RFC 3339) until a recall returns it or it
+    # is restored; and its bookkeeping, which describes only the version reflection wrote
+    # (`reflected_version`): any later write makes the stated `importance` and the write's own
+    # time count again until the next run.
+    archived_at: str | None = None
+    effective_importance: float | None = None
+    active_at: str | None = None  # the last use before reflection's write (its write is no use)
+    reflected_version: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # fields a caller added, kept as they are
 
     @property
     def superseded(self) -> bool:
         return self.superseded_by is not None or "superseded" in self.tags
 
+    @property
+    def archived(self) -> bool:
+        return self.archived_at is not None
+
+    def reflected(self, version: int) -> bool:
+        """Whether reflection's bookkeeping describes this version (it wrote it)."""
+        return self.reflected_version == version
+
     def to_value(self) -> dict[str, Any]:
         value = asdict(self)
         extra = value.pop("extra")
+        for name in _UNSET_LEFT_OUT:  # a memory reflection never touched reads as it always did
+            if value[name] is None:
+                del value[name]
         value["tags"] = list(self.tags)
         value["merged_from"] = list(self.merged_from)
         return {**extra, **value}
@@ -77,5 +96,16 @@ class TypedMemory:
             superseded_by=pick("superseded_by", str, None),
             merged_from=tuple(k for k in pick("merged_from", list, []) if isinstance(k, str)),
             promoted_from=pick("promoted_from", dict, None),
+            archived_at=pick("archived_at", str, None),
+            effective_importance=_unit(pick("effective_importance", (int, float), None)),
+            active_at=pick("active_at", str, None),
+            reflected_version=pick("reflected_version", int, None),
             extra={k: v for k, v in value.items() if k not in known},
         )
+
+
+_UNSET_LEFT_OUT = ("archived_at", "effective_importance", "active_at", "reflected_version")
+
+
+def _unit(v: float | None) -> float | None:
+    return None if v is None else min(1.0, max(0.0, float(v)))

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 from pydantic import Field, StrictStr
 
-from memsvc.core.errors import Conflict, Forbidden, NotFound, Taken
+from memsvc.core.errors import Conflict, Taken
 from memsvc.core.feedback import MAX_NOTE_CHARS, Signal, action_of, apply_signal
 from memsvc.core.models import Caller, Memory
 from memsvc.core.typed_memory import TypedMemory
@@ -32,19 +32,15 @@ from memsvc.core.validation import Command
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories, memory_of, with_counters
+from memsvc.service.memory_ids import MEMORY_ID_PATTERN, current_for_write
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Feedback", "GiveFeedback", "FeedbackGiven"]
 
-# A memory id is a UUID (`Memories.build_version`); anything else names nothing, and is refused
-# before a lookup (a DynamoDB key has a size limit a long string would pass).
-_UUID = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
-
-
 class GiveFeedback(Command):
     """`POST /v1/memories/feedback`."""
 
-    id: StrictStr = Field(pattern=_UUID, description="the memory's id, as a memory response carries it (a UUID)")
+    id: StrictStr = Field(pattern=MEMORY_ID_PATTERN, description="the memory's id, as a memory response carries it (a UUID)")
     signal: Signal = Field(description="useful: importance + 0.1 (at most 1); wrong, outdated: superseded")
     note: StrictStr | None = Field(None, max_length=MAX_NOTE_CHARS,
                                    description=f"why, at most {MAX_NOTE_CHARS} characters; checked, never stored")
@@ -67,16 +63,8 @@ class Feedback:
 
     def give(self, caller: Caller, cmd: GiveFeedback) -> FeedbackGiven:
         memory_id = cmd.id.lower()
-        row = self._items.get_by_id(caller.tenant_id, memory_id)
-        if row is None or not row.is_live(self._clock.now()):
-            raise _not_found(memory_id)
+        row, policies = current_for_write(self._items, self._access, self._clock, caller, memory_id)
         ns, key = row.namespace, row.key
-        try:
-            policies = self._access.authorize(caller, "write", ns, key)
-        except Forbidden:
-            raise _not_found(memory_id) from None
-        if not policies.allow("read", list(ns), key, caller.policy_context()):
-            raise _not_found(memory_id)
         value, attributes = self._sealer.open_item(row)
         typed = TypedMemory.from_value(value) if value else None
         if typed is None:
@@ -98,7 +86,3 @@ class Feedback:
         self._memories.settle([item], sync_index=True)
         return FeedbackGiven(cmd.signal, memory_of(item, value=with_counters(new_value, item), attributes=attributes),
                              memory_id)
-
-
-def _not_found(memory_id: str) -> NotFound:
-    return NotFound("no current memory with this id", details={"id": memory_id})

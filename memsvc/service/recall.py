@@ -5,6 +5,11 @@ side by side (the search service's hybrid retrieval, one embedding of the query 
 what they find is scored with the composite relevance, collapsed across near-duplicates, sorted
 and fitted to a token budget (`memsvc.core.recall_ranking`). Every memory returned counts as an
 access, tallied off the request path (`AccessRecorder`).
+
+Reflection (issue 24, `core.reflection`): archived memories are left out unless
+`include_archived`, and one returned is restored (a new version, action `restored`: this recall
+was its use). A version reflection wrote is ranked by its effective importance and by recency
+from its last use before that write (`active_at`), not from reflection's own write.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ import dataclasses
 import hashlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime
@@ -28,6 +33,7 @@ from memsvc.core.layers import (LAYER_NAMES, LAYERS, Layer, accessible_layers, i
                                 layer_needs_schema, layer_of, resolve_identifiers)
 from memsvc.core.models import Caller, Memory
 from memsvc.core.namespaces import encode_namespace, is_under
+from memsvc.core.reflection import current_importance, last_active
 from memsvc.core.recall_ranking import (Weights, collapse_near_duplicates, fill_budget, recency, relative_cut,
                                          relevance)
 from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
@@ -96,6 +102,8 @@ class RecallQuery(Command):
     order: Literal["relevance", "precedence"] = Field(
         "relevance", description="relevance, or precedence: the most specific layer first, then relevance")
     include_superseded: StrictBool = False
+    include_archived: StrictBool = Field(False, description=(
+        "also archived memories (decayed, set aside by reflection); one returned is restored"))
     graph_hops: Integer = Field(0, ge=0, le=3, description=(
         "add the memories the knowledge graph links to the hits, up to this many hops away (1: they name an "
         "entity a hit names; +1 per relation), after the hits and within the token budget; 0: none"))
@@ -147,8 +155,10 @@ class _Candidate:
 
 class Recall:
     def __init__(self, *, search: Search, access: Access, vectors: VectorIndex, sealer: Sealer, clock: Clock,
-                 accesses: AccessRecorder, graph: Graph) -> None:
+                 accesses: AccessRecorder, graph: Graph,
+                 restore: Callable[[str, Memory], Memory | None] = lambda tenant, memory: None) -> None:
         self._search = search
+        self._restore = restore  # `Restore.restore_recalled`: an archived memory returned is restored
         self._graph = graph
         self._access = access
         self._vectors = vectors
@@ -192,6 +202,8 @@ class Recall:
         returned = page[: budget.taken]
         if budget.cut is not None:
             returned[-1] = dataclasses.replace(returned[-1], content=budget.cut, truncated=True)
+        if q.include_archived:
+            returned = [self._restored(caller.tenant_id, r) for r in returned]
         if returned:
             self._accesses.record(caller.tenant_id, [(r.memory.namespace, r.memory.key, r.memory.id)
                                                      for r in returned], now)
@@ -215,6 +227,14 @@ class Recall:
             "latency_ms": round((time.perf_counter() - started) * 1000, 3),
         })
         return result
+
+    def _restored(self, tenant: str, r: Recalled) -> Recalled:
+        """An archived memory being returned, restored (this recall is its use): the new version."""
+        typed = None if is_messages_namespace(r.memory.namespace) else TypedMemory.from_value(r.memory.value)
+        if typed is None or not typed.archived:
+            return r
+        restored = self._restore(tenant, r.memory)
+        return dataclasses.replace(r, memory=restored) if restored is not None else r
 
     def _graph_expansion(self, tenant: str, scopes: Sequence[_Scope], hits: Sequence[Recalled],
                          q: RecallQuery, terms: set[str]) -> list[Recalled]:
@@ -246,6 +266,8 @@ class Recall:
         message = is_messages_namespace(memory.namespace)
         typed = None if message else TypedMemory.from_value(memory.value)
         if typed is not None and typed.superseded and not q.include_superseded:
+            return None
+        if typed is not None and typed.archived and not q.include_archived:
             return None
         content = (typed.content if typed is not None
                    else best_text(self._sealer, tenant, memory.value, None, terms, message=message)[0])
@@ -300,6 +322,8 @@ class Recall:
             return None
         if typed is not None and typed.superseded and not q.include_superseded:
             return None
+        if typed is not None and typed.archived and not q.include_archived:
+            return None
         match = max(0.0, memory.score or 0.0)  # a semantic-mode cosine can be negative
         if match < min_match:
             return None  # no match, however important, recent or pinned
@@ -307,10 +331,14 @@ class Recall:
             content, path = typed.content, CONTENT_FIELDS[0]
         else:  # a message's own words, never its speaker's name
             content, path = best_text(self._sealer, tenant, memory.value, r.field, terms, message=message)
-        importance = typed.importance if typed is not None else NEUTRAL_IMPORTANCE
+        # Reflection's effective importance and the memory's last use before reflection wrote it
+        # (`core.reflection`), for the version it wrote; else the stated importance and the write.
+        importance = current_importance(typed, memory.version) if typed is not None else NEUTRAL_IMPORTANCE
+        written = (last_active(typed, version=memory.version, updated_at=memory.updated_at, last_accessed_at=None)
+                   if typed is not None else memory.updated_at)
         pinned = typed.pinned if typed is not None else False
         score = relevance(weights, match=match, importance=importance,
-                          recency=recency(memory.updated_at, now, decay), pinned=pinned)
+                          recency=recency(written, now, decay), pinned=pinned)
         if round(score, 6) < q.min_score:  # as returned: a relevance given back as min_score keeps its memory
             return None
         layer = layer_of(memory.namespace)

@@ -28,7 +28,7 @@ from memsvc.core.consolidation import Decision, Thresholds, candidate_key, decid
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, RateLimited
 from memsvc.core.layers import (LAYER_NAMES, accessible_layers, identifiers_schema, layer_namespace, layer_needs_schema,
                                 resolve_identifiers)
-from memsvc.core.models import Caller, Memory, RememberAction, RememberJob, StoredItem
+from memsvc.core.models import Caller, Memory, RememberAction, RememberJob, StoredItem, WriteAction
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.same_fact import normalize_content
 from memsvc.core.typed_memory import CONTENT_FIELDS, MAX_CONTENT_CHARS, MemoryKind, MemoryType, TypedMemory
@@ -41,7 +41,7 @@ from memsvc.service.sealing import Sealer
 from memsvc.service.search import Search, SearchQuery
 from memsvc.service.tenant_config import TenantSettings
 
-__all__ = ["Remember", "RememberMemory", "Remembered", "Accepted"]
+__all__ = ["Remember", "RememberMemory", "Remembered", "Accepted", "caller_record", "caller_of"]
 
 _DECISION_ATTEMPTS = 8  # decisions remade after a lost race before a retryable 409
 _KEY_SLOTS = 8  # candidate keys probed when earlier ones hold memories the candidate may not reuse
@@ -123,22 +123,31 @@ class Remember:
 
     def remember(self, caller: Caller, cmd: RememberMemory) -> Remembered | Accepted:
         ns, candidate, policies = self._admit(caller, cmd)
-        self._take_rate(caller)
+        self.take_rate(caller)
         if not cmd.wait:
             candidate_id = candidate_key(ns, candidate.content)
-            payload = {"caller": _caller_record(caller), "command": cmd.model_dump(mode="json", exclude_unset=True)}
+            payload = {"caller": caller_record(caller), "command": cmd.model_dump(mode="json", exclude_unset=True)}
             self._queue.enqueue(RememberJob(caller.tenant_id, candidate_id,
                                             self._sealer.seal_job(caller.tenant_id, candidate_id, payload)))
             return Accepted(candidate_id)
         return self._decide(caller, ns, candidate, cmd, policies)
+
+    def remember_extracted(self, caller: Caller, cmd: RememberMemory, provenance: dict[str, Any]) -> Remembered:
+        """A candidate an extraction found (`service.extraction`), decided as `remember` decides
+        it, with no rate taken (the extraction took one). Its value keeps `provenance`: the
+        session and messages it came from. A candidate merged into a neighbour writes that
+        neighbour with the action `merged` (`memory.merged` on the timeline), which then carries
+        the newest provenance."""
+        ns, candidate, policies = self._admit(caller, cmd)
+        candidate = dataclasses.replace(candidate, extra={"provenance": provenance})
+        return self._decide(caller, ns, candidate, cmd, policies, update_action="merged")
 
     def run_job(self, job: RememberJob) -> Remembered:
         """Decide a queued candidate (`wait: false`), as the caller who sent it; authorization and
         governance are checked again, against the policies in force now. Safe to run twice: the
         second run finds the first one's outcome and is `unchanged`."""
         payload = self._sealer.open_job(job.tenant, job.candidate_id, job.sealed)
-        record = payload["caller"]
-        caller = Caller(**{**record, "roles": tuple(record["roles"])})
+        caller = caller_of(payload["caller"])
         cmd = RememberMemory.parse({**payload["command"], "wait": True})
         ns, candidate, policies = self._admit(caller, cmd)
         return self._decide(caller, ns, candidate, cmd, policies)
@@ -168,7 +177,7 @@ class Remember:
         layer = accessible_layers(identifiers, [cmd.layer or "user"])[0]
         return self._access.namespace_to_write(caller, layer_namespace(layer, identifiers))
 
-    def _take_rate(self, caller: Caller) -> None:
+    def take_rate(self, caller: Caller) -> None:
         """`remember_per_hour` per user, in fixed clock hours."""
         limit = self._access.settings_of(caller).remember_per_hour
         now = self._clock.now()
@@ -181,18 +190,18 @@ class Remember:
                               retry_after_seconds=retry_after, details={"limit": limit})
 
     def _decide(self, caller: Caller, ns: tuple[str, ...], candidate: TypedMemory, cmd: RememberMemory,
-                policies: CompiledPolicies) -> Remembered:
+                policies: CompiledPolicies, *, update_action: WriteAction = "updated") -> Remembered:
         for attempt in range(_DECISION_ATTEMPTS):
             if attempt:
                 time.sleep(random.uniform(0, min(0.2, 0.005 * 2**attempt)))
             try:
-                return self._decide_once(caller, ns, candidate, cmd, policies)
+                return self._decide_once(caller, ns, candidate, cmd, policies, update_action)
             except Conflict:
                 continue  # another write got there first: decide again on what is stored now
         raise Conflict("too many concurrent writes to these memories; retry", details={"namespace": list(ns)})
 
     def _decide_once(self, caller: Caller, ns: tuple[str, ...], candidate: TypedMemory, cmd: RememberMemory,
-                     policies: CompiledPolicies) -> Remembered:
+                     policies: CompiledPolicies, update_action: WriteAction) -> Remembered:
         tenant = caller.tenant_id
         settings = self._access.settings_of(caller)
         key, slot_row, identical = self._slot(tenant, ns, candidate.content)
@@ -216,7 +225,9 @@ class Remember:
         elif decision.action == "update":
             assert best is not None
             merged = merge(best.typed, candidate, key)
-            item = write(best.memory.key, merged, old=self._current(tenant, best.memory), action="updated",
+            if "provenance" in candidate.extra:
+                merged = dataclasses.replace(merged, extra={**merged.extra, "provenance": candidate.extra["provenance"]})
+            item = write(best.memory.key, merged, old=self._current(tenant, best.memory), action=update_action,
                          ttl_seconds=cmd.ttl_seconds or best.memory.ttl_seconds)
             # Seed 002's "access_count + 1, last_accessed_at now" for the merged memory: on the item
             # row's counters (recall's, outside the sealed value; the new version kept the old ones).
@@ -283,7 +294,7 @@ class _Writer:
         self._memories, self._caller, self._ns, self._policies = memories, caller, ns, policies
         self.items: list[StoredItem] = []
 
-    def __call__(self, key: str, memory: TypedMemory, *, old: StoredItem | None, action: RememberAction,
+    def __call__(self, key: str, memory: TypedMemory, *, old: StoredItem | None, action: WriteAction,
                  ttl_seconds: int | None) -> StoredItem:
         value = stored_value(memory)
         attributes = self._policies.extract_attributes(self._ns, key, value, None, self._caller.policy_context())
@@ -299,5 +310,10 @@ def _thresholds(settings: TenantSettings) -> Thresholds:
                       settings.episodic_check_low, settings.episodic_merge_window_hours)
 
 
-def _caller_record(caller: Caller) -> dict[str, Any]:
+def caller_record(caller: Caller) -> dict[str, Any]:
+    """The caller as a queued job keeps it (JSON); `caller_of` reads it back."""
     return {**dataclasses.asdict(caller), "roles": list(caller.roles)}
+
+
+def caller_of(record: dict[str, Any]) -> Caller:
+    return Caller(**{**record, "roles": tuple(record["roles"])})

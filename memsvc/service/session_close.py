@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -47,12 +48,15 @@ class Closed:
     blocked: int
     deleted: bool  # the session and its data are gone now (auto-delete with a retention of 0 days)
     delete_after: str | None  # RFC 3339: when auto-delete removes them
+    extraction_pending: bool  # messages left to extract (the model failed, or a long backlog): a job finishes it
 
 
 class CloseSession:
     def __init__(self, *, sessions: Sessions, items: ItemStore, memories: Memories, sealer: Sealer, access: Access,
-                 settings: SettingsRegistry, clock: Clock, metrics: Metrics, bus: BusEvents | None) -> None:
+                 settings: SettingsRegistry, clock: Clock, metrics: Metrics, bus: BusEvents | None,
+                 extract_at_close: Callable[[Caller, SessionRecord], bool] = lambda caller, record: True) -> None:
         self._sessions = sessions
+        self._extract_at_close = extract_at_close  # `Extraction.at_close`
         self._items = items
         self._memories = memories
         self._sealer = sealer
@@ -65,6 +69,9 @@ class CloseSession:
     def close(self, caller: Caller, session_id: str) -> Closed:
         record = self._sessions.record(caller, session_id)
         settings = self._settings.get(caller.tenant_id)
+        # Before promotion, as issue 24 asks (what it learns goes to the user layer itself); False:
+        # messages are left (the model failed, or a long backlog), kept until a job extracts them.
+        extracted = self._extract_at_close(caller, record)
         promoted = blocked = 0
         if settings.promote_important:
             target = self._target(record, settings.promote_to)
@@ -76,7 +83,7 @@ class CloseSession:
             delete_after = (record.closed_at or self._clock.now()) + timedelta(days=settings.session_retention_days)
         closed = self._sessions.mark_closed(caller, session_id, delete_after=delete_after)
         deleted = False
-        if delete_after is not None and delete_after <= self._clock.now():
+        if delete_after is not None and delete_after <= self._clock.now() and extracted:
             self._sessions.remove(caller.tenant_id, caller.user_id, session_id)
             deleted = True
         notify(self._bus, CLOSED_DETAIL_TYPE, {
@@ -88,7 +95,8 @@ class CloseSession:
             "delete_after": to_rfc3339(delete_after) if delete_after else None,
         })
         return Closed(promoted=promoted, blocked=blocked, deleted=deleted,
-                      delete_after=to_rfc3339(delete_after) if delete_after and not deleted else None)
+                      delete_after=to_rfc3339(delete_after) if delete_after and not deleted else None,
+                      extraction_pending=not extracted)
 
     def _target(self, record: SessionRecord, promote_to: str) -> tuple[str, ...]:
         project_id = self._sessions.open_metadata(record).get("project_id")

@@ -13,9 +13,9 @@ assigns the seq, so only once the message is written is the turn before it known
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 from pydantic import Field, StrictStr
@@ -43,11 +43,17 @@ MAX_METADATA_BYTES = 64 * 1024  # title and metadata, as compact UTF-8 JSON
 MAX_MESSAGE_BYTES = 128 * 1024  # a message's content, in UTF-8
 _CURSOR_PURPOSE = "sessions"
 _PAGE = 200
+# How long auto-delete waits for a closed session's messages to be extracted when extraction
+# failed at close (the model was down): the retention promise is kept within this.
+EXTRACTION_GRACE = timedelta(hours=24)
 
 _METADATA_RULES = f"title and metadata take at most {MAX_METADATA_BYTES} bytes as JSON (413)"
 # A session id is a namespace segment with no control characters (`_segment` checks it, and says so).
 SESSION_ID_PATTERN = "^[^\\x00-\\x1f\\x7f]+$"
 _CURSOR_RULE = "; only a cursor this listing gave this caller (400 otherwise)"
+ExtractMode = Literal["off", "on_close", "continuous"]
+_EXTRACT_RULES = ("learn memories from the messages: off; on_close (when the session is closed, before promotion); "
+                  "continuous (in the background, in batches)")
 
 
 class CreateSession(Command):
@@ -60,6 +66,7 @@ class CreateSession(Command):
     title: StrictStr | None = Field(None, max_length=MAX_TITLE_CHARS)
     metadata: dict[StrictStr, Any] = Field(default_factory=dict, description="sealed at rest; a project_id here "
                                            f"makes close promote to that project; {_METADATA_RULES}")
+    extract: ExtractMode | None = Field(None, description=_EXTRACT_RULES + "; default: the tenant's session_extract")
 
 
 class UpdateSession(Command):
@@ -68,6 +75,7 @@ class UpdateSession(Command):
     last_interaction: Timestamp | None = None
     title: StrictStr | None = Field(None, max_length=MAX_TITLE_CHARS)
     metadata: dict[StrictStr, Any] | None = Field(None, description=_METADATA_RULES)
+    extract: ExtractMode | None = Field(None, description=_EXTRACT_RULES)
 
 
 class ListSessions(Command):
@@ -119,6 +127,8 @@ class SessionView:
     message_count: int
     closed_at: datetime | None
     delete_after: datetime | None
+    extract: str
+    extracted_seq: int
 
 
 @dataclass(frozen=True)
@@ -141,8 +151,10 @@ class MessageView:
 
 class Sessions:
     def __init__(self, *, store: SessionStore, items: ItemStore, memories: Memories, sealer: Sealer,
-                 cursors: CursorCodec, access: Access, clock: Clock) -> None:
+                 cursors: CursorCodec, access: Access, clock: Clock,
+                 on_append: Callable[[Caller, SessionRecord, int], None] = lambda caller, record, seq: None) -> None:
         self._store = store
+        self._on_append = on_append  # continuous extraction's scheduling (`service.extraction`)
         self._items = items
         self._memories = memories
         self._sealer = sealer
@@ -159,7 +171,7 @@ class Sessions:
         record = SessionRecord(
             tenant=caller.tenant_id, user_id=caller.user_id, session_id=session_id, agent_id=cmd.agent_id,
             sealed=self._seal(caller, session_id, cmd.title, cmd.metadata), created_at=now, updated_at=now,
-            last_interaction=now,
+            last_interaction=now, extract=cmd.extract or self._access.settings_of(caller).session_extract,
         )
         self._store.create(record)
         return self._view(record)
@@ -207,7 +219,7 @@ class Sessions:
                 sealed = self._seal(caller, session_id, title, metadata)
             now = self._clock.now()
             updated = replace(record, sealed=sealed, updated_at=now, version=record.version + 1,
-                              last_interaction=cmd.last_interaction or now)
+                              last_interaction=cmd.last_interaction or now, extract=cmd.extract or record.extract)
             try:
                 self._store_update(updated, record.version, if_match)
             except Conflict:
@@ -260,10 +272,16 @@ class Sessions:
     def remove_due(self, limit: int = 100) -> int:
         """Auto-delete: remove the closed sessions whose `delete_after` has passed (the local
         sweeper and the AWS retention function call this); how many sessions went."""
-        due = self._store.due_for_deletion(self._clock.now(), limit)
+        now = self._clock.now()
+        due = self._store.due_for_deletion(now, limit)
+        removed = 0
         for record in due:
+            if record.extracted_seq < record.seq and record.extract != "off" and record.delete_after is not None \
+                    and now - record.delete_after < EXTRACTION_GRACE:
+                continue  # its messages wait for their extraction (retried in the background) a while
             self.remove(record.tenant, record.user_id, record.session_id)
-        return len(due)
+            removed += 1
+        return removed
 
     def mark_closed(self, caller: Caller, session_id: str, *, delete_after: datetime | None) -> SessionRecord:
         """Close the session (again: the first close's time stays), set or clear its deletion time;
@@ -313,6 +331,7 @@ class Sessions:
         if item is None:  # deleted between the read and the append
             raise NotFound("no session with this id", details={"session_id": session_id})
         self._memories.settle([item], sync_index=False)
+        self._on_append(caller, record, int(item.key))
         return AppendedMessage(message_id=item.id, seq=int(item.key), created_at=item.created_at)
 
     def messages(self, caller: Caller, session_id: str, query: ListMessages) -> MessagePage:
@@ -326,6 +345,13 @@ class Sessions:
         views = (self._message(item) for item in items if item.key.isascii() and item.key.isdigit())
         page, more = take_page(views, lambda view: json_size(view.content), limit=query.limit)
         return MessagePage(page, next_after_seq=page[-1].seq if more else None)
+
+    def conversation(self, record: SessionRecord, *, after_seq: int, limit: int) -> list[MessageView]:
+        """The session's messages after `after_seq`, in seq order, at most `limit` (extraction's read:
+        its caller authorized the session's user already)."""
+        namespace = messages_namespace(record.user_id, record.session_id)
+        items = self._store.messages(record.tenant, namespace, message_key(after_seq), limit)
+        return [self._message(item) for item in items if item.key.isascii() and item.key.isdigit()]
 
     def _message(self, item: StoredItem) -> MessageView:
         """(Keys that are not seqs belong to items put there through `/v1/memories`: not messages. Such
@@ -377,7 +403,8 @@ class Sessions:
             session_id=record.session_id, agent_id=record.agent_id, title=opened.get("title"),
             metadata=opened.get("metadata") or {}, created_at=record.created_at, updated_at=record.updated_at,
             last_interaction=record.last_interaction, version=record.version, message_count=record.seq,
-            closed_at=record.closed_at, delete_after=record.delete_after,
+            closed_at=record.closed_at, delete_after=record.delete_after, extract=record.extract,
+            extracted_seq=record.extracted_seq,
         )
 
 

@@ -117,6 +117,37 @@ class TenantSettings(BaseModel):
                                       "session_retention_days.")
     session_retention_days: int = Field(30, ge=0, le=3650, description="Days a closed session is kept with "
                                         "session_auto_delete (0: at close).")
+    # Learning from conversations (issue 24).
+    session_extract: Literal["off", "on_close", "continuous"] = Field(
+        "off", description="A new session's extract setting when it names none: off; on_close (extract its "
+                           "messages when it is closed, before promotion); continuous (in the background, every "
+                           "extract_every_messages messages or after extract_idle_seconds without one).")
+    extract_every_messages: int = Field(10, ge=1, le=100, description="A continuous session's messages per "
+                                        "extraction batch.")
+    extract_idle_seconds: int = Field(120, ge=10, le=900, description="A continuous session's messages are "
+                                      "extracted once it has had none for this long.")
+    extraction_model_id: str | None = Field(None, min_length=1, max_length=256,
+                                            description="The Bedrock model (Converse API) that extracts memories "
+                                                        "from conversations on AWS; null: the deployment's "
+                                                        "(MEMSVC_MEMORY_EXTRACTION_MODEL_ID).")
+    # -- reflection settings (issue 24) go below this line --
+    # Background reflection, the archive and the profile (`memsvc.core.reflection`, README "Reflection,
+    # archive and profile").
+    reflection_enabled: bool = Field(True, description="Reflect on each user's memories in the background "
+                                     "every reflection_interval_hours (POST /admin/v1/memories/reflect runs it regardless).")
+    reflection_interval_hours: int = Field(24, ge=1, le=24 * 30, description="Hours between two complete "
+                                           "reflection passes over a user's memories.")
+    reflection_max_memories: int = Field(5000, ge=10, le=50_000, description="Memories one reflection run "
+                                         "examines at most; a pass over more continues in the next run.")
+    archive_below: float = Field(0.1, ge=0, le=1, description="Effective importance under which a memory unused "
+                                 "for archive_after_days is archived (0: never).")
+    archive_after_days: int = Field(90, ge=1, le=3650, description="Days without a recall or a write before a "
+                                    "memory may be archived.")
+    reflection_exempt_layers: list[Literal["agent", "user", "session"]] = Field(
+        default_factory=lambda: ["session"], description="Layers reflection leaves alone (no merge, archive or "
+                                                        "importance change).")
+    profile_token_budget: int = Field(500, ge=1, le=8000, description="cl100k_base tokens of the user profile "
+                                      "(GET /v1/memory/profile) at most.")
 
     @model_validator(mode="after")
     def _reach_what_was_writable(self) -> "TenantSettings":
@@ -162,6 +193,21 @@ class SettingsPatch(Command):
     promote_to: Literal["user", "agent"] = Field(None)  # type: ignore[assignment]
     session_auto_delete: StrictBool = Field(None)  # type: ignore[assignment]
     session_retention_days: Integer = Field(None, ge=0, le=3650)  # type: ignore[assignment]
+    # Extraction (issue 24).
+    session_extract: Literal["off", "on_close", "continuous"] = Field(None)  # type: ignore[assignment]
+    extract_every_messages: Integer = Field(None, ge=1, le=100)  # type: ignore[assignment]
+    extract_idle_seconds: Integer = Field(None, ge=10, le=900)  # type: ignore[assignment]
+    extraction_model_id: StrictStr | None = Field(None, min_length=1, max_length=256,
+                                                  description="null: the deployment's model")
+    # Reflection (issue 24).
+    reflection_enabled: StrictBool = Field(None)  # type: ignore[assignment]
+    reflection_interval_hours: Integer = Field(None, ge=1, le=24 * 30)  # type: ignore[assignment]
+    reflection_max_memories: Integer = Field(None, ge=10, le=50_000)  # type: ignore[assignment]
+    archive_below: StrictFloat = Field(None, ge=0, le=1)  # type: ignore[assignment]
+    archive_after_days: Integer = Field(None, ge=1, le=3650)  # type: ignore[assignment]
+    reflection_exempt_layers: list[Literal["agent", "user", "session"]] = Field(  # type: ignore[assignment]
+        None, description="replaced as a whole")
+    profile_token_budget: Integer = Field(None, ge=1, le=8000)  # type: ignore[assignment]
 
 
 class _TtlCache:

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.filters import get_path
-from memsvc.core.models import Caller, Change, TimelineEvent, from_epoch_us, to_epoch_us
+from memsvc.core.models import Caller, Change, EventKind, TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.timeline import KINDS
 from memsvc.core.validation import Command, Cursor, Integer, NamespacePrefix, Timestamp
 from memsvc.ports import EventLog, EventPublisher
@@ -57,11 +57,23 @@ class Timeline:
         return {seq for (seq, _), e in zip(sources, recorded) if e.id in unpublished}
 
 
+    def notify(self, events: Sequence[TimelineEvent]) -> bool:
+        """Record (then publish) events the service makes itself, not from a change (an extraction's
+        `candidate` and `error`). Best effort: a failure is logged, never raised, and False is
+        returned (the work they tell of stands on its own). Ids make a repeat a no-op."""
+        try:
+            recorded = self.log.record(events)
+            if self.publisher is not None:
+                self.publisher.publish(recorded)
+        except Exception:
+            log.exception("recording or publishing the service's own timeline events failed")
+            return False
+        return True
+
+
 MAX_EVENTS_PAGE = 200
 _CURSOR_PURPOSE = "events"
 
-# A memory's writes and removals, and the indexer setting a version aside (`core.timeline.KINDS`).
-EventKind = Literal["add", "update", "delete", "expired", "index_failed"]
 
 
 class EventsQuery(Command):

@@ -10,8 +10,9 @@ with one of:
   deterministic judge (`core.same_fact`) on the prompt's two statements: a model that agrees
   with the heuristics. To the entity extractor's prompt (`bedrock_extractor.SYSTEM_PROMPT`), the
   JSON it asks for, of what the local `PatternExtractor` finds in the text: so the knowledge
-  graph's contract tests get the same graph on both backends. It is no model: what it tests is
-  the adapter around the call.
+  graph's contract tests get the same graph on both backends. To the memory extractor's prompt
+  (`llm_extraction.SYSTEM_PROMPT`), the memories the local patterns (`core.memory_patterns`)
+  find in the conversation's lines. It is no model: what it tests is the adapter around the call.
 - `answer=<text>`: that text verbatim (fenced JSON, prose, a truncated object ...).
 - `fail=<code>`: the modelled error Bedrock sends (`ThrottlingException`, `AccessDeniedException`,
   `ModelTimeoutException`, ...); `fail="timeout"`: botocore's `ReadTimeoutError`.
@@ -28,7 +29,10 @@ from botocore.exceptions import ReadTimeoutError
 
 from memsvc.adapters.aws.bedrock_extractor import SYSTEM_PROMPT as EXTRACTION_PROMPT
 from memsvc.adapters.local.pattern_extractor import PatternExtractor
+from memsvc.core.extraction import ConversationMessage
+from memsvc.core.memory_patterns import find_memories
 from memsvc.core.same_fact import judge_statements
+from memsvc.service.llm_extraction import SYSTEM_PROMPT as MEMORY_PROMPT
 
 __all__ = ["ConverseFake", "install_converse_fake", "RECORDED_PLAIN", "RECORDED_FENCED", "RECORDED_EXTRACTION",
            "RECORDED_EXTRACTION_FENCED"]
@@ -73,6 +77,7 @@ RECORDED_EXTRACTION_FENCED = {
     "metrics": {"latencyMs": 655},
 }
 _LINE = re.compile(r"^([AB])(?: \(category: (.*)\))?: (.*)$")
+_MESSAGE = re.compile(r"^\[(\d+)\] (?:(.+) \()?(user|assistant)\)?: (.*)$")
 
 
 class ConverseFake:
@@ -112,19 +117,39 @@ class ConverseFake:
 
     @staticmethod
     def _heuristic(body: dict[str, Any]) -> str:
-        text = body["messages"][0]["content"][0]["text"]
-        if body["system"][0]["text"] == EXTRACTION_PROMPT:
-            found = PatternExtractor().extract(text)
-            return json.dumps({"entities": [{"name": n, "type": t} for n, t in found.entities],
-                               "relations": [{"source": s, "target": d, "type": t} for s, d, t in found.relations]})
-        lines = {}
-        for line in text.splitlines():
-            m = _LINE.match(line)
-            if m:
-                lines[m.group(1)] = (m.group(3), m.group(2))
-        (a, a_cat), (b, b_cat) = lines["A"], lines["B"]
-        relation = judge_statements(a, b, existing_category=a_cat, candidate_category=b_cat).relation
-        return json.dumps({"same_fact": relation == "same", "contradiction": relation == "contradiction"})
+        return heuristic_answer(body["system"][0]["text"], body["messages"][0]["content"][0]["text"])
+
+
+def heuristic_answer(system: str, text: str) -> str:
+    """What a model that agrees with the local heuristics answers to one of our prompts (also the
+    OpenAI-compatible fake's, `tests/fakes/chat_endpoint.py`)."""
+    if system == EXTRACTION_PROMPT:
+        found = PatternExtractor().extract(text)
+        return json.dumps({"entities": [{"name": n, "type": t} for n, t in found.entities],
+                           "relations": [{"source": s, "target": d, "type": t} for s, d, t in found.relations]})
+    if system == MEMORY_PROMPT:
+        return json.dumps({"memories": _patterns_memories(text)})
+    lines = {}
+    for line in text.splitlines():
+        m = _LINE.match(line)
+        if m:
+            lines[m.group(1)] = (m.group(3), m.group(2))
+    (a, a_cat), (b, b_cat) = lines["A"], lines["B"]
+    relation = judge_statements(a, b, existing_category=a_cat, candidate_category=b_cat).relation
+    return json.dumps({"same_fact": relation == "same", "contradiction": relation == "contradiction"})
+
+
+def _patterns_memories(prompt: str) -> list[dict[str, Any]]:
+    """What the local patterns find in the conversation's `[seq] speaker: text` lines, as the
+    extraction prompt's JSON (the patterns' own statements: no embedder here)."""
+    messages = []
+    for line in prompt.splitlines():
+        m = _MESSAGE.match(line)
+        if m:
+            messages.append(ConversationMessage(role=m.group(3), content=m.group(4), seq=int(m.group(1)),
+                                                name=m.group(2)))
+    return [{"content": f.content, "type": f.type, "importance": f.importance, "category": f.category,
+             "source": list(f.seqs)} for f in find_memories(messages) if f.pattern != "open"]
 
 
 def install_converse_fake(client: Any) -> ConverseFake:

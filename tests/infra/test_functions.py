@@ -465,7 +465,7 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
     rerank = _calls("memsvc/adapters/aws/bedrock_rerank.py", (r"self\._client\.(\w+)\(",))
     assert calls["dynamodb"] == {"GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem"}
     sessions = _calls("memsvc/adapters/aws/dynamo_sessions.py", _DYNAMO_CALLS, _DYNAMO_HELPERS)
-    assert sessions == {"GetItem", "Query", "PutItem", "DeleteItem", "TransactWriteItems"}
+    assert sessions == {"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "TransactWriteItems"}
     # IAM has no TransactWriteItems action: each action inside is authorized as its own operation.
     inside = set(re.findall(r'\{"(Put|Update|Delete|ConditionCheck)": ', (
         PROJECT_ROOT / "memsvc/adapters/aws/dynamo_sessions.py").read_text()))

@@ -64,7 +64,7 @@ def test_every_suppression_is_known_and_explained(assembly):
     assert found["AwsSolutions-APIG4"] == {"JwtApiGetHealth9FD64276", "IamApiGetHealthC0EF913C"}
     assert {r.rstrip("0123456789ABCDEF") for r in found["AwsSolutions-L1"]} == {
         "ApiServiceFunction", "IndexerServiceFunction", "TimelineServiceFunction", "RememberServiceFunction",
-        "SessionRetentionServiceFunction"}
+        "SessionRetentionServiceFunction", "ReflectionServiceFunction"}
 
 
 def test_cfn_lint_is_clean(assembly):

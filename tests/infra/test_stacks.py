@@ -45,22 +45,23 @@ def test_each_environment_has_the_whole_service(assembly, env):
     expected = {
         "AWS::DynamoDB::GlobalTable": 2, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
         "AWS::Events::EventBus": 1, "AWS::Events::Archive": 1, "AWS::KMS::Key": 3,
-        "AWS::Lambda::Function": 5, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 3,
+        "AWS::Lambda::Function": 6, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 3,
         "AWS::SQS::Queue": 4, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
         "AWS::ApiGatewayV2::Authorizer": 1, "AWS::Cognito::UserPool": 1, "AWS::Cognito::UserPoolClient": 1,
-        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 5,
+        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 7,
         "AWS::IAM::ManagedPolicy": 1, "AWS::Events::Rule": 1,  # the session retention schedule
+        "AWS::Scheduler::Schedule": 1,  # the reflection schedule
     }
     for type_, n in expected.items():
         assert counts.get(type_) == n, f"{env}: {type_} x{counts.get(type_)}, expected {n}"
     assert counts["AWS::ApiGatewayV2::Route"] == 2 * len(service_routes())
-    # 2 APIs x (5xx, p99) + 5 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
+    # 2 APIs x (5xx, p99) + 6 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
     # + the remember queue's DLQ + the indexer's quarantines + the api's embedding failures and degraded searches
-    assert counts["AWS::CloudWatch::Alarm"] == 22
+    assert counts["AWS::CloudWatch::Alarm"] == 24
     # No Lambda function the stack did not write itself (no custom-resource helpers).
     assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
         f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember",
-        f"memsvc-{env}-session-retention"}
+        f"memsvc-{env}-session-retention", f"memsvc-{env}-reflection"}
     assert {r["Properties"]["TableName"] for r in resources_of(t, "AWS::DynamoDB::GlobalTable").values()} == {
         f"memsvc-{env}-items", f"memsvc-{env}-keywords"}
 
@@ -134,18 +135,19 @@ def test_no_environment_has_a_default_tenant(assembly, env):
 
 
 @pytest.mark.parametrize("env", ENVS)
-def test_only_the_timeline_and_the_api_publish_and_only_to_the_bus(assembly, env):
+def test_only_the_timeline_the_api_and_remember_publish_and_only_to_the_bus(assembly, env):
     """The timeline publishes memory events; the API the workflow events (session close, plan
-    status, task-context deletion)."""
+    status, task-context deletion); the API and the remember function an extraction's
+    `memory.candidate` and `memory.error`."""
     t = assembly.templates[env]
     bus = next(iter(resources_of(t, "AWS::Events::EventBus")))
     found = [(logical, st) for logical, r in resources_of(t, "AWS::IAM::Policy").items()
              for st in r["Properties"]["PolicyDocument"]["Statement"]
              if any(a.startswith("events:") for a in as_list(st["Action"]))]
-    assert sorted(logical.split("ServiceRole")[0] for logical, _ in found) == ["Api", "Timeline"]
+    assert sorted(logical.split("ServiceRole")[0] for logical, _ in found) == ["Api", "Remember", "Timeline"]
     for _, st in found:
         assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
-    for name in ("timeline", "api"):
+    for name in ("timeline", "api", "remember"):
         function = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
                     if f["Properties"]["FunctionName"] == f"memsvc-{env}-{name}"][0]
         assert function["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}

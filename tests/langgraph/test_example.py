@@ -55,14 +55,17 @@ def test_the_agent_uses_in_one_thread_a_preference_mentioned_in_another(live_ser
         assert (mentioned.thread, mentioned.reply) == ("monday", "Noted.")
         assert [(m["role"], m["content"]) for m in client.get_messages("monday")["messages"]] == [
             ("user", "I prefer window seats on flights."), ("assistant", "Noted.")]
-        assert client.recall("seat preference", types=["preference"])["memories"] == []  # nothing extracted
+        learnt = client.recall("seat preference on flights", types=["preference"])["memories"]
+        assert [m["content"] for m in learnt] == ["User prefers window seats on flights"]  # extracted at close
+        assert learnt[0]["layer"] == "user"
 
-        assert asked.thread == "friday"  # nothing of monday is in friday's thread but what memsvc recalled
-        assert asked.reply == "Based on what you told me before: I prefer window seats on flights."
+        assert asked.thread == "friday"  # nothing of monday is in friday's thread but what memsvc learnt
+        assert asked.reply == "Based on what you told me before: User prefers window seats on flights"
 
         again = example.main(client, uid, quiet=True)  # a run starts its sessions afresh
         assert again[1].reply == asked.reply
         assert client.get_session("monday")["message_count"] == 2
+        assert len(client.recall("seat preference on flights", types=["preference"])["memories"]) == 1  # unchanged
 
 
 def test_the_agent_example_runs_from_the_environment(live_server, uid, monkeypatch, capsys):
@@ -71,4 +74,4 @@ def test_the_agent_example_runs_from_the_environment(live_server, uid, monkeypat
     _load_example("langgraph_agent").main(user_id=uid)
     out = capsys.readouterr().out
     assert "[monday] user: I prefer window seats on flights." in out
-    assert "[friday] agent: Based on what you told me before: I prefer window seats on flights." in out
+    assert "[friday] agent: Based on what you told me before: User prefers window seats on flights" in out

@@ -22,7 +22,7 @@ from memsvc_client import AsyncMemsvcClient, AwsSigV4Auth, ClientSettings
 from memsvc_client.mcp_server import build_server, client_from_settings
 
 ROOT = Path(__file__).resolve().parents[2]
-TOOLS = {"query_memory", "remember", "get_memory", "forget"}
+TOOLS = {"query_memory", "remember", "get_memory", "forget", "learn_from_conversation", "memory_feedback"}
 ITEM = {"id": "m1", "namespace": ["user", "alice", "memories"], "key": "k1",
         "value": {"content": "Prefers window seats", "type": "preference"}, "attributes": None,
         "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z", "expires_at": None, "version": 1}
@@ -100,6 +100,32 @@ async def test_each_tool_calls_its_route():
     assert json.loads(remember.content)["identifiers"] == {"agent_id": "travel"}
     assert str(get.url).endswith("?ns=user&ns=alice&ns=memories&key=k1")
     assert delete.method == "DELETE"
+
+
+async def test_learn_from_conversation_and_feedback_call_their_routes():
+    routes = Routes({
+        ("POST", "/v1/memories/extract"): lambda: httpx.Response(200, json={"extractor": "deterministic", "memories": [
+            {"action": "created", "memory": ITEM, "candidate": {"content": "User prefers window seats",
+                                                                "type": "preference", "importance": 0.6,
+                                                                "category": "travel", "source_seqs": [0]}}]}),
+        ("POST", "/v1/memories/feedback"): lambda: httpx.Response(200, json={
+            "signal": "useful", "memory": {**ITEM, "id": "m2"}, "previous_id": "m1"}),
+    })
+    async with Client(server_for(routes, identifiers={"agent_id": "travel"}, layer="agent")) as client:
+        learnt = await client.call_tool("learn_from_conversation", {"messages": [
+            {"role": "user", "content": "I always take a window seat"}, {"role": "assistant", "content": "Noted!"}]})
+        rated = await client.call_tool("memory_feedback", {"id": "m1", "signal": "useful"})
+        bad = await client.call_tool("memory_feedback", {"id": "m1", "signal": "great"})
+    assert not learnt.is_error and not rated.is_error and bad.is_error
+    assert learnt.structured_content == {"extractor": "deterministic", "memories": [
+        {"action": "created", "type": "preference", "content": "User prefers window seats",
+         "namespace": ITEM["namespace"], "key": "k1"}]}
+    assert rated.structured_content == {"signal": "useful", "id": "m2"}
+    extract, feedback = routes.requests
+    assert json.loads(extract.content) == {"messages": [{"role": "user", "content": "I always take a window seat"},
+                                                        {"role": "assistant", "content": "Noted!"}],
+                                           "layer": "agent", "identifiers": {"agent_id": "travel"}, "wait": True}
+    assert json.loads(feedback.content) == {"id": "m1", "signal": "useful"}
 
 
 FAILURES = {

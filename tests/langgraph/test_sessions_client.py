@@ -80,3 +80,33 @@ def test_feedback(client, live_server, uid):
     outdated = asyncio.run(run())
     assert "superseded" in outdated["memory"]["value"]["tags"]
     assert client.recall("favourite hiking trail Kalalau")["memories"] == []
+
+
+def test_extract_and_profile(client, live_server, uid):
+    chat = [{"role": "user", "content": "I am vegetarian and I live in Lisbon."},
+            {"role": "assistant", "content": "Noted! Any allergies?"}]
+    learnt = client.extract(chat)
+    assert {m["candidate"]["content"] for m in learnt["memories"]} == {"User is vegetarian", "User lives in Lisbon"}
+    assert {m["action"] for m in client.extract(chat)["memories"]} == {"unchanged"}
+    queued = client.extract([{"role": "user", "content": "I work at Siemens."}], wait=False)
+    assert queued["status"] == "accepted" and queued["job_id"]
+    with pytest.raises(ValueError):
+        client.extract([{"role": "robot", "content": "beep"}])  # refused before any request
+
+    async def run() -> tuple[dict, dict]:
+        async with AsyncMemsvcClient(live_server.url, live_server.token(uid)) as aclient:
+            return await aclient.extract(chat[:1]), await aclient.profile(token_budget=200)
+
+    again, profile = asyncio.run(run())
+    assert {m["action"] for m in again["memories"]} == {"unchanged"}
+    assert "User is vegetarian" in [item["content"] for item in profile["items"]]
+
+
+def test_restore_and_include_archived(client):
+    memory = client.remember("My favourite tea is genmaicha")["memory"]
+    answer = client.restore(memory["id"])
+    assert (answer["restored"], answer["memory"]["id"]) == (False, memory["id"])  # it was not archived
+    found = client.recall("favourite tea genmaicha", include_archived=True)["memories"]
+    assert [m["id"] for m in found] == [memory["id"]]
+    with pytest.raises(NotFoundError):
+        client.restore("00000000-0000-0000-0000-000000000000")

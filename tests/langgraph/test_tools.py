@@ -192,7 +192,7 @@ def test_query_memory_sends_the_scope_and_answers_what_the_agent_needs():
                               "token_budget": 300, "mode": "hybrid", "order": "relevance",
                               "include_superseded": False}
     assert answer == {
-        "memories": [{"namespace": ["user", "alice", "memories"], "key": "k1", "layer": "user",
+        "memories": [{"id": "m1", "namespace": ["user", "alice", "memories"], "key": "k1", "layer": "user",
                       "content": "Prefers window seats on flights", "type": "preference", "relevance": 0.81,
                       "tags": ["travel"], "source": None, "created_at": "2026-01-01T00:00:00Z"}],
         "metadata": {"count": 1, "total_count": 3, "truncated": False, "token_count": 6, "degraded": True},

@@ -100,3 +100,9 @@ def test_thresholds_per_embedder():
     assert thresholds_for("unknown/model") == SEED_002
     minilm = CALIBRATED_THRESHOLDS["sentence-transformers/all-MiniLM-L6-v2@onnx-int8"]
     assert (minilm.semantic_auto_update, minilm.semantic_check_low) == (0.90, 0.55)
+
+
+def test_a_statement_merged_into_an_archived_memory_restores_it():
+    archived = TypedMemory(content="I live in Berlin", archived_at="2026-01-01T00:00:00Z")
+    merged = merge(archived, TypedMemory(content="I live in Berlin, Germany"), "k2")
+    assert merged.archived_at is None and not merged.archived and merged.content == "I live in Berlin, Germany"

@@ -35,3 +35,11 @@ def test_wrong_and_outdated_tag_superseded_once_and_keep_everything_else(signal)
 def test_actions():
     assert [action_of(s) for s in ("useful", "wrong", "outdated")] == [
         "feedback_useful", "feedback_wrong", "feedback_outdated"]
+
+
+def test_useful_restores_an_archived_memory_and_wrong_leaves_it_archived():
+    value = {"content": "c", "type": "fact", "importance": 0.2, "archived_at": "2026-01-01T00:00:00Z"}
+    typed = TypedMemory.from_value(value)
+    assert typed.archived
+    assert "archived_at" not in apply_signal(value, typed, "useful")
+    assert apply_signal(value, typed, "wrong")["archived_at"] == "2026-01-01T00:00:00Z"

@@ -43,7 +43,11 @@ def test_the_document_says_what_the_parser_refuses():
         "episodic_auto_update", "episodic_check_low", "episodic_merge_window_hours", "neighbors_k",
         "remember_per_hour", "judge_model_id", "recall_weights", "decay_rate_per_day", "recall_min_match",
         "recall_cut_gap", "recall_cut_margin",
-        "promote_important", "promotion_threshold", "promote_to", "session_auto_delete", "session_retention_days"}
+        "promote_important", "promotion_threshold", "promote_to", "session_auto_delete", "session_retention_days",
+        # issue 24: extraction, then reflection
+        "session_extract", "extract_every_messages", "extract_idle_seconds", "extraction_model_id",
+        "reflection_enabled", "reflection_interval_hours", "reflection_max_memories", "archive_below",
+        "archive_after_days", "reflection_exempt_layers", "profile_token_budget"}
     remember = SCHEMAS["RememberBody"]
     assert remember["additionalProperties"] is False and remember["required"] == ["content"]
     assert remember["properties"]["content"]["pattern"] == f"[^{WHITESPACE}]"

@@ -27,7 +27,9 @@ __all__ = [
     "RememberFields",
     "RecallFields",
     "FeedbackSignal",
+    "ExtractMode",
     "session_message",
+    "extract_message",
     "MemoryType",
     "MemoryKind",
     "MessageRole",
@@ -73,6 +75,7 @@ class RecallFields(TypedDict, total=False):
     mode: RecallMode  # default "hybrid"
     order: RecallOrder  # default "relevance"
     include_superseded: bool  # default False
+    include_archived: bool  # default False: reflection's archived memories are left out (one returned is restored)
     graph_hops: int  # default 0 (none), 0..3: add the memories the knowledge graph links to the hits
 
 
@@ -110,6 +113,7 @@ def _json_fields(shape: type, defaults: Mapping[str, Any], fields: Mapping[str, 
 
 MessageRole = Literal["user", "assistant", "system", "tool"]
 FeedbackSignal = Literal["useful", "wrong", "outdated"]
+ExtractMode = Literal["off", "on_close", "continuous"]
 
 
 _ROLE_OF_TYPE = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
@@ -128,6 +132,14 @@ def session_message(message: Mapping[str, Any] | Any) -> dict[str, Any]:
     if not isinstance(content, str) or not content:
         raise ValueError("a session message needs text content")
     return _body(role=role, content=content, name=name)
+
+
+def extract_message(message: Mapping[str, Any] | Any) -> dict[str, Any]:
+    """`extract`'s form of a chat message: `session_message`'s, with `created_at` kept from a mapping."""
+    fields = session_message(message)
+    if isinstance(message, Mapping) and message.get("created_at") is not None:
+        fields["created_at"] = message["created_at"]
+    return fields
 
 
 def _session(session_id: str, *rest: str) -> str:
@@ -167,6 +179,28 @@ class AgentMemoryMethods:
         current id (`id` in the body: as recall or remember answered it); `useful` raises its importance, `wrong`
         and `outdated` supersede it. The answer's `memory.id` is the id a next feedback names."""
         return self._run(("POST", "/v1/memories/feedback", (), _body(id=memory_id, signal=signal, note=note)))
+
+    def extract(self, messages: Sequence[Mapping[str, Any] | Any], *, layer: str | None = None,
+                identifiers: Mapping[str, str] | None = None, wait: bool = True) -> Any:
+        """`POST /v1/memories/extract`: learn typed memories from a conversation. `messages` are
+        `{role, content, name?, created_at?}` mappings or LangChain messages, oldest first.
+        Answers `{"extractor", "memories": [{"action", "candidate", "memory"}]}`, each candidate
+        consolidated as `remember` does; or `{"job_id", "status"}` (202) with `wait=False`, or when
+        the model failed and the service retries it later (`status: "retrying"`). Safe to retry:
+        what was learnt once is `unchanged` the second time."""
+        body = _body(messages=[extract_message(m) for m in messages], layer=layer,
+                     identifiers=dict(identifiers) if identifiers is not None else None, wait=wait)
+        return self._run(("POST", "/v1/memories/extract", (), body))
+
+    def restore(self, memory_id: str) -> Any:
+        """`POST /v1/memories/restore`: bring an archived memory back (`{"restored", "memory",
+        "previous_id"}`); one that is not archived is answered as it is (`restored: false`)."""
+        return self._run(("POST", "/v1/memories/restore", (), {"id": memory_id}))
+
+    def profile(self, *, token_budget: int | None = None) -> Any:
+        """`GET /v1/memory/profile`: the caller's standing profile, the most important current
+        preferences and facts within `token_budget` tokens (the tenant's default when None)."""
+        return self._run(("GET", "/v1/memory/profile", _given(token_budget=token_budget), None))
 
     # -- items (API.md) --
 
@@ -216,9 +250,12 @@ class AgentMemoryMethods:
     # -- conversations --
 
     def create_session(self, session_id: str, *, agent_id: str | None = None, title: str | None = None,
-                       metadata: Mapping[str, Any] | None = None) -> Any:
+                       metadata: Mapping[str, Any] | None = None, extract: ExtractMode | None = None) -> Any:
+        """`extract`: learn memories from its messages (`off`, `on_close`, `continuous`; default the
+        tenant's `session_extract`)."""
         return self._run(("POST", "/v1/memory/sessions", (),
-                          _body(session_id=session_id, agent_id=agent_id, title=title, metadata=dict(metadata or {}))))
+                          _body(session_id=session_id, agent_id=agent_id, title=title, metadata=dict(metadata or {}),
+                                extract=extract)))
 
     def list_sessions(self, *, limit: int | None = None, cursor: str | None = None,
                       agent_id: str | None = None) -> Any:
@@ -228,9 +265,10 @@ class AgentMemoryMethods:
         return self._run(("GET", _session(session_id), (), None))
 
     def update_session(self, session_id: str, *, title: str | None = None, metadata: Mapping[str, Any] | None = None,
-                       last_interaction: str | None = None, if_match: int | None = None) -> Any:
+                       last_interaction: str | None = None, extract: ExtractMode | None = None,
+                       if_match: int | None = None) -> Any:
         body = _body(title=title, metadata=dict(metadata) if metadata is not None else None,
-                     last_interaction=last_interaction)
+                     last_interaction=last_interaction, extract=extract)
         headers = ({"If-Match": str(if_match)},) if if_match is not None else ()
         return self._run(("PUT", _session(session_id), (), body, *headers))
 

@@ -3,7 +3,9 @@
     MEMORY_SERVICE_URL=https://memory.example.com MEMORY_SERVICE_TOKEN=<jwt> memsvc-mcp --agent-id travel
 
 Tools: `query_memory` and `remember` (as `memsvc_client.tools` has them), `get_memory` and
-`forget` (one item by namespace and key, through the store routes). Without a token the requests
+`forget` (one item by namespace and key, through the store routes), `learn_from_conversation`
+(`POST /v1/memories/extract`) and `memory_feedback` (`POST /v1/memories/feedback`, by the id
+`query_memory` shows). Without a token the requests
 are signed with SigV4 (botocore's credential chain; the region from an execute-api URL,
 `--aws-region`, or botocore's configuration).
 
@@ -20,7 +22,7 @@ import sys
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 try:
     from mcp.server.mcpserver import MCPServer
@@ -28,7 +30,7 @@ try:
 except ImportError as exc:  # pragma: no cover - the extra is installed wherever the tests run
     raise ImportError(f"the MCP server needs the official SDK: pip install 'memsvc-client[mcp]' ({exc})") from exc
 
-from memsvc_client.client import AsyncMemsvcClient, MemoryType
+from memsvc_client.client import AsyncMemsvcClient, FeedbackSignal, MemoryType, MessageRole
 from memsvc_client.settings import ClientSettings
 from memsvc_client.store import MemsvcError, aws_region_from_url
 from memsvc_client.tools import QUERY_MEMORY_DESCRIPTION, REMEMBER_DESCRIPTION, MemoryTools, error_code
@@ -58,8 +60,14 @@ Namespace = Annotated[
 Key = Annotated[str, Field(min_length=1, description="The memory's key within its namespace")]
 
 
+class ConversationMessage(BaseModel):
+    role: MessageRole
+    content: str = Field(min_length=1)
+    name: str | None = Field(default=None, description="who spoke, e.g. Maria")
+
+
 def build_server(client: AsyncMemsvcClient, **scope: Any) -> MCPServer:
-    """An `MCPServer` with the four tools over `client`; `scope` as `MemoryTools` takes it."""
+    """An `MCPServer` with the six tools over `client`; `scope` as `MemoryTools` takes it."""
     tools = MemoryTools(client, **scope)
     # WARNING: the SDK's and httpx's INFO lines name every request (namespaces hold user ids).
     server = MCPServer("memsvc", instructions=INSTRUCTIONS, log_level="WARNING")
@@ -88,6 +96,32 @@ def build_server(client: AsyncMemsvcClient, **scope: Any) -> MCPServer:
         if result["action"] == "failed":
             raise ToolError(f"{result['error']}: {result['message']}")
         return result
+
+    @server.tool(description="Learn lasting memories from a conversation: the facts, preferences, decisions and "
+                             "plans the user stated about themselves. Each is consolidated with what is already "
+                             "known (a repeat changes nothing, a correction replaces the old memory).")
+    async def learn_from_conversation(
+        messages: Annotated[list[ConversationMessage], Field(min_length=1, max_length=100,
+                                                             description="The conversation, oldest first")],
+    ) -> dict[str, Any]:
+        try:
+            return await tools.aextract([m.model_dump(exclude_none=True) for m in messages])
+        except Exception as exc:
+            raise tool_error(exc) from exc
+
+    @server.tool(description="Tell the memory service how a recalled memory served: useful raises its importance; "
+                             "wrong or outdated retire it, so it is not recalled again. `id` is the memory's id "
+                             "as query_memory returned it.")
+    async def memory_feedback(
+        id: Annotated[str, Field(min_length=1, description="The memory's id, from query_memory")],
+        signal: Annotated[FeedbackSignal, Field(description="useful, wrong or outdated")],
+    ) -> dict[str, Any]:
+        try:
+            answer = await tools.aclient.feedback(id, signal)
+        except Exception as exc:
+            raise tool_error(exc) from exc
+        memory = answer.get("memory") if isinstance(answer, dict) and isinstance(answer.get("memory"), dict) else {}
+        return {"signal": signal, "id": memory.get("id")}
 
     @server.tool(description="Read one memory by its namespace and key (as query_memory returns them).")
     async def get_memory(namespace: Namespace, key: Key) -> dict[str, Any]:
@@ -133,7 +167,8 @@ def _botocore_region() -> str | None:
 def parser(prog: str = "memsvc-mcp") -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=prog,
-        description="Serve query_memory, remember, get_memory and forget over MCP (stdio). Configured by "
+        description="Serve query_memory, remember, get_memory, forget, learn_from_conversation and "
+        "memory_feedback over MCP (stdio). Configured by "
         "MEMORY_SERVICE_URL and MEMORY_SERVICE_TOKEN (a bearer JWT); without a token, SigV4.",
     )
     for name in IDENTIFIERS:

@@ -52,8 +52,9 @@ REMEMBER_DESCRIPTION = (
     "world, a preference, a decision, or a note. Write it so it makes sense without this conversation "
     "(e.g. 'Prefers window seats on flights'). Never save passwords, keys or other secrets."
 )
-# What the model gets of each recalled memory: enough to use and cite it, not the bookkeeping.
-_AGENT_FIELDS = ("namespace", "key", "layer", "content", "type", "relevance", "tags", "source", "created_at")
+# What the model gets of each recalled memory: enough to use and cite it (and to give feedback on
+# it, by id), not the bookkeeping.
+_AGENT_FIELDS = ("id", "namespace", "key", "layer", "content", "type", "relevance", "tags", "source", "created_at")
 _AGENT_METADATA = ("count", "total_count", "truncated", "token_count", "degraded")  # degraded: keywords alone
 
 
@@ -169,6 +170,16 @@ class MemoryTools:
         }
 
 
+    # -- extraction --
+
+    async def aextract(self, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """What a conversation taught: `{"extractor", "memories": [{"action", "type", "content",
+        "namespace", "key"}]}` (into `layer`, for `identifiers`), or `{"status", "job_id"}` when it
+        is extracted in the background. Raises what the client raises."""
+        answer = await self.aclient.extract(messages, layer=self.layer, identifiers=self.identifiers)
+        return _extracted(answer)
+
+
 # -- answers --
 
 
@@ -217,6 +228,21 @@ def _agent_view(answer: Any) -> dict[str, Any]:
         "memories": memories,
         "metadata": {**{name: metadata[name] for name in _AGENT_METADATA if name in metadata}, "count": len(memories)},
     }
+
+
+def _extracted(answer: Any) -> dict[str, Any]:
+    if isinstance(answer, dict) and isinstance(answer.get("job_id"), str):
+        return {"status": answer.get("status"), "job_id": answer["job_id"]}
+    if not isinstance(answer, dict) or not isinstance(answer.get("memories"), list):
+        raise _BadResponse("an extract answer without a memories list")
+    learnt = []
+    for m in answer["memories"]:
+        memory = m.get("memory") if isinstance(m, dict) and isinstance(m.get("memory"), dict) else {}
+        candidate = m.get("candidate") if isinstance(m, dict) and isinstance(m.get("candidate"), dict) else {}
+        learnt.append({"action": m.get("action") if isinstance(m, dict) else None, "type": candidate.get("type"),
+                       "content": candidate.get("content"), "namespace": memory.get("namespace"),
+                       "key": memory.get("key")})
+    return {"extractor": answer.get("extractor"), "memories": learnt}
 
 
 def _remembered(answer: Any) -> dict[str, Any]:

@@ -1,11 +1,12 @@
 """The same-fact judge on AWS: one Bedrock Converse call to a small model (seed 002's "tiny LLM
 same_fact? check"; Amazon Nova Micro by default, the tenant setting `judge_model_id`).
 
-The prompt is short and bounded (each statement cut to `MAX_STATEMENT_CHARS`), the answer is
-asked for as one JSON object and bounded by `maxTokens`, and the client's read timeout bounds
-the wait. Any failure (throttling, a timeout, access denied, a refusal, an answer that is not the
-JSON asked for) is no answer: the caller creates a new memory, so the candidate is never lost
-and never merged on a guess. What failed is logged by code only: never the statements.
+The prompt (`service.llm_uses`, shared with `LlmJudge`) is short and bounded (each statement
+cut to `MAX_STATEMENT_CHARS`), the answer is asked for as one JSON object and bounded by
+`maxTokens`, and the client's read timeout bounds the wait. Any failure (throttling, a
+timeout, access denied, a refusal, an answer that is not the JSON asked for) is no answer: the
+caller creates a new memory, so the candidate is never lost and never merged on a guess. What
+failed is logged by code only: never the statements.
 """
 
 from __future__ import annotations
@@ -19,29 +20,15 @@ from typing import Any
 from memsvc.adapters.aws.errors import error_code
 from memsvc.core.same_fact import Verdict
 from memsvc.core.typed_memory import TypedMemory
+from memsvc.service.llm_uses import JUDGE_MAX_TOKENS as MAX_TOKENS
+from memsvc.service.llm_uses import JUDGE_SYSTEM_PROMPT as SYSTEM_PROMPT
+from memsvc.service.llm_uses import MAX_STATEMENT_CHARS, judge_prompt, verdict_of
 
 __all__ = ["BedrockJudge", "SYSTEM_PROMPT", "MAX_STATEMENT_CHARS", "MAX_TOKENS", "judge_prompt", "parse_answer"]
 
 log = logging.getLogger(__name__)
 
-MAX_STATEMENT_CHARS = 1000
-MAX_TOKENS = 40  # {"same_fact": false, "contradiction": false} is about 15 tokens
-SYSTEM_PROMPT = (
-    "You compare two short memories about a user. Answer with one JSON object and nothing else: "
-    '{"same_fact": true|false, "contradiction": true|false}. same_fact: B states the same fact as A '
-    "(possibly reworded or refined). contradiction: B is about the same subject as A but gives a "
-    "different value (a moved city, a changed number or date, a reversed preference), so B replaces A. "
-    "Both false when they are about different things."
-)
 _OBJECT = re.compile(r"\{[^{}]*\}")
-
-
-def judge_prompt(existing: TypedMemory, candidate: TypedMemory) -> str:
-    def line(name: str, m: TypedMemory) -> str:
-        category = f" (category: {m.category[:64]})" if m.category else ""
-        return f"{name}{category}: {m.content[:MAX_STATEMENT_CHARS]}"
-
-    return f"{line('A', existing)}\n{line('B', candidate)}"
 
 
 def parse_answer(response: dict[str, Any]) -> Verdict | None:
@@ -53,9 +40,9 @@ def parse_answer(response: dict[str, Any]) -> Verdict | None:
             answer = json.loads(match.group())
         except ValueError:
             continue
-        same, contradiction = answer.get("same_fact"), answer.get("contradiction", False)
-        if isinstance(same, bool) and isinstance(contradiction, bool):
-            return Verdict("contradiction" if contradiction else "same" if same else "different")
+        verdict = verdict_of(answer)
+        if verdict is not None:
+            return verdict
     return None
 
 

@@ -60,13 +60,14 @@ class DynamoSessionStore:
 
     def update(self, record: SessionRecord, *, expected_version: int) -> None:
         names = {"#ver": "ver", "#uat": "uat", "#li": "li", "#gsk": "gsk", "#sealed": "sealed", "#aid": "aid",
-                 "#cls": "cls", "#dla": "dla"}
+                 "#cls": "cls", "#dla": "dla", "#ext": "ext"}
         values: dict[str, Any] = {
             ":expected": {"N": str(expected_version)}, ":ver": {"N": str(record.version)},
             ":uat": {"N": str(to_epoch_us(record.updated_at))}, ":li": {"N": str(to_epoch_us(record.last_interaction))},
             ":gsk": {"S": _gsk(record.last_interaction, record.session_id)}, ":sealed": {"B": record.sealed},
+            ":ext": {"S": record.extract},
         }
-        sets = ["#ver = :ver", "#uat = :uat", "#li = :li", "#gsk = :gsk", "#sealed = :sealed"]
+        sets = ["#ver = :ver", "#uat = :uat", "#li = :li", "#gsk = :gsk", "#sealed = :sealed", "#ext = :ext"]
         removes = []
         for name, value in (("aid", record.agent_id), ("cls", _us(record.closed_at)), ("dla", _us(record.delete_after))):
             if value is None:
@@ -85,6 +86,23 @@ class DynamoSessionStore:
             actions.append({"Put": {"TableName": self._table, "Item": {**_due_key(record), "rt": {"S": "session-due"}}}})
         self._transact(actions, lost=Conflict("the session changed while this write was in flight",
                                               details={"expected_version": expected_version}))
+
+    def mark_extracted(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, to_seq: int) -> bool:
+        try:
+            self._db.update_item(
+                TableName=self._table, Key=_key(tenant, user_id, session_id),
+                UpdateExpression="SET #xs = :to",
+                ConditionExpression="attribute_exists(pk) AND (#xs = :from OR (attribute_not_exists(#xs) AND :from = :zero))",
+                ExpressionAttributeNames={"#xs": "xseq"},
+                ExpressionAttributeValues={":to": {"N": str(to_seq)}, ":from": {"N": str(from_seq)},
+                                           ":zero": {"N": "0"}})
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise StoreUnavailable(f"DynamoDB UpdateItem failed ({error_code(exc)})") from None
+        except BotoCoreError as exc:
+            raise StoreUnavailable(f"DynamoDB UpdateItem failed ({error_code(exc)})") from None
+        return True
 
     def list(self, tenant, user_id, *, agent_id, limit, after):
         kwargs: dict[str, Any] = {
@@ -212,6 +230,7 @@ def _row(r: SessionRecord) -> dict[str, Any]:
         "cat": {"N": str(to_epoch_us(r.created_at))}, "uat": {"N": str(to_epoch_us(r.updated_at))},
         "li": {"N": str(to_epoch_us(r.last_interaction))}, "ver": {"N": str(r.version)}, "seq": {"N": str(r.seq)},
         "gpk": {"S": _pk(r.tenant, r.user_id)}, "gsk": {"S": _gsk(r.last_interaction, r.session_id)},
+        "ext": {"S": r.extract}, "xseq": {"N": str(r.extracted_seq)},
     }
     if r.agent_id is not None:
         row["aid"] = {"S": r.agent_id}
@@ -228,4 +247,6 @@ def _record(row: dict[str, Any]) -> SessionRecord:
         last_interaction=from_epoch_us(int(row["li"]["N"])), version=int(row["ver"]["N"]), seq=int(row["seq"]["N"]),
         closed_at=from_epoch_us(int(row["cls"]["N"])) if "cls" in row else None,
         delete_after=from_epoch_us(int(row["dla"]["N"])) if "dla" in row else None,
+        extract=row["ext"]["S"] if "ext" in row else "off",
+        extracted_seq=int(row["xseq"]["N"]) if "xseq" in row else 0,
     )

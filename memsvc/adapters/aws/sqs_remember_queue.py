@@ -40,8 +40,9 @@ class SqsRememberQueue:
         self._sqs = client
         self._queue_url = queue_url
 
-    def enqueue(self, job: RememberJob) -> None:
+    def enqueue(self, job: RememberJob, *, delay_seconds: int = 0) -> None:
         try:
-            self._sqs.send_message(QueueUrl=self._queue_url, MessageBody=job_message(job))
+            self._sqs.send_message(QueueUrl=self._queue_url, MessageBody=job_message(job),
+                                   DelaySeconds=max(0, min(900, delay_seconds)))
         except (ClientError, BotoCoreError) as exc:
             raise aws_error(exc, service="SQS", operation="SendMessage") from None

@@ -45,11 +45,12 @@ class SqliteRememberQueue:
         self._max_attempts = max_attempts
         self._on_enqueue = on_enqueue  # wakes the worker
 
-    def enqueue(self, job: RememberJob) -> None:
+    def enqueue(self, job: RememberJob, *, delay_seconds: int = 0) -> None:
         now = to_epoch_us(self._clock.now())
+        due = now + max(0, min(900, delay_seconds)) * 1_000_000
         with self._db.tx() as conn:
             conn.execute("INSERT OR IGNORE INTO remember_jobs (tenant, candidate_id, sealed, not_before, enqueued_at) "
-                         "VALUES (?, ?, ?, ?, ?)", (job.tenant, job.candidate_id, job.sealed, now, now))
+                         "VALUES (?, ?, ?, ?, ?)", (job.tenant, job.candidate_id, job.sealed, due, now))
         self._on_enqueue()
 
     def drain(self, run: Callable[[RememberJob], Any], *, limit: int = 100) -> int:

@@ -30,6 +30,8 @@ CREATE TABLE IF NOT EXISTS sessions (
     seq INTEGER NOT NULL,
     closed_at INTEGER,
     delete_after INTEGER,
+    extract TEXT NOT NULL DEFAULT 'off',
+    extracted_seq INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant, user_id, session_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (tenant, user_id, last_interaction DESC, session_id);
@@ -37,7 +39,9 @@ CREATE INDEX IF NOT EXISTS sessions_due ON sessions (delete_after) WHERE delete_
 """
 
 _COLUMNS = ("tenant, user_id, session_id, agent_id, sealed, created_at, updated_at, last_interaction, version, seq, "
-            "closed_at, delete_after")
+            "closed_at, delete_after, extract, extracted_seq")
+# Columns added since the table was first created: a data dir from before gets them at start.
+_ADDED_COLUMNS = {"extract": "TEXT NOT NULL DEFAULT 'off'", "extracted_seq": "INTEGER NOT NULL DEFAULT 0"}
 
 
 class SqliteSessionStore:
@@ -49,11 +53,15 @@ class SqliteSessionStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            present = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
+            for column, declaration in _ADDED_COLUMNS.items():
+                if column not in present:
+                    conn.execute(f"ALTER TABLE sessions ADD COLUMN {column} {declaration}")
 
     def create(self, record: SessionRecord) -> None:
         with self._write() as conn:
             try:
-                conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES ({', '.join('?' * 12)})", _row(record))
+                conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES ({', '.join('?' * 14)})", _row(record))
             except sqlite3.IntegrityError:
                 raise Taken("a session with this id exists", details={"session_id": record.session_id}) from None
 
@@ -68,14 +76,24 @@ class SqliteSessionStore:
         with self._write() as conn:
             cur = conn.execute(
                 "UPDATE sessions SET agent_id = ?, sealed = ?, updated_at = ?, last_interaction = ?, version = ?, "
-                "closed_at = ?, delete_after = ? WHERE tenant = ? AND user_id = ? AND session_id = ? AND version = ?",
+                "closed_at = ?, delete_after = ?, extract = ? "
+                "WHERE tenant = ? AND user_id = ? AND session_id = ? AND version = ?",
                 (record.agent_id, record.sealed, to_epoch_us(record.updated_at), to_epoch_us(record.last_interaction),
-                 record.version, _us(record.closed_at), _us(record.delete_after), record.tenant, record.user_id,
+                 record.version, _us(record.closed_at), _us(record.delete_after), record.extract, record.tenant,
+                 record.user_id,
                  record.session_id, expected_version),
             )
             if cur.rowcount != 1:
                 raise Conflict("the session changed while this write was in flight",
                                details={"expected_version": expected_version})
+
+    def mark_extracted(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, to_seq: int) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE sessions SET extracted_seq = ? "
+                "WHERE tenant = ? AND user_id = ? AND session_id = ? AND extracted_seq = ?",
+                (to_seq, tenant, user_id, session_id, from_seq))
+            return cur.rowcount == 1
 
     def list(self, tenant, user_id, *, agent_id, limit, after):
         where, params = "tenant = ? AND user_id = ?", [tenant, user_id]
@@ -174,12 +192,13 @@ def _at(us: int | None) -> datetime | None:
 def _row(r: SessionRecord) -> tuple[Any, ...]:
     return (r.tenant, r.user_id, r.session_id, r.agent_id, r.sealed, to_epoch_us(r.created_at),
             to_epoch_us(r.updated_at), to_epoch_us(r.last_interaction), r.version, r.seq, _us(r.closed_at),
-            _us(r.delete_after))
+            _us(r.delete_after), r.extract, r.extracted_seq)
 
 
 def _record(row: Any) -> SessionRecord:
     return SessionRecord(
         tenant=row[0], user_id=row[1], session_id=row[2], agent_id=row[3], sealed=bytes(row[4]),
         created_at=from_epoch_us(row[5]), updated_at=from_epoch_us(row[6]), last_interaction=from_epoch_us(row[7]),
-        version=row[8], seq=row[9], closed_at=_at(row[10]), delete_after=_at(row[11]),
+        version=row[8], seq=row[9], closed_at=_at(row[10]), delete_after=_at(row[11]), extract=row[12],
+        extracted_seq=row[13],
     )

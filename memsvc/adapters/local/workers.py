@@ -1,6 +1,7 @@
 """Background threads of the local server: one per change-feed consumer (the indexer, the
 timeline), each draining the feed on its own, one that sweeps TTLs and writes recall's access
-counts, and one that decides the queued `remember` calls (`wait: false`).
+counts, one that decides the queued `remember` calls (`wait: false`), and one that runs
+reflection for the users who are due (`Reflection.run_due`) every `REFLECTION_CHECK_S`.
 
 A consumer's offset is stored only after its batch is done, so a process killed mid-batch
 (out of memory, SIGKILL) reads the same batch at its next start; the indexer then finds the
@@ -29,6 +30,9 @@ log = logging.getLogger(__name__)
 # events) stops interleaving with the requests that follow. A lone write is searchable this much
 # later; one that must be at once asks for `sync_index`. Measured in benchmarks/README.md.
 FEED_LINGER_S = 0.05
+# How often the reflection thread looks for due users (their interval is a tenant setting, in
+# hours); each look runs at most `Reflection.run_due`'s `max_users`, at a low priority.
+REFLECTION_CHECK_S = 300.0
 
 
 class BackgroundWorkers:
@@ -42,7 +46,9 @@ class BackgroundWorkers:
         index_interval: float = 0.5,
         sweep_interval: float = 1.0,
         remember_jobs: Callable[[], int] | None = None,
+        reflections: Callable[[], int] | None = None,
     ) -> None:
+        self._reflections = reflections  # runs the due users' reflection, returns how many ran
         self._consumers = {c.consumer: c for c in consumers}
         self._remember_jobs = remember_jobs  # runs the due jobs, returns how many
         self._jobs_wake = threading.Event()
@@ -61,6 +67,8 @@ class BackgroundWorkers:
         targets = [(lambda n=name: self._feed_loop(n), f"memsvc-{name}") for name in self._consumers]
         if self._remember_jobs is not None:  # jobs left by a previous process run at once
             targets.append((self._jobs_loop, "memsvc-remember"))
+        if self._reflections is not None:
+            targets.append((self._reflection_loop, "memsvc-reflection"))
         for target, thread_name in [*targets, (self._sweep_loop, "memsvc-sweeper")]:
             t = threading.Thread(target=target, name=thread_name, daemon=True)
             t.start()
@@ -120,6 +128,15 @@ class BackgroundWorkers:
                 log.exception("%s cycle failed", name)
                 backoff = min(backoff * 2, 30.0)
                 self._stop.wait(backoff)
+
+    def _reflection_loop(self) -> None:
+        lower_this_threads_priority()  # background work: requests first
+        while not self._stop.wait(REFLECTION_CHECK_S):
+            try:
+                assert self._reflections is not None
+                self._reflections()
+            except Exception:
+                log.exception("reflection cycle failed")
 
     def _sweep_loop(self) -> None:
         while not self._stop.wait(self._sweep_interval):

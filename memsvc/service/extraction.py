@@ -1,0 +1,338 @@
+"""Learning from conversations (issue 24): `POST /v1/memories/extract`, and sessions that extract
+on their own (their `extract` setting).
+
+An extractor (`ports.MemoryExtractor`: the deterministic patterns locally, a language model where
+one is configured) turns messages into candidates; each candidate is recorded on the timeline
+(`memory.candidate`) and then decided by `remember`'s consolidation, so a repeat is `unchanged`,
+an update merges into its neighbour (`memory.merged`) and a contradiction supersedes it. The
+memory keeps its provenance in its value: the session and the message seqs it came from, and the
+extractor (readable by whoever may read the memory, like the rest of its value).
+
+- *Failures lose nothing.* When the model fails (a timeout, throttling, an unreadable answer),
+  the messages are queued as a job (the queue `remember` uses: SQLite locally, SQS on AWS) and
+  retried later with backoff; each failure counts in `memory.extraction.failed` and records a
+  `memory.error` event (timeline and EventBridge) naming the reason, never the content. A
+  request with `wait: true` then answers `202` with the job's id.
+- *Sessions.* `on_close` extracts the messages not yet extracted when the session closes, before
+  promotion; `continuous` extracts in the background: a job is queued when a session has
+  `extract_every_messages` new messages, and one runs `extract_idle_seconds` after the first new
+  message, which extracts then if the session has been idle that long (or waits for the idle time
+  to pass). Nothing of it runs on the append's request path but putting a job on the queue.
+  A session's `extracted_seq` moves, conditionally, only after a batch's memories are written:
+  replays and retries never move it twice, and a batch extracted again after a crash in between
+  finds its memories already there (`unchanged`). Extracted memories go to the session's user's
+  `user` layer: what a person says of themselves outlives the session (provenance names it).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, StrictBool, StrictStr
+
+from memsvc.core.consolidation import candidate_key
+from memsvc.core.errors import ContentTooLong, PolicyViolation, ProviderError, RateLimited
+from memsvc.core.extraction import MAX_EXTRACT_CHARS, MAX_EXTRACT_MESSAGES, Candidate, ConversationMessage, Role
+from memsvc.core.layers import (LAYER_NAMES, accessible_layers, identifiers_schema, layer_namespace, layer_needs_schema,
+                                resolve_identifiers)
+from memsvc.core.message_context import MAX_NAME_CHARS
+from memsvc.core.models import Caller, Memory, RememberJob, TimelineEvent, to_rfc3339
+from memsvc.core.sessions import SessionRecord
+from memsvc.core.validation import Command, Timestamp, non_blank
+from memsvc.ports import Clock, MemoryExtractor, Metrics, RememberQueue, SessionStore
+from memsvc.service.access import Access
+from memsvc.service.remember import Remember, RememberMemory, caller_of, caller_record
+from memsvc.service.sealing import Sealer
+from memsvc.service.sessions import Sessions
+from memsvc.service.timeline import Timeline
+
+__all__ = ["Extraction", "ExtractMemories", "Extracted", "ExtractedMemory", "ExtractionQueued", "FAILED_METRIC",
+           "is_extraction_job"]
+
+log = logging.getLogger(__name__)
+
+FAILED_METRIC = "memory.extraction.failed"
+_REQUEST_JOB = "extract:"
+_SESSION_JOB = "session-extract:"
+_BATCHES_PER_JOB = 5  # a session's backlog beyond this many batches continues in a next job
+_SOURCE = "extraction"
+
+
+def is_extraction_job(job: RememberJob) -> bool:
+    return job.candidate_id.startswith((_REQUEST_JOB, _SESSION_JOB))
+
+
+class ExtractMessage(Command):
+    role: Role
+    content: StrictStr = Field(min_length=1, description="the message's text")
+    name: non_blank(max_length=MAX_NAME_CHARS) | None = Field(  # type: ignore[valid-type]
+        None, description="who spoke (e.g. Maria): candidates about them name them")
+    created_at: Timestamp | None = None
+
+
+class ExtractMemories(Command):
+    """`POST /v1/memories/extract`."""
+
+    model_config = ConfigDict(json_schema_extra={"allOf": layer_needs_schema("layer", many=False)})
+
+    messages: list[ExtractMessage] = Field(min_length=1, max_length=MAX_EXTRACT_MESSAGES, description=(
+        f"the conversation, oldest first; at most {MAX_EXTRACT_MESSAGES} messages and {MAX_EXTRACT_CHARS} "
+        "characters of content in all (413)"))
+    layer: StrictStr = Field(  # type: ignore[assignment]
+        None, json_schema_extra={"enum": list(LAYER_NAMES)},
+        description="where the memories go, default user; it needs its identifiers (MISSING_IDENTIFIER)")
+    identifiers: dict[StrictStr, StrictStr] = Field(  # type: ignore[assignment]
+        None, json_schema_extra=identifiers_schema(nullable=False),
+        description="agent_id, user_id (default: the caller), session_id, project_id, team_id, org_id")
+    wait: StrictBool = Field(True, description="false: 202 with a job_id at once, extracted in the background")
+
+
+ExtractAction = Literal["created", "updated", "unchanged", "superseded", "blocked"]
+
+
+@dataclass(frozen=True)
+class ExtractedMemory:
+    candidate: Candidate
+    action: ExtractAction  # blocked: a governance policy refused it (nothing written)
+    memory: Memory | None
+
+
+@dataclass(frozen=True)
+class Extracted:
+    extractor: str
+    memories: list[ExtractedMemory]
+
+
+@dataclass(frozen=True)
+class ExtractionQueued:
+    job_id: str
+    reason: Literal["accepted", "retrying"]  # wait false, or the model failed and the job will retry
+
+
+class Extraction:
+    def __init__(self, *, extractor: MemoryExtractor, remember: Remember, sessions: Sessions,
+                 session_store: SessionStore, access: Access, sealer: Sealer, clock: Clock, queue: RememberQueue,
+                 timeline: Timeline | None, metrics: Metrics) -> None:
+        self._extractor = extractor
+        self._remember = remember
+        self._sessions = sessions
+        self._session_store = session_store
+        self._access = access
+        self._sealer = sealer
+        self._clock = clock
+        self._queue = queue
+        self._timeline = timeline
+        self._metrics = metrics
+
+    # -- POST /v1/memories/extract --------------------------------------------------------------
+
+    def extract(self, caller: Caller, cmd: ExtractMemories) -> Extracted | ExtractionQueued:
+        chars = sum(len(m.content) for m in cmd.messages)
+        if chars > MAX_EXTRACT_CHARS:
+            raise ContentTooLong(f"the messages hold {chars} characters; the limit is {MAX_EXTRACT_CHARS}",
+                                 max_bytes=MAX_EXTRACT_CHARS * 4, details={"field": "messages"})
+        ns = self._target(caller, cmd)
+        self._access.authorize(caller, "write", ns, None)
+        self._remember.take_rate(caller)
+        job_id = _REQUEST_JOB + str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
+            [caller.tenant_id, caller.user_id, list(ns), cmd.model_dump(mode="json", exclude={"wait"})])))
+        if not cmd.wait:
+            self._enqueue(caller, job_id, {"command": cmd.model_dump(mode="json", exclude_unset=True)})
+            return ExtractionQueued(job_id, "accepted")
+        messages = [ConversationMessage(role=m.role, content=m.content, seq=n, name=m.name, created_at=m.created_at)
+                    for n, m in enumerate(cmd.messages)]
+        try:
+            return self._extract_into(caller, ns, messages, session_id=None)
+        except (ProviderError, RateLimited) as exc:
+            self._failed(caller, ns, job_id, 0, exc)
+            self._enqueue(caller, job_id, {"command": cmd.model_dump(mode="json", exclude_unset=True)})
+            return ExtractionQueued(job_id, "retrying")
+
+    def _target(self, caller: Caller, cmd: ExtractMemories) -> tuple[str, ...]:
+        identifiers = resolve_identifiers(caller, cmd.identifiers)
+        layer = accessible_layers(identifiers, [cmd.layer or "user"])[0]
+        return self._access.namespace_to_write(caller, layer_namespace(layer, identifiers))
+
+    def _extract_into(self, caller: Caller, ns: tuple[str, ...], messages: list[ConversationMessage], *,
+                      session_id: str | None) -> Extracted:
+        candidates = self._extractor.extract(caller.tenant_id, messages)
+        policies = self._access.authorize(caller, "write", ns, None)
+        now = self._clock.now()
+        self._notify([self._candidate_event(caller, ns, c, session_id, policies, now) for c in candidates])
+        out = []
+        for candidate in candidates:
+            provenance = {"session_id": session_id, "seqs": list(candidate.source_seqs),
+                          "extractor": self._extractor.model_id, "extracted_at": to_rfc3339(now)}
+            cmd = RememberMemory(content=candidate.content, type=candidate.type, kind=candidate.kind,
+                                 namespace=list(ns), category=candidate.category, importance=candidate.importance,
+                                 source=_SOURCE)
+            try:
+                remembered = self._remember.remember_extracted(caller, cmd, provenance)
+            except PolicyViolation:
+                out.append(ExtractedMemory(candidate, "blocked", None))
+                continue
+            out.append(ExtractedMemory(candidate, remembered.action, remembered.memory))
+        return Extracted(self._extractor.model_id, out)
+
+    # -- sessions -------------------------------------------------------------------------------
+
+    def on_append(self, caller: Caller, record: SessionRecord, seq: int) -> None:
+        """A message was appended to `record` (as read before the append) and got `seq`: queue a
+        continuous session's jobs (a full batch now; the idle check after the first new message)."""
+        if record.extract != "continuous":
+            return
+        settings = self._access.settings_of(caller)
+        pending = seq - record.extracted_seq
+        if pending == 1:
+            self._enqueue_session(caller, record, f"idle:{seq}", delay=settings.extract_idle_seconds)
+        if pending > 0 and pending % settings.extract_every_messages == 0:
+            self._enqueue_session(caller, record, f"batch:{seq}", delay=0)
+
+    def at_close(self, caller: Caller, record: SessionRecord) -> bool:
+        """Extract what is left of a session that extracts (`on_close` or `continuous`) as it
+        closes. True when nothing is left; False when the model failed (a job retries later)."""
+        if record.extract == "off" or record.seq <= record.extracted_seq:
+            return True
+        try:
+            # One batch on the close's request path (a model call may take seconds); the rest in a job.
+            if self._extract_session(caller, record.session_id, batches=1):
+                return True
+        except (ProviderError, RateLimited) as exc:
+            self._failed(caller, _session_scope(record), self._session_job_id(record, f"close:{record.seq}"), 0, exc)
+        self._enqueue_session(caller, record, f"close:{record.seq}", delay=0)  # the rest, or a retry
+        return False
+
+    def _extract_session(self, caller: Caller, session_id: str, *, batches: int) -> bool:
+        """Extract the session's messages after `extracted_seq`, a batch at a time, at most
+        `batches` batches; True when none are left."""
+        for _ in range(batches):
+            record = self._session_store.get(caller.tenant_id, caller.user_id, session_id)
+            if record is None or record.seq <= record.extracted_seq:
+                return True
+            views = self._sessions.conversation(record, after_seq=record.extracted_seq, limit=MAX_EXTRACT_MESSAGES)
+            batch, chars = [], 0
+            for view in views:
+                chars += len(view.content)
+                if batch and chars > MAX_EXTRACT_CHARS:
+                    break
+                batch.append(ConversationMessage(role=view.role if view.role in _ROLES else "user",  # type: ignore[arg-type]
+                                                 content=view.content, seq=view.seq, name=view.name,
+                                                 created_at=view.created_at))
+            last = batch[-1].seq if batch else record.seq  # deleted messages: nothing to read up to seq
+            if batch:
+                ns = layer_namespace(accessible_layers({"user_id": record.user_id}, ["user"])[0],
+                                     {"user_id": record.user_id})
+                self._extract_into(caller, ns, batch, session_id=session_id)
+            if not self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
+                                                      from_seq=record.extracted_seq, to_seq=last):
+                return True  # another run moved it first, and carries on from there
+        record = self._session_store.get(caller.tenant_id, caller.user_id, session_id)
+        return record is None or record.seq <= record.extracted_seq
+
+    # -- background jobs ------------------------------------------------------------------------
+
+    def run_job(self, job: RememberJob) -> str:
+        """Run a queued extraction (a request's, or a session's) as the caller who caused it;
+        authorization and governance are checked again. Raises when the model fails, so the queue
+        retries it later."""
+        payload = self._sealer.open_job(job.tenant, job.candidate_id, job.sealed)
+        caller = caller_of(payload["caller"])
+        if job.candidate_id.startswith(_REQUEST_JOB):
+            cmd = ExtractMemories.parse({**payload["command"], "wait": True})
+            ns = self._target(caller, cmd)
+            messages = [ConversationMessage(role=m.role, content=m.content, seq=n, name=m.name,
+                                            created_at=m.created_at) for n, m in enumerate(cmd.messages)]
+            try:
+                self._extract_into(caller, ns, messages, session_id=None)
+            except (ProviderError, RateLimited) as exc:
+                self._failed(caller, ns, job.candidate_id, job.attempts + 1, exc)
+                raise
+            return "extracted"
+        return self._run_session_job(caller, job, payload)
+
+    def _run_session_job(self, caller: Caller, job: RememberJob, payload: dict[str, Any]) -> str:
+        session = self._session_store.get(caller.tenant_id, caller.user_id, payload["session_id"])
+        if session is None or session.extract == "off" or session.seq <= session.extracted_seq:
+            return "nothing"
+        settings = self._access.settings_of(caller)
+        pending = session.seq - session.extracted_seq
+        if payload.get("trigger") == "idle" and session.closed_at is None and pending < settings.extract_every_messages:
+            idle = (self._clock.now() - session.last_interaction).total_seconds()
+            if idle < settings.extract_idle_seconds:  # spoken to since: wait for the idle time to pass
+                delay = int(settings.extract_idle_seconds - idle) + 1
+                # Named by when it is due too: never the id of this job, which the queue deletes
+                # once it has run.
+                due = int(self._clock.now().timestamp()) + delay
+                self._enqueue_session(caller, session, f"idle:{session.seq}:{due}", delay=delay)
+                return "waiting"
+        try:
+            done = self._extract_session(caller, session.session_id, batches=_BATCHES_PER_JOB)
+        except (ProviderError, RateLimited) as exc:
+            self._failed(caller, _session_scope(session), job.candidate_id, job.attempts + 1, exc)
+            raise
+        if not done:  # a long backlog: the next batches in a next job (named by where they start)
+            now_at = self._session_store.get(caller.tenant_id, caller.user_id, session.session_id)
+            if now_at is not None:
+                self._enqueue_session(caller, now_at, f"more:{now_at.extracted_seq}", delay=0)
+        return "extracted"
+
+    def _enqueue_session(self, caller: Caller, record: SessionRecord, what: str, *, delay: int) -> None:
+        trigger = what.split(":", 1)[0]
+        self._enqueue(caller, self._session_job_id(record, what),
+                      {"session_id": record.session_id, "trigger": trigger}, delay=delay)
+
+    @staticmethod
+    def _session_job_id(record: SessionRecord, what: str) -> str:
+        """One job per session lifetime (a deleted session's id can start over) and trigger."""
+        lifetime = hashlib.sha256(json.dumps([record.tenant, record.user_id, record.session_id,
+                                              to_rfc3339(record.created_at)]).encode()).hexdigest()[:32]
+        return f"{_SESSION_JOB}{lifetime}:{what}"
+
+    def _enqueue(self, caller: Caller, job_id: str, payload: dict[str, Any], *, delay: int = 0) -> None:
+        sealed = self._sealer.seal_job(caller.tenant_id, job_id, {"caller": caller_record(caller), **payload})
+        self._queue.enqueue(RememberJob(caller.tenant_id, job_id, sealed), delay_seconds=delay)
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def _failed(self, caller: Caller, ns: tuple[str, ...], job_id: str, attempt: int, exc: Exception) -> None:
+        reason = exc.details.get("reason", "unavailable") if isinstance(exc, ProviderError) else "throttled"
+        log.warning("extraction failed; it will be retried", extra={"tenant": caller.tenant_id, "job_id": job_id,
+                                                                     "attempt": attempt, "reason": reason})
+        self._metrics.count(FAILED_METRIC, caller.tenant_id)
+        event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(["extraction-error", caller.tenant_id, job_id,
+                                                                  attempt])))
+        self._notify([TimelineEvent(
+            tenant=caller.tenant_id, id=event_id, kind="error", namespace=ns, key=job_id, memory_id=event_id,
+            version=0, changed_at=self._clock.now(), expires_at=None,
+            policy_attributes=self._access.policies.get(caller.tenant_id).extract_attributes(
+                ns, job_id, {}, None, caller.policy_context()),
+            reason=f"extraction failed ({reason}); it will be retried")])
+
+    def _candidate_event(self, caller: Caller, ns: tuple[str, ...], candidate: Candidate, session_id: str | None,
+                         policies: Any, now: datetime) -> TimelineEvent:
+        key = candidate_key(ns, candidate.content)
+        event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
+            ["candidate", caller.tenant_id, list(ns), key, session_id, list(candidate.source_seqs)])))
+        value = {"content": candidate.content, "type": candidate.type, "category": candidate.category}
+        return TimelineEvent(
+            tenant=caller.tenant_id, id=event_id, kind="candidate", namespace=ns, key=key, memory_id=key, version=0,
+            changed_at=now, expires_at=None,
+            policy_attributes=policies.extract_attributes(ns, key, value, None, caller.policy_context()),
+            reason=f"a {candidate.type} extracted by {self._extractor.model_id}")
+
+    def _notify(self, events: list[TimelineEvent]) -> None:
+        if events and self._timeline is not None:
+            self._timeline.notify(events)
+
+
+_ROLES = ("user", "assistant", "system", "tool")
+
+
+def _session_scope(record: SessionRecord) -> tuple[str, ...]:
+    return ("user", record.user_id, "sessions", record.session_id)
