@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StrictBool, 
 
 from memsvc.core.graph import GraphEdge
 from memsvc.core.feedback import Signal
-from memsvc.core.models import Memory, WriteAction, to_rfc3339
+from memsvc.core.models import EventKind, Memory, WriteAction, to_rfc3339
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.validation import Command, Namespace
 from memsvc.service.admin import IndexRetry, IndexRun, IndexStatus, PolicyBundle, RetryOutcome
@@ -254,7 +254,8 @@ class EventOut(Answer):
     id: str
     namespace: list[str]
     key: str
-    kind: Literal["add", "update", "delete", "expired", "index_failed"]
+    kind: EventKind = Field(description="a change's kind, or one the service records itself: candidate (an "
+                                        "extraction found it), error (an extraction failed and will be retried)")
     occurred_at: Rfc3339
     value: dict[str, Any] | None
     attributes: dict[str, Any] | None
@@ -262,10 +263,12 @@ class EventOut(Answer):
     memory_id: str
     version: int
     action: WriteAction | None = Field(
-        None, description="what remember did, for a version it wrote (memory.created/updated/superseded), or the "
-                          "signal of the feedback that wrote it (memory.feedback)")
+        None, description="what remember did, for a version it wrote (memory.created/updated/superseded), the "
+                          "signal of the feedback that wrote it (memory.feedback), or the extraction's or "
+                          "reflection's change (memory.merged, archived, restored, ...)")
     reason: str | None = Field(
-        None, description="index_failed: why the indexer set the version aside (memory.index_failed)")
+        None, description="index_failed: why the indexer set the version aside (memory.index_failed); candidate, "
+                          "error and the lifecycle actions: their reason, never the content")
 
     @classmethod
     def of(cls, view: EventView) -> Self:

@@ -61,6 +61,16 @@ def test_an_agent_learns_from_conversation_alone(me, uid):
     assert "superseded" in mine["User lives in Lisbon"]["value"]["tags"]
 
 
+def test_the_timeline_tells_each_candidate_without_its_content(me, uid):
+    assert extract(me).status_code == 200
+    r = me.get("/v1/memories/events", params=[("ns", "user"), ("ns", uid), ("kinds", "candidate")])
+    assert r.status_code == 200, r.text
+    found = r.json()["events"]
+    assert [(e["kind"], e["version"], e["value"]) for e in found] == [("candidate", 0, None)] * 2
+    assert {e["reason"] for e in found} == {"a fact extracted by " + extract(me).json()["extractor"]}
+    assert "Lisbon" not in r.text and "vegetarian" not in r.text
+
+
 def test_wait_false_is_extracted_in_the_background(me, uid):
     r = extract(me, wait=False)
     assert r.status_code == 202, r.text
