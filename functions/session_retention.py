@@ -4,7 +4,8 @@ messages and their layer's memories (`Sessions.remove_due`; the due markers are 
 table, docs/aws-design.md "Sessions"). DynamoDB TTL cannot do this: it would drop rows without
 the tombstones the timeline and the vector index follow.
 
-Each run removes batches of 100 until fewer are due or less than 30 s of the invocation
+Each run handles batches of 100 (removes them, or defers one whose messages still wait for
+their extraction, `Sessions.remove_due`) until fewer are due or less than 30 s of the invocation
 is left; what remains is the next run's. Logs carry counts only.
 """
 
@@ -24,11 +25,11 @@ _RESERVE_MS = 30_000
 @logger.inject_lambda_context(log_event=False, clear_state=True)
 def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     sessions = aws_app().services.sessions
-    removed = 0
+    handled = 0
     while context.get_remaining_time_in_millis() > _RESERVE_MS:
         batch = sessions.remove_due(BATCH)
-        removed += batch
+        handled += batch
         if batch < BATCH:
             break
-    logger.info("sessions removed", extra={"removed": removed})
-    return {"removed": removed}
+    logger.info("due sessions handled", extra={"handled": handled})
+    return {"handled": handled}

@@ -143,7 +143,9 @@ class EnvConfig:
     # reflection_interval_hours decides who is due).
     reflection_tenants: tuple[str, ...] = ()
     reflection_schedule_hours: int = 1
-    remember_timeout_seconds: int = 60
+    # A batch of 10 queued jobs runs one after another; an extraction job makes one model call
+    # (a 15 s read timeout at most) and up to 20 remember decisions.
+    remember_timeout_seconds: int = 300
     event_archive_retention_days: int = 30
     dlq_retention_days: int = 14
     log_level: str = "INFO"

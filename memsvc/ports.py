@@ -382,10 +382,16 @@ class SessionStore(Protocol):
         marks, the extract setting), never `seq` or `extracted_seq`, if the stored version is `expected_version`; `Conflict` otherwise
         (also when the session is gone)."""
 
+    def claim_extraction(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, now: datetime,
+                         until: datetime) -> bool:
+        """Take the lease on extracting the batch after `from_seq` until `until`, if `extracted_seq`
+        is still `from_seq` and no other run holds an unexpired lease (no other field, no new
+        version); False otherwise. A run that dies leaves the lease to expire."""
+
     def mark_extracted(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, to_seq: int) -> bool:
-        """Move the session's `extracted_seq` from `from_seq` to `to_seq` (no other field, no new
-        version), if it is still at `from_seq`; False otherwise (another run moved it, or the
-        session is gone)."""
+        """Move the session's `extracted_seq` from `from_seq` to `to_seq` and end the lease (no other
+        field, no new version), if it is still at `from_seq`; False otherwise (another run moved
+        it, or the session is gone)."""
 
     def list(self, tenant: str, user_id: str, *, agent_id: str | None, limit: int,
              after: tuple[datetime, str] | None) -> list[SessionRecord]:

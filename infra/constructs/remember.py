@@ -100,6 +100,10 @@ class RememberFunction(Construct):
         # A mapping with a fixed id (SqsEventSource names it after the queue, which differs per
         # environment), and the consume grant it needs.
         queue.queue.grant_consume_messages(s.role)
+        # Queued extractions queue their follow-ups (a backlog's next batch, the wait for a session
+        # to go idle) on the same queue.
+        s.function.add_environment(REMEMBER_QUEUE_URL_VARIABLE, queue.queue.queue_url)
+        s.allow(sid="RememberQueue", actions=["sqs:SendMessage"], resources=[queue.queue.queue_arn])
         self.mapping = lambda_.EventSourceMapping(
             self, "QueueMapping", target=s.function, event_source_arn=queue.queue.queue_arn, batch_size=10,
             report_batch_item_failures=True)

@@ -17,13 +17,15 @@ from typing import Literal
 
 from memsvc.core.typed_memory import MemoryKind, MemoryType
 
-__all__ = ["Role", "ConversationMessage", "Candidate", "MAX_EXTRACT_MESSAGES", "MAX_EXTRACT_CHARS",
+__all__ = ["Role", "ConversationMessage", "Candidate", "MAX_EXTRACT_MESSAGES", "MAX_EXTRACT_CHARS", "MAX_MESSAGE_CHARS",
+           "read_chars",
            "MAX_CANDIDATES", "MAX_CANDIDATE_CHARS", "CATEGORIES"]
 
 Role = Literal["user", "assistant", "system", "tool"]
 
 MAX_EXTRACT_MESSAGES = 100  # messages per extraction (a request, or one batch of a session)
 MAX_EXTRACT_CHARS = 32_000  # their contents together: what one model prompt may carry
+MAX_MESSAGE_CHARS = MAX_EXTRACT_CHARS // 4  # a message's share: one pasted document cannot crowd out the rest
 MAX_CANDIDATES = 20  # candidates kept from one extraction, the most important first
 MAX_CANDIDATE_CHARS = 500  # a candidate's content; a longer one is cut at a word boundary
 # The categories extractors assign (a caller's remember may use any). Small and fixed, so that
@@ -54,3 +56,9 @@ class Candidate:
     category: str | None
     source_seqs: tuple[int, ...]  # the `seq`s of the messages it came from, ascending
     kind: MemoryKind = "semantic"
+
+
+def read_chars(content: str) -> int:
+    """The characters of a message an extractor reads (its first `MAX_MESSAGE_CHARS`): a batch
+    whose messages' `read_chars` add up to at most `MAX_EXTRACT_CHARS` is read whole."""
+    return min(len(content), MAX_MESSAGE_CHARS)

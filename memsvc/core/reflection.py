@@ -71,7 +71,7 @@ class Member:
 
     key: str
     typed: TypedMemory
-    created_at: datetime
+    created_at: datetime  # when its statement was made: "newer" and "older" are by this
     vector: Sequence[float]
 
 

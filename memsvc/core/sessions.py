@@ -37,6 +37,7 @@ class SessionRecord:
     delete_after: datetime | None = None  # session_auto_delete: when the sweeper removes it all
     extract: str = "off"  # off | on_close | continuous: learning from its messages (issue 24)
     extracted_seq: int = 0  # messages up to this seq have been extracted; moved by extraction alone
+    extract_lease_until: datetime | None = None  # an extraction run holds the next batch until then
 
 
 def session_namespace(user_id: str, session_id: str) -> tuple[str, ...]:

@@ -31,19 +31,20 @@ import json
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Literal
+from datetime import datetime, timedelta
+from typing import Any, Literal, get_args
 
 from pydantic import ConfigDict, Field, StrictBool, StrictStr
 
 from memsvc.core.consolidation import candidate_key
-from memsvc.core.errors import ContentTooLong, PolicyViolation, ProviderError, RateLimited
-from memsvc.core.extraction import MAX_EXTRACT_CHARS, MAX_EXTRACT_MESSAGES, Candidate, ConversationMessage, Role
+from memsvc.core.errors import ContentTooLong, Forbidden, PolicyViolation, ProviderError, RateLimited
+from memsvc.core.extraction import (MAX_EXTRACT_CHARS, MAX_EXTRACT_MESSAGES, Candidate, ConversationMessage, Role,
+                                    read_chars)
 from memsvc.core.layers import (LAYER_NAMES, accessible_layers, identifiers_schema, layer_namespace, layer_needs_schema,
                                 resolve_identifiers)
 from memsvc.core.message_context import MAX_NAME_CHARS
 from memsvc.core.models import Caller, Memory, RememberJob, TimelineEvent, to_rfc3339
-from memsvc.core.sessions import SessionRecord
+from memsvc.core.sessions import SessionRecord, session_namespace
 from memsvc.core.validation import Command, Timestamp, non_blank
 from memsvc.ports import Clock, MemoryExtractor, Metrics, RememberQueue, SessionStore
 from memsvc.service.access import Access
@@ -60,7 +61,14 @@ log = logging.getLogger(__name__)
 FAILED_METRIC = "memory.extraction.failed"
 _REQUEST_JOB = "extract:"
 _SESSION_JOB = "session-extract:"
-_BATCHES_PER_JOB = 5  # a session's backlog beyond this many batches continues in a next job
+_BATCHES_PER_JOB = 1  # one model call a job (the remember function's time budget); a backlog continues job by job
+# How long a run holds a session's next batch: longer than a model call (30 s locally, 15 s on
+# AWS) and the batch's writes; a run that dies leaves it to expire.
+_LEASE = timedelta(minutes=5)
+# The attempt from which a batch the model refuses or cannot answer is skipped (with a
+# `memory.error` saying so), so that one poison message never stops a session's learning.
+_SKIP_FROM_ATTEMPT = 3
+_UNANSWERABLE = ("refused", "malformed")
 _SOURCE = "extraction"
 
 
@@ -145,10 +153,8 @@ class Extraction:
         if not cmd.wait:
             self._enqueue(caller, job_id, {"command": cmd.model_dump(mode="json", exclude_unset=True)})
             return ExtractionQueued(job_id, "accepted")
-        messages = [ConversationMessage(role=m.role, content=m.content, seq=n, name=m.name, created_at=m.created_at)
-                    for n, m in enumerate(cmd.messages)]
         try:
-            return self._extract_into(caller, ns, messages, session_id=None)
+            return self._extract_into(caller, ns, _conversation(cmd), session_id=None)
         except (ProviderError, RateLimited) as exc:
             self._failed(caller, ns, job_id, 0, exc)
             self._enqueue(caller, job_id, {"command": cmd.model_dump(mode="json", exclude_unset=True)})
@@ -161,8 +167,8 @@ class Extraction:
 
     def _extract_into(self, caller: Caller, ns: tuple[str, ...], messages: list[ConversationMessage], *,
                       session_id: str | None) -> Extracted:
+        policies = self._access.authorize(caller, "write", ns, None)  # before anything reaches the model
         candidates = self._extractor.extract(caller.tenant_id, messages)
-        policies = self._access.authorize(caller, "write", ns, None)
         now = self._clock.now()
         self._notify([self._candidate_event(caller, ns, c, session_id, policies, now) for c in candidates])
         out = []
@@ -189,51 +195,86 @@ class Extraction:
             return
         settings = self._access.settings_of(caller)
         pending = seq - record.extracted_seq
-        if pending == 1:
-            self._enqueue_session(caller, record, f"idle:{seq}", delay=settings.extract_idle_seconds)
-        if pending > 0 and pending % settings.extract_every_messages == 0:
-            self._enqueue_session(caller, record, f"batch:{seq}", delay=0)
+        try:
+            if pending == 1:
+                self._enqueue_session(caller, record, f"idle:{seq}", delay=settings.extract_idle_seconds)
+            if pending > 0 and pending % settings.extract_every_messages == 0:
+                self._enqueue_session(caller, record, f"batch:{seq}", delay=0)
+        except Exception:  # the message is stored: its append succeeded; a later append or close catches up
+            log.warning("queueing a session's extraction failed", extra={"tenant": caller.tenant_id}, exc_info=True)
+            self._metrics.count(FAILED_METRIC, caller.tenant_id)
 
     def at_close(self, caller: Caller, record: SessionRecord) -> bool:
         """Extract what is left of a session that extracts (`on_close` or `continuous`) as it
-        closes. True when nothing is left; False when the model failed (a job retries later)."""
+        closes: one batch here, the rest in a job. True when nothing is left (or nothing may be
+        written: the caller may not write their user layer); False when messages are left."""
         if record.extract == "off" or record.seq <= record.extracted_seq:
             return True
         try:
-            # One batch on the close's request path (a model call may take seconds); the rest in a job.
-            if self._extract_session(caller, record.session_id, batches=1):
+            if self._extract_session(caller, record.session_id, batches=1) == "done":
                 return True
+        except Forbidden:
+            log.warning("a closed session's messages may not be extracted: its user may not write their user layer",
+                        extra={"tenant": caller.tenant_id})
+            return True
         except (ProviderError, RateLimited) as exc:
-            self._failed(caller, _session_scope(record), self._session_job_id(record, f"close:{record.seq}"), 0, exc)
+            self._failed(caller, session_namespace(record.user_id, record.session_id),
+                         self._session_job_id(record, f"close:{record.seq}"), 0, exc)
         self._enqueue_session(caller, record, f"close:{record.seq}", delay=0)  # the rest, or a retry
         return False
 
-    def _extract_session(self, caller: Caller, session_id: str, *, batches: int) -> bool:
+    def _extract_session(self, caller: Caller, session_id: str, *, batches: int,
+                         skip_unanswerable: bool = False) -> Literal["done", "left", "busy"]:
         """Extract the session's messages after `extracted_seq`, a batch at a time, at most
-        `batches` batches; True when none are left."""
+        `batches` batches, each under the session's extraction lease. `done`: none are left;
+        `left`: some are; `busy`: another run holds the lease (and carries on from there).
+        `skip_unanswerable`: a batch the model refuses or cannot answer is passed over (said on
+        the timeline) instead of raised."""
         for _ in range(batches):
             record = self._session_store.get(caller.tenant_id, caller.user_id, session_id)
             if record is None or record.seq <= record.extracted_seq:
-                return True
-            views = self._sessions.conversation(record, after_seq=record.extracted_seq, limit=MAX_EXTRACT_MESSAGES)
-            batch, chars = [], 0
-            for view in views:
-                chars += len(view.content)
-                if batch and chars > MAX_EXTRACT_CHARS:
-                    break
-                batch.append(ConversationMessage(role=view.role if view.role in _ROLES else "user",  # type: ignore[arg-type]
-                                                 content=view.content, seq=view.seq, name=view.name,
-                                                 created_at=view.created_at))
-            last = batch[-1].seq if batch else record.seq  # deleted messages: nothing to read up to seq
-            if batch:
-                ns = layer_namespace(accessible_layers({"user_id": record.user_id}, ["user"])[0],
-                                     {"user_id": record.user_id})
-                self._extract_into(caller, ns, batch, session_id=session_id)
+                return "done"
+            now = self._clock.now()
+            start = record.extracted_seq
+            if not self._session_store.claim_extraction(caller.tenant_id, caller.user_id, session_id,
+                                                        from_seq=start, now=now, until=now + _LEASE):
+                return "busy"
+            batch, last = self._batch(record)
+            try:
+                if batch:
+                    self._extract_into(caller, _user_layer(record), batch, session_id=session_id)
+            except ProviderError as exc:
+                if not (skip_unanswerable and exc.details.get("reason") in _UNANSWERABLE):
+                    self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
+                                                       from_seq=start, to_seq=start)  # the lease ends
+                    raise
+                self._skipped(caller, record, start, last, exc.details["reason"])
+            except BaseException:
+                self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
+                                                   from_seq=start, to_seq=start)
+                raise
             if not self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
-                                                      from_seq=record.extracted_seq, to_seq=last):
-                return True  # another run moved it first, and carries on from there
+                                                      from_seq=start, to_seq=last):
+                return "busy"  # its lease expired and another run moved on
         record = self._session_store.get(caller.tenant_id, caller.user_id, session_id)
-        return record is None or record.seq <= record.extracted_seq
+        return "done" if record is None or record.seq <= record.extracted_seq else "left"
+
+    def _batch(self, record: SessionRecord) -> tuple[list[ConversationMessage], int]:
+        """The messages after `extracted_seq`, oldest first, as many as an extractor reads whole
+        (at most `MAX_EXTRACT_MESSAGES`, and `MAX_EXTRACT_CHARS` of what it reads of them; at least
+        one), and the seq they reach. Items there without a message's role are passed over; with
+        nothing left to read (deleted messages), the batch reaches the session's seq."""
+        batch: list[ConversationMessage] = []
+        chars, last = 0, record.seq
+        for view in self._sessions.conversation(record, after_seq=record.extracted_seq, limit=MAX_EXTRACT_MESSAGES):
+            chars += read_chars(view.content)
+            if batch and chars > MAX_EXTRACT_CHARS:
+                break
+            last = view.seq
+            if view.role in _ROLES and view.content:
+                batch.append(ConversationMessage(role=view.role, content=view.content, seq=view.seq,  # type: ignore[arg-type]
+                                                 name=view.name, created_at=view.created_at))
+        return batch, last
 
     # -- background jobs ------------------------------------------------------------------------
 
@@ -246,10 +287,8 @@ class Extraction:
         if job.candidate_id.startswith(_REQUEST_JOB):
             cmd = ExtractMemories.parse({**payload["command"], "wait": True})
             ns = self._target(caller, cmd)
-            messages = [ConversationMessage(role=m.role, content=m.content, seq=n, name=m.name,
-                                            created_at=m.created_at) for n, m in enumerate(cmd.messages)]
             try:
-                self._extract_into(caller, ns, messages, session_id=None)
+                self._extract_into(caller, ns, _conversation(cmd), session_id=None)
             except (ProviderError, RateLimited) as exc:
                 self._failed(caller, ns, job.candidate_id, job.attempts + 1, exc)
                 raise
@@ -261,26 +300,61 @@ class Extraction:
         if session is None or session.extract == "off" or session.seq <= session.extracted_seq:
             return "nothing"
         settings = self._access.settings_of(caller)
-        pending = session.seq - session.extracted_seq
-        if payload.get("trigger") == "idle" and session.closed_at is None and pending < settings.extract_every_messages:
-            idle = (self._clock.now() - session.last_interaction).total_seconds()
-            if idle < settings.extract_idle_seconds:  # spoken to since: wait for the idle time to pass
-                delay = int(settings.extract_idle_seconds - idle) + 1
-                # Named by when it is due too: never the id of this job, which the queue deletes
-                # once it has run.
-                due = int(self._clock.now().timestamp()) + delay
-                self._enqueue_session(caller, session, f"idle:{session.seq}:{due}", delay=delay)
-                return "waiting"
+        # A job finds what other runs did since it was queued: it extracts only what is due by then
+        # (a closed session's messages always are).
+        if not self._idle(session, settings.extract_every_messages, settings.extract_idle_seconds):
+            self._wait_for_idle(caller, session, settings.extract_idle_seconds)
+            return "waiting"
         try:
-            done = self._extract_session(caller, session.session_id, batches=_BATCHES_PER_JOB)
+            outcome = self._extract_session(caller, session.session_id, batches=_BATCHES_PER_JOB,
+                                            skip_unanswerable=job.attempts + 1 >= _SKIP_FROM_ATTEMPT)
+        except Forbidden:
+            return "nothing"  # the caller may no longer write their user layer: nothing to retry
         except (ProviderError, RateLimited) as exc:
-            self._failed(caller, _session_scope(session), job.candidate_id, job.attempts + 1, exc)
+            self._failed(caller, session_namespace(session.user_id, session.session_id), job.candidate_id,
+                         job.attempts + 1, exc)
             raise
-        if not done:  # a long backlog: the next batches in a next job (named by where they start)
-            now_at = self._session_store.get(caller.tenant_id, caller.user_id, session.session_id)
-            if now_at is not None:
-                self._enqueue_session(caller, now_at, f"more:{now_at.extracted_seq}", delay=0)
+        if outcome == "busy":
+            return "busy"  # the run holding the lease follows up
+        self._follow_up(caller, session.session_id, settings.extract_every_messages, settings.extract_idle_seconds)
         return "extracted"
+
+    def _follow_up(self, caller: Caller, session_id: str, every: int, idle_seconds: int) -> None:
+        """After a run: what is left (a backlog, or messages appended while it ran, whose appends
+        saw no need of a job) gets one, now when a batch is due, else when the session goes idle."""
+        record = self._session_store.get(caller.tenant_id, caller.user_id, session_id)
+        if record is None or record.seq <= record.extracted_seq:
+            return
+        if record.closed_at is not None or self._idle(record, every, idle_seconds):
+            self._enqueue_session(caller, record, f"more:{record.extracted_seq}", delay=0)
+        else:
+            self._wait_for_idle(caller, record, idle_seconds)
+
+    def _idle(self, record: SessionRecord, every: int, idle_seconds: int) -> bool:
+        """Whether its messages are due: a batch is full, it is closed, or it has been idle long enough."""
+        idle = (self._clock.now() - record.last_interaction).total_seconds()
+        return record.closed_at is not None or record.seq - record.extracted_seq >= every or idle >= idle_seconds
+
+    def _wait_for_idle(self, caller: Caller, record: SessionRecord, idle_seconds: int) -> None:
+        idle = (self._clock.now() - record.last_interaction).total_seconds()
+        delay = max(1, int(idle_seconds - idle) + 1)
+        # Named by when it is due too: never the id of a job now running, which the queue deletes
+        # once it has run.
+        due = int(self._clock.now().timestamp()) + delay
+        self._enqueue_session(caller, record, f"idle:{record.seq}:{due}", delay=delay)
+
+    def _skipped(self, caller: Caller, record: SessionRecord, start: int, last: int, reason: str) -> None:
+        """A batch the model kept refusing or answering unreadably: passed over, and said so."""
+        log.warning("a session's batch was skipped", extra={"tenant": caller.tenant_id, "reason": reason})
+        self._metrics.count(FAILED_METRIC, caller.tenant_id)
+        ns = session_namespace(record.user_id, record.session_id)
+        event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(["extraction-skipped", caller.tenant_id,
+                                                                  list(ns), to_rfc3339(record.created_at), start])))
+        self._notify([TimelineEvent(
+            tenant=caller.tenant_id, id=event_id, kind="error", namespace=ns, key=f"messages {start + 1}-{last}",
+            memory_id=event_id, version=0, changed_at=self._clock.now(), expires_at=None,
+            policy_attributes=self._attributes(caller, ns, event_id),
+            reason=f"extraction skipped messages {start + 1} to {last} ({reason}, after repeated attempts)")])
 
     def _enqueue_session(self, caller: Caller, record: SessionRecord, what: str, *, delay: int) -> None:
         trigger = what.split(":", 1)[0]
@@ -310,9 +384,13 @@ class Extraction:
         self._notify([TimelineEvent(
             tenant=caller.tenant_id, id=event_id, kind="error", namespace=ns, key=job_id, memory_id=event_id,
             version=0, changed_at=self._clock.now(), expires_at=None,
-            policy_attributes=self._access.policies.get(caller.tenant_id).extract_attributes(
-                ns, job_id, {}, None, caller.policy_context()),
+            policy_attributes=self._attributes(caller, ns, job_id),
             reason=f"extraction failed ({reason}); it will be retried")])
+
+    def _attributes(self, caller: Caller, ns: tuple[str, ...], key: str) -> dict[str, Any]:
+        """An event's policy attributes, as a write there would have (the timeline's scope filter reads them)."""
+        return self._access.policies.get(caller.tenant_id).extract_attributes(ns, key, {}, None,
+                                                                              caller.policy_context())
 
     def _candidate_event(self, caller: Caller, ns: tuple[str, ...], candidate: Candidate, session_id: str | None,
                          policies: Any, now: datetime) -> TimelineEvent:
@@ -331,8 +409,14 @@ class Extraction:
             self._timeline.notify(events)
 
 
-_ROLES = ("user", "assistant", "system", "tool")
+_ROLES = get_args(Role)
 
 
-def _session_scope(record: SessionRecord) -> tuple[str, ...]:
-    return ("user", record.user_id, "sessions", record.session_id)
+def _conversation(cmd: ExtractMemories) -> list[ConversationMessage]:
+    return [ConversationMessage(role=m.role, content=m.content, seq=n, name=m.name, created_at=m.created_at)
+            for n, m in enumerate(cmd.messages)]
+
+
+def _user_layer(record: SessionRecord) -> tuple[str, ...]:
+    """Where a session's learnt memories go: its user's `user` layer."""
+    return layer_namespace(accessible_layers({"user_id": record.user_id}, ["user"])[0], {"user_id": record.user_id})

@@ -20,7 +20,7 @@ from typing import Any
 
 from memsvc.core.errors import ProviderError
 from memsvc.core.extraction import (CATEGORIES, MAX_CANDIDATE_CHARS, MAX_CANDIDATES, MAX_EXTRACT_CHARS,
-                                    MAX_EXTRACT_MESSAGES, Candidate, ConversationMessage)
+                                    MAX_EXTRACT_MESSAGES, MAX_MESSAGE_CHARS, Candidate, ConversationMessage)
 from memsvc.core.typed_memory import MEMORY_TYPES, MemoryType
 from memsvc.ports import LanguageModel
 
@@ -29,7 +29,6 @@ __all__ = ["LlmMemoryExtractor", "SYSTEM_PROMPT", "MAX_TOKENS", "MAX_MESSAGE_CHA
 
 # 20 memories of ~45 tokens each, in compact JSON, with room for a fence.
 MAX_TOKENS = 1200
-MAX_MESSAGE_CHARS = MAX_EXTRACT_CHARS // 4
 _MAX_NAME_CHARS = 64
 _SPACES = re.compile(r"\s+")
 # System prompts and tool results are the agent's, never the user's own words, and often long.
@@ -61,7 +60,7 @@ SYSTEM_PROMPT = (
 
 def conversation_prompt(messages: Sequence[ConversationMessage]) -> tuple[str, tuple[int, ...]]:
     """The user message for `messages` and the seqs of the messages it shows: the user's and the
-    assistant's, newest first until `MAX_EXTRACT_CHARS`, then in order. O(total size)."""
+    assistant's, newest first until their texts reach `MAX_EXTRACT_CHARS`, then in order. O(total size)."""
     lines: list[str] = []
     shown: list[int] = []
     budget = MAX_EXTRACT_CHARS
@@ -71,12 +70,13 @@ def conversation_prompt(messages: Sequence[ConversationMessage]) -> tuple[str, t
         text = _one_line(message.content[:MAX_MESSAGE_CHARS])
         if not text:
             continue
-        line = f"[{message.seq}] {_speaker(message)}: {text}"
-        if len(line) > budget:
+        # The budget counts the text alone (`core.extraction.read_chars`), so that a batch that
+        # fits it is shown whole; the framing adds at most ~80 characters a line.
+        if len(text) > budget:
             break  # older messages than this one would leave a gap in what the model reads
-        lines.append(line)
+        lines.append(f"[{message.seq}] {_speaker(message)}: {text}")
         shown.append(message.seq)
-        budget -= len(line) + 1
+        budget -= len(text)
     # The date lets the model write "next Friday" as a date.
     last = next((m.created_at for m in reversed(messages) if m.created_at is not None), None)
     header = f"The conversation (last message on {last.date().isoformat()}):" if last else "The conversation:"

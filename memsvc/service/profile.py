@@ -24,6 +24,7 @@ it as stored).
 from __future__ import annotations
 
 import base64
+import dataclasses
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -31,6 +32,7 @@ from typing import Any
 
 from pydantic import Field
 
+from memsvc.core.filters import get_path
 from memsvc.core.layers import layer_of
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us, to_rfc3339
 from memsvc.core.reflection import (current_importance, dedupe_statements, effective_importance, last_active,
@@ -51,6 +53,7 @@ __all__ = ["Profiles", "ProfileQuery", "Profile", "ProfileItem", "ProfileCandida
 PROFILE_TYPES = ("preference", "fact")
 PROFILE_LAYERS = ("agent", "user")
 PROFILE_POOL = 100  # the best candidates a profile is chosen from (then deduplicated and budgeted)
+_SCAN_BOUND = 4  # a first profile reads at most this many rows per typed memory it may take
 
 
 class ProfileQuery(Command):
@@ -137,12 +140,31 @@ class Profiles:
         self._clock = clock
 
     def get(self, caller: Caller, q: ProfileQuery) -> Profile:
+        """The stored profile, as its memories are now: one that was deleted, expired, superseded or
+        archived since it was built is left out, one rewritten is shown as it reads now (one
+        batched read); only what the caller's search scope reaches."""
         user = caller.user_id
-        self._access.scope(caller, "search", self._access.namespace_to_read(caller, ("user", user)), {})
+        scope, scope_filter = self._access.scope(caller, "search",
+                                                 self._access.namespace_to_read(caller, ("user", user)), {})
         profile = self.stored(caller.tenant_id, user) or self.build_from_recent(caller.tenant_id, user)
-        if q.token_budget is not None:
-            profile = Profile(profile.user_id, profile.built_at, _fit([i for i in profile.items], q.token_budget))
-        return profile
+        now = self._clock.now()
+        rows = self._items.get_many(caller.tenant_id, [(i.namespace, i.key) for i in profile.items])
+        current = []
+        for item in profile.items:
+            row = rows.get((item.namespace, item.key))
+            if row is None or not row.is_live(now) or row.value_ct is None or item.namespace[:len(scope)] != scope \
+                    or not scope_filter.matches(lambda path: get_path(row.policy_attributes, path)):
+                continue
+            if row.id != item.id:
+                typed = TypedMemory.from_value(self._sealer.open_value(row) or {})
+                if typed is None or profile_candidate(row, typed, importance=item.importance) is None:
+                    continue
+                item = dataclasses.replace(item, id=row.id, content=typed.content, type=typed.type,
+                                           category=typed.category, tokens=count_tokens(typed.content))
+            current.append(item)
+        budget = self._settings.get(caller.tenant_id).profile_token_budget if q.token_budget is None \
+            else q.token_budget
+        return Profile(profile.user_id, profile.built_at, _fit(current, budget))
 
     def stored(self, tenant: str, user: str) -> Profile | None:
         doc = self._configs.get_config(tenant, _doc_name(user))
@@ -158,11 +180,15 @@ class Profiles:
         settings = self._settings.get(tenant)
         now = self._clock.now()
         candidates = []
+        seen = 0
+        # The newest typed memories, at most `reflection_max_memories` of them; messages are passed
+        # over without counting, within a bound on everything read.
         for n, row in enumerate(self._items.scan_live(tenant, ("user", user), now)):
-            if n >= settings.reflection_max_memories:
+            if seen >= settings.reflection_max_memories or n >= _SCAN_BOUND * settings.reflection_max_memories:
                 break
             if is_messages_namespace(row.namespace) or row.value_ct is None:
                 continue
+            seen += 1
             typed = TypedMemory.from_value(self._sealer.open_value(row) or {})
             if typed is not None and (c := profile_candidate(row, typed, now=now,
                                                               decay_rate_per_day=settings.decay_rate_per_day)):

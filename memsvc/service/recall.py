@@ -203,7 +203,7 @@ class Recall:
         if budget.cut is not None:
             returned[-1] = dataclasses.replace(returned[-1], content=budget.cut, truncated=True)
         if q.include_archived:
-            returned = [self._restored(caller.tenant_id, r) for r in returned]
+            returned = [self._restored(caller, r) for r in returned]
         if returned:
             self._accesses.record(caller.tenant_id, [(r.memory.namespace, r.memory.key, r.memory.id)
                                                      for r in returned], now)
@@ -228,12 +228,16 @@ class Recall:
         })
         return result
 
-    def _restored(self, tenant: str, r: Recalled) -> Recalled:
-        """An archived memory being returned, restored (this recall is its use): the new version."""
+    def _restored(self, caller: Caller, r: Recalled) -> Recalled:
+        """An archived memory being returned, restored (this recall is its use): the new version.
+        Only for a caller who may write it (a read right alone writes nothing): else as read."""
         typed = None if is_messages_namespace(r.memory.namespace) else TypedMemory.from_value(r.memory.value)
         if typed is None or not typed.archived:
             return r
-        restored = self._restore(tenant, r.memory)
+        policies = self._access.policies.get(caller.tenant_id)
+        if not policies.allow("write", list(r.memory.namespace), r.memory.key, caller.policy_context()):
+            return r
+        restored = self._restore(caller.tenant_id, r.memory)
         return dataclasses.replace(r, memory=restored) if restored is not None else r
 
     def _graph_expansion(self, tenant: str, scopes: Sequence[_Scope], hits: Sequence[Recalled],

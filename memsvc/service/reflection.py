@@ -35,13 +35,14 @@ import base64
 import bisect
 import dataclasses
 import logging
+import random
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from pydantic import Field, StrictStr
+from pydantic import Field, StrictStr, field_validator
 
 from memsvc.core.consolidation import Thresholds, stored_value
 from memsvc.core.errors import Conflict
@@ -61,19 +62,32 @@ from memsvc.service.profile import ProfileCandidate, Profiles, best_candidates, 
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import SettingsRegistry, TenantSettings
 
-__all__ = ["Reflection", "ReflectUser", "ReflectionRun", "MAX_JUDGE_CALLS", "REFLECTED_LAYERS"]
+__all__ = ["Reflection", "ReflectUser", "ReflectionRun", "MAX_JUDGE_CALLS", "REFLECTED_LAYERS", "REQUEST_BUDGET"]
 
 log = logging.getLogger(__name__)
 
 MAX_JUDGE_CALLS = 1000  # on AWS each is a Bedrock call (Nova Micro: ~150 tokens)
 _BOOKKEEPING = ("archived_at", "effective_importance", "active_at", "reflected_version")
 REFLECTED_LAYERS = ("agent", "user", "session")  # the layers that belong to one user
+# Memories one admin-triggered run takes: it answers a request (on Lambda, within the API's 25 s,
+# pure-Python comparisons at ~11 µs a pair: 500 x 500 is ~1.4 s at worst).
+REQUEST_BUDGET = 500
+_STATEMENT_ACTIONS = frozenset({None, "created", "updated", "merged"})
 
 
 class ReflectUser(Command):
     """`POST /admin/v1/memories/reflect`."""
 
-    user_id: StrictStr = Field(min_length=1, max_length=256, description="the user whose memories to reflect on")
+    user_id: StrictStr = Field(min_length=1, max_length=256, json_schema_extra={"pattern": "^[^\\x00-\\x1f\\x7f]+$"},
+                               description="the user whose memories to reflect on: a namespace segment, no control "
+                                           "characters")
+
+    @field_validator("user_id")
+    @classmethod
+    def _a_segment(cls, value: str) -> str:
+        if any(ord(c) < 0x20 or ord(c) == 0x7F for c in value) or not value.strip():
+            raise ValueError("must be a user id: no control characters, not blank")
+        return value
 
 
 @dataclass
@@ -122,9 +136,12 @@ class Reflection:
         self._clock = clock
 
     def reflect(self, caller: Caller, cmd: ReflectUser) -> ReflectionRun:
-        """The admin trigger: one run for `cmd.user_id` of the caller's tenant, whatever the schedule."""
+        """The admin trigger: one run for `cmd.user_id` of the caller's tenant, whatever the schedule,
+        of at most `REQUEST_BUDGET` memories (it answers a request: call again with the run not
+        `done` to go on from its cursor; the schedule takes the tenant's whole budget)."""
         self._access.admin(caller)
-        return self.run(caller.tenant_id, cmd.user_id)
+        return self.run(caller.tenant_id, cmd.user_id,
+                        budget=min(REQUEST_BUDGET, self._settings.get(caller.tenant_id).reflection_max_memories))
 
     def run_due(self, tenants: Iterable[str], *, max_users: int = 20) -> int:
         """One run for each user who is due (see the module's doc), at most `max_users` tried in
@@ -137,6 +154,9 @@ class Reflection:
                 continue
             now = self._clock.now()
             users = sorted({ns[1] for ns in self._items.list_namespaces(tenant, ("user",), now) if len(ns) >= 2})
+            # In a random order: users who keep failing (a throttled dependency) never hold up the
+            # same others pass after pass.
+            random.shuffle(users)
             for user in users:
                 if tried >= max_users:
                     return ran
@@ -150,8 +170,9 @@ class Reflection:
                 try:
                     self.run(tenant, user)
                     ran += 1
-                except Exception:  # one user's failure (a throttled dependency) is the next pass's
-                    log.exception("reflection failed", extra={"tenant": tenant})
+                except Exception as exc:  # one user's failure (a throttled dependency) is the next pass's
+                    # The type only: an adapter's message may quote what it was given.
+                    log.warning("reflection failed", extra={"tenant": tenant, "error": type(exc).__name__})
         return ran
 
     def run(self, tenant: str, user_id: str, *, budget: int | None = None) -> ReflectionRun:
@@ -213,7 +234,7 @@ class Reflection:
             if vector is not None:  # a version not indexed yet waits for the next pass
                 category = m.typed.category.casefold() if m.typed.category else None
                 groups[(m.row.namespace, m.typed.kind, category)].append(
-                    Member(m.row.key, m.typed, m.row.created_at, vector))
+                    Member(m.row.key, m.typed, _stated_at(m.row), vector))
 
         def judge(existing: TypedMemory, candidate: TypedMemory) -> Verdict | None:
             if stats.judge_calls >= MAX_JUDGE_CALLS:
@@ -243,9 +264,16 @@ class Reflection:
                 active[into_key] = max(active[into_key], active[k])
         written: list[StoredItem] = []
         candidates: list[ProfileCandidate] = []
-        for k, m in by_key.items():
+        unwritten: set[str] = set()  # merges that lost a race: their duplicates stay as they are
+        # A merge target first, then the duplicate it absorbs: the newer statement is never
+        # superseded unless the memory taking its wording was written (a run cut off in between
+        # leaves two current copies, merged again by the next pass: nothing is lost).
+        for k, m in sorted(by_key.items(), key=lambda kv: outcome.get(kv[0]) == "duplicate_superseded"):
             typed = changed.get(k, m.typed)
             action: LifecycleAction | None = outcome.get(k)  # type: ignore[assignment]
+            if action == "duplicate_superseded" and _ref_key(m.row.namespace, typed.superseded_by or "") in unwritten:
+                stats.skipped += 1
+                continue
             effective = None
             if not typed.superseded:
                 effective = effective_importance(typed, access_count=m.row.access_count, active=active[k], now=now,
@@ -263,6 +291,7 @@ class Reflection:
                 item = self._write_one(m, typed, action)
                 if item is None:
                     stats.skipped += 1
+                    unwritten.add(k)
                     continue
                 written.append(item)
                 _count(stats, action)
@@ -309,6 +338,13 @@ class Reflection:
             payload = {"cursor": [list(state.cursor[0]), state.cursor[1]], "pool": [c.to_json() for c in state.pool]}
             doc["sealed"] = base64.b64encode(self._sealer.seal_record(tenant, ("reflection", user), payload)).decode()
         self._configs.put_config(tenant, _state_name(user), doc)
+
+
+def _stated_at(row: StoredItem) -> datetime:
+    """When the memory's statement was made: its last write that set its content (a create, a
+    remember update or merge, a plain write), else its first (feedback, reflection's bookkeeping
+    and a restore keep the statement: their time is not its)."""
+    return row.updated_at if row.action in _STATEMENT_ACTIONS else row.created_at
 
 
 def _reflected(namespace: tuple[str, ...], settings: TenantSettings) -> bool:

@@ -76,17 +76,20 @@ class Restore:
             return None
         value, attributes = self._sealer.open_item(row)
         try:
-            item, new_value = self._write(row, value or {}, attributes)
+            # Indexed by the background indexer, not inline: a read stays a read (a failing
+            # embedder cannot fail the recall after it wrote), and the recall returns it anyway.
+            item, new_value = self._write(row, value or {}, attributes, sync_index=False)
         except Conflict:
             return None
         return memory_of(item, value=with_counters(new_value, item), attributes=attributes, score=memory.score)
 
-    def _write(self, row: StoredItem, value: dict, attributes: dict | None) -> tuple[StoredItem, dict]:
+    def _write(self, row: StoredItem, value: dict, attributes: dict | None, *,
+               sync_index: bool = True) -> tuple[StoredItem, dict]:
         new_value = {k: v for k, v in value.items() if k != "archived_at"}
         item = self._memories.write_version(
             row.tenant, row.namespace, row.key, new_value, old=row, attributes=attributes,
             policy_attributes=row.policy_attributes, index_fields=row.index_fields, ttl_seconds=row.ttl_seconds,
             action="restored")
-        # Indexed before answering, as feedback does: the restored version is found by meaning at once.
-        self._memories.settle([item], sync_index=True)
+        # The route's answer is indexed first, as feedback's is: found by meaning at once.
+        self._memories.settle([item], sync_index=sync_index)
         return item, new_value

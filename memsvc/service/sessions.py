@@ -271,17 +271,23 @@ class Sessions:
 
     def remove_due(self, limit: int = 100) -> int:
         """Auto-delete: remove the closed sessions whose `delete_after` has passed (the local
-        sweeper and the AWS retention function call this); how many sessions went."""
+        sweeper and the AWS retention function call this); how many due sessions were handled
+        (removed, or deferred). A session whose messages still wait for their extraction (retried
+        in the background) is deferred once, to `EXTRACTION_GRACE` after its close: no longer due
+        till then, so it never holds up the sessions due behind it."""
         now = self._clock.now()
         due = self._store.due_for_deletion(now, limit)
-        removed = 0
         for record in due:
-            if record.extracted_seq < record.seq and record.extract != "off" and record.delete_after is not None \
-                    and now - record.delete_after < EXTRACTION_GRACE:
-                continue  # its messages wait for their extraction (retried in the background) a while
+            closed_at = record.closed_at or now
+            if record.extract != "off" and record.extracted_seq < record.seq and now < closed_at + EXTRACTION_GRACE:
+                try:
+                    self._store.update(replace(record, delete_after=closed_at + EXTRACTION_GRACE),
+                                       expected_version=record.version)
+                except Conflict:
+                    pass  # reopened, or changed by a close or PUT since: the next sweep sees it as it is
+                continue
             self.remove(record.tenant, record.user_id, record.session_id)
-            removed += 1
-        return removed
+        return len(due)
 
     def mark_closed(self, caller: Caller, session_id: str, *, delete_after: datetime | None) -> SessionRecord:
         """Close the session (again: the first close's time stays), set or clear its deletion time;

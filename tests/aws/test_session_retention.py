@@ -22,13 +22,13 @@ def test_removes_due_sessions_only(stack):
             services.sessions.create(ALICE, CreateSession(session_id=session_id))
             services.sessions.append(ALICE, session_id, AppendMessage(role="user", content=f"hello from {session_id}"))
         services.close_session.close(ALICE, "old")
-        assert session_retention.handler({}, LambdaContext()) == {"removed": 0}
+        assert session_retention.handler({}, LambdaContext()) == {"handled": 0}
         stack.clock.advance(3 * 86400)
-        assert session_retention.handler({}, LambdaContext()) == {"removed": 1}
+        assert session_retention.handler({}, LambdaContext()) == {"handled": 1}
         listed, _ = services.sessions.list(ALICE, ListSessions())
         assert [s.session_id for s in listed] == ["kept"]
         left = services.search.search(ALICE, SearchQuery(namespace_prefix=["user", "alice", "sessions"]))
         assert [m.namespace[3] for m in left] == ["kept"]
-        assert session_retention.handler({}, LambdaContext()) == {"removed": 0}
+        assert session_retention.handler({}, LambdaContext()) == {"handled": 0}
     finally:
         runtime.set_app(None)

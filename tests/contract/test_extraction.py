@@ -12,7 +12,7 @@ from datetime import timedelta
 
 import pytest
 
-from memsvc.core.errors import ContentTooLong, Forbidden, InvalidArgument, NotFound, ProviderError
+from memsvc.core.errors import ContentTooLong, Forbidden, InvalidArgument, NotFound, ProviderError, StoreUnavailable
 from memsvc.core.extraction import Candidate
 from memsvc.core.models import Caller
 from memsvc.service.extraction import ExtractionQueued, ExtractMemories
@@ -260,15 +260,61 @@ class TestSessions:
     def test_a_long_backlog_continues_job_after_job(self, app, monkeypatch):
         from memsvc.service import extraction
         monkeypatch.setattr(extraction, "MAX_EXTRACT_MESSAGES", 2)  # batches of two, one batch a job
-        monkeypatch.setattr(extraction, "_BATCHES_PER_JOB", 1)
-        app.settings.update("acme", SettingsPatch(extract_every_messages=5))
+        app.settings.update("acme", SettingsPatch(extract_every_messages=2))
         create(app, extract="continuous")
         for city in ("Berlin", "Rome", "Oslo", "Lima", "Kyiv"):
             say(app, f"I visited {city}")
-        for _ in range(5):
+        for _ in range(4):
             run_jobs(app)
+        # A full batch due at once, job after job; the last message waits for the session to go idle.
+        assert app.scripted.calls == [[1, 2], [3, 4]]
+        close(app)
         assert app.scripted.calls == [[1, 2], [3, 4], [5]]
         assert app.app.services.sessions.get(alice(), "s1").extracted_seq == 5
+
+    def test_two_runs_never_extract_one_batch_twice(self, app):
+        create(app, extract="on_close")
+        say(app, "I live in Berlin")
+        record = app.app.services.sessions.record(alice(), "s1")
+        store = app.app.services.extraction._session_store
+        now = app.clock.now()
+        # Another run holds the batch: a close extracts nothing itself and leaves it pending.
+        assert store.claim_extraction("acme", "alice", "s1", from_seq=0, now=now, until=now + timedelta(minutes=5))
+        assert not store.claim_extraction("acme", "alice", "s1", from_seq=0, now=now, until=now + timedelta(minutes=5))
+        closed = close(app)
+        assert closed.extraction_pending and app.scripted.calls == []
+        assert record.extracted_seq == 0
+        app.clock.advance(301)  # the other run died: its lease expires, and the queued job extracts
+        run_jobs(app)
+        assert app.scripted.calls == [[1]] and app.app.services.sessions.get(alice(), "s1").extracted_seq == 1
+
+    def test_a_batch_the_model_keeps_refusing_is_skipped_and_said(self, app):
+        create(app, extract="on_close")
+        say(app, "I live in Berlin")
+        app.scripted.fail = ProviderError("refused", details={"reason": "refused"})
+        assert close(app).extraction_pending
+        for _ in range(3):  # retried, then passed over on the third attempt
+            if app.local is not None:
+                app.clock.advance(600)
+            run_jobs(app)
+        assert app.app.services.sessions.get(alice(), "s1").extracted_seq == 1
+        reasons = [v.event.reason for v in events(app, kinds=["error"])]
+        assert "extraction skipped messages 1 to 1 (refused, after repeated attempts)" in reasons
+
+    def test_an_append_is_stored_even_when_its_job_cannot_be_queued(self, app, monkeypatch):
+        create(app, extract="continuous")
+        queue = app.app.services.extraction._queue
+
+        def down(*args, **kwargs):
+            raise StoreUnavailable("the queue is down")
+
+        monkeypatch.setattr(queue, "enqueue", down)
+        appended = say(app, "I live in Berlin")
+        assert appended.seq == 1
+        monkeypatch.undo()
+        monkeypatch.setattr(app.app.services.extraction, "_extractor", app.scripted)
+        assert close(app).extraction_pending is False  # the close catches up
+        assert app.scripted.calls == [[1]]
 
     def test_a_failing_model_at_close_keeps_the_messages(self, app):
         app.settings.update("acme", SettingsPatch(session_auto_delete=True, session_retention_days=0))
@@ -287,6 +333,25 @@ class TestSessions:
         app.app.services.sessions.remove_due()
         with pytest.raises(NotFound):
             app.app.services.sessions.get(alice(), "s1")
+
+    def test_sessions_waiting_for_extraction_never_hold_up_the_retention_sweep(self, app):
+        app.settings.update("acme", SettingsPatch(session_auto_delete=True, session_retention_days=0))
+        app.scripted.fail = ProviderError("no answer", details={"reason": "unavailable"})
+        for session in ("a", "b"):
+            create(app, session, extract="on_close")
+            say(app, "I live in Berlin", session)
+            close(app, session)  # pending: kept
+        store = app.app.services.extraction._session_store
+        assert len(store.due_for_deletion(app.clock.now(), 10)) == 2
+        assert app.app.services.sessions.remove_due(2) == 2  # a and b: deferred, no longer due...
+        assert store.due_for_deletion(app.clock.now(), 10) == []  # ...so the sessions behind them are next
+        for session in ("a", "b"):
+            view = app.app.services.sessions.get(alice(), session)
+            assert view.delete_after == view.closed_at + timedelta(hours=24)
+        app.clock.advance(24 * 3600 + 1)  # the grace is over: deleted as promised, extracted or not
+        assert app.app.services.sessions.remove_due(10) == 2
+        with pytest.raises(NotFound):
+            app.app.services.sessions.get(alice(), "a")
 
     def test_a_session_is_its_users_alone(self, app):
         create(app, extract="on_close")

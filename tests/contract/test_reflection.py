@@ -120,9 +120,11 @@ class TestConsolidation:
 
         monkeypatch.setattr(memories, "write_version", racing)
         run = reflect(backend)
-        assert run.skipped == 1 and run.merged == 0
+        assert run.skipped == 2 and run.merged == 0 and run.superseded == 0  # the merge, then its duplicate
         assert get(backend, older.key).value["content"] == "mine now"
-        assert get(backend, newer.key).value.get("superseded_by") == older.key
+        # The newer statement is kept current: it was not merged anywhere, so it is not superseded.
+        assert get(backend, newer.key).value.get("superseded_by") is None
+        assert get(backend, newer.key).value["content"] == B
 
 
 class TestImportanceAndArchive:
@@ -267,6 +269,18 @@ class TestProfile:
         stored = backend.store.get_config("acme", "profile#alice")
         assert stored is not None and "zebra" not in json.dumps(stored)
         assert profile(backend).built_at == got.built_at  # read as stored
+
+    def test_what_changed_since_it_was_built_is_read_as_it_is_now(self, backend):
+        gone = remember(backend, "The user prefers zebra-striped notebooks", type="preference", importance=0.9)
+        wrong = remember(backend, "The user is a nurse at the city hospital", importance=0.8)
+        kept = remember(backend, "The user prefers green tea", type="preference", importance=0.7)
+        assert len(profile(backend).items) == 3  # built, and stored
+        backend.memories.delete(alice(), list(NS), gone.key)
+        from memsvc.service.feedback import GiveFeedback
+        backend.app.services.feedback.give(alice(), GiveFeedback(id=wrong.id, signal="wrong"))
+        useful = backend.app.services.feedback.give(alice(), GiveFeedback(id=kept.id, signal="useful"))
+        got = profile(backend)
+        assert [(i.content, i.id) for i in got.items] == [("The user prefers green tea", useful.memory.id)]
 
     @pytest.mark.parametrize("caller", [bob(), Caller(tenant_id="globex", user_id="alice", roles=("user",))],
                              ids=["another user", "same user id in another tenant"])

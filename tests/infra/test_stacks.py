@@ -335,8 +335,9 @@ def test_a_reservation_must_leave_the_account_100_unreserved():
 
 @pytest.mark.parametrize("env", ENVS)
 def test_remember_queue_dead_letters_and_who_may_use_it(assembly, env):
-    """`wait: false`: the API only sends to the remember queue; the remember function consumes it
-    (partial batch failures), and what fails 5 times moves to the encrypted dead-letter queue."""
+    """`wait: false`: the API sends to the remember queue; the remember function consumes it
+    (partial batch failures) and sends extractions' follow-ups, and what fails 5 times moves to the
+    encrypted dead-letter queue."""
     t = assembly.templates[env]
     queues = {k: r["Properties"] for k, r in resources_of(t, "AWS::SQS::Queue").items()}
     (queue_id,) = [k for k, q in queues.items() if q.get("QueueName") == f"memsvc-{env}-remember"]
@@ -353,10 +354,12 @@ def test_remember_queue_dead_letters_and_who_may_use_it(assembly, env):
                   if m["Properties"]["FunctionName"]["Ref"] == remember_id]
     assert mapping["EventSourceArn"] == {"Fn::GetAtt": [queue_id, "Arn"]}
     assert mapping["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
-    api_env = functions[f"memsvc-{env}-api"][1]["Environment"]["Variables"]
-    assert api_env["MEMSVC_REMEMBER_QUEUE_URL"] == {"Ref": queue_id}
-    sends = [st for st in statements(t, "ApiServiceRole") if "sqs:SendMessage" in as_list(st["Action"])]
-    assert [as_list(st["Resource"]) for st in sends] == [[{"Fn::GetAtt": [queue_id, "Arn"]}]]
+    # The API sends, and so does the remember function: queued extractions queue their follow-ups.
+    for name, role in (("api", "ApiServiceRole"), ("remember", "RememberServiceRole")):
+        variables = functions[f"memsvc-{env}-{name}"][1]["Environment"]["Variables"]
+        assert variables["MEMSVC_REMEMBER_QUEUE_URL"] == {"Ref": queue_id}
+        sends = [st for st in statements(t, role) if "sqs:SendMessage" in as_list(st["Action"])]
+        assert [as_list(st["Resource"]) for st in sends] == [[{"Fn::GetAtt": [queue_id, "Arn"]}]]
     judge = [st for role in ("ApiServiceRole", "RememberServiceRole") for st in statements(t, role)
              if "amazon.nova-micro-v1:0" in json.dumps(st["Resource"])]
     assert len(judge) == 2 and all(as_list(st["Action"]) == ["bedrock:InvokeModel"] for st in judge)

@@ -391,10 +391,19 @@ def test_a_megabyte_conversation_is_cut_to_the_bound_keeping_the_newest():
     messages = [message(i, f"message {i} " + "x" * 10_000) for i in range(99)] + [message(99, "y" * 1_000_000)]
     prompt, shown = conversation_prompt(messages)
     header = "The conversation:\n"
-    assert prompt.startswith(header) and len(prompt) <= MAX_EXTRACT_CHARS + len(header)
+    # The texts fit MAX_EXTRACT_CHARS; each shown line adds its framing (`[seq] speaker: `, a newline).
+    framing = sum(len(f"[{seq}] user: ") + 1 for seq in shown)
+    assert prompt.startswith(header) and len(prompt) <= MAX_EXTRACT_CHARS + len(header) + framing
     assert shown[0] == 99 and sorted(shown) == list(range(min(shown), 100))  # the newest, without a gap
     lines = prompt.splitlines()[1:]
     assert lines[-1].startswith("[99] user: yyy") and [int(line[1:line.index("]")]) for line in lines] == sorted(shown)
+
+
+def test_a_batch_that_fits_what_an_extractor_reads_is_shown_whole():
+    from memsvc.core.extraction import read_chars
+    messages = [message(i, f"m{i} " + "z" * 316) for i in range(100)]  # 32,000 characters of text with the framing
+    assert sum(read_chars(m.content) for m in messages) <= MAX_EXTRACT_CHARS
+    assert sorted(conversation_prompt(messages)[1]) == list(range(100))
 
 
 def test_the_answer_is_read_defensively():

@@ -87,15 +87,28 @@ class DynamoSessionStore:
         self._transact(actions, lost=Conflict("the session changed while this write was in flight",
                                               details={"expected_version": expected_version}))
 
+    def claim_extraction(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, now: datetime,
+                         until: datetime) -> bool:
+        return self._extraction_update(
+            tenant, user_id, session_id, from_seq, "SET #xl = :until",
+            " AND (attribute_not_exists(#xl) OR #xl < :now)",
+            {":until": {"N": str(to_epoch_us(until))}, ":now": {"N": str(to_epoch_us(now))}})
+
     def mark_extracted(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, to_seq: int) -> bool:
+        return self._extraction_update(tenant, user_id, session_id, from_seq, "SET #xs = :to REMOVE #xl", "",
+                                       {":to": {"N": str(to_seq)}})
+
+    def _extraction_update(self, tenant: str, user_id: str, session_id: str, from_seq: int, update: str,
+                           condition: str, values: dict[str, Any]) -> bool:
+        """An UpdateItem of the extraction fields, if `extracted_seq` is still `from_seq` (a session
+        from before extraction has none: 0); False when that condition fails."""
+        at = "#xs = :from" if from_seq else "(attribute_not_exists(#xs) OR #xs = :from)"
         try:
             self._db.update_item(
-                TableName=self._table, Key=_key(tenant, user_id, session_id),
-                UpdateExpression="SET #xs = :to",
-                ConditionExpression="attribute_exists(pk) AND (#xs = :from OR (attribute_not_exists(#xs) AND :from = :zero))",
-                ExpressionAttributeNames={"#xs": "xseq"},
-                ExpressionAttributeValues={":to": {"N": str(to_seq)}, ":from": {"N": str(from_seq)},
-                                           ":zero": {"N": "0"}})
+                TableName=self._table, Key=_key(tenant, user_id, session_id), UpdateExpression=update,
+                ConditionExpression=f"attribute_exists(pk) AND {at}{condition}",
+                ExpressionAttributeNames={"#xs": "xseq", "#xl": "xlease"},
+                ExpressionAttributeValues={":from": {"N": str(from_seq)}, **values})
         except ClientError as exc:
             if error_code(exc) == "ConditionalCheckFailedException":
                 return False
@@ -249,4 +262,5 @@ def _record(row: dict[str, Any]) -> SessionRecord:
         delete_after=from_epoch_us(int(row["dla"]["N"])) if "dla" in row else None,
         extract=row["ext"]["S"] if "ext" in row else "off",
         extracted_seq=int(row["xseq"]["N"]) if "xseq" in row else 0,
+        extract_lease_until=from_epoch_us(int(row["xlease"]["N"])) if "xlease" in row else None,
     )

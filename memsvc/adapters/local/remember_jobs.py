@@ -49,8 +49,12 @@ class SqliteRememberQueue:
         now = to_epoch_us(self._clock.now())
         due = now + max(0, min(900, delay_seconds)) * 1_000_000
         with self._db.tx() as conn:
-            conn.execute("INSERT OR IGNORE INTO remember_jobs (tenant, candidate_id, sealed, not_before, enqueued_at) "
-                         "VALUES (?, ?, ?, ?, ?)", (job.tenant, job.candidate_id, job.sealed, due, now))
+            # The same job queued again is one job; a parked one is given a fresh start (it was
+            # asked for again: an extraction retried after its model came back).
+            conn.execute("INSERT INTO remember_jobs (tenant, candidate_id, sealed, not_before, enqueued_at) "
+                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, candidate_id) DO UPDATE SET "
+                         "sealed = excluded.sealed, not_before = excluded.not_before, attempts = 0, parked = NULL "
+                         "WHERE parked IS NOT NULL", (job.tenant, job.candidate_id, job.sealed, due, now))
         self._on_enqueue()
 
     def drain(self, run: Callable[[RememberJob], Any], *, limit: int = 100) -> int:

@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     delete_after INTEGER,
     extract TEXT NOT NULL DEFAULT 'off',
     extracted_seq INTEGER NOT NULL DEFAULT 0,
+    extract_lease INTEGER,
     PRIMARY KEY (tenant, user_id, session_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS sessions_recent ON sessions (tenant, user_id, last_interaction DESC, session_id);
@@ -39,9 +40,10 @@ CREATE INDEX IF NOT EXISTS sessions_due ON sessions (delete_after) WHERE delete_
 """
 
 _COLUMNS = ("tenant, user_id, session_id, agent_id, sealed, created_at, updated_at, last_interaction, version, seq, "
-            "closed_at, delete_after, extract, extracted_seq")
+            "closed_at, delete_after, extract, extracted_seq, extract_lease")
 # Columns added since the table was first created: a data dir from before gets them at start.
-_ADDED_COLUMNS = {"extract": "TEXT NOT NULL DEFAULT 'off'", "extracted_seq": "INTEGER NOT NULL DEFAULT 0"}
+_ADDED_COLUMNS = {"extract": "TEXT NOT NULL DEFAULT 'off'", "extracted_seq": "INTEGER NOT NULL DEFAULT 0",
+                  "extract_lease": "INTEGER"}
 
 
 class SqliteSessionStore:
@@ -61,7 +63,7 @@ class SqliteSessionStore:
     def create(self, record: SessionRecord) -> None:
         with self._write() as conn:
             try:
-                conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES ({', '.join('?' * 14)})", _row(record))
+                conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES ({', '.join('?' * 15)})", _row(record))
             except sqlite3.IntegrityError:
                 raise Taken("a session with this id exists", details={"session_id": record.session_id}) from None
 
@@ -87,10 +89,19 @@ class SqliteSessionStore:
                 raise Conflict("the session changed while this write was in flight",
                                details={"expected_version": expected_version})
 
+    def claim_extraction(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, now: datetime,
+                         until: datetime) -> bool:
+        with self._write() as conn:
+            cur = conn.execute(
+                "UPDATE sessions SET extract_lease = ? WHERE tenant = ? AND user_id = ? AND session_id = ? "
+                "AND extracted_seq = ? AND (extract_lease IS NULL OR extract_lease < ?)",
+                (to_epoch_us(until), tenant, user_id, session_id, from_seq, to_epoch_us(now)))
+            return cur.rowcount == 1
+
     def mark_extracted(self, tenant: str, user_id: str, session_id: str, *, from_seq: int, to_seq: int) -> bool:
         with self._write() as conn:
             cur = conn.execute(
-                "UPDATE sessions SET extracted_seq = ? "
+                "UPDATE sessions SET extracted_seq = ?, extract_lease = NULL "
                 "WHERE tenant = ? AND user_id = ? AND session_id = ? AND extracted_seq = ?",
                 (to_seq, tenant, user_id, session_id, from_seq))
             return cur.rowcount == 1
@@ -192,7 +203,7 @@ def _at(us: int | None) -> datetime | None:
 def _row(r: SessionRecord) -> tuple[Any, ...]:
     return (r.tenant, r.user_id, r.session_id, r.agent_id, r.sealed, to_epoch_us(r.created_at),
             to_epoch_us(r.updated_at), to_epoch_us(r.last_interaction), r.version, r.seq, _us(r.closed_at),
-            _us(r.delete_after), r.extract, r.extracted_seq)
+            _us(r.delete_after), r.extract, r.extracted_seq, _us(r.extract_lease_until))
 
 
 def _record(row: Any) -> SessionRecord:
@@ -200,5 +211,5 @@ def _record(row: Any) -> SessionRecord:
         tenant=row[0], user_id=row[1], session_id=row[2], agent_id=row[3], sealed=bytes(row[4]),
         created_at=from_epoch_us(row[5]), updated_at=from_epoch_us(row[6]), last_interaction=from_epoch_us(row[7]),
         version=row[8], seq=row[9], closed_at=_at(row[10]), delete_after=_at(row[11]), extract=row[12],
-        extracted_seq=row[13],
+        extracted_seq=row[13], extract_lease_until=_at(row[14]),
     )
