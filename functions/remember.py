@@ -10,8 +10,8 @@ Redelivery is safe: a candidate already decided is found `unchanged` (its key is
 its namespace and content).
 
 Metrics (namespace `POWERTOOLS_METRICS_NAMESPACE`, default `memsvc`): `Records`, `Created`,
-`Updated`, `Superseded`, `Unchanged`, `Extracted` (an extraction job that ran), `Failed`; `ColdStart`. Logs carry message ids, actions and
-error codes, never the content.
+`Updated`, `Superseded`, `Unchanged`, `Extracted` (an extraction job that extracted), `Failed`;
+`ColdStart`. Logs carry message ids, actions and error codes, never the content.
 """
 
 from __future__ import annotations

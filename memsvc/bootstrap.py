@@ -50,6 +50,7 @@ from memsvc.service.sessions import Sessions
 from memsvc.service.sweeper import Sweeper
 from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 from memsvc.service.timeline import Timeline, TimelineReader
+from memsvc.service.history import MemoryHistory
 
 if TYPE_CHECKING:
     from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
@@ -288,6 +289,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         extraction=extraction,
         feedback=Feedback(items=items, memories=memories, access=access, sealer=sealer, clock=clock),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=cursors, access=access),
+        history=MemoryHistory(log_=event_log, items=items, sealer=sealer, cursors=cursors, access=access),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),
         health=health,

@@ -172,7 +172,8 @@ class ChangeFeed(Protocol):
 class EventLog(Protocol):
     """The event timeline: per tenant, events in `occurred_at` order, recorded exactly once.
 
-    Written by one consumer of the change feed; read by `GET /v1/memories/events`.
+    Written by one consumer of the change feed; read by `GET /v1/memories/events` and, one key at
+    a time, `GET /v1/memories/history`.
     """
 
     def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
@@ -195,6 +196,14 @@ class EventLog(Protocol):
         """The tenant's events under `prefix` of these kinds, in (`occurred_at`, `id`) order,
         strictly after `start_after` and `after` and strictly before `before`, fetched lazily.
         Never yields an event stamped below one it has already yielded."""
+
+    def history(
+        self, tenant: str, namespace: tuple[str, ...], key: str, *,
+        before: tuple[datetime, str] | None = None, limit: int = 20,
+    ) -> list[TimelineEvent]:
+        """One key's version events (add, update, delete, expired), newest first, strictly before
+        `before` in (`occurred_at`, `id`) order, at most `limit`. Read through a per-key index:
+        the work is linear in `limit`, never in the tenant's or the namespace's history."""
 
     def purge(self, tenant: str, before: datetime) -> int:
         """Drop events stamped before `before` (retention); 0 where the database expires them."""

@@ -26,7 +26,7 @@ from infra.constructs.table import ItemTable, KeywordTable
 from infra.constructs.vectors import VectorStore
 from infra.nag import acknowledge
 from layers.build import LayerSpec, build, layer_spec, package_code
-from memsvc.adapters.aws.dynamo_store import GSI_ID, GSI_PENDING, GSI_RECENT
+from memsvc.adapters.aws.dynamo_store import GSI_HISTORY, GSI_ID, GSI_PENDING, GSI_RECENT
 from memsvc.adapters.aws.kms_keys import ENCRYPTION_CONTEXT_KEY
 
 __all__ = [
@@ -342,8 +342,9 @@ class ApiFunction(Construct):
         s.allow(sid="ItemTable", resources=[table.table_arn], actions=[
             "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
             "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"])
+        # GSI_HISTORY: GET /v1/memories/history reads a key's timeline events through it.
         s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"],
-                resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING)])
+                resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING, GSI_HISTORY)])
         s.allow(sid="EventBus", actions=["events:PutEvents"], resources=[event_bus.event_bus_arn])
         s.allow(sid="KeywordTable", actions=KEYWORD_TABLE_ACTIONS, resources=[keywords.table_arn])
         s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],

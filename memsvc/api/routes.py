@@ -24,6 +24,7 @@ from memsvc.ports import Metrics
 from memsvc.service.admin import Admin
 from memsvc.service.extraction import Extraction, ExtractionQueued
 from memsvc.service.feedback import Feedback
+from memsvc.service.history import HistoryQuery, MemoryHistory
 from memsvc.service.graph import (EntityRef, FindEntities, Graph, PathQuery, PutEntity, PutRelation, RelatedQuery,
                                   RelationRef)
 from memsvc.service.memories import Memories
@@ -69,6 +70,8 @@ class Services:
     restore: Restore
     profiles: Profiles
     reflection: Reflection
+    # Memory history (issue 25).
+    history: MemoryHistory
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -116,6 +119,10 @@ def _extract(app: Services, c: Call) -> Response:
 
 def _events(app: Services, c: Call) -> s.EventsOut:
     return s.EventsOut.of(app.timeline.events(c.caller, c.query))
+
+
+def _history(app: Services, c: Call) -> s.HistoryOut:
+    return s.HistoryOut.of(app.history.history(c.caller, c.query))
 
 
 def _get_policies(app: Services, c: Call) -> s.PoliciesOut:
@@ -389,6 +396,8 @@ ROUTES: tuple[Route, ...] = (
           response=s.NamespacesOut),
     Route("GET", "/v1/memories/events", "The event timeline, oldest first", _events, query=EventsQuery,
           response=s.EventsOut),
+    Route("GET", "/v1/memories/history", "Every version of one memory, newest first", _history,
+          query=HistoryQuery, response=s.HistoryOut),
     Route("GET", "/admin/v1/memories/policies", "The tenant's policy bundle", _get_policies,
           response=s.PoliciesOut),
     Route("PUT", "/admin/v1/memories/policies", "Replace the tenant's policy bundle", _put_policies,

@@ -17,6 +17,7 @@ from memsvc.core.validation import Command, Namespace
 from memsvc.service.admin import IndexRetry, IndexRun, IndexStatus, PolicyBundle, RetryOutcome
 from memsvc.service.extraction import Extracted, ExtractMemories
 from memsvc.service.feedback import FeedbackGiven, GiveFeedback
+from memsvc.service.history import HistoryPage
 from memsvc.service.memories import PutMemory
 from memsvc.service.graph import Entity, PathAnswer, Related
 from memsvc.service.recall import RecallQuery, RecallResult, Recalled
@@ -74,6 +75,9 @@ __all__ = [
     "SessionClosedOut",
     "SemanticUpsertOut",
     "SemanticOut",
+    "HistoryOut",
+    "HistoryVersionOut",
+    "ReplacedByOut",
 ]
 
 # The request bodies are the services' commands, under the component names the API has always
@@ -782,3 +786,51 @@ class ProfileOut(Answer):
         return cls(user_id=p.user_id, built_at=p.built_at, token_count=p.token_count, items=[
             ProfileItemOut(id=i.id, key=i.key, namespace=list(i.namespace), content=i.content, type=i.type,
                            category=i.category, importance=i.importance) for i in p.items])
+
+
+# -- Memory history (issue 25): `GET /v1/memories/history` ------------------------------------
+
+
+class ReplacedByOut(Answer):
+    id: str = Field(description="the next version's id (for add/update, its memory id; for delete, the tombstone's)")
+    version: int
+    kind: EventKind
+
+
+class HistoryVersionOut(Answer):
+    id: str = Field(description="the version's id: for add/update, the memory id; for delete/expired, the event's")
+    memory_id: str = Field(description="the memory the version is (add/update) or removed (delete/expired)")
+    version: int
+    kind: EventKind = Field(description="add, update, delete or expired")
+    action: WriteAction | None = Field(
+        None, description="what remember, feedback, extraction or reflection did, for a version they wrote")
+    reason: str | None = None
+    occurred_at: Rfc3339 = Field(description="when it happened (the timeline's stamp)")
+    expires_at: Rfc3339 | None
+    value: dict[str, Any] | None = Field(description="the value then; null for delete and expired")
+    attributes: dict[str, Any] | None
+    replaced_by: ReplacedByOut | None = Field(description="the version after this one; null for the newest")
+    superseded_by: str | None = Field(
+        None, description="a superseded typed memory: the key of the memory that replaced it (from its value)")
+    recorded: bool = Field(
+        description="false for the current version the timeline has not recorded yet (a moment after a write)")
+
+
+class HistoryOut(Answer):
+    versions: list[HistoryVersionOut] = Field(description="newest first")
+    next_cursor: str | None = Field(description="pass as cursor for older versions; null on the last page")
+    past_retention_before: int | None = Field(description=(
+        "on the last page: versions before this one are past retention (tombstone_retention_days) and no "
+        "longer held; null when the history is complete or more pages follow"))
+    retention_days: int = Field(description="the tenant's tombstone_retention_days: how long versions are kept")
+
+    @classmethod
+    def of(cls, page: HistoryPage) -> Self:
+        return cls(next_cursor=page.next_cursor, past_retention_before=page.past_retention_before,
+                   retention_days=page.retention_days, versions=[HistoryVersionOut(
+                       id=v.event_id, memory_id=v.memory_id, version=v.version, kind=v.kind, action=v.action,
+                       reason=v.reason, occurred_at=v.occurred_at, expires_at=v.expires_at, value=v.value,
+                       attributes=v.attributes, superseded_by=v.superseded_by, recorded=v.recorded,
+                       replaced_by=ReplacedByOut(id=v.replaced_by[0], version=v.replaced_by[1],
+                                                 kind=v.replaced_by[2]) if v.replaced_by else None)
+                       for v in page.versions])

@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from memsvc.core.same_fact import Verdict, judge_statements, normalize_content
 from memsvc.core.typed_memory import TypedMemory
+from memsvc.core.validity import closed_at, earliest_start
 
 __all__ = ["Thresholds", "Decision", "decide", "merge", "supersede", "candidate_key", "stored_value",
            "SUPERSEDED_TAG", "MAX_MERGED_FROM", "CALIBRATED_THRESHOLDS", "thresholds_for"]
@@ -90,11 +91,13 @@ def decide(candidate: TypedMemory, neighbour: TypedMemory | None, score: float, 
     return Decision("update" if verdict.same_fact else "create", judge_asked=True, same_fact=verdict.same_fact)
 
 
-def merge(existing: TypedMemory, candidate: TypedMemory, candidate_key: str) -> TypedMemory:
+def merge(existing: TypedMemory, candidate: TypedMemory, candidate_key: str, *,
+          existing_created_at: datetime | None = None) -> TypedMemory:
     """Seed 002's update: the newer statement's content, tags united, importance the larger,
     pinned if either is, the candidate's key added to `merged_from`. The type stays the
     existing memory's (a default `fact` must not demote a `preference`). A memory stated again
-    is in use: an archived one is restored."""
+    is in use: an archived one is restored. Valid time: the earlier start of the two (the fact
+    held since the first said so), and the newer statement's end, as its content."""
     merged_from = tuple(k for k in existing.merged_from if k != candidate_key) + (candidate_key,)
     return dataclasses.replace(
         existing,
@@ -106,12 +109,17 @@ def merge(existing: TypedMemory, candidate: TypedMemory, candidate_key: str) -> 
         source=candidate.source or existing.source,
         merged_from=merged_from[-MAX_MERGED_FROM:],
         archived_at=None,
+        valid_from=earliest_start(existing, existing_created_at, candidate),
+        valid_to=candidate.valid_to,
     )
 
 
-def supersede(existing: TypedMemory, by_key: str) -> TypedMemory:
+def supersede(existing: TypedMemory, by_key: str, *, ends_at: datetime) -> TypedMemory:
+    """`existing` replaced by the memory at `by_key`, whose statement holds from `ends_at` (its
+    `valid_from`, else when it was stated): the older fact stopped holding then. The tag stays
+    beside the closed `valid_to`: recall and remember tell current facts by it."""
     tags = existing.tags if SUPERSEDED_TAG in existing.tags else (*existing.tags, SUPERSEDED_TAG)
-    return dataclasses.replace(existing, superseded_by=by_key, tags=tuple(tags))
+    return closed_at(dataclasses.replace(existing, superseded_by=by_key, tags=tuple(tags)), ends_at)
 
 
 def candidate_key(namespace: Sequence[str], content: str, *, slot: int = 0) -> str:

@@ -53,6 +53,7 @@ from memsvc.core.models import to_rfc3339
 from memsvc.core.same_fact import Verdict, judge_statements
 from memsvc.core.timestamps import parse_rfc3339
 from memsvc.core.typed_memory import TypedMemory
+from memsvc.core.validity import instant
 
 __all__ = ["IMPORTANCE_STEP", "NEIGHBOURS", "NeighbourSearch", "Member", "Outcome", "last_active",
            "effective_importance",
@@ -185,17 +186,26 @@ def consolidate(members: Sequence[Member], thresholds: Thresholds,
             answer = judge(older.typed, newer.typed)
             relation = answer.relation if answer is not None else "different"
         if relation == "same" and score >= auto_update:
-            merged = merge(older.typed, newer.typed, newer.key)
+            merged = merge(older.typed, newer.typed, newer.key, existing_created_at=older.created_at)
             if not (older.typed.archived and newer.typed.archived):
                 merged = dataclasses.replace(merged, archived_at=None)  # the fact was stated again
             current[older.key], outcome[older.key] = merged, outcome.get(older.key, "merged")
-            current[newer.key], outcome[newer.key] = supersede(newer.typed, older.key), "duplicate_superseded"
+            # The merged memory holds over both statements' time; the copy keeps none of its own.
+            current[newer.key] = supersede(newer.typed, older.key, ends_at=_start(older))
+            outcome[newer.key] = "duplicate_superseded"
             standing[i] = False
         elif relation == "contradiction" and (resolved := _resolve(newer, older)) is not None:
             winner, loser = resolved
-            current[loser.key], outcome[loser.key] = supersede(loser.typed, winner.key), "reflect_superseded"
+            # The loser held until the winner's statement started to (a pinned older winner: never).
+            current[loser.key] = supersede(loser.typed, winner.key, ends_at=_start(winner))
+            outcome[loser.key] = "reflect_superseded"
             standing[i if loser is newer else j] = False
     return {k: current[k] for k in outcome}, outcome, asked
+
+
+def _start(member: Member) -> datetime:
+    """When a member's statement holds from: its valid_from, else when it was made."""
+    return instant(member.typed.valid_from) or member.created_at
 
 
 def profile_rank(pinned: bool, importance: float, active: datetime) -> tuple[float, float, float]:

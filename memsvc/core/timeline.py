@@ -12,7 +12,7 @@ from urllib.parse import quote
 
 from memsvc.core.models import ACTION_REASONS, TimelineEvent, to_rfc3339
 
-__all__ = ["SOURCE", "DETAIL_TYPES", "ACTION_DETAIL_TYPES", "ACTION_REASONS", "KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
+__all__ = ["SOURCE", "DETAIL_TYPES", "ACTION_DETAIL_TYPES", "ACTION_REASONS", "KINDS", "VERSION_KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
 
 SOURCE = "memsvc"
 DETAIL_TYPES = {
@@ -29,6 +29,8 @@ DETAIL_TYPES = {
     "error": "memory.error",
 }
 KINDS = frozenset(DETAIL_TYPES)
+# The kinds that write a version of a key (a memory's history); the others tell of a version.
+VERSION_KINDS = frozenset({"add", "update", "delete", "expired"})
 # A version remember or feedback wrote is published under its outcome instead (API-AGENT.md), with
 # the change's `kind` (add/update) still in the detail.
 ACTION_DETAIL_TYPES = {

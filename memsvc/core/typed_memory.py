@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["MEMORY_TYPES", "MEMORY_KINDS", "MAX_CONTENT_CHARS", "CONTENT_FIELDS", "TypedMemory"]
+__all__ = ["MEMORY_TYPES", "MEMORY_KINDS", "MAX_CONTENT_CHARS", "CONTENT_FIELDS", "TypedMemory", "is_typed",
+           "is_superseded"]
 
 MEMORY_TYPES = ("fact", "preference", "decision", "note")
 MEMORY_KINDS = ("semantic", "episodic")
@@ -44,6 +45,10 @@ class TypedMemory:
     effective_importance: float | None = None
     active_at: str | None = None  # the last use before reflection's write (its write is no use)
     reflected_version: int | None = None
+    # Valid time (issue 25, `core.validity`): when the stated fact held, [valid_from, valid_to),
+    # RFC 3339 in UTC. Unset: from the key's creation on, open.
+    valid_from: str | None = None
+    valid_to: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # fields a caller added, kept as they are
 
     @property
@@ -61,7 +66,7 @@ class TypedMemory:
     def to_value(self) -> dict[str, Any]:
         value = asdict(self)
         extra = value.pop("extra")
-        for name in _UNSET_LEFT_OUT:  # a memory reflection never touched reads as it always did
+        for name in _UNSET_LEFT_OUT:  # a memory without these (reflection's, valid time) reads as it always did
             if value[name] is None:
                 del value[name]
         value["tags"] = list(self.tags)
@@ -72,9 +77,9 @@ class TypedMemory:
     def from_value(cls, value: dict[str, Any]) -> "TypedMemory | None":
         """The typed memory a value holds, or None for a plain item (no string `content`, or a
         `type` that is not one of the four). O(number of top-level fields and tags)."""
-        content, type_ = value.get("content"), value.get("type", "fact")
-        if not isinstance(content, str) or type_ not in MEMORY_TYPES:
+        if not is_typed(value):
             return None
+        content, type_ = value["content"], value.get("type", "fact")
         known = {f for f in cls.__dataclass_fields__ if f != "extra"}
 
         def pick(name: str, ok: type | tuple[type, ...], default: Any) -> Any:
@@ -100,11 +105,24 @@ class TypedMemory:
             effective_importance=_unit(pick("effective_importance", (int, float), None)),
             active_at=pick("active_at", str, None),
             reflected_version=pick("reflected_version", int, None),
+            valid_from=pick("valid_from", str, None),
+            valid_to=pick("valid_to", str, None),
             extra={k: v for k, v in value.items() if k not in known},
         )
 
 
-_UNSET_LEFT_OUT = ("archived_at", "effective_importance", "active_at", "reflected_version")
+# `is_typed` and `is_superseded` answer as `from_value(value)` and its `superseded` would, without
+# building the memory: `as_of` checks every candidate a search opens (`core.validity`).
+def is_typed(value: dict[str, Any]) -> bool:
+    return isinstance(value.get("content"), str) and value.get("type", "fact") in MEMORY_TYPES
+
+
+def is_superseded(value: dict[str, Any]) -> bool:
+    tags = value.get("tags")
+    return isinstance(value.get("superseded_by"), str) or (isinstance(tags, list) and "superseded" in tags)
+
+
+_UNSET_LEFT_OUT = ("archived_at", "effective_importance", "active_at", "reflected_version", "valid_from", "valid_to")
 
 
 def _unit(v: float | None) -> float | None:

@@ -45,6 +45,7 @@ from memsvc.core.layers import (LAYER_NAMES, accessible_layers, identifiers_sche
 from memsvc.core.message_context import MAX_NAME_CHARS
 from memsvc.core.models import Caller, Memory, RememberJob, TimelineEvent, to_rfc3339
 from memsvc.core.sessions import SessionRecord, session_namespace
+from memsvc.core.time_expressions import validity
 from memsvc.core.validation import Command, Timestamp, non_blank
 from memsvc.ports import Clock, MemoryExtractor, Metrics, RememberQueue, SessionStore
 from memsvc.service.access import Access
@@ -175,9 +176,11 @@ class Extraction:
         for candidate in candidates:
             provenance = {"session_id": session_id, "seqs": list(candidate.source_seqs),
                           "extractor": self._extractor.model_id, "extracted_at": to_rfc3339(now)}
+            valid_from, valid_to = validity(candidate.content, _said_at(messages, candidate, now))
             cmd = RememberMemory(content=candidate.content, type=candidate.type, kind=candidate.kind,
                                  namespace=list(ns), category=candidate.category, importance=candidate.importance,
-                                 source=_SOURCE)
+                                 source=_SOURCE, **({"valid_from": valid_from} if valid_from else {}),
+                                 **({"valid_to": valid_to} if valid_to else {}))
             try:
                 remembered = self._remember.remember_extracted(caller, cmd, provenance)
             except PolicyViolation:
@@ -415,6 +418,13 @@ _ROLES = get_args(Role)
 def _conversation(cmd: ExtractMemories) -> list[ConversationMessage]:
     return [ConversationMessage(role=m.role, content=m.content, seq=n, name=m.name, created_at=m.created_at)
             for n, m in enumerate(cmd.messages)]
+
+
+def _said_at(messages: list[ConversationMessage], candidate: Candidate, now: datetime) -> datetime:
+    """When the candidate was said: its latest source message's time, else now (its words'
+    "since March" is read from then, `core.time_expressions`)."""
+    times = [m.created_at for m in messages if m.seq in candidate.source_seqs and m.created_at is not None]
+    return max(times) if times else now
 
 
 def _user_layer(record: SessionRecord) -> tuple[str, ...]:

@@ -70,7 +70,7 @@ class Feedback:
         if typed is None:
             raise Taken("feedback applies to typed memories (a value with a content and a type, as remember "
                         "writes); this memory is a plain item", details={"field": "id"})
-        new_value = apply_signal(value, typed, cmd.signal)
+        new_value = apply_signal(value, typed, cmd.signal, at=self._clock.now())
         self._access.govern(caller, ns, key, new_value, attributes)
         policy_attributes = policies.extract_attributes(ns, key, new_value, attributes, caller.policy_context())
         try:

@@ -38,7 +38,7 @@ from memsvc.core.recall_ranking import (Weights, collapse_near_duplicates, fill_
                                          relevance)
 from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
 from memsvc.core.sessions import is_messages_namespace
-from memsvc.core.validation import Command, Integer, NamespacePrefix
+from memsvc.core.validation import Command, Integer, NamespacePrefix, Timestamp
 from memsvc.ports import Clock, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
@@ -46,7 +46,8 @@ from memsvc.service.best_text import best_text
 from memsvc.service.graph import Graph, GraphScope
 from memsvc.service.sealing import Sealer
 from memsvc.service.memories import check_nesting
-from memsvc.service.search import FILTER_RULES, FILTER_SCHEMA, FilterPlan, Query, QueryEmbedding, Ranked, Search
+from memsvc.service.search import (AS_OF_DESCRIPTION, FILTER_RULES, FILTER_SCHEMA, FilterPlan, Query, QueryEmbedding,
+                                   Ranked, Search, held_at)
 from memsvc.tokens import count_tokens, cut_to_tokens
 
 __all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult"]
@@ -107,6 +108,7 @@ class RecallQuery(Command):
     graph_hops: Integer = Field(0, ge=0, le=3, description=(
         "add the memories the knowledge graph links to the hits, up to this many hops away (1: they name an "
         "entity a hit names; +1 per relation), after the hits and within the token budget; 0: none"))
+    as_of: Timestamp | None = Field(None, description=AS_OF_DESCRIPTION + "; include_superseded then adds nothing")
 
 
 @dataclass(frozen=True)
@@ -178,9 +180,12 @@ class Recall:
             embedding.prepare()  # once for every layer; a failure is for each layer's retrievers to judge
         retrieving = time.perf_counter()
         per_layer = q.limit + CANDIDATE_SLACK
+        # as_of is checked inside each layer's search, like the filter: what did not hold then
+        # widens the retrieval instead of taking a place, so nothing that held is crowded out.
+        admit = held_at(q.as_of) if q.as_of is not None else None
         found = list(self._pool.map(
             lambda s: self._search.ranked(caller.tenant_id, s.prefix, s.plan, query, mode=q.mode, limit=per_layer,
-                                          embed=embedding),
+                                          embed=embedding, admit=admit),
             scopes))
         retrieved = time.perf_counter()
         degraded = self._search.report_degraded(caller.tenant_id, embedding, "recall", request_id)
@@ -269,7 +274,7 @@ class Recall:
         """A graph-linked memory as recall returns it: no match of its own, so no relevance."""
         message = is_messages_namespace(memory.namespace)
         typed = None if message else TypedMemory.from_value(memory.value)
-        if typed is not None and typed.superseded and not q.include_superseded:
+        if not _current_enough(memory, typed, q):
             return None
         if typed is not None and typed.archived and not q.include_archived:
             return None
@@ -324,7 +329,7 @@ class Recall:
         typed = None if message else TypedMemory.from_value(memory.value)
         if q.types is not None and (typed is None or typed.type not in q.types):
             return None
-        if typed is not None and typed.superseded and not q.include_superseded:
+        if not _current_enough(memory, typed, q):
             return None
         if typed is not None and typed.archived and not q.include_archived:
             return None
@@ -387,6 +392,15 @@ class Recall:
         if order == "precedence":  # seed 001: layer precedence first, then the score
             return sorted(candidates, key=lambda c: (c.precedence, -c.recalled.relevance, newest(c)))
         return sorted(candidates, key=lambda c: (-c.recalled.relevance, c.precedence, newest(c)))
+
+
+def _current_enough(memory: Memory, typed: TypedMemory | None, q: RecallQuery) -> bool:
+    """Without as_of, current facts (a superseded one only with include_superseded); with it,
+    what held then, superseded or not (the search checked the hits; a graph-linked memory is
+    checked here)."""
+    if q.as_of is not None:
+        return held_at(q.as_of)(memory)
+    return typed is None or not typed.superseded or q.include_superseded
 
 
 def _types_filter(types: Sequence[str] | None):

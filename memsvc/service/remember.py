@@ -28,11 +28,12 @@ from memsvc.core.consolidation import Decision, Thresholds, candidate_key, decid
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, RateLimited
 from memsvc.core.layers import (LAYER_NAMES, accessible_layers, identifiers_schema, layer_namespace, layer_needs_schema,
                                 resolve_identifiers)
-from memsvc.core.models import Caller, Memory, RememberAction, RememberJob, StoredItem, WriteAction
+from memsvc.core.models import Caller, Memory, RememberAction, RememberJob, StoredItem, WriteAction, to_rfc3339
 from memsvc.core.policy import CompiledPolicies
 from memsvc.core.same_fact import normalize_content
 from memsvc.core.typed_memory import CONTENT_FIELDS, MAX_CONTENT_CHARS, MemoryKind, MemoryType, TypedMemory
-from memsvc.core.validation import Command, Integer, Namespace, NonBlank
+from memsvc.core.validation import Command, Integer, Namespace, NonBlank, Timestamp
+from memsvc.core.validity import instant
 from memsvc.ports import Clock, ItemStore, RateLimiter, RememberQueue, SameFactJudge
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
@@ -79,11 +80,16 @@ class RememberMemory(Command):
     ttl_seconds: Integer | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = never expires")
     consolidate: StrictBool = Field(True, description="compare with neighbours; false always creates")
     wait: StrictBool = Field(True, description="false: 202 with a candidate_id at once, decided in the background")
+    # Valid time (issue 25): when the stated fact holds, not when the item expires (ttl_seconds).
+    valid_from: Timestamp | None = Field(None, description="RFC 3339: the fact holds from then (default: from now)")
+    valid_to: Timestamp | None = Field(None, description="RFC 3339, after valid_from: the fact holds until then "
+                                                         "(default: open; closed when a newer statement supersedes it)")
 
     def candidate(self) -> TypedMemory:
         return TypedMemory(content=self.content, type=self.type, kind=self.kind, importance=float(self.importance),
                            pinned=self.pinned, tags=tuple(dict.fromkeys(self.tags)), category=self.category,
-                           source=self.source)
+                           source=self.source, valid_from=to_rfc3339(self.valid_from),
+                           valid_to=to_rfc3339(self.valid_to))
 
 
 @dataclass(frozen=True)
@@ -160,6 +166,8 @@ class Remember:
             raise ContentTooLong(f"content has {len(cmd.content)} characters; the limit is {MAX_CONTENT_CHARS}",
                                  max_bytes=MAX_CONTENT_CHARS * 4,
                                  details={"field": "content", "max_chars": MAX_CONTENT_CHARS})
+        if cmd.valid_from is not None and cmd.valid_to is not None and cmd.valid_to <= cmd.valid_from:
+            raise InvalidArgument("valid_to must be after valid_from", details={"field": "valid_to"})
         ns = self._target(caller, cmd)
         candidate = cmd.candidate()
         key = candidate_key(ns, candidate.content)
@@ -224,7 +232,7 @@ class Remember:
             outcome: RememberAction = "created"
         elif decision.action == "update":
             assert best is not None
-            merged = merge(best.typed, candidate, key)
+            merged = merge(best.typed, candidate, key, existing_created_at=best.memory.created_at)
             if "provenance" in candidate.extra:
                 merged = dataclasses.replace(merged, extra={**merged.extra, "provenance": candidate.extra["provenance"]})
             item = write(best.memory.key, merged, old=self._current(tenant, best.memory), action=update_action,
@@ -238,7 +246,9 @@ class Remember:
             # The neighbour is marked first, naming the key the new memory will have: if the
             # process stops in between, a retry creates that memory (the marked neighbour is no
             # longer a candidate), and nothing points nowhere for long.
-            write(best.memory.key, supersede(best.typed, key), old=self._current(tenant, best.memory),
+            # The older fact held until the newer one's start: its valid_from, else now.
+            ends_at = instant(candidate.valid_from) or self._clock.now()
+            write(best.memory.key, supersede(best.typed, key, ends_at=ends_at), old=self._current(tenant, best.memory),
                   action="superseded", ttl_seconds=best.memory.ttl_seconds)
             item = write(key, candidate, old=slot_row, action="created", ttl_seconds=cmd.ttl_seconds)
             outcome = "superseded"

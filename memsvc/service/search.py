@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
@@ -23,7 +24,10 @@ from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, Ra
 from memsvc.core.filters import MAX_CONDITIONS, NON_FINITE_TAG, OPERATORS, Filter, lookup_in, parse_filter
 from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import match_namespace_pattern
-from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment
+from memsvc.core.sessions import is_messages_namespace
+from memsvc.core.typed_memory import is_typed
+from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment, Timestamp
+from memsvc.core.validity import valid_at
 from memsvc.core.keywords import query_terms
 from memsvc.core.ranking import (SEPARATION_HITS, hybrid_score, keyword_match, semantic_match, semantic_weight,
                                  separation)
@@ -35,7 +39,8 @@ from memsvc.service.rerank import Rerank
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "Ranked", "MAX_OFFSET", "MAX_QUERY_CHARS", "Query",
-           "SearchResult", "QueryEmbedding", "DEGRADED_METRIC", "QUERY_EMBEDDING_TIMEOUT_SECONDS"]
+           "SearchResult", "QueryEmbedding", "DEGRADED_METRIC", "QUERY_EMBEDDING_TIMEOUT_SECONDS", "Admit", "held_at",
+           "AS_OF_DESCRIPTION"]
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +95,27 @@ FILTER_RULES = (f"conditions on dot paths into value, ANDed (at most {MAX_CONDIT
                 f"are spelled {{\"{NON_FINITE_TAG}\": \"Infinity\"}}; nested at most {MAX_NESTING} levels")
 
 
+# A check on an opened memory, ANDed with the filter where the filter's own value conditions are
+# checked (so a rejected memory widens the retrieval as a filtered-out one does): `held_at`.
+Admit = Callable[[Memory], bool]
+# What recall's first retrieval hands over per wanted memory when `admit` checks them: an `as_of`
+# in the past rejects every memory stated since, and a second, wider retrieval round costs more
+# than a longer first page (values are still opened only until enough pass).
+ADMIT_OVERFETCH = 2
+AS_OF_DESCRIPTION = ("RFC 3339: only what held then (issue 25): typed memories whose valid time contains it, "
+                     "superseded ones included; other items created by then")
+
+
+def held_at(as_of: datetime) -> Admit:
+    """`as_of`'s check (`core.validity`): a typed memory valid then, another item created by then.
+    A session message is never a typed memory (its {role, content} only looks like one)."""
+    def admit(memory: Memory) -> bool:
+        typed = not is_messages_namespace(memory.namespace) and is_typed(memory.value)
+        return valid_at(memory.value, typed=typed, created_at=memory.created_at, updated_at=memory.updated_at,
+                        as_of=as_of)
+    return admit
+
+
 class SearchQuery(Command):
     """`POST /v1/memories/search`."""
 
@@ -109,6 +135,7 @@ class SearchQuery(Command):
                           "tenant's setting keyword_index is off)")
     min_score: StrictFloat = Field(None, ge=-1, le=1, allow_inf_nan=False,  # type: ignore[assignment]
                                    description="leave out items scoring below this")
+    as_of: Timestamp | None = Field(None, description=AS_OF_DESCRIPTION)
 
 
 class ListNamespaces(Command):
@@ -184,29 +211,30 @@ class Search:
         user_filter = parse_filter(q.filter if q.filter is not None else {})
         scope, scope_filter = self._access.scope(caller, "search", prefix, user_filter.to_json())
         plan = FilterPlan(scope_filter, user_filter)
+        admit = held_at(q.as_of) if q.as_of is not None else None
         if q.query is None:
             for name in ("mode", "min_score"):
                 if getattr(q, name) is not None:
                     raise InvalidArgument(f"{name} ranks by relevance, so it needs a query", details={"field": name})
-            found = self._by_filter(caller.tenant_id, scope, plan, q.limit, q.offset)
+            found = self._by_filter(caller.tenant_id, scope, plan, q.limit, q.offset, admit)
             degraded = False
         else:
             embedding = QueryEmbedding(lambda: self.embed(q.query))
             ranked = self._by_relevance(caller.tenant_id, scope, plan, q.query, q.mode or "hybrid",
                                         offset=q.offset, limit=q.limit, min_score=q.min_score,
-                                        embed=embedding)
+                                        embed=embedding, admit=admit)
             found = [r.memory for r in ranked]
             degraded = self.report_degraded(caller.tenant_id, embedding, "search", request_id)
         return SearchResult(self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found, degraded)
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
-                   offset: int) -> list[Memory]:
+                   offset: int, admit: Admit | None = None) -> list[Memory]:
         """The page of live items under `scope` that the filter admits, newest first.
 
         Every item's head (no sealed part) is read; its policy attributes, and field tokens where
         its current version has them (`field_filter`), decide what they can. Values are read and
         decrypted, a batch at a time (`get_many`), only for what is left (ranges, items without
-        tokens) and for the page returned."""
+        tokens), for the page returned, and for every candidate when `admit` checks them."""
         now = self._clock.now()
         tokens = (plan_field_tokens(self._sealer, self._keywords, tenant, scope, plan.user)
                   if self._access.settings.get(tenant).keyword_index else FieldTokenPlan.without_tokens(plan.user))
@@ -223,7 +251,8 @@ class Search:
             # Read the items that need their value: to decide, or because they may be returned.
             # One that the tokens admit and that lands before `offset` even if all before it pass
             # is counted unread.
-            needed = [head for n, (head, left) in enumerate(batch) if not left.is_empty or admitted + n >= offset]
+            needed = [head for n, (head, left) in enumerate(batch)
+                      if not left.is_empty or admit is not None or admitted + n >= offset]
             rows = self._items.get_many(tenant, [(h.namespace, h.key) for h in needed]) if needed else {}
             for head, left in batch:
                 row = rows.get((head.namespace, head.key))
@@ -232,11 +261,11 @@ class Search:
                     left = plan.value_condition(row) if row.is_live(now) else None
                     if left is None:
                         continue
-                if not left.is_empty or admitted >= offset:
+                if not left.is_empty or admit is not None or admitted >= offset:
                     if row is None or not row.is_live(now):  # deleted or expired since its head was read
                         continue
                     memory = open_memory(self._sealer, row)
-                    if not left.matches(lookup_in(memory.value)):
+                    if not left.matches(lookup_in(memory.value)) or (admit is not None and not admit(memory)):
                         continue
                 if admitted >= offset:
                     out.append(memory)
@@ -244,7 +273,7 @@ class Search:
         return out
 
     def ranked(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, *, mode: str, limit: int,
-               embed: Callable[[], list[float]]) -> list["Ranked"]:
+               embed: Callable[[], list[float]], admit: Admit | None = None) -> list["Ranked"]:
         """The best `limit` memories under an authorized `scope` by the mode's score (recall's
         retrieval, one layer at a time). `embed` gives the query's vector (recall embeds it once
         for every layer). Each retriever first hands over `limit` candidates (search asks for at
@@ -253,12 +282,13 @@ class Search:
         ranks by its own relevance, and a reranker call per layer would hold recall's shared
         threads for as long as the reranker takes."""
         return self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=limit, min_score=None,
-                                  embed=embed, first_page=limit, rerank=False)
+                                  embed=embed, first_page=limit if admit is None else limit * ADMIT_OVERFETCH,
+                                  rerank=False, admit=admit)
 
     def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, *,
                       offset: int, limit: int, min_score: float | None,
                       embed: Callable[[], list[float]], first_page: int | None = None,
-                      rerank: bool = True) -> list["Ranked"]:
+                      rerank: bool = True, admit: Admit | None = None) -> list["Ranked"]:
         """Rank by the mode's relevance. Each retriever (semantic, keyword) hands over its best
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
         asked for more, until enough, or none is left that could score `min_score`."""
@@ -295,7 +325,7 @@ class Search:
                 current = item is not None and item.id == memory_id and item.is_live(now)
                 condition = plan.value_condition(item) if current else None
                 decided[memory_id] = (item, condition) if condition is not None else None
-            ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score)
+            ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score, admit)
             exhausted = all(r.exhausted for r in retrievers)
             # What a memory that no retriever has handed over yet could score at most.
             ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode, weight)
@@ -309,7 +339,7 @@ class Search:
 
     def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
                      signals: dict[str, dict[str, "_Signal"]], mode: str, weight: float, wanted: int,
-                     min_score: float | None) -> list["Ranked"]:
+                     min_score: float | None, admit: Admit | None = None) -> list["Ranked"]:
         """The best `wanted` candidates that pass the filter, best first. The ranking needs only
         the retrievers' signals and the items' heads, so values are decrypted in rank order, and
         only until `wanted` pass: a page of 10 opens about 10 memories, not every candidate."""
@@ -334,7 +364,8 @@ class Search:
                 break
             if memory_id not in opened:
                 memory = open_memory(self._sealer, item)
-                opened[memory_id] = memory if condition.matches(lookup_in(memory.value)) else None
+                passes = condition.matches(lookup_in(memory.value)) and (admit is None or admit(memory))
+                opened[memory_id] = memory if passes else None
             if opened[memory_id] is not None:
                 ranked.append(self._scored(opened[memory_id], signals[memory_id], mode, weight))
         return ranked

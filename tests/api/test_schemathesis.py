@@ -39,6 +39,7 @@ schema = schemathesis.openapi.from_dict(openapi_document(ROUTES), config=CONFIG)
 # that breaks one is refused with 400 naming that field: no finding, as long as it is that field.
 NOT_IN_SCHEMA: dict[tuple[str, str], set[str]] = {
     ("GET", "/v1/memories/events"): {"after_cursor"},  # a cursor this service gave
+    ("GET", "/v1/memories/history"): {"cursor"},  # a cursor this service gave, for this key
     ("GET", "/v1/memory/sessions"): {"cursor"},
     ("GET", "/v1/memory/plans"): {"cursor"},
     ("GET", "/v1/memory/working/{plan_id}"): {"cursor"},
@@ -49,6 +50,7 @@ NOT_IN_SCHEMA: dict[tuple[str, str], set[str]] = {
     ("PUT", "/v1/graph/relations"): {"target"},  # another entity than source, once both are normalised
     ("POST", "/v1/graph/related"): {"from.memory.namespace"},  # a memory under namespace_prefix
     ("POST", "/v1/graph/path"): {"from.memory.namespace", "to.memory.namespace"},
+    ("POST", "/v1/memories/remember"): {"valid_to"},  # after valid_from
 }
 
 

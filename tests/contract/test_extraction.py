@@ -103,6 +103,16 @@ class TestExtract:
         merged = mine[PYTHON + " daily"]
         assert merged.key == first.memories[1].memory.key and merged.value["provenance"]["seqs"] == [1]
 
+    def test_the_words_that_bound_a_fact_give_its_valid_time(self, app):
+        out = extract(app, "I have lived in Berlin since March", "I am in Tokyo until Friday", "I like tea")
+        said = app.clock.now()  # the messages carry no time: said now
+        values = {m.candidate.content: m.memory.value for m in out.memories}
+        berlin = values["I have lived in Berlin since March"]
+        assert berlin["valid_from"].startswith(f"{said.year if said.month >= 3 else said.year - 1}-03-01")
+        assert "valid_to" not in berlin or berlin["valid_to"] is None
+        assert values["I am in Tokyo until Friday"].get("valid_to")
+        assert values["I like tea"].get("valid_from") is None
+
     def test_the_timeline_tells_candidates_merges_and_outcomes(self, app):
         extract(app, PYTHON)
         app.drain()  # (a candidate's event is recorded at once, its outcome's when the change is delivered)

@@ -53,7 +53,11 @@ def test_the_cdk_table_is_exactly_table_definition(bare_stack):
                                                  for k, v in g["Projection"].items()}) for g in items}
 
     assert gsis(props["GlobalSecondaryIndexes"]) == gsis(want["GlobalSecondaryIndexes"])
-    assert set(gsis(want["GlobalSecondaryIndexes"])) == {"by_recent", "by_id", "pending"}
+    assert set(gsis(want["GlobalSecondaryIndexes"])) == {"by_recent", "by_id", "pending", "history"}
+    # A key's timeline events, newest first (GET /v1/memories/history): sparse, keys only.
+    assert gsis(props["GlobalSecondaryIndexes"])["history"] == (
+        [{"AttributeName": "hk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+        {"ProjectionType": "KEYS_ONLY"})
     assert props["StreamSpecification"] == {"StreamViewType": want["StreamSpecification"]["StreamViewType"]}
     assert props["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
 

@@ -216,7 +216,7 @@ def test_api_role_is_exactly_what_the_api_calls(built):
         ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
         *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem",
                                               "DeleteItem", "BatchWriteItem")},  # with seed 003's workflow rows
-        *{("dynamodb:Query", f"table/index/{i}") for i in ("by_recent", "by_id", "pending")},
+        *{("dynamodb:Query", f"table/index/{i}") for i in ("by_recent", "by_id", "pending", "history")},
         *KEYWORD_TABLE,
         ("events:PutEvents", "bus"),  # seed 003's plan-status and task-context-deleted events
         ("kms:Decrypt", "StorageKey"), ("kms:DescribeKey", "StorageKey"), ("kms:GenerateDataKey", "StorageKey"),

@@ -329,6 +329,6 @@ def test_tool_specs_are_json_schema_with_a_callable():
 def test_langchain_tools_carry_the_schemas():
     query_memory, remember = langchain_tools(client_for(Service(httpx.Response(200, json=RECALLED))))
     assert (query_memory.name, remember.name) == ("query_memory", "remember")
-    assert set(query_memory.args) == {"query", "types"}
+    assert set(query_memory.args) == {"query", "types", "as_of"}
     assert set(remember.args) == {"content", "type", "category", "tags", "importance"}
     assert "past conversations" in query_memory.description

@@ -81,7 +81,7 @@ def test_merge_and_supersede():
     assert (merged.content, merged.tags, merged.importance, merged.pinned, merged.type, merged.source) == (
         "I like green tea", ("drinks", "tea"), 0.8, True, "preference", "chat")
     assert merged.merged_from == ("k0", "k1") and merge(merged, new, "k1").merged_from == ("k0", "k1")
-    marked = supersede(old, "k2")
+    marked = supersede(old, "k2", ends_at=NOW)
     assert marked.superseded_by == "k2" and marked.tags == ("drinks", "superseded") and marked.superseded
     assert "access_count" not in stored_value(marked) and "last_accessed_at" not in stored_value(marked)
 

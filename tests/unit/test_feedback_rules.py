@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
+
 import pytest
 
 from memsvc.core.feedback import action_of, apply_signal
 from memsvc.core.typed_memory import TypedMemory
 
+AT = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
 
 def apply(value, signal):
     typed = TypedMemory.from_value(value)
     assert typed is not None
-    return apply_signal(value, typed, signal)
+    return apply_signal(value, typed, signal, at=AT)
 
 
 @pytest.mark.parametrize("before, after", [(0.5, 0.6), (0.7, 0.8), (0.95, 1.0), (1.0, 1.0), (0, 0.1)])
@@ -27,7 +31,8 @@ def test_useful_on_a_memory_without_importance_starts_from_the_default():
 def test_wrong_and_outdated_tag_superseded_once_and_keep_everything_else(signal):
     value = {"content": "c", "type": "note", "tags": ["a"], "mine": [1], "superseded_by": None}
     once = apply(value, signal)
-    assert once == {**value, "tags": ["a", "superseded"]}
+    ends = {"valid_to": "2026-03-01T00:00:00.000000Z"} if signal == "outdated" else {}  # it held until now
+    assert once == {**value, "tags": ["a", "superseded"], **ends}
     assert apply(once, signal) == once
     assert TypedMemory.from_value(once).superseded
 
@@ -41,5 +46,12 @@ def test_useful_restores_an_archived_memory_and_wrong_leaves_it_archived():
     value = {"content": "c", "type": "fact", "importance": 0.2, "archived_at": "2026-01-01T00:00:00Z"}
     typed = TypedMemory.from_value(value)
     assert typed.archived
-    assert "archived_at" not in apply_signal(value, typed, "useful")
-    assert apply_signal(value, typed, "wrong")["archived_at"] == "2026-01-01T00:00:00Z"
+    assert "archived_at" not in apply_signal(value, typed, "useful", at=AT)
+    assert apply_signal(value, typed, "wrong", at=AT)["archived_at"] == "2026-01-01T00:00:00Z"
+
+
+def test_outdated_keeps_an_earlier_end_and_never_ends_before_the_start():
+    ended = {"content": "c", "valid_to": "2026-02-01T00:00:00.000000Z"}
+    assert apply(ended, "outdated")["valid_to"] == "2026-02-01T00:00:00.000000Z"
+    later = {"content": "c", "valid_from": "2026-06-01T00:00:00.000000Z"}
+    assert apply(later, "outdated")["valid_to"] == "2026-06-01T00:00:00.000000Z"  # an empty interval

@@ -59,6 +59,8 @@ class RememberFields(TypedDict, total=False):
     ttl_seconds: int
     consolidate: bool  # default True
     wait: bool  # default True: False answers 202 {"candidate_id"} at once
+    valid_from: str  # RFC 3339 with an offset: the fact holds from then (default: from now)
+    valid_to: str  # RFC 3339, after valid_from: the fact holds until then (default: open)
 
 
 class RecallFields(TypedDict, total=False):
@@ -77,6 +79,7 @@ class RecallFields(TypedDict, total=False):
     include_superseded: bool  # default False
     include_archived: bool  # default False: reflection's archived memories are left out (one returned is restored)
     graph_hops: int  # default 0 (none), 0..3: add the memories the knowledge graph links to the hits
+    as_of: str  # RFC 3339 with an offset: what held then (valid time), superseded memories included
 
 
 REMEMBER_DEFAULTS: RememberFields = {
@@ -224,11 +227,12 @@ class AgentMemoryMethods:
 
     def search(self, namespace_prefix: Sequence[str], *, query: str | None = None,
                filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
-               mode: RecallMode | None = None, min_score: float | None = None, refresh_ttl: bool = False) -> Any:
-        """`POST /v1/memories/search`: `{"items": [...]}`."""
+               mode: RecallMode | None = None, min_score: float | None = None, refresh_ttl: bool = False,
+               as_of: str | None = None) -> Any:
+        """`POST /v1/memories/search`: `{"items": [...]}`. `as_of` (RFC 3339): only what held then."""
         body = _body(namespace_prefix=list(namespace_prefix), query=query,
                      filter=dict(filter) if filter is not None else None, limit=limit, offset=offset, mode=mode,
-                     min_score=min_score, refresh_ttl=refresh_ttl)
+                     min_score=min_score, refresh_ttl=refresh_ttl, as_of=as_of)
         return self._run(("POST", "/v1/memories/search", (), body))
 
     def list_namespaces(self, *, prefix: Sequence[str] = (), suffix: Sequence[str] = (),
@@ -246,6 +250,15 @@ class AgentMemoryMethods:
             values = value if isinstance(value, (list, tuple)) else [value]
             query += [(name, str(v)) for v in values if v is not None]
         return self._run(("GET", "/v1/memories/events", query, None))
+
+    def history(self, namespace: Sequence[str], key: str, *, limit: int | None = None,
+                cursor: str | None = None) -> Any:
+        """`GET /v1/memories/history`: every version of one memory, newest first: `{"versions",
+        "next_cursor", "past_retention_before", "retention_days"}`. Pass `next_cursor` back as
+        `cursor` for older versions. Raises `NotFoundError` when the caller may not read the key
+        or nothing was ever written there."""
+        return self._run(("GET", "/v1/memories/history",
+                          _ns_key(namespace, key) + _given(limit=limit, cursor=cursor), None))
 
     # -- conversations --
 

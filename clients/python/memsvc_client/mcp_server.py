@@ -33,7 +33,8 @@ except ImportError as exc:  # pragma: no cover - the extra is installed wherever
 from memsvc_client.client import AsyncMemsvcClient, FeedbackSignal, MemoryType, MessageRole
 from memsvc_client.settings import ClientSettings
 from memsvc_client.store import MemsvcError, aws_region_from_url
-from memsvc_client.tools import QUERY_MEMORY_DESCRIPTION, REMEMBER_DESCRIPTION, MemoryTools, error_code
+from memsvc_client.tools import (QUERY_MEMORY_DESCRIPTION, REMEMBER_DESCRIPTION, MemoryTools, QueryMemoryArgs,
+                                 error_code)
 
 __all__ = ["build_server", "client_from_settings", "main"]
 
@@ -81,8 +82,9 @@ def build_server(client: AsyncMemsvcClient, **scope: Any) -> MCPServer:
         query: Annotated[str, Field(description="Search query to find relevant memories. Should capture the "
                                                 "semantic intent of what context would be helpful.")],
         types: Annotated[list[MemoryType] | None, Field(description="Filter to specific memory types")] = None,
+        as_of: Annotated[str | None, Field(description=QueryMemoryArgs.model_fields["as_of"].description)] = None,
     ) -> dict[str, Any]:
-        return await tools.aquery_memory(query, types)
+        return await tools.aquery_memory(query, types, as_of)
 
     @server.tool(description=REMEMBER_DESCRIPTION)
     async def remember(

@@ -67,6 +67,9 @@ class QueryMemoryArgs(BaseModel):
         "context would be helpful.",
     )
     types: list[MemoryType] | None = Field(default=None, description="Filter to specific memory types")
+    as_of: str | None = Field(default=None, description=(
+        "Only for a question about the past: an RFC 3339 time with an offset (e.g. 2024-06-01T00:00:00Z); "
+        "the memories that were true then, including ones replaced since. Omit for what is true now."))
 
 
 class RememberArgs(BaseModel):
@@ -119,16 +122,18 @@ class MemoryTools:
 
     # -- query_memory --
 
-    def query_memory(self, query: str, types: Sequence[MemoryType] | None = None) -> dict[str, Any]:
+    def query_memory(self, query: str, types: Sequence[MemoryType] | None = None,
+                     as_of: str | None = None) -> dict[str, Any]:
         try:
-            args = QueryMemoryArgs(query=query, types=types)
+            args = QueryMemoryArgs(query=query, types=types, as_of=as_of)
             return _agent_view(self.client.recall(args.query, **self._recall_fields(args)))
         except Exception as exc:  # fail closed: nothing reaches the agent but an empty answer
             return failed_closed(exc)
 
-    async def aquery_memory(self, query: str, types: Sequence[MemoryType] | None = None) -> dict[str, Any]:
+    async def aquery_memory(self, query: str, types: Sequence[MemoryType] | None = None,
+                            as_of: str | None = None) -> dict[str, Any]:
         try:
-            args = QueryMemoryArgs(query=query, types=types)
+            args = QueryMemoryArgs(query=query, types=types, as_of=as_of)
             return _agent_view(await self.aclient.recall(args.query, **self._recall_fields(args)))
         except Exception as exc:
             return failed_closed(exc)
@@ -136,6 +141,7 @@ class MemoryTools:
     def _recall_fields(self, args: QueryMemoryArgs) -> dict[str, Any]:
         return {
             "types": args.types,
+            "as_of": args.as_of,  # a time the service cannot read is its 400: the tool's failure answer
             "layers": self.layers,
             "identifiers": self.identifiers,
             **self.recall_settings,

@@ -42,6 +42,8 @@ TTL_ATTRIBUTE = "ttl"
 GSI_RECENT = "by_recent"
 GSI_ID = "by_id"
 GSI_PENDING = "pending"
+# A key's timeline events, newest first (`GET /v1/memories/history`); see dynamo_timeline.py.
+GSI_HISTORY = "history"
 PENDING_SHARDS = 8
 _DEFAULT_TOMBSTONE_DAYS = 90
 _REGISTERED_CACHE_SIZE = 100_000
@@ -62,7 +64,7 @@ def table_definition(table_name: str) -> dict[str, Any]:
         "BillingMode": "PAY_PER_REQUEST",
         "AttributeDefinitions": [
             {"AttributeName": name, "AttributeType": "S"}
-            for name in ("pk", "sk", "gpk", "gsk", "ipk", "ppk")
+            for name in ("pk", "sk", "gpk", "gsk", "ipk", "ppk", "hk")
         ],
         "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         "GlobalSecondaryIndexes": [
@@ -80,6 +82,11 @@ def table_definition(table_name: str) -> dict[str, Any]:
                 "IndexName": GSI_PENDING,
                 "KeySchema": [{"AttributeName": "ppk", "KeyType": "HASH"}, {"AttributeName": "pk", "KeyType": "RANGE"}],
                 "Projection": {"ProjectionType": "INCLUDE", "NonKeyAttributes": ["exp"]},
+            },
+            {
+                "IndexName": GSI_HISTORY,
+                "KeySchema": [{"AttributeName": "hk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
             },
         ],
         "StreamSpecification": {"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},

@@ -11,6 +11,7 @@ committed, and every later one stamps above it, so a cursor walk never skips an 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 import time
@@ -21,12 +22,12 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from memsvc.adapters.aws.dynamo_store import TTL_ATTRIBUTE, _bytes, batch_get_rows, call_table
+from memsvc.adapters.aws.dynamo_store import GSI_HISTORY, TTL_ATTRIBUTE, _bytes, batch_get_rows, call_table
 from memsvc.adapters.aws.errors import aws_error
 from memsvc.core.errors import Conflict, ProviderError, RateLimited
 from memsvc.core.models import TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under
-from memsvc.core.timeline import KINDS, next_stamp
+from memsvc.core.timeline import KINDS, VERSION_KINDS, next_stamp
 
 __all__ = ["DynamoEventLog"]
 
@@ -228,6 +229,29 @@ class DynamoEventLog:
         keys = [{"pk": {"S": _root_pk(tenant, _root(r["ns"]["S"]))}, "sk": r["sk"]} for r in rows if "hv" in r]
         return {sk: row for (_, sk), row in self._batch_get(keys).items()}
 
+    # -- one key's history ----------------------------------------------------------------
+
+    def history(
+        self, tenant: str, namespace: tuple[str, ...], key: str, *,
+        before: tuple[datetime, str] | None = None, limit: int = 20,
+    ) -> list[TimelineEvent]:
+        """One `Query` of the `history` index (the key's version events, keys only, newest first),
+        then one `BatchGetItem` of their root copies. The index is eventually consistent: an event
+        recorded a moment ago can be missing from the first page (the service adds the item row)."""
+        values: dict[str, Any] = {":h": {"S": _history_key(tenant, encode_namespace(namespace), key)}}
+        condition = "hk = :h"
+        if before is not None:
+            condition += " AND sk < :b"
+            values[":b"] = {"S": _sort_key(to_epoch_us(before[0]), before[1])}
+        page = self._call("Query", IndexName=GSI_HISTORY, KeyConditionExpression=condition,
+                          ExpressionAttributeValues=values, ScanIndexForward=False, Limit=limit)
+        keys = [{"pk": r["pk"], "sk": r["sk"]} for r in page.get("Items", [])]
+        rows = self._batch_get(keys)
+        # A root copy TTL removed after the index answered is past retention: skipped.
+        return [_event(tenant, row, row) for k in keys
+                if (row := rows.get((k["pk"]["S"], k["sk"]["S"]))) is not None
+                and row["ns"]["S"] == encode_namespace(namespace) and row["key"]["S"] == key]
+
     # -- retention is DynamoDB TTL's job on AWS ----------------------------------------------
 
     def purge(self, tenant: str, before: datetime) -> int:
@@ -268,6 +292,13 @@ def _root(ns_encoded: str) -> str:
     return SEP.join(ns_encoded.split(SEP)[:2])
 
 
+def _history_key(tenant: str, ns_encoded: str, key: str) -> str:
+    """The `history` index's partition: a digest of (namespace, key), so the index key stays short
+    whatever their lengths (a namespace and a key together can exceed its 2048 bytes)."""
+    digest = hashlib.sha256(json.dumps([ns_encoded, key]).encode()).hexdigest()
+    return f"T#{tenant}#TL#K#{digest}"
+
+
 def _sort_key(stamp: int, event_id: str) -> str:
     # Stamps are unique per tenant, so sort-key order is (occurred_at, id) order.
     return f"{stamp:020d}#{event_id}"
@@ -294,6 +325,8 @@ def _items(e: TimelineEvent, stamp: int, ttl: int) -> list[dict[str, Any]]:
         plain["rsn"] = {"S": e.reason}
     sealed = {name: {"B": ct} for name, ct in (("vct", e.value_ct), ("act", e.attributes_ct)) if ct is not None}
     full = {"pk": {"S": _root_pk(e.tenant, root)}, "sk": sk, **plain, **sealed}
+    if e.kind in VERSION_KINDS:  # only versions enter the key's `history` index (sparse)
+        full["hk"] = {"S": _history_key(e.tenant, ns, e.key)}
     tenant_wide = {"pk": {"S": _all_pk(e.tenant)}, "sk": sk, **plain}
     if sealed:
         tenant_wide["hv"] = {"BOOL": True}  # the values are in the root copy
