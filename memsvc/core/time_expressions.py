@@ -4,8 +4,12 @@
 `validity(text, said_at)` reads the first such expression in a statement, relative to when it was
 said (UTC), and answers the interval it names: `valid_from` inclusive, `valid_to` exclusive, either
 open (None). Days are whole UTC days; a month or a year starts on its first day. A bare month or
-weekday is the latest one not after `said_at` after "since", and the first one not before it after
-"until". Nothing recognised: (None, None).
+weekday is the latest one not after `said_at` after "since"; after "until", the first one not
+before it, or the latest one not after it in a statement told in the past tense ("I worked there
+until March"). A range's start is this year's (the last one, in the past tense) and its end the
+first of its name not before the start ("from December to February" spans the new year).
+Schedules are no interval: "every Monday", "Monday through Friday", "weekdays". Nothing
+recognised: (None, None).
 
 Only the words that bound a state are read. "In 2025" or "last year" date an event as often as
 a state ("I was born in 1990", "I moved to Berlin last year": the fact still holds), and reading
@@ -43,19 +47,32 @@ _EXPRESSION = re.compile(
 def validity(text: str, said_at: datetime) -> tuple[datetime | None, datetime | None]:
     """The interval the first time expression of `text` names (see the module's doc)."""
     m = _EXPRESSION.search(text)
-    if m is None:
-        return None, None
+    if m is None or _RECURRING.search(text):
+        return None, None  # "every Monday", "Monday through Friday": a schedule, not an interval
     today = said_at.astimezone(timezone.utc).date()
+    # Told in the past tense ("I worked there until March"), a bare month or weekday is the last
+    # one, not the next.
+    ahead = "past" if _PAST.search(text) else "future"
     if m.group("between"):
-        start, end = _span(m.group("a"), today, "past"), _span(m.group("b"), today, "future")
+        if _weekday(m.group("a")) or _weekday(m.group("b")):
+            return None, None
+        start = _span(m.group("a"), today, "past" if ahead == "past" else "nearest")
+        # The end is the first of its name not before the start: "December to February" spans a new year.
+        end = _span(m.group("b"), start[0], "future") if start else None
         if start is None or end is None or end[1] <= start[0]:
             return None, None
         return _at(start[0]), _at(end[1])
     if m.group("since"):
         span = _span(m.group("s"), today, "past")
         return (_at(span[0]), None) if span else (None, None)
-    span = _span(m.group("u"), today, "future")
+    if _weekday(m.group("u")) and ahead == "past":
+        return None, None
+    span = _span(m.group("u"), today, ahead)
     return (None, _at(span[1])) if span else (None, None)
+
+
+def _weekday(point: str) -> bool:
+    return point.lower().split()[-1] in _WEEKDAYS
 
 
 def _span(point: str, today: date, direction: str) -> tuple[date, date] | None:
@@ -119,9 +136,17 @@ def _month_or_day(p: str, today: date, direction: str) -> tuple[date, date] | No
     return None
 
 
+_RECURRING = re.compile(r"\b(?:every|each|weekly|daily|weekdays|weekends|(?:" + _WEEKDAY + r")s)\b|"
+                        r"\b(?:" + _WEEKDAY + r") (?:through|to|till|until|-) (?:" + _WEEKDAY + r")\b", re.IGNORECASE)
+_PAST = re.compile(r"\b(?:was|were|had|did|used to|worked|lived|stayed|studied|owned|ran|led|taught|kept)\b",
+                   re.IGNORECASE)
+
+
 def _year_of(month: int, today: date, direction: str, day: int) -> int:
     """The year of a month (and day) named without one: the latest not after today looking back,
-    the first not before it looking ahead."""
+    the first not before it looking ahead, this year's for the nearest."""
+    if direction == "nearest":
+        return today.year
     if direction == "past":
         this_year = (month, day) <= (today.month, today.day)
     else:

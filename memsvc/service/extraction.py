@@ -176,7 +176,10 @@ class Extraction:
         for candidate in candidates:
             provenance = {"session_id": session_id, "seqs": list(candidate.source_seqs),
                           "extractor": self._extractor.model_id, "extracted_at": to_rfc3339(now)}
-            valid_from, valid_to = validity(candidate.content, _said_at(messages, candidate, now))
+            said_at = _said_at(messages, candidate, now)
+            valid_from, valid_to = validity(candidate.content, said_at)
+            if valid_from is None and valid_to is not None and valid_to <= now:
+                valid_to = None  # an end already past, with no start, would make the fact never hold
             cmd = RememberMemory(content=candidate.content, type=candidate.type, kind=candidate.kind,
                                  namespace=list(ns), category=candidate.category, importance=candidate.importance,
                                  source=_SOURCE, **({"valid_from": valid_from} if valid_from else {}),

@@ -82,8 +82,9 @@ class RememberMemory(Command):
     wait: StrictBool = Field(True, description="false: 202 with a candidate_id at once, decided in the background")
     # Valid time (issue 25): when the stated fact holds, not when the item expires (ttl_seconds).
     valid_from: Timestamp | None = Field(None, description="RFC 3339: the fact holds from then (default: from now)")
-    valid_to: Timestamp | None = Field(None, description="RFC 3339, after valid_from: the fact holds until then "
-                                                         "(default: open; closed when a newer statement supersedes it)")
+    valid_to: Timestamp | None = Field(None, description="RFC 3339, after valid_from (one already past needs "
+                                                         "valid_from): the fact holds until then (default: open; "
+                                                         "closed when a newer statement supersedes it)")
 
     def candidate(self) -> TypedMemory:
         return TypedMemory(content=self.content, type=self.type, kind=self.kind, importance=float(self.importance),
@@ -168,6 +169,10 @@ class Remember:
                                  details={"field": "content", "max_chars": MAX_CONTENT_CHARS})
         if cmd.valid_from is not None and cmd.valid_to is not None and cmd.valid_to <= cmd.valid_from:
             raise InvalidArgument("valid_to must be after valid_from", details={"field": "valid_to"})
+        if cmd.valid_from is None and cmd.valid_to is not None and cmd.valid_to <= self._clock.now():
+            # Without a start the fact holds from now: an end already past would make it never hold.
+            raise InvalidArgument("a valid_to in the past needs the valid_from the fact held from",
+                                  details={"field": "valid_to"})
         ns = self._target(caller, cmd)
         candidate = cmd.candidate()
         key = candidate_key(ns, candidate.content)

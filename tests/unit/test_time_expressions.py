@@ -29,6 +29,10 @@ def day(y: int, m: int, d: int) -> datetime:
     ("User worked at Google from 2019 to 2021", (day(2019, 1, 1), day(2022, 1, 1))),
     ("User lived in Rome between May 2020 and June 2021", (day(2020, 5, 1), day(2021, 7, 1))),
     ("User's passport is valid through 2030-06-30", (None, day(2030, 7, 1))),
+    ("User is on leave from December 1st to December 20th", (day(2026, 12, 1), day(2026, 12, 21))),
+    ("User is in Sydney from December to February", (day(2026, 12, 1), day(2027, 3, 1))),
+    ("User worked at Google until March", (None, day(2026, 4, 1))),  # told in the past: the last March
+    ("User lived in Rome from June to August", (day(2026, 6, 1), day(2026, 9, 1))),
 ])
 def test_the_words_that_bound_a_state(text, expected):
     assert validity(text, SAID) == expected
@@ -41,6 +45,10 @@ def test_the_words_that_bound_a_state(text, expected):
     "User prefers window seats",
     "User stayed from 2022 to 2020",  # an empty interval says nothing
     "User is here until the 31st of February",  # no such day
+    "User works Monday through Friday",  # a schedule
+    "User works from Monday to Friday",
+    "User takes Spanish from January to December each year",
+    "User worked there until Friday",  # which Friday, told in the past, is anyone's guess
 ])
 def test_what_dates_an_event_or_says_nothing(text):
     assert validity(text, SAID) == (None, None)
