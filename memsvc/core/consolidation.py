@@ -97,7 +97,8 @@ def merge(existing: TypedMemory, candidate: TypedMemory, candidate_key: str, *,
     pinned if either is, the candidate's key added to `merged_from`. The type stays the
     existing memory's (a default `fact` must not demote a `preference`). A memory stated again
     is in use: an archived one is restored. Valid time: the earlier start of the two (the fact
-    held since the first said so), and the newer statement's end, as its content."""
+    held since the first said so), and the newer statement's end, as its content; provenance
+    (where an extraction found it) the newer statement's, as its content."""
     merged_from = tuple(k for k in existing.merged_from if k != candidate_key) + (candidate_key,)
     return dataclasses.replace(
         existing,
@@ -111,6 +112,7 @@ def merge(existing: TypedMemory, candidate: TypedMemory, candidate_key: str, *,
         archived_at=None,
         valid_from=earliest_start(existing, existing_created_at, candidate),
         valid_to=candidate.valid_to,
+        extra={**existing.extra, **{k: v for k, v in candidate.extra.items() if k == "provenance"}},
     )
 
 

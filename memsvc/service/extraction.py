@@ -62,7 +62,6 @@ log = logging.getLogger(__name__)
 FAILED_METRIC = "memory.extraction.failed"
 _REQUEST_JOB = "extract:"
 _SESSION_JOB = "session-extract:"
-_BATCHES_PER_JOB = 1  # one model call a job (the remember function's time budget); a backlog continues job by job
 # How long a run holds a session's next batch: longer than a model call (30 s locally, 15 s on
 # AWS) and the batch's writes; a run that dies leaves it to expire.
 _LEASE = timedelta(minutes=5)
@@ -217,7 +216,7 @@ class Extraction:
         if record.extract == "off" or record.seq <= record.extracted_seq:
             return True
         try:
-            if self._extract_session(caller, record.session_id, batches=1) == "done":
+            if self._extract_batch(caller, record.session_id) == "done":
                 return True
         except Forbidden:
             log.warning("a closed session's messages may not be extracted: its user may not write their user layer",
@@ -229,41 +228,38 @@ class Extraction:
         self._enqueue_session(caller, record, f"close:{record.seq}", delay=0)  # the rest, or a retry
         return False
 
-    def _extract_session(self, caller: Caller, session_id: str, *, batches: int,
-                         skip_unanswerable: bool = False) -> Literal["done", "left", "busy"]:
-        """Extract the session's messages after `extracted_seq`, a batch at a time, at most
-        `batches` batches, each under the session's extraction lease. `done`: none are left;
-        `left`: some are; `busy`: another run holds the lease (and carries on from there).
-        `skip_unanswerable`: a batch the model refuses or cannot answer is passed over (said on
-        the timeline) instead of raised."""
-        for _ in range(batches):
-            record = self._session_store.get(caller.tenant_id, caller.user_id, session_id)
-            if record is None or record.seq <= record.extracted_seq:
-                return "done"
-            now = self._clock.now()
-            start = record.extracted_seq
-            if not self._session_store.claim_extraction(caller.tenant_id, caller.user_id, session_id,
-                                                        from_seq=start, now=now, until=now + _LEASE):
-                return "busy"
-            batch, last = self._batch(record)
+    def _extract_batch(self, caller: Caller, session_id: str, *,
+                       skip_unanswerable: bool = False) -> Literal["done", "left", "busy"]:
+        """Extract the session's next batch (after `extracted_seq`) under its extraction lease:
+        one model call at most (a job's or a close's time budget; a backlog goes on job by job).
+        `done`: nothing is left; `left`: more is; `busy`: another run holds the lease (and
+        follows up). `skip_unanswerable`: a batch the model refuses or cannot answer is passed over
+        (said on the timeline) instead of raised."""
+        record = self._session_store.get(caller.tenant_id, caller.user_id, session_id)
+        if record is None or record.seq <= record.extracted_seq:
+            return "done"
+        now = self._clock.now()
+        start = record.extracted_seq
+        if not self._session_store.claim_extraction(caller.tenant_id, caller.user_id, session_id,
+                                                    from_seq=start, now=now, until=now + _LEASE):
+            return "busy"
+        batch, last = self._batch(record)
+        try:
             try:
                 if batch:
                     self._extract_into(caller, _user_layer(record), batch, session_id=session_id)
             except ProviderError as exc:
                 if not (skip_unanswerable and exc.details.get("reason") in _UNANSWERABLE):
-                    self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
-                                                       from_seq=start, to_seq=start)  # the lease ends
                     raise
                 self._skipped(caller, record, start, last, exc.details["reason"])
-            except BaseException:
-                self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
-                                                   from_seq=start, to_seq=start)
-                raise
-            if not self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
-                                                      from_seq=start, to_seq=last):
-                return "busy"  # its lease expired and another run moved on
-        record = self._session_store.get(caller.tenant_id, caller.user_id, session_id)
-        return "done" if record is None or record.seq <= record.extracted_seq else "left"
+        except BaseException:
+            self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
+                                               from_seq=start, to_seq=start)  # the lease ends: a retry may take it
+            raise
+        if not self._session_store.mark_extracted(caller.tenant_id, caller.user_id, session_id,
+                                                  from_seq=start, to_seq=last):
+            return "busy"  # its lease expired and another run moved on
+        return "done" if last >= record.seq else "left"
 
     def _batch(self, record: SessionRecord) -> tuple[list[ConversationMessage], int]:
         """The messages after `extracted_seq`, oldest first, as many as an extractor reads whole
@@ -312,8 +308,8 @@ class Extraction:
             self._wait_for_idle(caller, session, settings.extract_idle_seconds)
             return "waiting"
         try:
-            outcome = self._extract_session(caller, session.session_id, batches=_BATCHES_PER_JOB,
-                                            skip_unanswerable=job.attempts + 1 >= _SKIP_FROM_ATTEMPT)
+            outcome = self._extract_batch(caller, session.session_id,
+                                          skip_unanswerable=job.attempts + 1 >= _SKIP_FROM_ATTEMPT)
         except Forbidden:
             return "nothing"  # the caller may no longer write their user layer: nothing to retry
         except (ProviderError, RateLimited) as exc:

@@ -238,8 +238,6 @@ class Remember:
         elif decision.action == "update":
             assert best is not None
             merged = merge(best.typed, candidate, key, existing_created_at=best.memory.created_at)
-            if "provenance" in candidate.extra:
-                merged = dataclasses.replace(merged, extra={**merged.extra, "provenance": candidate.extra["provenance"]})
             item = write(best.memory.key, merged, old=self._current(tenant, best.memory), action=update_action,
                          ttl_seconds=cmd.ttl_seconds or best.memory.ttl_seconds)
             # Seed 002's "access_count + 1, last_accessed_at now" for the merged memory: on the item

@@ -52,11 +52,11 @@ def test_extraction_the_judge_and_the_graph_ask_the_endpoint(app, endpoint):
 
 
 def test_a_failing_endpoint_loses_nothing(app, endpoint):
-    endpoint.status = 503
+    endpoint.replies = [(503, {"error": {"message": "overloaded"}})]
     queued = app.services.extraction.extract(alice(), ExtractMemories(messages=[
         {"role": "user", "content": "I live in Berlin."}]))
     assert isinstance(queued, ExtractionQueued) and queued.reason == "retrying"
-    endpoint.status = 200
+    endpoint.replies = None
     app.workers.run_remember_jobs()
     learnt = app.services.search.search(alice(), SearchQuery(namespace_prefix=["user", "alice", "memories"]))
     assert [m.value["content"] for m in learnt] == ["User lives in Berlin"]

@@ -106,3 +106,11 @@ def test_a_statement_merged_into_an_archived_memory_restores_it():
     archived = TypedMemory(content="I live in Berlin", archived_at="2026-01-01T00:00:00Z")
     merged = merge(archived, TypedMemory(content="I live in Berlin, Germany"), "k2")
     assert merged.archived_at is None and not merged.archived and merged.content == "I live in Berlin, Germany"
+
+
+def test_a_merge_carries_the_newer_statements_provenance_and_keeps_the_rest():
+    existing = TypedMemory(content="I live in Berlin", extra={"provenance": {"seqs": [1]}, "mine": 1})
+    candidate = TypedMemory(content="I live in Berlin, Germany", extra={"provenance": {"seqs": [7]}, "other": 2})
+    merged = merge(existing, candidate, "k2")
+    assert merged.extra == {"provenance": {"seqs": [7]}, "mine": 1}
+    assert merge(existing, TypedMemory(content="x"), "k3").extra == existing.extra

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
-import time
 from datetime import datetime, timezone
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +26,7 @@ from memsvc.service.llm_uses import (EXTRACTION_MAX_TOKENS, EXTRACTION_SYSTEM_PR
                                      JUDGE_SYSTEM_PROMPT, MAX_STATEMENT_CHARS, MAX_TEXT_CHARS, LlmEntityExtractor,
                                      LlmJudge)
 from memsvc.settings import AwsSettings, LocalSettings
+from tests.fakes.chat_endpoint import ChatEndpoint
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "llm"
 RECORDED_CONTENTS = ["User is vegetarian", "User lives in Lisbon", "User plans to visit Tokyo in March 2027"]
@@ -88,55 +86,10 @@ def test_adversarial_texts_are_read_in_one_pass(text):
 
 # -- OpenAiLanguageModel on 127.0.0.1 -----------------------------------------------------------
 
-class ChatServer:
-    """A chat completions endpoint: records each request (path, headers, body) and answers with
-    the next of `replies` (status, JSON or bytes), the last one repeated; `drip_seconds` sends the
-    answer a byte at a time."""
-
-    def __init__(self) -> None:
-        self.requests: list[tuple[str, dict[str, str], dict[str, Any]]] = []
-        self.replies: list[tuple[int, Any]] = [(200, recorded("openai_chat_completion.json"))]
-        self.headers: dict[str, str] = {}
-        self.drip_seconds: float | None = None
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:  # noqa: N802 (the stdlib's name)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append((self.path, dict(self.headers), body))
-                status, answer = server.replies[min(len(server.requests), len(server.replies)) - 1]
-                payload = answer if isinstance(answer, bytes) else json.dumps(answer).encode()
-                head = (f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(payload)}\r\n"
-                        + "".join(f"{k}: {v}\r\n" for k, v in server.headers.items()) + "\r\n").encode()
-                try:
-                    if server.drip_seconds is None:
-                        self.wfile.write(head + payload)
-                        return
-                    for i in range(len(head + payload)):
-                        self.wfile.write((head + payload)[i:i + 1])
-                        self.wfile.flush()
-                        time.sleep(server.drip_seconds)
-                except OSError:  # the client gave up
-                    self.close_connection = True
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-        threading.Thread(target=self._server.serve_forever, args=(0.05,), daemon=True).start()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-
-
 @pytest.fixture
 def server():
-    server = ChatServer()
+    server = ChatEndpoint()
+    server.replies = [(200, recorded("openai_chat_completion.json"))]
     yield server
     server.close()
 
@@ -151,11 +104,11 @@ def ask(url: str, *, timeout: float = 5.0, api_key: str | None = None, model_id:
 @pytest.mark.parametrize("fixture", ["openai_chat_completion.json", "ollama_chat_completion.json"])
 def test_recorded_answers_are_read(server, fixture):
     server.replies = [(200, recorded(fixture))]
-    assert [m["content"] for m in ask(server.base)["memories"]] == RECORDED_CONTENTS
+    assert [m["content"] for m in ask(server.url)["memories"]] == RECORDED_CONTENTS
 
 
 def test_the_request_is_one_json_mode_chat_completion(server):
-    ask(server.base, max_tokens=123)
+    ask(server.url, max_tokens=123)
     ((path, headers, body),) = server.requests
     assert path == "/v1/chat/completions" and "Authorization" not in headers
     assert body == {"model": "llama3.2:3b", "temperature": 0, "max_tokens": 123,
@@ -166,7 +119,7 @@ def test_the_request_is_one_json_mode_chat_completion(server):
 
 
 def test_the_key_is_sent_as_a_bearer_token_and_the_tenants_model_asked(server):
-    ask(server.base + "/chat/completions", api_key="sk-local", model_id="qwen2.5:7b")
+    ask(server.url + "/chat/completions", api_key="sk-local", model_id="qwen2.5:7b")
     ((path, headers, body),) = server.requests
     assert path == "/v1/chat/completions" and headers["Authorization"] == "Bearer sk-local"
     assert body["model"] == "qwen2.5:7b"
@@ -192,7 +145,7 @@ def test_only_http_urls_are_taken(url):
 def test_a_refused_json_mode_is_asked_again_without_it_and_remembered(server):
     server.replies = [(400, {"error": "'response_format.type' must be 'json_schema'"}),
                       (200, recorded("ollama_chat_completion.json"))]
-    llm = OpenAiLanguageModel(server.base, "lmstudio-model")
+    llm = OpenAiLanguageModel(server.url, "lmstudio-model")
     assert [m["content"] for m in llm.chat_json("s", [("user", "u")], max_tokens=10)["memories"]] == RECORDED_CONTENTS
     llm.chat_json("s", [("user", "u")], max_tokens=10)
     assert ["response_format" in body for _, _, body in server.requests] == [True, False, False]
@@ -200,7 +153,7 @@ def test_a_refused_json_mode_is_asked_again_without_it_and_remembered(server):
 
 def test_a_400_that_is_not_about_the_format_is_refused_and_json_mode_kept(server):
     server.replies = [(400, {"error": "context length exceeded"})]
-    llm = OpenAiLanguageModel(server.base, "m")
+    llm = OpenAiLanguageModel(server.url, "m")
     for _ in range(2):
         with pytest.raises(ProviderError) as raised:
             llm.chat_json("s", [("user", "u")], max_tokens=10)
@@ -215,7 +168,7 @@ def test_a_400_that_is_not_about_the_format_is_refused_and_json_mode_kept(server
 def test_error_statuses_are_ours(server, status, reason, caplog):
     server.replies = [(status, {"error": {"message": f"{SECRET} could not be processed"}})]
     with pytest.raises(ProviderError) as raised:
-        ask(server.base)
+        ask(server.url)
     assert raised.value.details == {"provider": "openai-compatible", "reason": reason, "status": status}
     assert SECRET not in raised.value.message and SECRET not in caplog.text
     assert len(server.requests) == 1  # only a 400 earns a second attempt
@@ -224,7 +177,7 @@ def test_error_statuses_are_ours(server, status, reason, caplog):
 def test_429_is_rate_limited_with_the_servers_retry_after(server):
     server.replies, server.headers = [(429, {"error": "slow down"})], {"Retry-After": "7"}
     with pytest.raises(RateLimited) as raised:
-        ask(server.base)
+        ask(server.url)
     assert raised.value.retry_after_seconds == 7 and raised.value.retryable
 
 
@@ -243,19 +196,19 @@ def test_429_is_rate_limited_with_the_servers_retry_after(server):
 def test_answers_without_complete_json_are_malformed(server, answer, words):
     server.replies = [(200, answer)]
     with pytest.raises(ProviderError, match=words) as raised:
-        ask(server.base)
+        ask(server.url)
     assert raised.value.details["reason"] == "malformed" and "vegetarian" not in raised.value.message
 
 
 def test_an_answer_cut_off_after_its_json_closed_is_still_read(server):
     server.replies = [(200, completion('{"memories": []}\n\nNote: I', "length"))]
-    assert ask(server.base) == {"memories": []}
+    assert ask(server.url) == {"memories": []}
 
 
 def test_an_oversize_answer_is_malformed(server):
     server.replies = [(200, completion('{"memories": []}' + " " * openai_llm.MAX_ANSWER_BYTES))]
     with pytest.raises(ProviderError, match="too large") as raised:
-        ask(server.base)
+        ask(server.url)
     assert raised.value.details["reason"] == "malformed"
 
 
@@ -272,7 +225,7 @@ def test_a_server_dripping_its_answer_times_out(server):
     """Each byte comes well within the timeout; the answer as a whole does not."""
     server.drip_seconds = 0.02
     with pytest.raises(ProviderError) as raised:
-        ask(server.base, timeout=0.3)
+        ask(server.url, timeout=0.3)
     assert raised.value.details["reason"] == "timeout"
 
 
