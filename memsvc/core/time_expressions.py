@@ -19,6 +19,7 @@ text: one pass of a regex with bounded, non-nested repetition.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date, datetime, time, timedelta, timezone
 
@@ -38,21 +39,21 @@ _POINT = (rf"(?:\d{{4}}-\d{{2}}-\d{{2}}|(?:{_MONTH})\.? \d{{1,2}}(?:st|nd|rd|th)
           rf"\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTH})(?:,? \d{{4}})?|(?:{_MONTH})(?: \d{{4}})?|"
           rf"(?:19|20)\d{{2}}|(?:next |last |this )?(?:{_WEEKDAY})|(?:last|this|next) (?:year|month|week)|"
           rf"yesterday|today|tomorrow)")
-_EXPRESSION = re.compile(
+_EXPRESSION = (
     rf"\b(?:(?P<between>from|between) (?P<a>{_POINT}) (?:to|until|till|and) (?P<b>{_POINT})|"
-    rf"(?P<since>since|starting|as of) (?P<s>{_POINT})|(?P<until>until|till|through) (?P<u>{_POINT}))\b",
-    re.IGNORECASE)
+    rf"(?P<since>since|starting|as of) (?P<s>{_POINT})|(?P<until>until|till|through) (?P<u>{_POINT}))\b")
 
 
 def validity(text: str, said_at: datetime) -> tuple[datetime | None, datetime | None]:
     """The interval the first time expression of `text` names (see the module's doc)."""
-    m = _EXPRESSION.search(text)
-    if m is None or _RECURRING.search(text):
+    expression, recurring, past = _patterns()
+    m = expression.search(text)
+    if m is None or recurring.search(text):
         return None, None  # "every Monday", "Monday through Friday": a schedule, not an interval
     today = said_at.astimezone(timezone.utc).date()
     # Told in the past tense ("I worked there until March"), a bare month or weekday is the last
     # one, not the next.
-    ahead = "past" if _PAST.search(text) else "future"
+    ahead = "past" if past.search(text) else "future"
     if m.group("between"):
         if _weekday(m.group("a")) or _weekday(m.group("b")):
             return None, None
@@ -69,6 +70,13 @@ def validity(text: str, said_at: datetime) -> tuple[datetime | None, datetime | 
         return None, None
     span = _span(m.group("u"), today, ahead)
     return (None, _at(span[1])) if span else (None, None)
+
+
+@functools.cache
+def _patterns() -> tuple[re.Pattern[str], re.Pattern[str], re.Pattern[str]]:
+    """Compiled on first use, not at import: the API's cold start imports this module, and most
+    of its requests never extract."""
+    return tuple(re.compile(p, re.IGNORECASE) for p in (_EXPRESSION, _RECURRING, _PAST))  # type: ignore[return-value]
 
 
 def _weekday(point: str) -> bool:
@@ -136,10 +144,9 @@ def _month_or_day(p: str, today: date, direction: str) -> tuple[date, date] | No
     return None
 
 
-_RECURRING = re.compile(r"\b(?:every|each|weekly|daily|weekdays|weekends|(?:" + _WEEKDAY + r")s)\b|"
-                        r"\b(?:" + _WEEKDAY + r") (?:through|to|till|until|-) (?:" + _WEEKDAY + r")\b", re.IGNORECASE)
-_PAST = re.compile(r"\b(?:was|were|had|did|used to|worked|lived|stayed|studied|owned|ran|led|taught|kept)\b",
-                   re.IGNORECASE)
+_RECURRING = (r"\b(?:every|each|weekly|daily|weekdays|weekends|(?:" + _WEEKDAY + r")s)\b|"
+              r"\b(?:" + _WEEKDAY + r") (?:through|to|till|until|-) (?:" + _WEEKDAY + r")\b")
+_PAST = r"\b(?:was|were|had|did|used to|worked|lived|stayed|studied|owned|ran|led|taught|kept)\b"
 
 
 def _year_of(month: int, today: date, direction: str, day: int) -> int:
