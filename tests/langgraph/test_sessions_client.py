@@ -110,3 +110,13 @@ def test_restore_and_include_archived(client):
     assert [m["id"] for m in found] == [memory["id"]]
     with pytest.raises(NotFoundError):
         client.restore("00000000-0000-0000-0000-000000000000")
+
+
+def test_reflect_as_an_admin(live_server, uid):
+    with MemsvcClient(live_server.url, live_server.token(uid)) as client:
+        client.remember("The user prefers green tea", type="preference")
+        with pytest.raises(MemsvcError):  # a user may not trigger it
+            client.reflect(uid)
+    with MemsvcClient(live_server.url, live_server.token("root-" + uid, roles=["admin"])) as admin:
+        run = admin.reflect(uid)
+    assert (run["user_id"], run["examined"], run["done"]) == (uid, 1, True)

@@ -340,6 +340,11 @@ class AgentMemoryMethods:
     def force_delete(self, memory_id: str) -> Any:
         return self._run(("DELETE", f"/admin/v1/memories/{path_segment(memory_id)}", (), None))
 
+    def reflect(self, user_id: str) -> Any:
+        """`POST /admin/v1/memories/reflect` (admin): one bounded reflection run over the user's
+        memories; its stats. A run not `done` goes on from its cursor when called again."""
+        return self._run(("POST", "/admin/v1/memories/reflect", (), {"user_id": user_id}))
+
 
 class MemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods):
     """Every route of API.md and API-AGENT.md over HTTP, synchronously. Methods answer the
