@@ -18,10 +18,12 @@ extractor (readable by whoever may read the memory, like the rest of its value).
   `extract_every_messages` new messages, and one runs `extract_idle_seconds` after the first new
   message, which extracts then if the session has been idle that long (or waits for the idle time
   to pass). Nothing of it runs on the append's request path but putting a job on the queue.
-  A session's `extracted_seq` moves, conditionally, only after a batch's memories are written:
-  replays and retries never move it twice, and a batch extracted again after a crash in between
-  finds its memories already there (`unchanged`). Extracted memories go to the session's user's
-  `user` layer: what a person says of themselves outlives the session (provenance names it).
+  A run extracts one batch (one model call) under a lease on the session's next batch, and moves
+  `extracted_seq`, conditionally, only after the batch's memories are written: two runs at once
+  never send one batch to the model twice, and replays find nothing left. A run that dies leaves
+  its lease to expire, and the batch is extracted again. A batch the model keeps refusing is
+  skipped on its third attempt, said on the timeline. Extracted memories go to the session's
+  user's `user` layer: what a person says of themselves outlives the session (provenance names it).
 """
 
 from __future__ import annotations
