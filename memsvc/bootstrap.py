@@ -261,7 +261,8 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
     search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
                     access=access, clock=clock, memories=memories, metrics=metrics,
                     concurrent_retrievers=concurrent_retrievers,
-                    rerank=Rerank(reranker=reranker, settings=settings, sealer=sealer, metrics=metrics))
+                    rerank=Rerank(reranker=reranker, settings=settings, sealer=sealer, metrics=metrics),
+                    timeline=event_log)
     cursors = CursorCodec(sealer)
     knowledge = Graph(store=graph[0], items=items, sealer=sealer, access=access, clock=clock,
                       metrics=metrics)

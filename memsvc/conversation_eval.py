@@ -4,9 +4,11 @@ or two of their turns.
 
 A run writes every conversation for a fresh user under a namespace of its own,
 `["user", <user>, "eval", <run id>, <conversation id>]`: each turn is a plain memory with key = the
-turn's id and value `{"content": "(8 May 2023) Maria said, \\"...\\"", "speaker", "date", "session"}`,
-only `content` indexed. The date prefix is the session's date, so a question that names a month has
-words to match. Writes go without `sync_index`, many at once, while a thread asks the admin route
+turn's id and value `{"content": "(8 May 2023) Maria said, \\"...\\"", "speaker", "date", "session",
+"valid_from", "valid_to"}`, only `content` indexed. The date prefix is the session's date, so a
+question that names a month has words to match; `valid_from`/`valid_to` are the session's day
+(`turn_valid_time`), the valid time a question naming a time is ranked by (issue 25). Writes go
+without `sync_index`, many at once, while a thread asks the admin route
 `POST /admin/v1/memories/index/trigger` to index the backlog in batches, until nothing is pending
 once all is written (with `--token`, where no admin token can be minted, each write is
 `sync_index: true` instead). With `--as-messages` each dataset session is a session of the service
@@ -37,7 +39,7 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -47,6 +49,7 @@ from memsvc.evaluation import Api, DatasetError, EvalError, Target, percentile
 __all__ = [
     "MODES", "QUESTION_KINDS", "Conversation", "ConversationOptions", "Question", "QuestionResult", "Session", "Turn",
     "conversation_problems", "is_conversation_dataset", "parse_conversations", "select", "turn_content",
+    "turn_valid_time",
     "message_content", "score_question", "mode_metrics", "side_by_side", "run_conversations", "main",
 ]
 
@@ -235,6 +238,14 @@ def select(conversations: Sequence[Conversation], questions: Sequence[Question],
 def turn_content(turn: Turn) -> str:
     """What is indexed for a turn written as a memory: `(8 May 2023) Maria said, "..."`."""
     return f'{session_day(turn)} {turn.speaker} said, "{turn.text}"'
+
+
+def turn_valid_time(turn: Turn) -> dict[str, str]:
+    """The day of the turn's session as a memory's valid time (issue 25): `valid_from` its
+    midnight (UTC), `valid_to` the next day's."""
+    day = date.fromisoformat(turn.date)
+    return {"valid_from": f"{day.isoformat()}T00:00:00Z",
+            "valid_to": f"{(day + timedelta(days=1)).isoformat()}T00:00:00Z"}
 
 
 def message_content(turn: Turn) -> str:
@@ -432,7 +443,7 @@ def _write_memories(api: Api, target: Target, writer: Writer, conversations: Seq
 def _put_turn(api: Api, token: str, namespace: list[str], turn: Turn, sync: bool) -> None:
     body = {"namespace": namespace, "key": turn.id, "index_fields": ["content"], "sync_index": sync,
             "value": {"content": turn_content(turn), "speaker": turn.speaker, "date": turn.date,
-                      "session": turn.session}}
+                      "session": turn.session, **turn_valid_time(turn)}}
     _send(api, "PUT", "/v1/memories", token, body, (200,), f"writing turn {turn.id}")
 
 

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from memsvc.core.extraction import Candidate, ConversationMessage
 from memsvc.core.filters import Filter
-from memsvc.core.graph import DerivedMemory, Extraction, GraphEdge, GraphNode, Mention
+from memsvc.core.graph import DerivedMemory, Extraction, GraphEdge, GraphNode, Mention, ValidAt
 from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
@@ -173,7 +173,8 @@ class EventLog(Protocol):
     """The event timeline: per tenant, events in `occurred_at` order, recorded exactly once.
 
     Written by one consumer of the change feed; read by `GET /v1/memories/events` and, one key at
-    a time, `GET /v1/memories/history`.
+    a time, `GET /v1/memories/history`; search and recall with `known_at` read a scope's version
+    events since then (`scan`, bounded) and each changed key's version then (`history`, one entry).
     """
 
     def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
@@ -520,7 +521,7 @@ class GraphStore(Protocol):
         not explicit together with every edge of their namespace touching them, and set the
         marker to `memory`. Otherwise change nothing (a replay, or an older version delivered
         late) and return False. Every node and edge is of `memory`'s tenant and namespace and
-        edges' `key`/`memory_id` are `memory`'s; at most `MAX_ENTITIES_PER_MEMORY` nodes and
+        edges' `key`/`memory_id` are `memory`'s (and each keeps its `valid_from`/`valid_to`); at most `MAX_ENTITIES_PER_MEMORY` nodes and
         `MAX_RELATIONS_PER_MEMORY` edges, and every edge's ends are among `nodes`."""
 
     def replace_many(self, memories: Sequence[tuple[DerivedMemory, Sequence[GraphNode], Sequence[GraphEdge]]]
@@ -550,7 +551,8 @@ class GraphStore(Protocol):
         """Write an explicit edge (`key` and `memory_id` None) if both its ends have a node in its
         namespace; returns the missing end ids (source first), writing nothing, when not.
         Atomic: an end deleted concurrently is either seen missing or keeps the edge valid until
-        its own removal cascades. Idempotent."""
+        its own removal cascades. Idempotent; writing an edge that is there replaces its
+        `valid_from` and `valid_to` with the given ones."""
 
     def delete_relation(self, edge: GraphEdge) -> bool:
         """Remove that explicit edge (derived edges go with their memory). False when absent."""
@@ -560,10 +562,11 @@ class GraphStore(Protocol):
         one), in (entity id, namespace) order."""
 
     def expand(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str], *,
-               limit: int) -> list[GraphEdge]:
+               limit: int, valid: ValidAt | None = None) -> list[GraphEdge]:
         """Edges in namespaces under `prefix` whose source or target is among `entity_ids` (one
         batched read: the traversals call it once per hop), at most `limit` of them, in no set
-        order. An edge touching two of the ids is returned once."""
+        order. An edge touching two of the ids is returned once. With `valid`, only the edges it
+        admits (and `limit` counts those)."""
 
     def memories_of(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str], *,
                     limit: int) -> list[Mention]:

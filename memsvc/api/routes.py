@@ -325,7 +325,7 @@ def _delete_entity(app: Services, c: Call) -> None:
 def _put_relation(app: Services, c: Call) -> s.GraphRelationOut:
     edge = app.graph.put_relation(c.caller, c.body)
     return s.GraphRelationOut(namespace=list(edge.namespace), source=edge.source_id, type=edge.type,
-                              target=edge.target_id)
+                              target=edge.target_id, valid_from=edge.valid_from, valid_to=edge.valid_to)
 
 
 def _delete_relation(app: Services, c: Call) -> None:

@@ -175,18 +175,32 @@ class Scores(Answer):
                                                    "step reordered; null otherwise")
 
 
+# Present only when asked with known_at: without it an answer is as it always was.
+_CURRENT = ("only with known_at: whether this version is still the key's current one (false: since replaced, "
+            "deleted or expired)")
+_KNOWN_AT = "only with known_at: the time asked; the answer is what memsvc held then"
+_PAST_RETENTION = "only with known_at: keys whose version held then is past the tenant's event retention, so not shown"
+
+
+def _absent(value: Any) -> bool:
+    return value is None
+
+
 class SearchItemOut(MemoryOut):
     score: float | None
     scores: Scores | None = Field(description="each signal's own score when ranked by a query; null without one")
+    current: bool | None = Field(None, description=_CURRENT, exclude_if=_absent)
 
     @classmethod
     def of(cls, m: Memory, **extra: Any) -> Self:
         scores = Scores(**m.scores) if m.scores is not None else None
-        return super().of(m, score=m.score, scores=scores, **extra)
+        return super().of(m, score=m.score, scores=scores, current=m.current, **extra)
 
 
 class SearchMetadataOut(Answer):
     degraded: bool = Field(description="ranked by the keyword index alone: the embedding model failed or timed out")
+    known_at: Rfc3339 | None = Field(None, description=_KNOWN_AT, exclude_if=_absent)
+    past_retention: int | None = Field(None, description=_PAST_RETENTION, exclude_if=_absent)
 
 
 class SearchOut(Answer):
@@ -196,7 +210,8 @@ class SearchOut(Answer):
     @classmethod
     def of(cls, result: SearchResult) -> Self:
         return cls(items=[SearchItemOut.of(m) for m in result.memories],
-                   metadata=SearchMetadataOut(degraded=result.degraded))
+                   metadata=SearchMetadataOut(degraded=result.degraded, known_at=result.known_at,
+                                              past_retention=result.past_retention if result.known_at else None))
 
 
 class RecalledOut(Answer):
@@ -219,6 +234,7 @@ class RecalledOut(Answer):
     truncated: bool = Field(description="content cut to fit the token budget (the last memory only)")
     graph_hops: int | None = Field(None, description="added by graph expansion (graph_hops), this many hops from a "
                                                      "hit (relevance and match 0); null for a hit")
+    current: bool | None = Field(None, description=_CURRENT, exclude_if=_absent)
 
     @classmethod
     def of(cls, r: Recalled) -> Self:
@@ -226,7 +242,7 @@ class RecalledOut(Answer):
         return cls(id=m.id, namespace=list(m.namespace), key=m.key, layer=r.layer, content=r.content, type=r.type,
                    relevance=r.relevance, match=r.match, importance=r.importance, pinned=r.pinned, tags=list(r.tags),
                    category=r.category, source=r.source, created_at=m.created_at, updated_at=m.updated_at,
-                   truncated=r.truncated, graph_hops=r.graph_hops)
+                   truncated=r.truncated, graph_hops=r.graph_hops, current=m.current)
 
 
 class RecallMetadataOut(Answer):
@@ -239,6 +255,8 @@ class RecallMetadataOut(Answer):
     query_embedding_ms: float
     retrieval_ms: float
     degraded: bool = Field(description="ranked by the keyword index alone: the embedding model failed or timed out")
+    known_at: Rfc3339 | None = Field(None, description=_KNOWN_AT, exclude_if=_absent)
+    past_retention: int | None = Field(None, description=_PAST_RETENTION, exclude_if=_absent)
 
 
 class RecallOut(Answer):
@@ -251,7 +269,8 @@ class RecallOut(Answer):
             count=len(result.memories), total_count=result.total_count, truncated=result.truncated,
             token_count=result.token_count, token_budget=result.token_budget,
             searched_layers=result.searched_layers, query_embedding_ms=result.query_embedding_ms,
-            retrieval_ms=result.retrieval_ms, degraded=result.degraded))
+            retrieval_ms=result.retrieval_ms, degraded=result.degraded, known_at=result.known_at,
+            past_retention=result.past_retention if result.known_at else None))
 
 
 class EventOut(Answer):
@@ -679,12 +698,17 @@ class GraphEdgeOut(Answer):
     target: str = Field(description="entity id")
     namespace: list[str]
     memory: JustifyingMemoryOut | None = Field(description="the memory that justifies it; null: written explicitly")
+    valid_from: str | None = Field(None, json_schema_extra={"format": "date-time"}, description=(
+        "RFC 3339: it holds from then (a derived relation: as its memory does); null: no start recorded"))
+    valid_to: str | None = Field(None, json_schema_extra={"format": "date-time"}, description=(
+        "RFC 3339: it held until then (a derived relation: as its memory did); null: open"))
 
     @classmethod
     def of(cls, e: GraphEdge) -> Self:
         memory = None if e.explicit else JustifyingMemoryOut(namespace=list(e.namespace), key=e.key or "",
                                                              id=e.memory_id or "")
-        return cls(source=e.source_id, type=e.type, target=e.target_id, namespace=list(e.namespace), memory=memory)
+        return cls(source=e.source_id, type=e.type, target=e.target_id, namespace=list(e.namespace), memory=memory,
+                   valid_from=e.valid_from, valid_to=e.valid_to)
 
 
 class PathStepOut(Answer):
@@ -713,6 +737,10 @@ class GraphRelationOut(Answer):
     source: str = Field(description="entity id")
     type: str
     target: str = Field(description="entity id")
+    valid_from: str | None = Field(json_schema_extra={"format": "date-time"},
+                                   description="RFC 3339: it holds from then (the one given, else this write's time)")
+    valid_to: str | None = Field(None, json_schema_extra={"format": "date-time"},
+                                 description="RFC 3339: it holds until then; null: open")
 
 
 class IntegrityScanOut(Answer):

@@ -13,7 +13,8 @@ them; a query under a prefix sees the rows whose namespace is under it):
 - a mention (`Mention`): memory (namespace, key, memory id) -> entity id.
 - an edge (`GraphEdge`): source entity -type-> target entity in a namespace, justified by one
   memory (its key and memory id) or explicit (both None). The same triple justified by two
-  memories is two edges.
+  memories is two edges. An edge holds over [valid_from, valid_to) (issue 25): an explicit one
+  as its write says, a derived one as its memory does (`ValidAt`).
 
 An entity id is the same in every namespace of a tenant, so a query under a prefix joins what
 several namespaces beneath it say about one entity. Traversals are pure functions over an
@@ -44,6 +45,7 @@ __all__ = [
     "GraphEdge",
     "Mention",
     "DerivedMemory",
+    "ValidAt",
     "Reached",
     "PathStep",
     "GraphPath",
@@ -130,7 +132,9 @@ class GraphNode:
 @dataclass(frozen=True)
 class GraphEdge:
     """A typed, directed relation in one namespace, justified by the memory (`key`, `memory_id`)
-    of that namespace, or explicit when both are None."""
+    of that namespace, or explicit when both are None. `valid_from`/`valid_to`: when it holds,
+    RFC 3339 as `to_rfc3339` writes it (UTC, microseconds, fixed width, so the text orders as
+    the time does); None: open (an edge written before valid time has neither)."""
 
     tenant: str
     namespace: tuple[str, ...]
@@ -139,6 +143,8 @@ class GraphEdge:
     target_id: str
     key: str | None = None
     memory_id: str | None = None
+    valid_from: str | None = None
+    valid_to: str | None = None
 
     @property
     def explicit(self) -> bool:
@@ -166,6 +172,23 @@ class DerivedMemory:
     key: str
     memory_id: str
     version: int
+
+
+@dataclass(frozen=True)
+class ValidAt:
+    """Which edges a traversal walks (issue 25). `at` is a time as `to_rfc3339` writes it. An
+    `as_of` (`started`): the edges whose interval contains it. Without one, current facts: every
+    edge not ended by `at` (now); one whose start is still ahead is walked, as recall answers a
+    current memory whatever its `valid_from` (and a clock a little behind the writer's never
+    hides a relation just written)."""
+
+    at: str
+    started: bool = False
+
+    def admits(self, edge: GraphEdge) -> bool:
+        if edge.valid_to is not None and edge.valid_to <= self.at:
+            return False
+        return not self.started or edge.valid_from is None or edge.valid_from <= self.at
 
 
 # -- traversal ---------------------------------------------------------------------------------

@@ -378,6 +378,9 @@ class Memory:
     score: float | None = None
     ttl_seconds: int | None = None
     scores: dict[str, float | None] | None = None  # per signal, when ranked by relevance
+    # Asked with `known_at`: whether this version is still the key's current one (False: a version
+    # since replaced, deleted or expired, from the timeline); None without known_at.
+    current: bool | None = None
 
 
 @dataclass(frozen=True)

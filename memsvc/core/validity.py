@@ -4,8 +4,10 @@ given time (`as_of`). Pure.
 A typed memory holds over [valid_from, valid_to): a missing `valid_from` is its key's
 `created_at` (it held from when it was stated), a missing `valid_to` is open. A superseded
 memory without a `valid_to` (tagged before valid time existed, or by `wrong` feedback) counts
-as ending at its `updated_at`: the version that tagged it is its last. A plain item has no
-valid time: it counts from its `created_at` on.
+as ending at its `updated_at`: the version that tagged it is its last. A plain item states its
+valid time the same way, `valid_from` and `valid_to` in its value (issue 25: one time model for
+`as_of`, the graph and the ranking of questions that name a time); without them it counts from
+its `created_at` on. Tags mean nothing in a plain item's value: it is never superseded.
 
 Validity is not expiry: a TTL removes the item, a closed `valid_to` keeps it as the record of
 what held before.
@@ -22,7 +24,7 @@ from memsvc.core.models import to_rfc3339
 from memsvc.core.timestamps import parse_rfc3339
 from memsvc.core.typed_memory import TypedMemory, is_superseded
 
-__all__ = ["valid_at", "closed_at", "earliest_start", "instant"]
+__all__ = ["valid_at", "interval", "closed_at", "earliest_start", "instant"]
 
 
 def instant(text: str | None) -> datetime | None:
@@ -41,11 +43,18 @@ def valid_at(value: Mapping[str, Any], *, typed: bool, created_at: datetime, upd
     """Whether a memory held at `as_of`: a typed memory's `value` (`typed`), or a plain item's.
     Reads the value's fields, not a `TypedMemory`: this runs on every candidate an `as_of` search
     opens, and building one costs more than the rest of the check."""
-    if not typed:
-        return created_at <= as_of
     start = instant(value.get("valid_from")) or created_at
-    end = instant(value.get("valid_to")) or (updated_at if is_superseded(value) else None)
+    end = instant(value.get("valid_to")) or (updated_at if typed and is_superseded(value) else None)
     return start <= as_of and (end is None or as_of < end)
+
+
+def interval(value: Mapping[str, Any], *, typed: bool, created_at: datetime, updated_at: datetime
+             ) -> tuple[datetime, datetime | None]:
+    """`[start, end)` of a memory, as `valid_at` reads it (None: open): what the graph stores on
+    the relations derived from it."""
+    start = instant(value.get("valid_from")) or created_at
+    end = instant(value.get("valid_to")) or (updated_at if typed and is_superseded(value) else None)
+    return start, end
 
 
 def closed_at(typed: TypedMemory, at: datetime) -> TypedMemory:

@@ -8,6 +8,13 @@ namespace, and the tenant's governance policy sees the entity's name.
 Distances. A related memory is `hops` away from where the query starts: 1 when it mentions a
 start entity (from a memory: an entity of that memory), plus one per relation edge between a
 start entity and the entity it mentions. A path's `hops` counts relation edges between entities.
+
+Valid time (issue 25). A relation holds over [valid_from, valid_to): an explicit one as its
+`PUT` said (from the write when it named no start), a derived one as the memory it came from
+(`GraphIndexer` stores that on the edge). Without `as_of` a traversal walks current relations:
+every one not ended by now. With `as_of`, the relations that held then, and the related memories
+that held then (`held_at`). The check is a condition of each hop's read, so the bounds count only
+the relations walked.
 """
 
 from __future__ import annotations
@@ -16,6 +23,7 @@ import dataclasses
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
 from pydantic import ConfigDict, Field, StrictStr, model_validator
@@ -23,13 +31,14 @@ from pydantic import ConfigDict, Field, StrictStr, model_validator
 from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.filters import Filter, lookup_in
 from memsvc.core.graph import (ENTITY_TYPES, MAX_NAME_CHARS, RELATION_TYPES, GraphEdge, GraphNode, Mention,
-                               PathResult, display_name, normalise_name, reach, shortest_path)
-from memsvc.core.models import Caller, Memory, StoredItem
+                               PathResult, ValidAt, display_name, normalise_name, reach, shortest_path)
+from memsvc.core.models import Caller, Memory, StoredItem, to_rfc3339
 from memsvc.core.namespaces import MAX_KEY_BYTES, encode_namespace, is_under, validate_key
-from memsvc.core.validation import WHITESPACE, Command, Integer, Namespace, NamespacePrefix, non_blank
+from memsvc.core.validation import WHITESPACE, Command, Integer, Namespace, NamespacePrefix, Timestamp, non_blank
 from memsvc.ports import Clock, GraphQuerySample, GraphStore, ItemStore, Metrics
 from memsvc.service.access import Access
 from memsvc.service.memories import KEY_RULES, open_memory
+from memsvc.service.search import held_at
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "PutEntity", "EntityRef", "PutRelation",
@@ -82,6 +91,9 @@ class RelatedQuery(Command):
     from_: Endpoint = Field(alias="from", description="a memory must lie under namespace_prefix")
     max_hops: Integer = Field(2, ge=1, le=4, description="1: memories naming a start entity; +1 per relation")
     limit: Integer = Field(20, ge=1, le=100)
+    as_of: Timestamp | None = Field(None, description=(
+        "RFC 3339: only relations that held then, and memories that held then (issue 25); without it, every "
+        "relation not ended by now"))
 
 
 class PathQuery(Command):
@@ -91,6 +103,8 @@ class PathQuery(Command):
     from_: Endpoint = Field(alias="from", description="a memory must lie under namespace_prefix")
     to: Endpoint = Field(description="a memory must lie under namespace_prefix")
     max_hops: Integer = Field(4, ge=1, le=6, description="relation edges, at most")
+    as_of: Timestamp | None = Field(None, description=(
+        "RFC 3339: only relations that held then (issue 25); without it, every relation not ended by now"))
 
 
 class PutEntity(Command):
@@ -115,6 +129,11 @@ class PutRelation(Command):
     source: EntityName
     type: Literal[RELATION_TYPES]  # type: ignore[valid-type]
     target: EntityName = Field(description="another entity than source (after normalising both)")
+    valid_from: Timestamp | None = Field(None, description=(
+        "RFC 3339: the relation holds from then (default: from this write)"))
+    valid_to: Timestamp | None = Field(None, description=(
+        "RFC 3339, after valid_from (one already past needs valid_from): the relation holds until then (default: "
+        "open); writing the relation again replaces both"))
 
 
 class RelationRef(Command):
@@ -176,16 +195,18 @@ class GraphScope:
 
 
 class _Expander:
-    """One traversal's hop reads; remembers whether a hop hit `MAX_EDGES_PER_HOP` (then the
-    traversal saw only part of the graph and says `truncated`)."""
+    """One traversal's hop reads, of the relations `valid` admits; remembers whether a hop hit
+    `MAX_EDGES_PER_HOP` (then the traversal saw only part of the graph and says `truncated`)."""
 
-    def __init__(self, store: GraphStore, scope: GraphScope) -> None:
+    def __init__(self, store: GraphStore, scope: GraphScope, valid: ValidAt) -> None:
         self._store = store
         self._scope = scope
+        self._valid = valid
         self.truncated = False
 
     def __call__(self, entity_ids: Sequence[str]) -> list[GraphEdge]:
-        edges = self._store.expand(self._scope.tenant, self._scope.prefix, entity_ids, limit=MAX_EDGES_PER_HOP)
+        edges = self._store.expand(self._scope.tenant, self._scope.prefix, entity_ids, limit=MAX_EDGES_PER_HOP,
+                                   valid=self._valid)
         self.truncated = self.truncated or len(edges) >= MAX_EDGES_PER_HOP
         return edges
 
@@ -215,15 +236,16 @@ class Graph:
         started = time.perf_counter()
         scope = self._scope(caller, q.namespace_prefix)
         start, exclude = self._start(caller, scope, q.from_, "from")
-        answer = self.related_to(scope, start, max_hops=q.max_hops, limit=q.limit, exclude=exclude)
+        answer = self.related_to(scope, start, max_hops=q.max_hops, limit=q.limit, exclude=exclude, as_of=q.as_of)
         self.observe("related", caller.tenant_id, started, len(answer.memories), answer.depth)
         return answer
 
     def related_to(self, scope: GraphScope, start: Sequence[str], *, max_hops: int, limit: int,
-                   exclude: Sequence[tuple[tuple[str, ...], str]] = ()) -> Related:
+                   exclude: Sequence[tuple[tuple[str, ...], str]] = (), as_of: datetime | None = None) -> Related:
         """Live memories under the scope within `max_hops` of the start entities, nearest first
-        (then by namespace and key), leaving out `exclude`'s keys."""
-        expand = _Expander(self._store, scope)
+        (then by namespace and key), leaving out `exclude`'s keys; with `as_of`, over the
+        relations that held then, and only memories that held then."""
+        expand = _Expander(self._store, scope, self._valid(as_of))
         reached = reach(start, expand, max_hops=max_hops - 1, max_nodes=MAX_NODES)
         by_hop: dict[int, list[str]] = {}
         for entity_id, hop in reached.hops.items():
@@ -243,44 +265,53 @@ class Graph:
                     candidates[ref] = (hop + 1, m)
             if len(candidates) >= wanted:
                 break
-        admitted = self._live(scope, {ref: mention.memory_id for ref, (_, mention) in candidates.items()}, limit)
+        admitted = self._live(scope, {ref: mention.memory_id for ref, (_, mention) in candidates.items()}, limit,
+                              as_of)
         entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix,
-                                                           [candidates[ref][1].entity_id for ref, _ in admitted]))
-        memories = [RelatedMemory(open_memory(self._sealer, item), candidates[ref][0],
-                                  entities[candidates[ref][1].entity_id], item.policy_attributes)
-                    for ref, item in admitted if candidates[ref][1].entity_id in entities]
+                                                           [candidates[ref][1].entity_id for ref, _, _ in admitted]))
+        memories = [RelatedMemory(memory, candidates[ref][0], entities[candidates[ref][1].entity_id],
+                                  item.policy_attributes)
+                    for ref, item, memory in admitted if candidates[ref][1].entity_id in entities]
         return Related(memories, reached.depth + 1 if reached.hops else 0, reached.truncated or expand.truncated)
 
-    def _live(self, scope: GraphScope, versions: dict[tuple[tuple[str, ...], str], str], limit: int
-              ) -> list[tuple[tuple[tuple[str, ...], str], StoredItem]]:
+    def _live(self, scope: GraphScope, versions: dict[tuple[tuple[str, ...], str], str], limit: int,
+              as_of: datetime | None = None) -> list[tuple[tuple[tuple[str, ...], str], StoredItem, Memory]]:
         """The first `limit` of `versions`' keys whose memory is live, still the version the
         mention came from (a rewrite the graph step has not caught up with may no longer name the
-        entity), and admitted by the scope's filter; read a page at a time."""
+        entity), admitted by the scope's filter and, with `as_of`, held then (decided on the
+        decrypted value); read a page at a time. Each with its item and its memory, opened."""
         refs = list(versions)
         now = self._clock.now()
-        out: list[tuple[tuple[tuple[str, ...], str], StoredItem]] = []
+        held = held_at(as_of) if as_of is not None else (lambda _: True)
+        out: list[tuple[tuple[tuple[str, ...], str], StoredItem, Memory]] = []
         page_size = limit + 5  # most candidates are live: a page more is rarely read
         for at in range(0, len(refs), page_size):
             page = refs[at:at + page_size]
             items = self._items.get_many(scope.tenant, page)
-            out += [(ref, item) for ref in page if (item := items.get(ref)) is not None and item.is_live(now)
-                    and item.id == versions[ref] and scope.filter.matches(lookup_in(item.policy_attributes))]
-            if len(out) >= limit:
-                break
-        return out[:limit]
+            for ref in page:
+                item = items.get(ref)
+                if (item is None or not item.is_live(now) or item.id != versions[ref]
+                        or not scope.filter.matches(lookup_in(item.policy_attributes))):
+                    continue
+                memory = open_memory(self._sealer, item)
+                if held(memory):
+                    out.append((ref, item, memory))
+                    if len(out) >= limit:
+                        return out
+        return out
 
     def related_to_memories(self, scope: GraphScope, refs: Sequence[tuple[tuple[str, ...], str]], *,
-                            max_hops: int, limit: int) -> Related:
+                            max_hops: int, limit: int, as_of: datetime | None = None) -> Related:
         """`related_to` from the entities of these memories (recall's graph expansion), leaving them out."""
         start = [m.entity_id for m in self._store.entities_of_memories(scope.tenant, refs)]
-        return self.related_to(scope, start, max_hops=max_hops, limit=limit, exclude=refs)
+        return self.related_to(scope, start, max_hops=max_hops, limit=limit, exclude=refs, as_of=as_of)
 
     def path(self, caller: Caller, q: PathQuery) -> PathAnswer:
         started = time.perf_counter()
         scope = self._scope(caller, q.namespace_prefix)
         start, _ = self._start(caller, scope, q.from_, "from")
         goal, _ = self._start(caller, scope, q.to, "to")
-        expand = _Expander(self._store, scope)
+        expand = _Expander(self._store, scope, self._valid(q.as_of))
         result = shortest_path(start, goal, expand, max_hops=q.max_hops, max_nodes=MAX_NODES)
         answer = self._path_answer(scope, result, expand.truncated)
         self.observe("path", caller.tenant_id, started, len(answer.entities), result.depth)
@@ -318,11 +349,21 @@ class Graph:
             self._store.delete_entity(caller.tenant_id, ns, ids[0])
 
     def put_relation(self, caller: Caller, cmd: PutRelation) -> GraphEdge:
+        """Write an explicit relation, or write it again: its valid time is then the one given now
+        (a PUT states the relation whole, as a memory's PUT states its value)."""
+        now = self._clock.now()
+        if cmd.valid_from is not None and cmd.valid_to is not None and cmd.valid_to <= cmd.valid_from:
+            raise InvalidArgument("valid_to must be after valid_from", details={"field": "valid_to"})
+        if cmd.valid_from is None and cmd.valid_to is not None and cmd.valid_to <= now:
+            # Without a start the relation holds from now: an end already past would make it never hold.
+            raise InvalidArgument("a valid_to in the past needs the valid_from the relation held from",
+                                  details={"field": "valid_to"})
         ns = self._writable(caller, cmd.namespace, {"source": cmd.source, "type": cmd.type, "target": cmd.target})
         source, target = self._ids(caller.tenant_id, [cmd.source, cmd.target], create=True)
         if source == target:
             raise InvalidArgument("a relation joins two different entities", details={"field": "target"})
-        edge = GraphEdge(caller.tenant_id, ns, source, cmd.type, target)
+        edge = GraphEdge(caller.tenant_id, ns, source, cmd.type, target, valid_from=to_rfc3339(cmd.valid_from or now),
+                         valid_to=to_rfc3339(cmd.valid_to))
         missing = self._store.put_relation(edge)
         if missing:
             names = [field for field, entity_id in (("source", source), ("target", target)) if entity_id in missing]
@@ -365,6 +406,12 @@ class Graph:
         return self._store.stats()
 
     # -- helpers --------------------------------------------------------------------------------
+
+    def _valid(self, as_of: datetime | None) -> ValidAt:
+        """The relations a traversal walks: those that held at `as_of`, else those not ended by now."""
+        if as_of is not None:
+            return ValidAt(str(to_rfc3339(as_of)), started=True)
+        return ValidAt(str(to_rfc3339(self._clock.now())))
 
     def _scope(self, caller: Caller, prefix: Sequence[str]) -> GraphScope:
         narrowed = self._access.namespace_to_read(caller, prefix, allow_empty=True)

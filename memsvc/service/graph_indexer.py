@@ -11,21 +11,35 @@ The indexer runs this step on a version's write within the version's budget (`ap
 extraction is checked against it, and a failure is the version's, for the indexer to judge), so a
 poison memory is quarantined with the rest of its indexing instead of wedging the step; removals
 go through `apply`, and are retried until they succeed (they never depend on the content).
+
+Valid time (issue 25). A derived relation holds while its memory does: each edge is stored with
+the memory's interval as `as_of` reads it (`core.validity.interval`: its `valid_from`, else its
+creation; its `valid_to`, else its last write when a typed memory was superseded without one).
+Stored at indexing time rather than read at traversal time: a hop reads up to `MAX_EDGES_PER_HOP`
+edges, and reading and decrypting each one's memory there would cost a traversal a read per edge,
+while a supersession (remember, reflection, `outdated` feedback) is a write of the older memory,
+which comes through here as any write and re-derives its rows with the closed `valid_to`. So an
+ended relation is kept, showing its end, for as long as its memory is; deleting the memory still
+removes it. Until the graph step has run, the edges show the interval of the version before.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from memsvc.core.errors import InvalidArgument, RateLimited
 from memsvc.core.graph import (MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, DerivedMemory, Extraction,
                                GraphEdge, GraphNode, display_name, entity_type, normalise_name, relation_type)
 from memsvc.core.index_budget import Stopwatch
-from memsvc.core.models import Change, StoredItem
+from memsvc.core.models import Change, StoredItem, to_rfc3339
 from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
+from memsvc.core.sessions import is_messages_namespace
+from memsvc.core.typed_memory import is_typed
+from memsvc.core.validity import interval
 from memsvc.ports import EntityExtractor, GraphStore, IndexBacklog
 from memsvc.service.sealing import Sealer
 
@@ -171,15 +185,23 @@ class GraphIndexer:
             self.apply_one(fresh)
 
     def derive(self, item: StoredItem, texts: Sequence[str] | None = None) -> tuple[list[GraphNode], list[GraphEdge]]:
-        """The nodes and edges the item's indexed texts name (none for an item not indexed);
-        `texts`: those texts, when the caller has decrypted them already."""
+        """The nodes and edges the item's indexed texts name (none for an item not indexed),
+        the edges holding as the item does; `texts`: those texts, when the caller has decrypted
+        them already (then the value is opened again only when there are edges to date)."""
         if item.index_fields is False or item.value_ct is None:
             return [], []
+        value = None
         if texts is None:
-            texts = [text for _, text in extract_texts(self._sealer.open_value(item), item.index_fields,
-                                                       limit=MAX_INDEXED_FIELDS)]
+            value = self._sealer.open_value(item) or {}
+            texts = [text for _, text in extract_texts(value, item.index_fields, limit=MAX_INDEXED_FIELDS)]
         text = "\n".join(texts)[:MAX_EXTRACTED_CHARS]
-        return self.graph_rows(item, self._extractor.extract(text)) if text.strip() else ([], [])
+        if not text.strip():
+            return [], []
+        nodes, edges = self.graph_rows(item, self._extractor.extract(text))
+        if edges:
+            start, end = _interval(item, value if value is not None else self._sealer.open_value(item) or {})
+            edges = [dataclasses.replace(e, valid_from=start, valid_to=end) for e in edges]
+        return nodes, edges
 
     def graph_rows(self, item: StoredItem, found: Extraction) -> tuple[list[GraphNode], list[GraphEdge]]:
         """Names normalised and hashed, display names sealed, types mapped into the vocabulary.
@@ -207,6 +229,13 @@ class GraphIndexer:
             edge = GraphEdge(item.tenant, item.namespace, a, relation_type(kind), b, item.key, item.id)
             edges.setdefault((a, edge.type, b), edge)
         return nodes, list(edges.values())
+
+
+def _interval(item: StoredItem, value: dict[str, Any]) -> tuple[str | None, str | None]:
+    """When the item's relations hold: as the item does (a session message is never typed)."""
+    typed = not is_messages_namespace(item.namespace) and is_typed(value)
+    start, end = interval(value, typed=typed, created_at=item.created_at, updated_at=item.updated_at)
+    return to_rfc3339(start), to_rfc3339(end)
 
 
 def _key(item: StoredItem) -> tuple[str, tuple[str, ...], str]:

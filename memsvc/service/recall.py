@@ -38,12 +38,14 @@ from memsvc.core.recall_ranking import (Weights, collapse_near_duplicates, fill_
                                          relevance)
 from memsvc.core.typed_memory import CONTENT_FIELDS, MEMORY_TYPES, TypedMemory
 from memsvc.core.sessions import is_messages_namespace
+from memsvc.core.time_boost import TEMPORAL_DESCRIPTION, time_boost
 from memsvc.core.validation import Command, Integer, NamespacePrefix, Timestamp
 from memsvc.ports import Clock, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.best_text import best_text
 from memsvc.service.graph import Graph, GraphScope
+from memsvc.service.known_at import KNOWN_AT_DESCRIPTION
 from memsvc.service.sealing import Sealer
 from memsvc.service.memories import check_nesting
 from memsvc.service.search import (AS_OF_DESCRIPTION, FILTER_RULES, FILTER_SCHEMA, FilterPlan, Query, QueryEmbedding,
@@ -109,6 +111,10 @@ class RecallQuery(Command):
         "add the memories the knowledge graph links to the hits, up to this many hops away (1: they name an "
         "entity a hit names; +1 per relation), after the hits and within the token budget; 0: none"))
     as_of: Timestamp | None = Field(None, description=AS_OF_DESCRIPTION + "; include_superseded then adds nothing")
+    temporal: StrictBool = Field(True, description=TEMPORAL_DESCRIPTION)
+    known_at: Timestamp | None = Field(None, description=KNOWN_AT_DESCRIPTION + (
+        "; superseded and archived as the version then says; not with graph_hops (the graph links current "
+        "memories only); restores and counts no version no longer current"))
 
 
 @dataclass(frozen=True)
@@ -139,6 +145,8 @@ class RecallResult:
     query_embedding_ms: float
     retrieval_ms: float
     degraded: bool  # ranked by the keyword index alone: the query's embedding failed (`Search.report_degraded`)
+    known_at: datetime | None = None  # asked with known_at: the answer is what memsvc held then
+    past_retention: int = 0  # with known_at: keys whose version then is past the event retention (not shown)
 
 
 @dataclass(frozen=True)
@@ -172,10 +180,19 @@ class Recall:
     def recall(self, caller: Caller, q: RecallQuery, *, request_id: str = "") -> RecallResult:
         started = time.perf_counter()
         query = q.query  # cut when parsed (search.Query)
+        boost = time_boost(query, self._clock.now(), enabled=q.temporal)  # a time the query names (issue 25)
+        meaning = boost.embed_text if boost is not None else query  # its time is matched by valid time
         scopes = self._scopes(caller, q)
+        if q.known_at is not None:
+            if q.graph_hops:
+                raise InvalidArgument("graph_hops does not combine with known_at: the graph links current memories "
+                                      "only", details={"field": "graph_hops"})
+            self._search.check_known_at(caller, q.known_at)  # also when no layer is left to search
+        # known_at (`service.known_at`): each scope's changes since, read (and checked) before any work.
+        views = [self._search.view_at(caller, s.prefix, q.known_at) for s in scopes]
         settings = self._access.settings_of(caller)
         embedded = time.perf_counter()
-        embedding = QueryEmbedding(lambda: self._search.embed(query))
+        embedding = QueryEmbedding(lambda: self._search.embed(meaning))
         if scopes and q.mode != "keyword":
             embedding.prepare()  # once for every layer; a failure is for each layer's retrievers to judge
         retrieving = time.perf_counter()
@@ -184,9 +201,10 @@ class Recall:
         # widens the retrieval instead of taking a place, so nothing that held is crowded out.
         admit = held_at(q.as_of) if q.as_of is not None else None
         found = list(self._pool.map(
-            lambda s: self._search.ranked(caller.tenant_id, s.prefix, s.plan, query, mode=q.mode, limit=per_layer,
-                                          embed=embedding, admit=admit),
-            scopes))
+            lambda s, at: self._search.ranked(caller.tenant_id, s.prefix, s.plan, query, mode=q.mode,
+                                              limit=per_layer, embed=embedding, admit=admit, at=at,
+                                              boost=boost),
+            scopes, views))
         retrieved = time.perf_counter()
         degraded = self._search.report_degraded(caller.tenant_id, embedding, "recall", request_id)
 
@@ -207,11 +225,12 @@ class Recall:
         returned = page[: budget.taken]
         if budget.cut is not None:
             returned[-1] = dataclasses.replace(returned[-1], content=budget.cut, truncated=True)
-        if q.include_archived:
+        if q.include_archived and q.known_at is None:  # a version then is not this recall's to restore
             returned = [self._restored(caller, r) for r in returned]
-        if returned:
+        used = [r for r in returned if r.memory.current is not False]  # a version since replaced is no use of the key
+        if used:
             self._accesses.record(caller.tenant_id, [(r.memory.namespace, r.memory.key, r.memory.id)
-                                                     for r in returned], now)
+                                                     for r in used], now)
         result = RecallResult(
             memories=returned,
             total_count=len(matches),
@@ -222,6 +241,8 @@ class Recall:
             query_embedding_ms=round((retrieving - embedded) * 1000, 3),
             retrieval_ms=round((retrieved - retrieving) * 1000, 3),
             degraded=degraded,
+            known_at=q.known_at,
+            past_retention=sum(at.past_retention for at in views if at is not None),
         )
         # Never the query or a memory's content: a hash lets one recall be matched to another.
         log.info("recall", extra={
@@ -255,7 +276,7 @@ class Recall:
         depth = 0
         for scope in scopes:
             related = self._graph.related_to_memories(GraphScope(tenant, scope.prefix, scope.plan.scope), refs,
-                                                       max_hops=q.graph_hops, limit=q.limit)
+                                                       max_hops=q.graph_hops, limit=q.limit, as_of=q.as_of)
             depth = max(depth, related.depth)
             for r in related.memories:
                 ref = (r.memory.namespace, r.memory.key)

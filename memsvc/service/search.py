@@ -8,6 +8,7 @@ plaintext attributes reject is never decrypted.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import itertools
 import logging
 import threading
@@ -28,11 +29,13 @@ from memsvc.core.sessions import is_messages_namespace
 from memsvc.core.typed_memory import is_typed
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment, Timestamp
 from memsvc.core.validity import valid_at
+from memsvc.core.time_boost import TEMPORAL_DESCRIPTION, WIDER_ROUNDS, TimeBoost, time_boost
 from memsvc.core.keywords import query_terms
 from memsvc.core.ranking import (SEPARATION_HITS, hybrid_score, keyword_match, semantic_match, semantic_weight,
                                  separation)
-from memsvc.ports import Clock, Embedder, ItemStore, KeywordIndex, Metrics, VectorIndex
+from memsvc.ports import Clock, Embedder, EventLog, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
+from memsvc.service.known_at import KNOWN_AT_DESCRIPTION, KnownAt, KnownAtView, merge_newest_first, merge_ranked
 from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, attribute_verdicts, plan_field_tokens
 from memsvc.service.memories import MAX_NESTING, Memories, check_nesting, open_memory
 from memsvc.service.rerank import Rerank
@@ -103,12 +106,14 @@ Admit = Callable[[Memory], bool]
 # than a longer first page (values are still opened only until enough pass).
 ADMIT_OVERFETCH = 2
 AS_OF_DESCRIPTION = ("RFC 3339: only what held then (issue 25): typed memories whose valid time contains it, "
-                     "superseded ones included; other items created by then")
+                     "superseded ones included; a plain item by the valid_from/valid_to its value states, else "
+                     "created by then")
 
 
 def held_at(as_of: datetime) -> Admit:
-    """`as_of`'s check (`core.validity`): a typed memory valid then, another item created by then.
-    A session message is never a typed memory (its {role, content} only looks like one)."""
+    """`as_of`'s check (`core.validity`): a typed memory valid then, a plain item by the valid time
+    its value states, else created by then. A session message is never a typed memory (its {role,
+    content} only looks like one)."""
     def admit(memory: Memory) -> bool:
         typed = not is_messages_namespace(memory.namespace) and is_typed(memory.value)
         return valid_at(memory.value, typed=typed, created_at=memory.created_at, updated_at=memory.updated_at,
@@ -136,6 +141,8 @@ class SearchQuery(Command):
     min_score: StrictFloat = Field(None, ge=-1, le=1, allow_inf_nan=False,  # type: ignore[assignment]
                                    description="leave out items scoring below this")
     as_of: Timestamp | None = Field(None, description=AS_OF_DESCRIPTION)
+    temporal: StrictBool = Field(True, description=TEMPORAL_DESCRIPTION)
+    known_at: Timestamp | None = Field(None, description=KNOWN_AT_DESCRIPTION + "; not with refresh_ttl")
 
 
 class ListNamespaces(Command):
@@ -181,8 +188,11 @@ class FilterPlan:
 class Search:
     def __init__(self, *, items: ItemStore, vectors: VectorIndex, keywords: KeywordIndex, embedder: Embedder,
                  sealer: Sealer, access: Access, clock: Clock, memories: Memories, metrics: Metrics,
-                 concurrent_retrievers: bool, rerank: Rerank) -> None:
+                 concurrent_retrievers: bool, rerank: Rerank, timeline: EventLog | None = None) -> None:
         self._items = items
+        # `known_at` (issue 25): what memsvc held at a past time, from the timeline.
+        self.known_at = (KnownAt(log_=timeline, items=items, sealer=sealer, access=access, clock=clock)
+                         if timeline is not None else None)
         self._rerank = rerank
         self._vectors = vectors
         self._keywords = keywords
@@ -216,16 +226,49 @@ class Search:
             for name in ("mode", "min_score"):
                 if getattr(q, name) is not None:
                     raise InvalidArgument(f"{name} ranks by relevance, so it needs a query", details={"field": name})
-            found = self._by_filter(caller.tenant_id, scope, plan, q.limit, q.offset, admit)
+        at = self.view_at(caller, scope, q.known_at, refresh_ttl=q.refresh_ttl)
+        if q.query is None:
+            found = (self._by_filter(caller.tenant_id, scope, plan, q.limit, q.offset, admit) if at is None
+                     else self._by_filter_at(caller.tenant_id, scope, plan, q.limit, q.offset, admit, at))
             degraded = False
         else:
-            embedding = QueryEmbedding(lambda: self.embed(q.query))
+            boost = time_boost(q.query, self._clock.now(), enabled=q.temporal)  # a time it names (issue 25)
+            meaning = boost.embed_text if boost is not None else q.query  # its time is matched by valid time
+            embedding = QueryEmbedding(lambda: self.embed(meaning))
             ranked = self._by_relevance(caller.tenant_id, scope, plan, q.query, q.mode or "hybrid",
                                         offset=q.offset, limit=q.limit, min_score=q.min_score,
-                                        embed=embedding, admit=admit)
+                                        embed=embedding, admit=admit, at=at, boost=boost)
             found = [r.memory for r in ranked]
             degraded = self.report_degraded(caller.tenant_id, embedding, "search", request_id)
-        return SearchResult(self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found, degraded)
+        return SearchResult(self._memories.refresh(caller.tenant_id, found) if q.refresh_ttl else found, degraded,
+                            known_at=q.known_at, past_retention=at.past_retention if at is not None else 0)
+
+    def view_at(self, caller: Caller, scope: tuple[str, ...], known_at: datetime | None, *,
+                refresh_ttl: bool = False) -> KnownAtView | None:
+        """The scope as memsvc held it at `known_at` (`service.known_at`); None without one."""
+        if known_at is None:
+            return None
+        return self.check_known_at(caller, known_at, refresh_ttl=refresh_ttl).view(caller, scope, known_at)
+
+    def check_known_at(self, caller: Caller, known_at: datetime, *, refresh_ttl: bool = False) -> KnownAt:
+        """A 400 for a `known_at` this request cannot be answered at (`KnownAt.check`)."""
+        if refresh_ttl:
+            raise InvalidArgument("refresh_ttl restarts current items' TTL: it does not combine with known_at",
+                                  details={"field": "refresh_ttl"})
+        if self.known_at is None:
+            raise InvalidArgument("known_at needs the event timeline, which this deployment does not keep",
+                                  details={"field": "known_at"})
+        self.known_at.check(caller, known_at)
+        return self.known_at
+
+    def _by_filter_at(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int, offset: int,
+                      admit: Admit | None, at: KnownAtView) -> list[Memory]:
+        """`_by_filter` at `known_at`: the unchanged keys' current items and the changed keys'
+        versions then, newest first."""
+        current = self._by_filter(tenant, scope, plan, offset + limit, 0, at.admit(admit))
+        versions = at.newest_first(at.versions(plan.condition_given, admit))  # after: it reads the late keys
+        merged = merge_newest_first([dataclasses.replace(m, current=True) for m in current], versions)
+        return merged[offset:offset + limit]
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
                    offset: int, admit: Admit | None = None) -> list[Memory]:
@@ -273,7 +316,8 @@ class Search:
         return out
 
     def ranked(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, *, mode: str, limit: int,
-               embed: Callable[[], list[float]], admit: Admit | None = None) -> list["Ranked"]:
+               embed: Callable[[], list[float]], admit: Admit | None = None,
+               at: KnownAtView | None = None, boost: TimeBoost | None = None) -> list["Ranked"]:
         """The best `limit` memories under an authorized `scope` by the mode's score (recall's
         retrieval, one layer at a time). `embed` gives the query's vector (recall embeds it once
         for every layer). Each retriever first hands over `limit` candidates (search asks for at
@@ -283,15 +327,28 @@ class Search:
         threads for as long as the reranker takes."""
         return self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=limit, min_score=None,
                                   embed=embed, first_page=limit if admit is None else limit * ADMIT_OVERFETCH,
-                                  rerank=False, admit=admit)
+                                  rerank=False, admit=admit, at=at, boost=boost)
 
     def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, *,
                       offset: int, limit: int, min_score: float | None,
                       embed: Callable[[], list[float]], first_page: int | None = None,
-                      rerank: bool = True, admit: Admit | None = None) -> list["Ranked"]:
+                      rerank: bool = True, admit: Admit | None = None,
+                      at: KnownAtView | None = None, boost: TimeBoost | None = None) -> list["Ranked"]:
         """Rank by the mode's relevance. Each retriever (semantic, keyword) hands over its best
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
-        asked for more, until enough, or none is left that could score `min_score`."""
+        asked for more, until enough, or none is left that could score `min_score`. A query that
+        names a time (`boost`, `core.time_boost`) raises the scores of the memories of that time.
+
+        At `known_at` (`at`): the unchanged keys' current items ranked so, merged with the changed
+        keys' versions then, ranked by keyword (`service.known_at`); no rerank step."""
+        if at is not None:
+            current = self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=offset + limit,
+                                         min_score=min_score, embed=embed, first_page=first_page, rerank=False,
+                                         admit=at.admit(admit), boost=boost)
+            versions = at.ranked(at.versions(plan.condition_given, admit), query, min_score)  # after: the late keys
+            merged = merge_ranked([Ranked(dataclasses.replace(r.memory, current=True), r.field) for r in current],
+                                  [Ranked(m, None) for m in versions], lambda r: r.memory.score)
+            return merged[offset:offset + limit]
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
         if self._pool is None and len(retrievers) > 1 and isinstance(embed, QueryEmbedding):
             embed.start()  # the model runs while the keyword retriever reads its postings
@@ -305,6 +362,7 @@ class Search:
         opened: dict[str, Memory | None] = {}
         signals: dict[str, dict[str, _Signal]] = {}
         weight: float | None = None  # the semantic signal's share of this query's hybrid score
+        widened_for_time = 0
         while True:
             asked = [r for r in retrievers if not r.exhausted]
             pages = self._pages(asked, top_k)
@@ -325,13 +383,20 @@ class Search:
                 current = item is not None and item.id == memory_id and item.is_live(now)
                 condition = plan.value_condition(item) if current else None
                 decided[memory_id] = (item, condition) if condition is not None else None
-            ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score, admit)
+            ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score, admit, boost)
             exhausted = all(r.exhausted for r in retrievers)
             # What a memory that no retriever has handed over yet could score at most.
             ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode, weight)
+            if boost is not None:  # ... if it is of the named time
+                ceiling = boost.ceiling(ceiling)
             hopeless = min_score is not None and ceiling < min_score
-            if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
+            # A memory of the named time not handed over yet could still outrank the page: one round more.
+            for_time = (boost is not None and len(ranked) >= wanted and widened_for_time < WIDER_ROUNDS
+                        and ranked[wanted - 1].memory.score < ceiling)
+            if (len(ranked) >= wanted and not for_time) or exhausted or hopeless \
+                    or top_k >= self._vectors.max_top_k:
                 break
+            widened_for_time += for_time
             top_k = min(self._vectors.max_top_k, top_k * 4)
         if offset < depth:  # a page past the reranked window would be the same without the call
             ranked = self._rerank.reorder(tenant, query, mode, ranked)
@@ -339,16 +404,19 @@ class Search:
 
     def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
                      signals: dict[str, dict[str, "_Signal"]], mode: str, weight: float, wanted: int,
-                     min_score: float | None, admit: Admit | None = None) -> list["Ranked"]:
+                     min_score: float | None, admit: Admit | None = None,
+                     boost: TimeBoost | None = None) -> list["Ranked"]:
         """The best `wanted` candidates that pass the filter, best first. The ranking needs only
         the retrievers' signals and the items' heads, so values are decrypted in rank order, and
-        only until `wanted` pass: a page of 10 opens about 10 memories, not every candidate."""
+        only until `wanted` pass: a page of 10 opens about 10 memories, not every candidate. With
+        a `boost` (its time is in the value), until no candidate left could outrank the `wanted`th
+        even boosted."""
         scored = []
         for memory_id, entry in decided.items():
             if entry is None:
                 continue
             score = _fused(signals[memory_id], mode, weight)
-            if min_score is not None and score < min_score:
+            if min_score is not None and (score if boost is None else boost.ceiling(score)) < min_score:
                 continue
             semantic, keyword = signals[memory_id].get("semantic"), signals[memory_id].get("keyword")
             # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row
@@ -359,15 +427,19 @@ class Search:
             scored.append((tie, memory_id, entry))
         scored.sort(key=lambda s: s[:2])  # last, the memory id: pages of one query agree on ties
         ranked: list[Ranked] = []
-        for _, memory_id, (item, condition) in scored:
-            if len(ranked) >= wanted:
+        for tie, memory_id, (item, condition) in scored:
+            if len(ranked) >= wanted and (boost is None or _nth_best(ranked, wanted) >= boost.ceiling(-tie[0])):
                 break
             if memory_id not in opened:
                 memory = open_memory(self._sealer, item)
                 passes = condition.matches(lookup_in(memory.value)) and (admit is None or admit(memory))
                 opened[memory_id] = memory if passes else None
             if opened[memory_id] is not None:
-                ranked.append(self._scored(opened[memory_id], signals[memory_id], mode, weight))
+                found = self._scored(opened[memory_id], signals[memory_id], mode, weight, boost)
+                if min_score is None or boost is None or found.memory.score >= min_score:
+                    ranked.append(found)
+        if boost is not None:  # by the boosted score; equal ones keep the order above
+            ranked = sorted(ranked, key=lambda r: -round(r.memory.score, 6))[:wanted]
         return ranked
 
     def _pages(self, retrievers: list["_Retriever"], top_k: int) -> list[dict[str, Any]]:
@@ -454,10 +526,14 @@ class Search:
         return True
 
     @staticmethod
-    def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str, weight: float) -> "Ranked":
+    def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str, weight: float,
+                boost: TimeBoost | None = None) -> "Ranked":
         raw = {name: (signals[name].raw if name in signals else None) for name in ("semantic", "keyword")}
         semantic = signals.get("semantic")
-        return Ranked(dataclasses.replace(memory, score=_fused(signals, mode, weight), scores=raw),
+        score = _fused(signals, mode, weight)
+        if boost is not None:
+            score = boost.score(score, boost.holds_for(memory))
+        return Ranked(dataclasses.replace(memory, score=score, scores=raw),
                       semantic.field if semantic else None)
 
     def list_namespaces(self, caller: Caller, q: ListNamespaces) -> list[tuple[str, ...]]:
@@ -489,6 +565,8 @@ class SearchResult:
 
     memories: list[Memory]
     degraded: bool
+    known_at: datetime | None = None  # asked with known_at: the answer is what memsvc held then
+    past_retention: int = 0  # with known_at: keys whose version then is past the event retention (not shown)
 
 
 class QueryEmbedding:
@@ -548,6 +626,11 @@ class _Signal:
     value: float
     raw: float
     field: str | None = None
+
+
+def _nth_best(ranked: list[Ranked], n: int) -> float:
+    """The `n`th best score of `ranked` (at least `n` long)."""
+    return heapq.nlargest(n, (r.memory.score for r in ranked))[-1]
 
 
 def _fused(signals: dict[str, _Signal], mode: str, weight: float) -> float:

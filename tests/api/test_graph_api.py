@@ -98,6 +98,35 @@ def test_explicit_writes_and_the_missing_entity_error(live_server, me, home):
     assert find(me, ns, "Dana").json()["entities"] == []
 
 
+def test_a_relations_valid_time_and_the_graph_as_of(live_server, me, home):
+    ns = [*home, "people"]
+    for name in ("Dana", "Project Q"):
+        assert me.put("/v1/graph/entities", json={"namespace": ns, "name": name}).status_code == 200
+    relation = {"namespace": ns, "source": "Dana", "type": "WORKS_ON", "target": "Project Q"}
+    for times, field in (({"valid_from": "2021-01-01"}, "valid_from"),
+                         ({"valid_from": "2022-01-01T00:00:00Z", "valid_to": "2021-01-01T00:00:00Z"}, "valid_to"),
+                         ({"valid_to": "2001-01-01T00:00:00Z"}, "valid_to")):  # past, without a start
+        err = assert_error(me.put("/v1/graph/relations", json={**relation, **times}), 400, "INVALID_ARGUMENT")
+        assert err["details"]["field"] == field
+    between = {"namespace_prefix": ns, "from": {"entity": "Dana"}, "to": {"entity": "Project Q"}}
+    assert not me.post("/v1/graph/path", json={**between, "as_of": "2021-06-01T00:00:00Z"}).json()["found"]
+    r = me.put("/v1/graph/relations", json={**relation, "valid_from": "2020-01-01T01:00:00+01:00",
+                                            "valid_to": "2023-01-01T00:00:00Z"})
+    assert r.status_code == 200, r.text
+    assert r.json() == {"namespace": ns, "source": r.json()["source"], "type": "WORKS_ON", "target": r.json()["target"],
+                        "valid_from": "2020-01-01T00:00:00.000000Z", "valid_to": "2023-01-01T00:00:00.000000Z"}
+    assert me.post("/v1/graph/path", json=between).json()["found"] is False  # ended: not a current fact
+    then = me.post("/v1/graph/path", json={**between, "as_of": "2021-06-01T00:00:00Z"}).json()
+    assert then["found"] and then["steps"][0]["edges"][0]["valid_to"] == "2023-01-01T00:00:00.000000Z"
+    r = me.post("/v1/graph/related", json={"namespace_prefix": ns, "from": {"entity": "Dana"},
+                                           "as_of": "2021-06-01T00:00:00Z"})
+    assert r.status_code == 200 and r.json()["memories"] == [], r.text
+    for route, body in (("/v1/graph/path", between), ("/v1/graph/related", {"namespace_prefix": ns,
+                                                                             "from": {"entity": "Dana"}})):
+        err = assert_error(me.post(route, json={**body, "as_of": "2021-06-01"}), 400, "INVALID_ARGUMENT")
+        assert err["details"]["field"] == "as_of"
+
+
 @pytest.mark.parametrize("body", [
     {"namespace_prefix": [], "from": {"entity": "a", "memory": {"namespace": ["x"], "key": "k"}}},
     {"namespace_prefix": [], "from": {}},

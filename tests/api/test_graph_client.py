@@ -56,3 +56,17 @@ def test_client_methods_async(client, live_server, uid):
             return kafka
 
     assert asyncio.run(run())["type"] == "CONCEPT"
+
+
+def test_client_valid_time(client, uid):
+    ns = ["user", uid, "times"]
+    for name in ("Dana", "Project Q"):
+        client.put_entity(ns, name)
+    written = client.put_relation(ns, "Dana", "WORKS_ON", "Project Q", valid_from="2020-01-01T00:00:00Z",
+                                  valid_to="2023-01-01T00:00:00Z")
+    assert (written["valid_from"], written["valid_to"]) == ("2020-01-01T00:00:00.000000Z", "2023-01-01T00:00:00.000000Z")
+    assert client.path(ns, "Dana", "Project Q")["found"] is False  # ended
+    assert client.path(ns, "Dana", "Project Q", as_of="2021-06-01T00:00:00Z")["hops"] == 1
+    assert client.related(ns, "Dana", as_of="2021-06-01T00:00:00Z")["memories"] == []
+    opened = client.put_relation(ns, "Dana", "WORKS_ON", "Project Q")  # written again: from now, open
+    assert opened["valid_to"] is None and client.path(ns, "Dana", "Project Q")["found"] is True

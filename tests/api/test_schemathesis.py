@@ -47,10 +47,15 @@ NOT_IN_SCHEMA: dict[tuple[str, str], set[str]] = {
     # sum to 1; check_low <= auto_update; rerank on needs MEMSVC_RERANK_URL locally
     ("PUT", "/admin/v1/memories/settings"): {"recall_weights", "settings", "rerank"},
     ("POST", "/v1/memory/task-context/{task_id}/sub-tasks"): {"add"},  # no id both added and removed
-    ("PUT", "/v1/graph/relations"): {"target"},  # another entity than source, once both are normalised
+    # another entity than source, once both are normalised; valid_to after valid_from (or now, without one)
+    ("PUT", "/v1/graph/relations"): {"target", "valid_to"},
     ("POST", "/v1/graph/related"): {"from.memory.namespace"},  # a memory under namespace_prefix
     ("POST", "/v1/graph/path"): {"from.memory.namespace", "to.memory.namespace"},
     ("POST", "/v1/memories/remember"): {"valid_to"},  # after valid_from
+    # known_at: not in the future, within the event retention, few enough changes since; not with
+    # refresh_ttl (search) or graph_hops (recall)
+    ("POST", "/v1/memories/search"): {"known_at", "refresh_ttl"},
+    ("POST", "/v1/memories/recall"): {"known_at", "graph_hops"},
 }
 
 

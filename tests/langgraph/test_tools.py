@@ -329,6 +329,23 @@ def test_tool_specs_are_json_schema_with_a_callable():
 def test_langchain_tools_carry_the_schemas():
     query_memory, remember = langchain_tools(client_for(Service(httpx.Response(200, json=RECALLED))))
     assert (query_memory.name, remember.name) == ("query_memory", "remember")
-    assert set(query_memory.args) == {"query", "types", "as_of"}
+    assert set(query_memory.args) == {"query", "types", "as_of", "known_at"}
     assert set(remember.args) == {"content", "type", "category", "tags", "importance"}
     assert "past conversations" in query_memory.description
+
+
+def test_known_at_reaches_recall_and_search():
+    """`known_at` (issue 25, transaction time): the tool and the client send it as given; the
+    answer's `current` and `metadata.known_at` reach the agent."""
+    historical = {"memories": [{**RECALLED["memories"][0], "current": False}],
+                  "metadata": {**RECALLED["metadata"], "known_at": "2026-01-01T00:00:00.000000Z"}}
+    service = Service(httpx.Response(200, json=historical))
+    client = client_for(service)
+    answer = MemoryTools(client).query_memory("seat", known_at="2026-01-01T00:00:00Z")
+    assert service.body()["known_at"] == "2026-01-01T00:00:00Z"
+    assert answer["memories"][0]["current"] is False
+    assert answer["metadata"]["known_at"] == "2026-01-01T00:00:00.000000Z"
+    MemoryTools(client).query_memory("seat")
+    assert "known_at" not in service.body()
+    client.search(["user", "alice"], query="seat", known_at="2026-01-01T00:00:00Z")
+    assert service.body()["known_at"] == "2026-01-01T00:00:00Z"

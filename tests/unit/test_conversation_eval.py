@@ -82,6 +82,13 @@ def test_a_turn_is_written_with_its_session_date_and_speaker():
     assert message_content(turn) == "(8 May 2023) I adopted a beagle."  # the speaker is the message's name
 
 
+def test_a_turn_is_valid_on_its_sessions_day():
+    from memsvc.conversation_eval import turn_valid_time
+
+    turn = Turn("t", "Maria", "I adopted a beagle.", "s", "2023-12-31")
+    assert turn_valid_time(turn) == {"valid_from": "2023-12-31T00:00:00Z", "valid_to": "2024-01-01T00:00:00Z"}
+
+
 def test_select_takes_a_split_then_counts_conversations_then_filters_kinds():
     conversations, questions = parse_conversations(_doc())
     assert questions[2].split == "test"

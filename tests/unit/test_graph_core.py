@@ -8,7 +8,7 @@ import pytest
 from memsvc.adapters.local.pattern_extractor import PatternExtractor
 from memsvc.core.crypto import entity_ids
 from memsvc.core.errors import InvalidArgument
-from memsvc.core.graph import (MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, GraphEdge, entity_type,
+from memsvc.core.graph import (MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, GraphEdge, ValidAt, entity_type,
                                normalise_name, reach, relation_type, shortest_path)
 
 
@@ -131,3 +131,26 @@ class TestPatternExtractor:
         found = self.x.extract(text)
         assert len(found.entities) == MAX_ENTITIES_PER_MEMORY and len(found.relations) <= MAX_RELATIONS_PER_MEMORY
         assert self.x.extract(text) == found
+
+
+class TestValidAt:
+    """Which edges a traversal walks (issue 25): half-open intervals, an open end either side."""
+
+    EDGE = GraphEdge("acme", ("n",), "a", "USES", "b", valid_from="2020-01-01T00:00:00.000000Z",
+                     valid_to="2023-01-01T00:00:00.000000Z")
+
+    @pytest.mark.parametrize(("at", "started", "walked"), [
+        ("2019-12-31T23:59:59.999999Z", True, False),
+        ("2020-01-01T00:00:00.000000Z", True, True),  # from valid_from on
+        ("2022-12-31T23:59:59.999999Z", True, True),
+        ("2023-01-01T00:00:00.000000Z", True, False),  # valid_to is out
+        ("2019-01-01T00:00:00.000000Z", False, True),  # current facts: only an ended edge is left out
+        ("2023-01-01T00:00:00.000000Z", False, False),
+    ])
+    def test_an_edge_is_walked_inside_its_interval(self, at, started, walked):
+        assert ValidAt(at, started).admits(self.EDGE) is walked
+
+    def test_an_edge_without_times_is_walked_at_every_time(self):
+        edge = GraphEdge("acme", ("n",), "a", "USES", "b")
+        assert all(ValidAt(at, s).admits(edge) for at in ("0001-01-01T00:00:00.000000Z", "9999-12-31T00:00:00.000000Z")
+                   for s in (True, False))

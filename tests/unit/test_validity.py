@@ -78,3 +78,14 @@ def test_reflection_closes_the_loser_at_the_winners_start():
     unstated = Member("new", TypedMemory(content="I live in Munich"), at(5), unit(1, 0))
     changed, _, _ = consolidate([old, unstated], thresholds, contradiction)
     assert changed["old"].valid_to == "2026-01-06T00:00:00.000000Z"  # when the newer was stated
+
+
+def test_a_plain_item_states_its_valid_time_in_its_value_and_is_never_superseded():
+    def plain(days: float, **value) -> bool:
+        return valid_at({"text": "a plain item", **value}, typed=False, created_at=CREATED, updated_at=UPDATED,
+                        as_of=at(days))
+
+    stated = {"valid_from": "2025-01-01T00:00:00Z", "valid_to": "2026-01-06T00:00:00Z"}
+    assert plain(-300, **stated) and plain(4.99, **stated) and not plain(5, **stated) and not plain(-400, **stated)
+    assert plain(9000, tags=["superseded"]) and not plain(-1, tags=["superseded"])  # tags mean nothing here
+    assert plain(0, valid_from="soon") and not plain(-1, valid_from="soon")  # no time: from its creation

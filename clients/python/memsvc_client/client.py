@@ -80,6 +80,8 @@ class RecallFields(TypedDict, total=False):
     include_archived: bool  # default False: reflection's archived memories are left out (one returned is restored)
     graph_hops: int  # default 0 (none), 0..3: add the memories the knowledge graph links to the hits
     as_of: str  # RFC 3339 with an offset: what held then (valid time), superseded memories included
+    known_at: str  # RFC 3339 with an offset: what memsvc held then (transaction time), versions since replaced included
+    temporal: bool  # default True: a time the query names ("in July", "last week") ranks memories valid then higher
 
 
 REMEMBER_DEFAULTS: RememberFields = {
@@ -228,11 +230,14 @@ class AgentMemoryMethods:
     def search(self, namespace_prefix: Sequence[str], *, query: str | None = None,
                filter: Mapping[str, Any] | None = None, limit: int = 10, offset: int = 0,
                mode: RecallMode | None = None, min_score: float | None = None, refresh_ttl: bool = False,
-               as_of: str | None = None) -> Any:
-        """`POST /v1/memories/search`: `{"items": [...]}`. `as_of` (RFC 3339): only what held then."""
+               as_of: str | None = None, known_at: str | None = None, temporal: bool | None = None) -> Any:
+        """`POST /v1/memories/search`: `{"items": [...]}`. `as_of` (RFC 3339): only what held then;
+        `known_at` (RFC 3339): the versions memsvc held then (each item's `current` says which are still);
+        `temporal=False`: a time the query names does not move the ranking (the service's default: it does)."""
         body = _body(namespace_prefix=list(namespace_prefix), query=query,
                      filter=dict(filter) if filter is not None else None, limit=limit, offset=offset, mode=mode,
-                     min_score=min_score, refresh_ttl=refresh_ttl, as_of=as_of)
+                     min_score=min_score, refresh_ttl=refresh_ttl, as_of=as_of, known_at=known_at,
+                     temporal=temporal)
         return self._run(("POST", "/v1/memories/search", (), body))
 
     def list_namespaces(self, *, prefix: Sequence[str] = (), suffix: Sequence[str] = (),

@@ -5,7 +5,11 @@ to the client's `_run` (the answer, or a coroutine of it on the async client).
 An endpoint of `related` and `path` is an entity's name (a `str`) or a memory, given as its
 `(namespace, key)`. Errors are the store's: `NotFoundError` (404: a relation's entity is missing,
 `details.missing` says which; a memory endpoint that does not exist), `InvalidArgumentError`
-(400), `AuthError` (403: not yours to read or write)."""
+(400), `AuthError` (403: not yours to read or write).
+
+Valid time (issue 25): `as_of` (RFC 3339 with an offset) on `related` and `path` walks the
+relations that held then and answers the memories that held then; without it, the relations not
+ended by now. `put_relation` takes `valid_from`/`valid_to`; writing a relation again replaces them."""
 
 from __future__ import annotations
 
@@ -27,6 +31,11 @@ def _endpoint(end: Endpoint) -> dict[str, Any]:
     return {"memory": {"namespace": list(namespace), "key": key}}
 
 
+def _given(**fields: str | None) -> dict[str, str]:
+    """The optional fields that were given (one left out is absent, never null)."""
+    return {name: value for name, value in fields.items() if value is not None}
+
+
 def _ns(namespace: Sequence[str]) -> list[tuple[str, str]]:
     return [("ns", segment) for segment in namespace]
 
@@ -40,16 +49,18 @@ class GraphMethods:
         return self._run(("POST", "/v1/graph/entities/find", (), body))
 
     def related(self, namespace_prefix: Sequence[str], start: Endpoint, *, max_hops: int = 2,
-                limit: int = 20) -> Any:
+                limit: int = 20, as_of: str | None = None) -> Any:
         """`POST /v1/graph/related`: `{"memories": [... "hops", "via"], "depth", "truncated"}`, nearest first."""
         body = {"namespace_prefix": list(namespace_prefix), "from": _endpoint(start), "max_hops": max_hops,
-                "limit": limit}
+                "limit": limit, **_given(as_of=as_of)}
         return self._run(("POST", "/v1/graph/related", (), body))
 
-    def path(self, namespace_prefix: Sequence[str], start: Endpoint, goal: Endpoint, *, max_hops: int = 4) -> Any:
-        """`POST /v1/graph/path`: `{"found", "hops", "entities", "steps", "truncated"}`."""
+    def path(self, namespace_prefix: Sequence[str], start: Endpoint, goal: Endpoint, *, max_hops: int = 4,
+             as_of: str | None = None) -> Any:
+        """`POST /v1/graph/path`: `{"found", "hops", "entities", "steps", "truncated"}`; each step's edges
+        carry their `valid_from`/`valid_to`."""
         body = {"namespace_prefix": list(namespace_prefix), "from": _endpoint(start), "to": _endpoint(goal),
-                "max_hops": max_hops}
+                "max_hops": max_hops, **_given(as_of=as_of)}
         return self._run(("POST", "/v1/graph/path", (), body))
 
     def put_entity(self, namespace: Sequence[str], name: str, type: EntityType = "CONCEPT") -> Any:
@@ -61,9 +72,12 @@ class GraphMethods:
         """`DELETE /v1/graph/entities`: idempotent; a memory's entities go with the memory."""
         return self._run(("DELETE", "/v1/graph/entities", [*_ns(namespace), ("name", name)], None))
 
-    def put_relation(self, namespace: Sequence[str], source: str, type: RelationType, target: str) -> Any:
-        """`PUT /v1/graph/relations`: both entities must exist in `namespace`."""
-        body = {"namespace": list(namespace), "source": source, "type": type, "target": target}
+    def put_relation(self, namespace: Sequence[str], source: str, type: RelationType, target: str, *,
+                     valid_from: str | None = None, valid_to: str | None = None) -> Any:
+        """`PUT /v1/graph/relations`: both entities must exist in `namespace`. `valid_from` (default: now)
+        and `valid_to` (default: open), RFC 3339: when the relation holds."""
+        body = {"namespace": list(namespace), "source": source, "type": type, "target": target,
+                **_given(valid_from=valid_from, valid_to=valid_to)}
         return self._run(("PUT", "/v1/graph/relations", (), body))
 
     def delete_relation(self, namespace: Sequence[str], source: str, type: RelationType, target: str) -> Any:

@@ -83,8 +83,10 @@ def build_server(client: AsyncMemsvcClient, **scope: Any) -> MCPServer:
                                                 "semantic intent of what context would be helpful.")],
         types: Annotated[list[MemoryType] | None, Field(description="Filter to specific memory types")] = None,
         as_of: Annotated[str | None, Field(description=QueryMemoryArgs.model_fields["as_of"].description)] = None,
+        known_at: Annotated[str | None,
+                            Field(description=QueryMemoryArgs.model_fields["known_at"].description)] = None,
     ) -> dict[str, Any]:
-        return await tools.aquery_memory(query, types, as_of)
+        return await tools.aquery_memory(query, types, as_of, known_at)
 
     @server.tool(description=REMEMBER_DESCRIPTION)
     async def remember(

@@ -54,8 +54,11 @@ REMEMBER_DESCRIPTION = (
 )
 # What the model gets of each recalled memory: enough to use and cite it (and to give feedback on
 # it, by id), not the bookkeeping.
-_AGENT_FIELDS = ("id", "namespace", "key", "layer", "content", "type", "relevance", "tags", "source", "created_at")
-_AGENT_METADATA = ("count", "total_count", "truncated", "token_count", "degraded")  # degraded: keywords alone
+# current, known_at: only in an answer asked with known_at (what memsvc held then)
+_AGENT_FIELDS = ("id", "namespace", "key", "layer", "content", "type", "relevance", "tags", "source", "created_at",
+                 "current")
+# degraded: ranked by keywords alone
+_AGENT_METADATA = ("count", "total_count", "truncated", "token_count", "degraded", "known_at")
 
 
 class QueryMemoryArgs(BaseModel):
@@ -70,6 +73,10 @@ class QueryMemoryArgs(BaseModel):
     as_of: str | None = Field(default=None, description=(
         "Only for a question about the past: an RFC 3339 time with an offset (e.g. 2024-06-01T00:00:00Z); "
         "the memories that were true then, including ones replaced since. Omit for what is true now."))
+    known_at: str | None = Field(default=None, description=(
+        "Only to ask what the memory held at a past time (e.g. what was known before a change): an RFC 3339 time "
+        "with an offset, within the service's event retention; the versions held then, including ones changed or "
+        "deleted since. Omit for what is held now."))
 
 
 class RememberArgs(BaseModel):
@@ -123,17 +130,17 @@ class MemoryTools:
     # -- query_memory --
 
     def query_memory(self, query: str, types: Sequence[MemoryType] | None = None,
-                     as_of: str | None = None) -> dict[str, Any]:
+                     as_of: str | None = None, known_at: str | None = None) -> dict[str, Any]:
         try:
-            args = QueryMemoryArgs(query=query, types=types, as_of=as_of)
+            args = QueryMemoryArgs(query=query, types=types, as_of=as_of, known_at=known_at)
             return _agent_view(self.client.recall(args.query, **self._recall_fields(args)))
         except Exception as exc:  # fail closed: nothing reaches the agent but an empty answer
             return failed_closed(exc)
 
     async def aquery_memory(self, query: str, types: Sequence[MemoryType] | None = None,
-                            as_of: str | None = None) -> dict[str, Any]:
+                            as_of: str | None = None, known_at: str | None = None) -> dict[str, Any]:
         try:
-            args = QueryMemoryArgs(query=query, types=types, as_of=as_of)
+            args = QueryMemoryArgs(query=query, types=types, as_of=as_of, known_at=known_at)
             return _agent_view(await self.aclient.recall(args.query, **self._recall_fields(args)))
         except Exception as exc:
             return failed_closed(exc)
@@ -142,6 +149,7 @@ class MemoryTools:
         return {
             "types": args.types,
             "as_of": args.as_of,  # a time the service cannot read is its 400: the tool's failure answer
+            "known_at": args.known_at,
             "layers": self.layers,
             "identifiers": self.identifiers,
             **self.recall_settings,

@@ -8,10 +8,11 @@ Four kinds of record, every key starting with the tenant (`<ns>` is the encoded 
 - **adjacency** of an entity, `T#<tenant>#G#<e>`, its sort keys starting with the namespace, so
   everything under a prefix is one sort-key range:
   - a mention, `<ns>\\x1fM\\x1f<kh>`: the memory (`k`, `mid`) names the entity, and carries that
-    memory's derived edges touching the entity (`ed`: [source, type, target] each), so a hop
-    reads mentions and edges in one Query;
+    memory's derived edges touching the entity (`ed`: [source, type, target, valid_from,
+    valid_to] each, "" for an open end; a row from before valid time has the first three), so a
+    hop reads mentions and edges in one Query;
   - an explicit edge, `<ns>\\x1fX\\x1f<O|I>\\x1f<type>\\x1f<other entity>`, stored at both ends
-    (O at the source, I at the target).
+    (O at the source, I at the target), `vf`/`vt` its valid time when it has one.
 - **node**, `T#<tenant>#GN#<shard of e>` / `<e>|<ns>\\x1f`: type, sealed name, `mc` (mentions),
   `x` (explicit), `xe` (explicit edge rows in the entity's adjacency in that namespace). Sharded
   16 ways per tenant, so the integrity scan finds every node with 16 Queries.
@@ -43,7 +44,7 @@ from typing import Any
 from memsvc.adapters.aws.dynamo_store import (batch_get_rows, call_table, conditional_write, query_pages,
                                               transact_or_cancelled)
 from memsvc.core.errors import RateLimited
-from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention
+from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention, ValidAt
 from memsvc.core.namespaces import decode_namespace, encode_namespace
 
 __all__ = ["DynamoGraphStore", "SHARDS", "MAX_ROWS_PER_ENTITY"]
@@ -329,19 +330,30 @@ class DynamoGraphStore:
             counts = {edge.source_id: 0, edge.target_id: 0}
             counts[edge.source_id] += 1
             counts[edge.target_id] += 1
+            rows = ((_adjacency_pk(tenant, edge.source_id), out_sk), (_adjacency_pk(tenant, edge.target_id), in_sk))
             actions: list[dict[str, Any]] = [
-                {"Put": {"TableName": self._table, "Item": _key(_adjacency_pk(tenant, edge.source_id), out_sk),
-                         "ConditionExpression": "attribute_not_exists(pk)"}},
-                {"Put": {"TableName": self._table, "Item": _key(_adjacency_pk(tenant, edge.target_id), in_sk),
-                         "ConditionExpression": "attribute_not_exists(pk)"}}]
+                {"Put": {"TableName": self._table, "Item": {**_key(pk, sk), **_validity_item(edge)},
+                         "ConditionExpression": "attribute_not_exists(pk)"}} for pk, sk in rows]
             actions += [self._node_action(tenant, ns, eid, _NodeChange(
                 explicit_rows=n, conditions=[("attribute_exists(pk)", {})])) for eid, n in counts.items()]
             if self._transact(actions, {"edges": 1}):
                 return []
-            if self._row_exists(_adjacency_pk(tenant, edge.source_id), out_sk):
-                return []  # written already: idempotent
+            # Written already: idempotent, but its valid time is the one given now (both rows, or
+            # neither: a delete meanwhile cancels it, and the next attempt writes it anew).
+            if self._row_exists(*rows[0]) and self._transact([self._validity_update(pk, sk, edge) for pk, sk in rows], {}):
+                return []
             self._backoff(attempt)
         raise _busy()
+
+    def _validity_update(self, pk: str, sk: str, edge: GraphEdge) -> dict[str, Any]:
+        sets = {name: value for name, value in (("vf", edge.valid_from), ("vt", edge.valid_to)) if value is not None}
+        removes = [name for name in ("vf", "vt") if name not in sets]
+        update = (f"SET {', '.join(f'#{n} = :{n}' for n in sets)} " if sets else "") + (
+            f"REMOVE {', '.join(f'#{n}' for n in removes)}" if removes else "")
+        return {"Update": {"TableName": self._table, "Key": _key(pk, sk), "UpdateExpression": update.strip(),
+                           "ConditionExpression": "attribute_exists(pk)",
+                           "ExpressionAttributeNames": {f"#{n}": n for n in ("vf", "vt")},
+                           "ExpressionAttributeValues": {f":{n}": {"S": v} for n, v in sets.items()}}}
 
     def delete_relation(self, edge: GraphEdge) -> bool:
         tenant, ns = edge.tenant, edge.namespace
@@ -398,8 +410,9 @@ class DynamoGraphStore:
         return sorted((n for nodes in found for n in nodes), key=lambda n: (n.entity_id, n.namespace))
 
     def expand(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str], *,
-               limit: int) -> list[GraphEdge]:
-        found = self._each(lambda eid: self._edges_of(tenant, prefix, eid, limit), list(dict.fromkeys(entity_ids)))
+               limit: int, valid: ValidAt | None = None) -> list[GraphEdge]:
+        found = self._each(lambda eid: self._edges_of(tenant, prefix, eid, limit, valid),
+                           list(dict.fromkeys(entity_ids)))
         out: dict[GraphEdge, None] = {}
         for edges in found:
             for edge in edges:
@@ -462,18 +475,25 @@ class DynamoGraphStore:
             if read >= self.max_rows_per_entity:
                 return
 
-    def _edges_of(self, tenant: str, prefix: tuple[str, ...], eid: str, limit: int) -> list[GraphEdge]:
+    def _edges_of(self, tenant: str, prefix: tuple[str, ...], eid: str, limit: int,
+                  valid: ValidAt | None) -> list[GraphEdge]:
+        """The entity's edges (those `valid` admits): the rows read are bounded by
+        `max_rows_per_entity` whatever their valid time, so an ended edge costs a hop what it
+        did, and `limit` counts the edges kept."""
         out: list[GraphEdge] = []
         for row in self._adjacency(tenant, prefix, eid):
             ns_text, kind, rest = _split(row["sk"]["S"])
             ns = decode_namespace(ns_text)
             if kind == "M":
-                out += [GraphEdge(tenant, ns, s["S"], t["S"], d["S"], row["k"]["S"], row["mid"]["S"])
-                        for s, t, d in (e["L"] for e in row.get("ed", {}).get("L", []))]
+                edges = [GraphEdge(tenant, ns, e[0]["S"], e[1]["S"], e[2]["S"], row["k"]["S"], row["mid"]["S"],
+                                   *(_text(v) for v in e[3:5]))
+                         for e in (x["L"] for x in row.get("ed", {}).get("L", []))]
             else:
                 direction, kind_type, other = rest.split(_END)
                 source, target = (eid, other) if direction == "O" else (other, eid)
-                out.append(GraphEdge(tenant, ns, source, kind_type, target))
+                edges = [GraphEdge(tenant, ns, source, kind_type, target, valid_from=_text(row.get("vf")),
+                                   valid_to=_text(row.get("vt")))]
+            out += [e for e in edges if valid is None or valid.admits(e)]
             if len(out) >= limit:
                 break
         return out
@@ -694,8 +714,19 @@ def _mention_item(tenant: str, eid: str, memory: DerivedMemory, edges: list[Grap
     item = {**_key(_adjacency_pk(tenant, eid), _mention_sk(memory.namespace, memory.key)),
             "k": {"S": memory.key}, "mid": {"S": memory.memory_id}}
     if edges:
-        item["ed"] = {"L": [{"L": [{"S": e.source_id}, {"S": e.type}, {"S": e.target_id}]} for e in edges]}
+        item["ed"] = {"L": [{"L": [{"S": e.source_id}, {"S": e.type}, {"S": e.target_id}, {"S": e.valid_from or ""},
+                                   {"S": e.valid_to or ""}]} for e in edges]}
     return item
+
+
+def _validity_item(edge: GraphEdge) -> dict[str, Any]:
+    """An explicit edge row's valid time (an open end has no attribute)."""
+    return {name: {"S": value} for name, value in (("vf", edge.valid_from), ("vt", edge.valid_to)) if value is not None}
+
+
+def _text(value: dict[str, Any] | None) -> str | None:
+    """A stored valid-time string; None when absent or empty (open)."""
+    return (value or {}).get("S") or None
 
 
 def _delete(table: str, pk: str, sk: str, *, must_exist: bool = False) -> dict[str, Any]:

@@ -6,7 +6,8 @@ memories of an entity and by (tenant, namespace, key) for a memory's entities. T
 name their index (`INDEXED BY`): without statistics SQLite would rather range-scan the
 namespace prefix, which under a broad prefix is the tenant's whole graph. A hop is two
 queries (by source, by target) per 400 ids, so a traversal makes a handful of queries whatever its fan-out. Explicit
-edges have the empty key (a memory key is never empty).
+edges have the empty key (a memory key is never empty). An edge's `valid_from`/`valid_to` (NULL: open) are
+`to_rfc3339` text, which orders as time does, so a hop's `ValidAt` is a condition of its query.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from memsvc.adapters.local.sqlite_db import SqliteFile
-from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention
+from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention, ValidAt
 from memsvc.core.namespaces import decode_namespace, encode_namespace, prefix_range
 
 __all__ = ["SqliteGraphStore"]
@@ -36,7 +37,7 @@ CREATE TABLE IF NOT EXISTS graph_mentions (
 CREATE INDEX IF NOT EXISTS graph_mentions_entity ON graph_mentions (tenant, entity_id, ns);
 CREATE TABLE IF NOT EXISTS graph_edges (
     tenant TEXT NOT NULL, source_id TEXT NOT NULL, ns TEXT NOT NULL, type TEXT NOT NULL, target_id TEXT NOT NULL,
-    key TEXT NOT NULL, memory_id TEXT NOT NULL,
+    key TEXT NOT NULL, memory_id TEXT NOT NULL, valid_from TEXT, valid_to TEXT,
     PRIMARY KEY (tenant, source_id, ns, type, target_id, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS graph_edges_target ON graph_edges (tenant, target_id, ns);
@@ -50,12 +51,19 @@ CREATE TABLE IF NOT EXISTS graph_memories (
 # Stored namespaces repeat row after row: decode each once.
 _decode = functools.lru_cache(maxsize=4096)(decode_namespace)
 _CHUNK = 400  # ids per IN (...): far below SQLite's 32,766 variables, small enough to plan well
-_EDGE_COLUMNS = "tenant, ns, source_id, type, target_id, key, memory_id"
+_EDGE_COLUMNS = "tenant, ns, source_id, type, target_id, key, memory_id, valid_from, valid_to"
+# Added after the first release: a graph.db from before gets them at open (NULL: open, as before).
+_ADDED_EDGE_COLUMNS = ("valid_from", "valid_to")
 
 
 class SqliteGraphStore:
     def __init__(self, path: Path) -> None:
         self._db = SqliteFile(path, _SCHEMA)
+        with self._db.tx() as conn:
+            present = {row[1] for row in conn.execute("PRAGMA table_info(graph_edges)")}
+            for column in _ADDED_EDGE_COLUMNS:
+                if column not in present:
+                    conn.execute(f"ALTER TABLE graph_edges ADD COLUMN {column} TEXT")
 
     # -- derived from memories ------------------------------------------------------------------
 
@@ -95,8 +103,9 @@ class SqliteGraphStore:
             "INSERT OR REPLACE INTO graph_mentions (tenant, ns, key, entity_id, memory_id) VALUES (?, ?, ?, ?, ?)",
             [(memory.tenant, ns, memory.key, n.entity_id, memory.memory_id) for n in nodes])
         conn.executemany(
-            f"INSERT OR REPLACE INTO graph_edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(memory.tenant, ns, e.source_id, e.type, e.target_id, memory.key, memory.memory_id) for e in edges])
+            f"INSERT OR REPLACE INTO graph_edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(memory.tenant, ns, e.source_id, e.type, e.target_id, memory.key, memory.memory_id, e.valid_from,
+              e.valid_to) for e in edges])
         self._prune(conn, memory.tenant, ns, old - {n.entity_id for n in nodes})
         self._mark(conn, memory, ns)
         return True
@@ -176,8 +185,9 @@ class SqliteGraphStore:
                 "SELECT 1 FROM graph_nodes WHERE tenant = ? AND entity_id = ? AND ns = ?",
                 (edge.tenant, e, ns)).fetchone() is None]
             if not missing:
-                conn.execute(f"INSERT OR REPLACE INTO graph_edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, '', '')",
-                             (edge.tenant, ns, edge.source_id, edge.type, edge.target_id))
+                conn.execute(f"INSERT OR REPLACE INTO graph_edges ({_EDGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, '', '', ?, ?)",
+                             (edge.tenant, ns, edge.source_id, edge.type, edge.target_id, edge.valid_from,
+                              edge.valid_to))
         return missing
 
     def delete_relation(self, edge: GraphEdge) -> bool:
@@ -200,8 +210,14 @@ class SqliteGraphStore:
         return sorted(out, key=lambda n: (n.entity_id, n.namespace))
 
     def expand(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str], *,
-               limit: int) -> list[GraphEdge]:
+               limit: int, valid: ValidAt | None = None) -> list[GraphEdge]:
         scope, args = _scope(prefix)
+        if valid is not None:
+            scope += " AND (valid_to IS NULL OR valid_to > ?)"
+            args += (valid.at,)
+            if valid.started:
+                scope += " AND (valid_from IS NULL OR valid_from <= ?)"
+                args += (valid.at,)
         found: dict[tuple, GraphEdge] = {}
         conn = self._db.conn()
         # By source: the primary key; by target: its index.
@@ -297,5 +313,6 @@ def _marks(chunk: Sequence[str]) -> str:
 
 
 def _edge(row: tuple) -> GraphEdge:
-    tenant, ns, source_id, kind, target_id, key, memory_id = row
-    return GraphEdge(tenant, _decode(ns), source_id, kind, target_id, key or None, memory_id or None)
+    tenant, ns, source_id, kind, target_id, key, memory_id, valid_from, valid_to = row
+    return GraphEdge(tenant, _decode(ns), source_id, kind, target_id, key or None, memory_id or None, valid_from,
+                     valid_to)

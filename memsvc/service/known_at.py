@@ -1,0 +1,274 @@
+"""`known_at` (issue 25, transaction time): search and recall answered with what memsvc held at a
+past time, versions included, from the event timeline and the item store; no copy of the data is
+kept for it.
+
+A key's version held at `known_at` is its latest add/update event stamped at or before it, unless
+that version had expired by then (a delete or an expiry event being newer means nothing held).
+The answer is built from two parts that never overlap:
+
+- *Unchanged keys*: a current item whose version was written at or before `known_at` and whose
+  key has no version event since. It is what was held then, so the normal search finds and
+  ranks it (the indexes' scores), through an `Admit` check beside the filter's.
+- *Changed keys*: the scope's version events stamped after `known_at` name every key written,
+  deleted or expired since. For each, the version held then is read through the timeline's
+  per-key index (`EventLog.history`, one entry) and decrypted as `MemoryHistory` does; those
+  versions are filtered exactly as a search filters (the injected policy filter on the version's
+  policy attributes, the caller's filter and `as_of` on its value) and ranked in memory by
+  keyword (`core.keywords`' analyzer and BM25 over the versions' texts): their vectors left the
+  index when they stopped being current, so a version no longer current has a keyword score only,
+  whatever the mode (`scores.semantic` null).
+
+Bounded: at most MAX_KNOWN_AT_EVENTS version events since `known_at` are read per searched scope
+(a namespace prefix, a recall layer), and one per-key read is made per changed key. A scope that
+changed more is a 400 that says so: never a silently partial answer. `known_at` in the future,
+or older than the tenant's event retention (`tombstone_retention_days`: the events that would say
+what changed since are gone), is a 400 too. A version held then whose own event is past retention
+cannot be shown: the answer counts such keys (`past_retention`) instead of dropping them silently.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.filters import lookup_in
+from memsvc.core.keywords import bm25, idf, query_terms, term_counts
+from memsvc.core.models import Caller, Memory, StoredItem, TimelineEvent
+from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
+from memsvc.core.ranking import keyword_match
+from memsvc.core.timeline import VERSION_KINDS
+from memsvc.ports import Clock, EventLog, ItemStore
+from memsvc.service.access import Access
+from memsvc.service.sealing import Sealer
+
+__all__ = ["KnownAt", "KnownAtView", "MAX_KNOWN_AT_EVENTS", "KNOWN_AT_DESCRIPTION", "merge_ranked",
+           "merge_newest_first"]
+
+# Version events read per searched scope since `known_at`; one more is a 400. Each changed key
+# costs one read of the per-key index (a DynamoDB Query and BatchGetItem), so this also bounds them.
+MAX_KNOWN_AT_EVENTS = 200
+# How far back a version's key is walked to find its first write (`created_at`) when the key was
+# deleted since: past that, the oldest version read stands in for it.
+MAX_LINEAGE_EVENTS = 20
+KNOWN_AT_DESCRIPTION = (
+    "RFC 3339, transaction time: answer with the versions memsvc held then (each key's latest write at or before "
+    "it, keys since updated or deleted included, nothing written after); not in the future, not older than the "
+    f"tenant's event retention; at most {MAX_KNOWN_AT_EVENTS} changes since then under each searched scope (400 "
+    "otherwise)")
+_MICROSECOND = timedelta(microseconds=1)
+_QUERY_TERMS = 64  # as search.MAX_QUERY_TERMS: a query's first distinct terms
+
+Admit = Callable[[Memory], bool]
+Ref = tuple[tuple[str, ...], str]
+
+
+class KnownAt:
+    """Makes the `KnownAtView` of one searched scope."""
+
+    def __init__(self, *, log_: EventLog, items: ItemStore, sealer: Sealer, access: Access, clock: Clock) -> None:
+        self._log = log_
+        self._items = items
+        self._sealer = sealer
+        self._access = access
+        self._clock = clock
+
+    def check(self, caller: Caller, known_at: datetime) -> None:
+        """A 400 for a `known_at` that cannot be answered: in the future (what memsvc will hold is
+        not known yet; a time is refused, never read as now), or before the tenant's event
+        retention (what changed since is no longer on the timeline)."""
+        now = self._clock.now()
+        if known_at > now:
+            raise InvalidArgument("known_at is in the future: memsvc can only say what it held up to now",
+                                  details={"field": "known_at"})
+        days = self._access.settings_of(caller).tombstone_retention_days
+        if known_at < now - timedelta(days=days):
+            raise InvalidArgument(
+                f"known_at is older than the tenant's event retention ({days} days): what memsvc held then is no "
+                "longer known", details={"field": "known_at", "retention_days": days})
+
+    def view(self, caller: Caller, scope: tuple[str, ...], known_at: datetime) -> "KnownAtView":
+        """The scope's changes since `known_at` (`check`ed first): at most MAX_KNOWN_AT_EVENTS."""
+        self.check(caller, known_at)
+        tenant = caller.tenant_id
+        events = list(itertools.islice(
+            self._log.scan(tenant, scope, kinds=VERSION_KINDS, after=known_at, page_size=MAX_KNOWN_AT_EVENTS + 1),
+            MAX_KNOWN_AT_EVENTS + 1))
+        if len(events) > MAX_KNOWN_AT_EVENTS:
+            raise InvalidArgument(
+                f"more than {MAX_KNOWN_AT_EVENTS} changes under this namespace since known_at: search a narrower "
+                "namespace_prefix (or fewer layers), or a later known_at",
+                details={"field": "known_at", "max_events": MAX_KNOWN_AT_EVENTS})
+        changed: dict[Ref, list[TimelineEvent]] = {}
+        for e in events:  # oldest first
+            changed.setdefault((e.namespace, e.key), []).append(e)
+        view = KnownAtView(self, tenant, known_at, changed)
+        # Here, on the request's own thread: recall's layers then search side by side on a pool
+        # that every request shares, and these reads must not hold it.
+        view.read(list(changed))
+        return view
+
+    def read(self, tenant: str, refs: list[Ref], known_at: datetime, changed: dict[Ref, list[TimelineEvent]]
+             ) -> tuple[list[tuple[TimelineEvent, datetime]], int]:
+        """The version events held at `known_at` of these keys, each with its key's `created_at`,
+        and how many keys held one whose event is past retention."""
+        rows = self._items.get_many(tenant, refs) if refs else {}
+        held, gone = [], 0
+        for ref in refs:
+            found = self.version_at(tenant, ref, known_at, changed.get(ref, []), rows.get(ref))
+            if found is False:
+                gone += 1
+            elif found is not None:
+                held.append(found)
+        return held, gone
+
+    def opened(self, e: TimelineEvent, created_at: datetime) -> Memory:
+        """The version as a memory, its value and attributes decrypted (as `MemoryHistory` opens one)."""
+        value, attributes = self._sealer.open_item(e)
+        return Memory(id=e.memory_id, namespace=e.namespace, key=e.key, value=value or {}, attributes=attributes,
+                      created_at=created_at, updated_at=e.changed_at, expires_at=e.expires_at, version=e.version,
+                      current=False)
+
+    # -- one key's version at known_at (used by the view) ----------------------------------
+
+    def version_at(self, tenant: str, ref: Ref, known_at: datetime, since: list[TimelineEvent],
+                   row: StoredItem | None) -> tuple[TimelineEvent, datetime] | None | bool:
+        """The key's version event held at `known_at` and its key's `created_at`; None when it
+        held none; False when one was held but its event is past retention (not shown, counted)."""
+        namespace, key = ref
+        if since and since[0].kind == "add":
+            return None  # first written (again) since: nothing held then
+        found = self._log.history(tenant, namespace, key, before=(known_at + _MICROSECOND, ""), limit=1)
+        if not found:
+            # Replaced, deleted or expired since, so something was held: its event is gone. (A row
+            # not on the timeline yet, `since` empty, had a version before unless it is the first.)
+            earlier = bool(since) or (row is not None and row.version > 1)
+            return False if earlier else None
+        e = found[0]
+        if e.kind not in ("add", "update") or (e.expires_at is not None and e.expires_at <= known_at):
+            return None
+        return e, self._created_at(tenant, e, since, row)
+
+    def _created_at(self, tenant: str, e: TimelineEvent, since: list[TimelineEvent],
+                    row: StoredItem | None) -> datetime:
+        """When the version's key was first written: the add itself, the current row's (the same
+        lineage when nothing deleted or expired the key since), else its add, read back a bounded
+        way (the oldest version read when the add lies further back)."""
+        if e.kind == "add":
+            return e.changed_at
+        if row is not None and row.version > e.version and not any(x.kind in ("delete", "expired") for x in since):
+            return row.created_at
+        assert e.occurred_at is not None
+        older = self._log.history(tenant, e.namespace, e.key, before=(e.occurred_at, e.id), limit=MAX_LINEAGE_EVENTS)
+        for x in older:  # newest first: the first add met starts the lineage
+            if x.kind == "add":
+                return x.changed_at
+        return older[-1].changed_at if older else e.changed_at
+
+
+@dataclass
+class KnownAtView:
+    """One searched scope at `known_at`: which keys changed since (from the timeline), the check
+    that keeps the other, unchanged keys' current items, and the changed keys' versions then."""
+
+    owner: KnownAt
+    tenant: str
+    known_at: datetime
+    changed: dict[Ref, list[TimelineEvent]]
+    # Keys whose current row was written after known_at but is not on the timeline yet (it
+    # records a change a moment after the write): their version then is read as a changed key's.
+    late: dict[Ref, None] = field(default_factory=dict)
+    past_retention: int = 0
+    held: list[tuple[TimelineEvent, datetime]] = field(default_factory=list)  # read, not yet decrypted
+
+    def read(self, refs: list[Ref]) -> None:
+        held, gone = self.owner.read(self.tenant, refs, self.known_at, self.changed)
+        self.held += held
+        self.past_retention += gone
+
+    def admit(self, also: Admit | None) -> Admit:
+        """The current items that were held at known_at (their version written by then, their key
+        unchanged since), ANDed with `also` (`as_of`)."""
+        def admit(memory: Memory) -> bool:
+            ref = (memory.namespace, memory.key)
+            if ref in self.changed:
+                return False
+            if memory.updated_at > self.known_at:
+                if len(self.late) < MAX_KNOWN_AT_EVENTS:
+                    self.late.setdefault(ref)
+                return False
+            return also is None or also(memory)
+        return admit
+
+    def versions(self, condition_of: Callable[[dict[str, Any]], Any], also: Admit | None) -> list[Memory]:
+        """The changed keys' versions held at known_at that the filter and `also` admit (after the
+        current items' search, which notes the late keys). `condition_of`: what is left to check on
+        a value with these policy attributes, None when they reject it (`FilterPlan.condition_given`)."""
+        self.read([ref for ref in self.late if ref not in self.changed])  # few: candidates the search opened
+        self.late.clear()
+        out = []
+        for e, created_at in self.held:
+            condition = condition_of(e.policy_attributes)
+            if condition is None:  # the plaintext policy attributes reject it: never decrypted
+                continue
+            memory = self.owner.opened(e, created_at)
+            if not condition.matches(lookup_in(memory.value)):
+                continue
+            if also is not None and not also(memory):
+                continue
+            out.append(memory)
+        return out
+
+    def ranked(self, versions: list[Memory], query: str, min_score: float | None) -> list[Memory]:
+        """The versions ranked by keyword, best first, each with `score` (the keyword match, 0..1,
+        as a hybrid score's scale) and `scores` (BM25; no semantic score: not in the index)."""
+        scored = []
+        for memory, (match, raw) in zip(versions, keyword_scores(query, [_texts(m.value) for m in versions])):
+            if min_score is not None and match < min_score:
+                continue
+            scored.append(dataclasses.replace(memory, score=match, scores={"semantic": None, "keyword": raw}))
+        scored.sort(key=lambda m: (-round(m.score or 0.0, 6), -m.updated_at.timestamp(), m.id))
+        return scored
+
+    def newest_first(self, versions: list[Memory]) -> list[Memory]:
+        return sorted(versions, key=lambda m: (-m.updated_at.timestamp(), m.id))
+
+
+def keyword_scores(query: str, docs: list[list[str]]) -> list[tuple[float, float]]:
+    """(keyword match 0..1, BM25) of each document (its texts) for the query, with the document
+    frequencies of these documents alone. Linear in the query and the documents' total size."""
+    terms = list(dict.fromkeys(query_terms(query)))[:_QUERY_TERMS]
+    counts = [term_counts(texts) for texts in docs]
+    n = len(counts)
+    if not terms or not n:
+        return [(0.0, 0.0)] * n
+    df = {t: sum(1 for c in counts if t in c) for t in terms}
+    lengths = [sum(c.values()) for c in counts]
+    avg = sum(lengths) / n
+    weight = sum(idf(df[t], n) for t in terms)
+    out = []
+    for c, length in zip(counts, lengths):
+        raw = sum(bm25(c[t], df[t], n, length, avg) for t in terms if c[t])
+        out.append((round(keyword_match(raw, weight), 6), raw))
+    return out
+
+
+def _texts(value: dict[str, Any]) -> list[str]:
+    """A version's texts as the indexer reads a value without `index_fields` (every string
+    leaf): an event does not carry the item's `index_fields`."""
+    return [text for _, text in extract_texts(value, None, limit=MAX_INDEXED_FIELDS)]
+
+
+def merge_ranked(current: Iterable[Any], historical: Iterable[Any], score: Callable[[Any], float]) -> list[Any]:
+    """Two best-first lists as one, by score to 6 decimals; on a tie the current item first."""
+    return list(heapq.merge(current, historical, key=lambda r: -round(score(r) or 0.0, 6)))
+
+
+def merge_newest_first(current: Iterable[Memory], historical: Iterable[Memory]) -> list[Memory]:
+    """Two newest-first lists as one (a search by filter)."""
+    return list(heapq.merge(current, historical, key=lambda m: -m.updated_at.timestamp()))
