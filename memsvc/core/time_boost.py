@@ -49,7 +49,7 @@ WIDER_ROUNDS = 1
 # ("trip") decides less. The keyword retriever keeps them: memories that name the time in their
 # words are then among the candidates the boost can lift (without the time's words there too,
 # keyword-mode R@5 on the dev half's temporal questions fell from 0.300 to 0.150).
-MATCH_WITHOUT_TIME = True
+MATCH_WITHOUT_TIME = False
 
 
 def item_time(value: Mapping[str, Any], *, typed: bool, created_at: datetime,

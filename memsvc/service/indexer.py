@@ -49,7 +49,7 @@ from memsvc.core.keywords import term_counts
 from memsvc.core.message_context import MESSAGE_FIELD, is_session_message, turn_of, turn_texts
 from memsvc.core.models import (Change, FieldDoc, IndexAttempt, KeywordDoc, StoredItem, VectorRef, VectorWrite,
                                  attempt_mark, read_attempt_mark)
-from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
+from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts, worth_embedding
 from memsvc.core.sessions import message_key
 from memsvc.ports import Clock, Embedder, IndexBacklog, KeywordIndex, SystemClock, VectorIndex
 from memsvc.service.graph_indexer import GraphIndexer
@@ -88,6 +88,7 @@ class _Prepared:
     turn_before: _TurnBefore | None = None  # a message's: what its context was read from
     own_texts: list[str] = field(default_factory=list)  # its indexed fields' texts as they are (the graph's)
     reused: list[list[float] | None] = field(default_factory=list)  # per text: its vector, when known already
+    keyword_texts: list[str] | None = None  # what the keyword document holds, when more than `texts`
 
     def known_vectors(self) -> list[list[float] | None]:
         return self.reused or [None] * len(self.texts)
@@ -530,8 +531,11 @@ class Indexer:
         watch.check("reading its texts")
         field_doc = self._field_doc(item, value) if with_tokens else None
         watch.check("its field tokens")
+        keyword_texts = None
+        if item.index_fields is None and len(embedded := worth_embedding(texts)) < len(texts):
+            texts, keyword_texts = embedded, own_texts
         reused = [known.get(pair) for pair in texts] if known else []
-        return _Prepared(texts, field_doc, turn_before, own_texts, reused)
+        return _Prepared(texts, field_doc, turn_before, own_texts, reused, keyword_texts)
 
     def _as_turn(self, item: StoredItem, value: Any,
                  texts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], _TurnBefore | None]:
@@ -672,7 +676,7 @@ class Indexer:
         known: list[list[float] | None] = []  # per text of the chunk
         for ref, item, p in zip(refs, items, prepared):
             try:
-                keyword_doc = self._keyword_doc(item, [text for _, text in p.texts])
+                keyword_doc = self._keyword_doc(item, p.keyword_texts or [text for _, text in p.texts])
             except Exception as exc:
                 chunk.faults[ref] = exc
                 continue

@@ -31,7 +31,7 @@ from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix,
 from memsvc.core.validity import valid_at
 from memsvc.core.time_boost import TEMPORAL_DESCRIPTION, WIDER_ROUNDS, TimeBoost, time_boost
 from memsvc.core.keywords import query_terms
-from memsvc.core.ranking import (SEPARATION_HITS, hybrid_score, keyword_match, semantic_match, semantic_weight,
+from memsvc.core.ranking import (SEPARATION_HITS, Fusion, fusion_for, keyword_match,
                                  separation)
 from memsvc.ports import Clock, Embedder, EventLog, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
@@ -201,6 +201,7 @@ class Search:
         # together they gain nothing (100k items: hybrid p50 103 ms side by side, 99 in turn).
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="search") if concurrent_retrievers else None
         self._embedder = embedder
+        self._fusion = fusion_for(embedder.model_id)
         # A query's embedding runs on a thread of its own, so that its wait can end (`embed`); at most
         # QUERY_EMBEDDING_THREADS at once. Public: a test shortens the wait.
         self._embedding_slots = threading.BoundedSemaphore(QUERY_EMBEDDING_THREADS)
@@ -368,7 +369,7 @@ class Search:
             pages = self._pages(asked, top_k)
             if weight is None:  # from the first pages, then fixed: the early stop's bound needs one weight
                 separations = {r.name: r.separation for r in retrievers}
-                weight = semantic_weight(separations.get("semantic", 0.0), separations.get("keyword", 0.0))
+                weight = self._fusion.semantic_weight(separations.get("semantic", 0.0), separations.get("keyword", 0.0))
             best: dict[str, tuple[tuple[str, ...], str]] = {}
             for retriever, page in zip(asked, pages):
                 for memory_id, (ref, signal) in page.items():
@@ -386,7 +387,8 @@ class Search:
             ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score, admit, boost)
             exhausted = all(r.exhausted for r in retrievers)
             # What a memory that no retriever has handed over yet could score at most.
-            ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode, weight)
+            ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode, weight,
+                             self._fusion)
             if boost is not None:  # ... if it is of the named time
                 ceiling = boost.ceiling(ceiling)
             hopeless = min_score is not None and ceiling < min_score
@@ -415,7 +417,7 @@ class Search:
         for memory_id, entry in decided.items():
             if entry is None:
                 continue
-            score = _fused(signals[memory_id], mode, weight)
+            score = _fused(signals[memory_id], mode, weight, self._fusion)
             if min_score is not None and (score if boost is None else boost.ceiling(score)) < min_score:
                 continue
             semantic, keyword = signals[memory_id].get("semantic"), signals[memory_id].get("keyword")
@@ -461,7 +463,7 @@ class Search:
         if mode in ("hybrid", "semantic"):
             # Without the query's vector a hybrid query ranks by keywords alone (seed 004's failure
             # table); it cannot when the tenant keeps no keyword index.
-            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, embed,
+            out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, embed, self._fusion,
                                           optional=mode == "hybrid" and keyword_on))
         if mode in ("hybrid", "keyword") and keyword_on:
             try:
@@ -488,7 +490,8 @@ class Search:
 
         def run() -> None:
             try:
-                outcome["vector"] = self._embedder.embed([query])[0]
+                embed = getattr(self._embedder, "embed_queries", self._embedder.embed)
+                outcome["vector"] = embed([query])[0]
             except Exception as exc:
                 outcome["error"] = exc
             finally:
@@ -525,12 +528,11 @@ class Search:
                     extra={"request_id": request_id, "tenant": tenant, "operation": operation, "code": code})
         return True
 
-    @staticmethod
-    def _scored(memory: Memory, signals: dict[str, "_Signal"], mode: str, weight: float,
+    def _scored(self, memory: Memory, signals: dict[str, "_Signal"], mode: str, weight: float,
                 boost: TimeBoost | None = None) -> "Ranked":
         raw = {name: (signals[name].raw if name in signals else None) for name in ("semantic", "keyword")}
         semantic = signals.get("semantic")
-        score = _fused(signals, mode, weight)
+        score = _fused(signals, mode, weight, self._fusion)
         if boost is not None:
             score = boost.score(score, boost.holds_for(memory))
         return Ranked(dataclasses.replace(memory, score=score, scores=raw),
@@ -633,13 +635,13 @@ def _nth_best(ranked: list[Ranked], n: int) -> float:
     return heapq.nlargest(n, (r.memory.score for r in ranked))[-1]
 
 
-def _fused(signals: dict[str, _Signal], mode: str, weight: float) -> float:
+def _fused(signals: dict[str, _Signal], mode: str, weight: float, fusion: Fusion) -> float:
     semantic, keyword = signals.get("semantic"), signals.get("keyword")
     if mode == "semantic":
         return semantic.value if semantic else 0.0
     if mode == "keyword":
         return keyword.value if keyword else 0.0
-    return hybrid_score(semantic.value if semantic else None, keyword.value if keyword else None, weight)
+    return fusion.hybrid_score(semantic.value if semantic else None, keyword.value if keyword else None, weight)
 
 
 class _Retriever:
@@ -662,8 +664,9 @@ class _SemanticRetriever(_Retriever):
     name = "semantic"
 
     def __init__(self, vectors: VectorIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
-                 embed: Callable[[], list[float]], *, optional: bool) -> None:
+                 embed: Callable[[], list[float]], fusion: Fusion, *, optional: bool) -> None:
         self._args = (vectors, tenant, scope, pushdown)
+        self._fusion = fusion
         self._embed = embed  # called in the first page, beside the keyword retriever's query
         self._optional = optional  # when the embedding fails: hand over nothing rather than fail the query
         self._vector: list[float] | None = None
@@ -689,12 +692,12 @@ class _SemanticRetriever(_Retriever):
         prefix = hits[:SEPARATION_HITS]
         firsts: dict[str, float] = {}
         for hit in prefix:
-            firsts.setdefault(hit.memory_id, semantic_match(hit.score))
+            firsts.setdefault(hit.memory_id, self._fusion.semantic_match(hit.score))
         # A short page ends the memories for this measure even where the index may hold more
         # (S3 Vectors under a filter): a few memories must not read as no separation at all.
         ended = len(hits) < top_k and len(prefix) == len(hits)
         self.separation = separation(list(firsts.values()),
-                                     0.0 if ended or not prefix else semantic_match(prefix[-1].score))
+                                     0.0 if ended or not prefix else self._fusion.semantic_match(prefix[-1].score))
         return best
 
 

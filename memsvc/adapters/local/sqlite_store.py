@@ -224,6 +224,14 @@ class SqliteItemStore:
                 (json.dumps(list(fields)), item.tenant, encode_namespace(item.namespace), item.key, item.version),
             ).rowcount == 1 for item, fields in marks]
 
+    def reset_indexing(self) -> list[str]:
+        """Mark every live item unindexed (`memsvc reindex`, the server stopped); the tenants that
+        hold any."""
+        with self._tx() as conn:
+            conn.execute("UPDATE items SET indexed_fields = NULL, index_attempt = NULL "
+                         "WHERE deleted IS NULL AND indexed_fields IS NOT NULL")
+            return [t for (t,) in conn.execute("SELECT DISTINCT tenant FROM items WHERE deleted IS NULL")]
+
     def pending_index(self, tenant, now):
         return self._conn().execute(
             f"SELECT count(*) FROM items WHERE tenant = ? AND {_PENDING} AND (expires_at IS NULL OR expires_at > ?)",

@@ -215,6 +215,20 @@ class LocalVectorIndex:
         self._changes = IndexChanges(path)  # before loading: a write after it is caught up with later
         self._load()
 
+    @staticmethod
+    def stored_model(path: Path) -> str | None:
+        """The model whose vectors the file at `path` holds; None for no file, or one with none yet."""
+        if not path.exists():
+            return None
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = db.execute("SELECT value FROM meta WHERE name = 'embedding'").fetchone()
+        except sqlite3.OperationalError:  # a file from before the table
+            return None
+        finally:
+            db.close()
+        return json.loads(row[0])["model"] if row else None
+
     def _check_model(self, model_id: str) -> None:
         wanted = json.dumps({"model": model_id, "dimension": self._dim})
         row = self._db.execute("SELECT value FROM meta WHERE name = 'embedding'").fetchone()
@@ -223,7 +237,7 @@ class LocalVectorIndex:
         elif row[0] != wanted:
             raise RuntimeError(
                 f"{self._path} holds vectors of {row[0]}, but the embedder is {wanted}; "
-                "delete the file to re-index from the item store"
+                "run `memsvc reindex` with the server stopped to embed every item again with it"
             )
 
     def _load(self) -> None:
