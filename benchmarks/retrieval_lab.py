@@ -292,7 +292,7 @@ def fusions(model: str = "minilm") -> dict[str, Callable[..., np.ndarray]]:
         out[f"memsvc now, cal[{lo},{hi}]"] = lambda s, k, kin, sin, c=(lo, hi): _memsvc_now(s, k, kin, sin, cal=c)
     for cal in ((0.7, 0.9), (0.75, 0.9), (0.75, 0.92), (0.78, 0.9), (0.8, 0.9), (0.72, 0.88)):
         for bias in (1.0, 1.5, 2.0, 3.0, 4.0):
-            for floor in (0.0, 0.3, 0.5):
+            for floor in (0.0, 0.3, 0.5, 0.6, 0.7, 0.8):
                 out[f"biased cal{list(cal)} x{bias} f{floor}"] = (
                     lambda s, k, kin, sin, c=cal, b=bias, f=floor: _biased(s, k, kin, sin, c, b, f))
     for w in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):

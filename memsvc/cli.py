@@ -112,17 +112,28 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from memsvc.local_reindex import DataDirBusy, data_dir_lock
+
     LocalSettings.one_blas_thread()
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if args.workers < 1:
+        print("memsvc: --workers must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        with data_dir_lock(args.data_dir, exclusive=False):  # no `memsvc reindex` meanwhile
+            return _serve_data_dir(args)
+    except DataDirBusy as exc:
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 1
+
+
+def _serve_data_dir(args: argparse.Namespace) -> int:
     import uvicorn
 
     from memsvc.adapters.local.openai_llm import local_language_model
     from memsvc.bootstrap import build_local, local_reranker
     from memsvc.local_server import LocalServer
 
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.workers < 1:
-        print("memsvc: --workers must be at least 1", file=sys.stderr)
-        return 2
     # Built before any worker starts: the files, keys and schemas exist once they do.
     env = LocalSettings.from_env()
     app = build_local(args.data_dir, events_file=args.events_file, ann_threshold=env.ann_threshold,
@@ -179,10 +190,15 @@ def worker_server():
 
 
 def _reindex(args: argparse.Namespace, env: LocalSettings) -> int:
-    from memsvc.local_reindex import reindex
+    from memsvc.local_reindex import DataDirBusy, reindex
 
-    report = reindex(args.data_dir, env.local_embedder)
+    try:
+        report = reindex(args.data_dir, env.local_embedder)
+    except DataDirBusy as exc:
+        print(f"memsvc: {exc}: stop it first", file=sys.stderr)
+        return 1
     print(f"memsvc: {report.indexed} items embedded with {report.model_id}"
+          + (f", {report.quarantined} quarantined" if report.quarantined else "")
           + (f"; {report.left} left pending (a batch failed): run it again" if report.left else ""))
     return 1 if report.left else 0
 

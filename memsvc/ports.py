@@ -193,10 +193,14 @@ class EventLog(Protocol):
         after: datetime | None = None,
         before: datetime | None = None,
         page_size: int = 100,
+        max_rows: int | None = None,
     ) -> Iterator[TimelineEvent]:
         """The tenant's events under `prefix` of these kinds, in (`occurred_at`, `id`) order,
         strictly after `start_after` and `after` and strictly before `before`, fetched lazily.
-        Never yields an event stamped below one it has already yielded."""
+        Never yields an event stamped below one it has already yielded. With `max_rows`: raises
+        `core.timeline.ScanTooWide` rather than read more than that many rows, counting those of
+        other kinds or namespaces that the scan's partition or index range holds and skips (a
+        one-segment prefix reads the tenant's, one deeper than two segments its two-segment root's)."""
 
     def history(
         self, tenant: str, namespace: tuple[str, ...], key: str, *,

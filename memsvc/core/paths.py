@@ -28,13 +28,14 @@ Location = tuple[str | int, ...]  # a concrete leaf: dict keys and non-negative 
 
 
 def worth_embedding(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Of the leaves a value without `index_fields` gives, those worth a vector: the ones of more
-    than one word, unless none is. A label of one word (`"type": "preference"`, an id, a date) says
+    """Of the leaves a value without `index_fields` gives, those worth a vector: all but labels, one
+    ASCII word each, unless nothing else is left. A label (`"type": "preference"`, an id, a date) says
     nothing to an embedding model, yet a memory's vectors are max-pooled over its fields, so the
     label's cosine stood for the memory: e5-small scores such words 0.8 against any question,
     above the sentence beside them (`"I am allergic to peanuts"` lost "what food should I avoid?"
-    to a seat preference). Every leaf stays in the keyword index."""
-    sentences = [(path, text) for path, text in texts if len(text.split(maxsplit=1)) > 1]
+    to a seat preference). Every leaf stays in the keyword index. Only ASCII counts as a label: a
+    sentence of a script written without spaces (Chinese, Japanese, Thai) is one "word" to `split`."""
+    sentences = [(path, text) for path, text in texts if not (text.isascii() and len(text.split(maxsplit=1)) == 1)]
     return sentences or texts
 
 

@@ -26,7 +26,8 @@ Only words in a time's place count: a month or a season needs a preposition or "
 in front ("in May", "last summer"), or a day or a year beside it ("May 2023", "8 May"), so "May I
 ...", "March forward", "a summer dress" and "after it" name no time; a bare year needs a
 preposition ("in 2025", not "2025 goals"). A schedule ("every Monday", "each week") is no time.
-An expression that names nothing resolvable ("before the move") is passed over for the next.
+An expression that names nothing resolvable ("before the move"), or a time the calendar cannot
+hold (years 1 to 9999 with its end: "on 9999-12-31"), is passed over for the next.
 
 Linear in the query: one pass of a tokenizing regex without nested repetition, then a scan of
 the first `MAX_TOKENS` tokens, each looked at a bounded number of times.
@@ -74,15 +75,23 @@ class NamedTime:
         return bool(self.months)
 
     def overlaps(self, start: datetime, end: datetime | None) -> bool:
-        """Whether a time `[start, end)` (`end` None: the instant `start`) meets this one."""
-        if end is None or end <= start:
-            end = start + timedelta(microseconds=1)
+        """Whether a time `[start, end)` (`end` None: the instant `start`) meets this one. Never
+        raises: no arithmetic steps past the instant given (a stored `valid_from` may be the last
+        representable one), and a time that cannot be put in UTC meets nothing."""
+        if end is not None and end <= start:
+            end = None
         if not self.recurring:
-            return (self.start is None or end > self.start) and (self.end is None or start < self.end)
-        if end - start >= timedelta(days=366):
+            # An instant is `[start, start + 1 µs)`: it meets an interval that has started by it.
+            if self.start is not None and not (start >= self.start if end is None else end > self.start):
+                return False
+            return self.end is None or start < self.end
+        if end is not None and end - start >= timedelta(days=366):
             return True
-        first = start.astimezone(timezone.utc).date()
-        last = (end - timedelta(microseconds=1)).astimezone(timezone.utc).date()
+        try:
+            first = start.astimezone(timezone.utc).date()
+            last = first if end is None else (end - timedelta(microseconds=1)).astimezone(timezone.utc).date()
+        except OverflowError:  # an offset that moves it past year 9999 or before year 1
+            return False
         if self.day is not None:
             for year in range(first.year, last.year + 1):
                 try:
@@ -92,12 +101,10 @@ class NamedTime:
                 if first <= day <= last:
                     return True
             return False
-        month = date(first.year, first.month, 1)
-        while month <= last:  # at most 13 months: the interval is under a year
-            if month.month in self.months:
-                return True
-            month = _add_months(month, 1)
-        return False
+        # Month by month, counted as year * 12 + month (no date past the last: December 9999 ends
+        # the calendar); at most 13 months, the interval is under a year.
+        months = range(first.year * 12 + first.month - 1, last.year * 12 + last.month)
+        return any(index % 12 + 1 in self.months for index in months)
 
 
 def named_time(query: str, now: datetime) -> NamedTime | None:
@@ -112,7 +119,12 @@ def read_time(query: str, now: datetime) -> tuple[NamedTime, int, int] | None:
     tokens = [m.group().lower() for m in matches]
     today = now.astimezone(timezone.utc).date()
     for n in range(len(tokens)):
-        found = _at(tokens, n, today)
+        try:
+            found = _at(tokens, n, today)
+        except (OverflowError, ValueError):
+            # A time the calendar cannot hold ("on 9999-12-31": its end is in year 10000, "3 years
+            # ago" in year 2) is not read as one: the scan goes on to the next expression.
+            continue
         if found is not None:
             return found[0], matches[n].start(), matches[found[1] - 1].end()
     return None

@@ -74,12 +74,14 @@ class Fusion:
         """The cosine on 0..1: 0 up to `cosine_none`, 1 from `cosine_full`, linear between."""
         return min(1.0, max(0.0, (cosine - self.cosine_none) / (self.cosine_full - self.cosine_none)))
 
-    def semantic_weight(self, semantic_separation: float, keyword_separation: float) -> float:
+    def semantic_weight(self, semantic_separation: float, keyword_separation: float, *, meaning: bool = True) -> float:
         """The semantic signal's share of the hybrid score for one query (the keyword's is the
-        rest). Meaning that separates nothing (no query vector: the embedder failed) has no say
-        when keywords separate, so a degraded answer keeps a keyword score's scale."""
-        if semantic_separation <= 0.0 < keyword_separation:
-            return 0.0
+        rest). `meaning`: whether the semantic retriever handed over any memory; without (no query
+        vector: the embedder failed) keywords rank alone, so a degraded answer keeps a keyword
+        score's scale. With it the floor holds even when meaning separates nothing (its five best
+        all at the top of the model's range)."""
+        if not meaning:
+            return 0.0 if keyword_separation > 0.0 else 0.5
         semantic = self.semantic_bias * semantic_separation
         total = semantic + keyword_separation
         return max(self.semantic_floor, semantic / total if total > 0 else 0.5)

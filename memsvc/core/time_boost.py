@@ -17,7 +17,11 @@ memories of the named time is their order by relevance. Scores are unchanged for
 names no time, and for memories outside the named time. A boost, not a filter: a memory about the
 time written without a valid time (`created_at` later) can still win on meaning. The query's
 vector is embedded from its words without the time's (`embed_text`, `MATCH_WITHOUT_TIME`); the
-keyword retriever keeps them.
+keyword retriever keeps them. Where no memory of the ranking's first `FIRST_PAGE` is of the named
+time the boost lifts nothing, and search ranks again by the whole query's vector.
+
+The boost reaches the retrievers' best `BOOST_DEPTH` whatever page is asked (search's
+`_by_relevance`), so the pages of one query partition one ranking.
 
 `TIME_BOOST` was chosen on the dev half of `eval/conversations.json` (benchmarks/README.md,
 "Temporal questions (issue 25)").
@@ -36,20 +40,30 @@ from memsvc.core.sessions import is_messages_namespace
 from memsvc.core.typed_memory import is_superseded, is_typed
 from memsvc.core.validity import instant
 
-__all__ = ["TIME_BOOST", "WIDER_ROUNDS", "TEMPORAL_DESCRIPTION", "TimeBoost", "time_boost", "item_time", "boosted"]
+__all__ = ["TIME_BOOST", "BOOST_DEPTH", "FIRST_PAGE", "MATCH_WITHOUT_TIME", "TEMPORAL_DESCRIPTION", "TimeBoost",
+           "time_boost", "item_time", "boosted"]
 
 TIME_BOOST = 0.5
-# What a boosted search may widen its retrieval by, beyond what it needs without the boost: one
-# round more (a first page four times longer), so a memory of the named time that ranks low on
-# meaning is reached, and the cost of a temporal query stays bounded.
-WIDER_ROUNDS = 1
+# The boost's reach: a search's retrievers each hand over their best BOOST_DEPTH for it, whatever
+# the page asked, and those are ranked by the boosted score ahead of what a wider round for a deeper
+# page adds (unboosted). Independent of offset and limit, so the pages of one query partition one
+# ranking; a memory of the named time below every retriever's best 200 is not lifted. Bounded: a
+# boosted search opens at most these candidates more than the page needs (recall, which has no
+# pages, reaches 4 x its first page per layer). 200 is what a page of 10 reached before (its first
+# page of 50, widened once).
+BOOST_DEPTH = 200
+# A ranking by the query embedded without its time's words is kept when one of its first
+# FIRST_PAGE memories is of the named time; else it is ranked again by the whole query's vector.
+FIRST_PAGE = 10
 # The words of the time are matched by valid time, not by meaning: "What trip did Fatima talk about
 # in July?" is embedded as "What trip did Fatima talk about?". Left in, they make every memory that
 # mentions July (every turn of a July session, dated in its words) close in meaning, and the topic
 # ("trip") decides less. The keyword retriever keeps them: memories that name the time in their
 # words are then among the candidates the boost can lift (without the time's words there too,
-# keyword-mode R@5 on the dev half's temporal questions fell from 0.300 to 0.150).
-MATCH_WITHOUT_TIME = False
+# keyword-mode R@5 on the dev half's temporal questions fell from 0.300 to 0.150). Where the boost
+# lifts nothing (memories dated only in their words, all stated later: the golden set's temporal
+# cases), the whole query's vector ranks (`FIRST_PAGE`); benchmarks/README.md, "Temporal questions".
+MATCH_WITHOUT_TIME = True
 
 
 def item_time(value: Mapping[str, Any], *, typed: bool, created_at: datetime,

@@ -12,9 +12,19 @@ from urllib.parse import quote
 
 from memsvc.core.models import ACTION_REASONS, TimelineEvent, to_rfc3339
 
-__all__ = ["SOURCE", "DETAIL_TYPES", "ACTION_DETAIL_TYPES", "ACTION_REASONS", "KINDS", "VERSION_KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
+__all__ = ["ScanTooWide", "SOURCE", "DETAIL_TYPES", "ACTION_DETAIL_TYPES", "ACTION_REASONS", "KINDS", "VERSION_KINDS", "detail_type", "next_stamp", "event_detail", "namespace_path", "put_events_entry"]
 
 SOURCE = "memsvc"
+
+
+class ScanTooWide(Exception):
+    """An `EventLog.scan` given `max_rows` would read more rows than that (events of other kinds
+    or namespaces sharing its partition or index range included): it stops instead of going on."""
+
+    def __init__(self, max_rows: int) -> None:
+        super().__init__(f"the scan would read more than {max_rows} timeline rows")
+        self.max_rows = max_rows
+
 DETAIL_TYPES = {
     "add": "Memory Added",
     "update": "Memory Updated",

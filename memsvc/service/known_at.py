@@ -3,24 +3,27 @@ past time, versions included, from the event timeline and the item store; no cop
 kept for it.
 
 A key's version held at `known_at` is its latest add/update event stamped at or before it, unless
-that version had expired by then (a delete or an expiry event being newer means nothing held).
-The answer is built from two parts that never overlap:
+that version had expired by then (a delete or an expiry event being newer means nothing held;
+`_live_then` for a TTL refreshed with no event). The answer is built from two parts that never
+overlap:
 
-- *Unchanged keys*: a current item whose version was written at or before `known_at` and whose
-  key has no version event since. It is what was held then, so the normal search finds and
-  ranks it (the indexes' scores), through an `Admit` check beside the filter's.
+- *Unchanged keys*: a current item whose version was written at or before `known_at`, live then
+  (expired since but not swept yet counts), and whose key has no version event since. It is what
+  was held then, so the normal search finds and ranks it (the indexes' scores), through an `Admit`
+  check beside the filter's.
 - *Changed keys*: the scope's version events stamped after `known_at` name every key written,
   deleted or expired since. For each, the version held then is read through the timeline's
   per-key index (`EventLog.history`, one entry) and decrypted as `MemoryHistory` does; those
   versions are filtered exactly as a search filters (the injected policy filter on the version's
-  policy attributes, the caller's filter and `as_of` on its value) and ranked in memory by
-  keyword (`core.keywords`' analyzer and BM25 over the versions' texts): their vectors left the
-  index when they stopped being current, so a version no longer current has a keyword score only,
-  whatever the mode (`scores.semantic` null).
+  policy attributes, the caller's filter and `as_of` on its value) and scored by the search on
+the current items' scale (`Search._ranked_versions`: their texts embedded now, keyword BM25 over
+their texts, the same fusion and time boost): their index entries left when they stopped being
+current.
 
 Bounded: at most MAX_KNOWN_AT_EVENTS version events since `known_at` are read per searched scope
-(a namespace prefix, a recall layer), and one per-key read is made per changed key. A scope that
-changed more is a 400 that says so: never a silently partial answer. `known_at` in the future,
+(a namespace prefix, a recall layer), found in at most MAX_KNOWN_AT_ROWS timeline rows, and one
+per-key read is made per changed key (or key met written since and not on the timeline yet, as
+many again). A scope past any of these is a 400 that says so: never a silently partial answer. `known_at` in the future,
 or older than the tenant's event retention (`tombstone_retention_days`: the events that would say
 what changed since are gone), is a 400 too. A version held then whose own event is past retention
 cannot be shown: the answer counts such keys (`past_retention`) instead of dropping them silently.
@@ -28,7 +31,6 @@ cannot be shown: the answer counts such keys (`past_retention`) instead of dropp
 
 from __future__ import annotations
 
-import dataclasses
 import heapq
 import itertools
 from collections.abc import Callable, Iterable
@@ -40,27 +42,36 @@ from memsvc.core.errors import InvalidArgument
 from memsvc.core.filters import lookup_in
 from memsvc.core.keywords import bm25, idf, query_terms, term_counts
 from memsvc.core.models import Caller, Memory, StoredItem, TimelineEvent
-from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
+from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts, worth_embedding
 from memsvc.core.ranking import keyword_match
-from memsvc.core.timeline import VERSION_KINDS
+from memsvc.core.timeline import VERSION_KINDS, ScanTooWide
 from memsvc.ports import Clock, EventLog, ItemStore
 from memsvc.service.access import Access
 from memsvc.service.sealing import Sealer
 
-__all__ = ["KnownAt", "KnownAtView", "MAX_KNOWN_AT_EVENTS", "KNOWN_AT_DESCRIPTION", "merge_ranked",
-           "merge_newest_first"]
+__all__ = ["KnownAt", "KnownAtView", "MAX_KNOWN_AT_EVENTS", "MAX_KNOWN_AT_ROWS", "MAX_VERSION_TEXTS",
+           "KNOWN_AT_DESCRIPTION", "merge_ranked", "merge_newest_first", "keyword_scores", "texts_of",
+           "embedded_texts_of"]
 
 # Version events read per searched scope since `known_at`; one more is a 400. Each changed key
 # costs one read of the per-key index (a DynamoDB Query and BatchGetItem), so this also bounds them.
 MAX_KNOWN_AT_EVENTS = 200
+# Timeline rows read per searched scope to find those events: the scan's partition or index range
+# also holds other kinds' events and, for a one-segment prefix (the tenant-wide partition) or one
+# deeper than two segments (its two-segment root's), other namespaces' events, skipped after being
+# read. One more is a 400: another user's activity may make a scope too costly, never partial.
+MAX_KNOWN_AT_ROWS = 1_000
+# Texts embedded per version no longer current (its first string leaves worth a vector, as the
+# indexer picks them from a value without `index_fields`), to give it a semantic score.
+MAX_VERSION_TEXTS = 4
 # How far back a version's key is walked to find its first write (`created_at`) when the key was
 # deleted since: past that, the oldest version read stands in for it.
 MAX_LINEAGE_EVENTS = 20
 KNOWN_AT_DESCRIPTION = (
     "RFC 3339, transaction time: answer with the versions memsvc held then (each key's latest write at or before "
     "it, keys since updated or deleted included, nothing written after); not in the future, not older than the "
-    f"tenant's event retention; at most {MAX_KNOWN_AT_EVENTS} changes since then under each searched scope (400 "
-    "otherwise)")
+    f"tenant's event retention; at most {MAX_KNOWN_AT_EVENTS} changes since then under each searched scope, found "
+    f"in at most {MAX_KNOWN_AT_ROWS} timeline events (a one-segment scope's are the tenant's) (400 otherwise)")
 _MICROSECOND = timedelta(microseconds=1)
 _QUERY_TERMS = 64  # as search.MAX_QUERY_TERMS: a query's first distinct terms
 
@@ -96,9 +107,18 @@ class KnownAt:
         """The scope's changes since `known_at` (`check`ed first): at most MAX_KNOWN_AT_EVENTS."""
         self.check(caller, known_at)
         tenant = caller.tenant_id
-        events = list(itertools.islice(
-            self._log.scan(tenant, scope, kinds=VERSION_KINDS, after=known_at, page_size=MAX_KNOWN_AT_EVENTS + 1),
-            MAX_KNOWN_AT_EVENTS + 1))
+        try:
+            events = list(itertools.islice(
+                self._log.scan(tenant, scope, kinds=VERSION_KINDS, after=known_at, page_size=MAX_KNOWN_AT_EVENTS + 1,
+                               max_rows=MAX_KNOWN_AT_ROWS),
+                MAX_KNOWN_AT_EVENTS + 1))
+        except ScanTooWide:
+            raise InvalidArgument(
+                f"finding the changes under this namespace since known_at would read more than {MAX_KNOWN_AT_ROWS} "
+                "timeline events: the timeline reads a namespace's changes with those of its first two segments (a "
+                "one-segment namespace's with the whole tenant's), and that many changed since; ask about a later "
+                "known_at, or search fewer namespaces (recall: fewer layers)",
+                details={"field": "known_at", "max_rows": MAX_KNOWN_AT_ROWS}) from None
         if len(events) > MAX_KNOWN_AT_EVENTS:
             raise InvalidArgument(
                 f"more than {MAX_KNOWN_AT_EVENTS} changes under this namespace since known_at: search a narrower "
@@ -150,7 +170,7 @@ class KnownAt:
             earlier = bool(since) or (row is not None and row.version > 1)
             return False if earlier else None
         e = found[0]
-        if e.kind not in ("add", "update") or (e.expires_at is not None and e.expires_at <= known_at):
+        if e.kind not in ("add", "update") or not _live_then(e, known_at, since, row):
             return None
         return e, self._created_at(tenant, e, since, row)
 
@@ -171,6 +191,28 @@ class KnownAt:
         return older[-1].changed_at if older else e.changed_at
 
 
+def _live_then(e: TimelineEvent, known_at: datetime, since: list[TimelineEvent], row: StoredItem | None) -> bool:
+    """Whether the version of event `e` (held at `known_at`: its latest) had not expired by then.
+    The event's `expires_at` is the one it was written with; `Memories.refresh` extends it with no
+    event, so when that one had passed, what came next decides. An update or a delete is only ever
+    made to a live item (else a write is an add, and a delete nothing), so the version was live
+    until then; an expiry's event is stamped at the expiry itself (the sweeper's `at`). A write not
+    on the timeline yet (`since` empty) that continues the key's lineage (its `created_at` at or
+    before `known_at`: an add starts a new one) was an update; an expiry tombstone says when."""
+    if e.expires_at is None or e.expires_at > known_at:
+        return True
+    if since:
+        first = since[0]
+        if first.kind == "expired":
+            return (first.expires_at or first.changed_at) > known_at
+        return first.kind in ("update", "delete")
+    if row is None or row.version <= e.version:
+        return False
+    if row.deleted == "expired":
+        return row.updated_at > known_at
+    return row.created_at <= known_at
+
+
 @dataclass
 class KnownAtView:
     """One searched scope at `known_at`: which keys changed since (from the timeline), the check
@@ -183,8 +225,13 @@ class KnownAtView:
     # Keys whose current row was written after known_at but is not on the timeline yet (it
     # records a change a moment after the write): their version then is read as a changed key's.
     late: dict[Ref, None] = field(default_factory=dict)
+    late_read: set[Ref] = field(default_factory=set)  # of those, the ones whose version then is read
     past_retention: int = 0
     held: list[tuple[TimelineEvent, datetime]] = field(default_factory=list)  # read, not yet decrypted
+    # The current items' hybrid weight (`Fusion.semantic_weight`) and query vector, set by their
+    # search: the versions are scored with the same, so both parts are on one scale.
+    weight: float | None = None
+    embed: Callable[[], list[float]] | None = None
 
     def read(self, refs: list[Ref]) -> None:
         held, gone = self.owner.read(self.tenant, refs, self.known_at, self.changed)
@@ -199,18 +246,32 @@ class KnownAtView:
             if ref in self.changed:
                 return False
             if memory.updated_at > self.known_at:
-                if len(self.late) < MAX_KNOWN_AT_EVENTS:
-                    self.late.setdefault(ref)
+                self.note_late(ref)
                 return False
             return also is None or also(memory)
         return admit
+
+    def note_late(self, ref: Ref) -> None:
+        """A key the search met whose current row (or tombstone) was written after known_at: unless
+        the timeline named it, its version then is read as a changed key's (`versions`). At most
+        MAX_KNOWN_AT_EVENTS, as the changed keys: one more is a 400, never a key left out."""
+        if ref in self.changed or ref in self.late:
+            return
+        if len(self.late) >= MAX_KNOWN_AT_EVENTS:
+            raise InvalidArgument(
+                f"more than {MAX_KNOWN_AT_EVENTS} keys under this namespace changed since known_at (some not on "
+                "the timeline yet): search a narrower namespace_prefix (or fewer layers), or a later known_at",
+                details={"field": "known_at", "max_events": MAX_KNOWN_AT_EVENTS})
+        self.late.setdefault(ref)
 
     def versions(self, condition_of: Callable[[dict[str, Any]], Any], also: Admit | None) -> list[Memory]:
         """The changed keys' versions held at known_at that the filter and `also` admit (after the
         current items' search, which notes the late keys). `condition_of`: what is left to check on
         a value with these policy attributes, None when they reject it (`FilterPlan.condition_given`)."""
-        self.read([ref for ref in self.late if ref not in self.changed])  # few: candidates the search opened
-        self.late.clear()
+        # Few: candidates the search opened. Each read once, however many searches of the view ran.
+        refs = [ref for ref in self.late if ref not in self.changed and ref not in self.late_read]
+        self.late_read.update(refs)
+        self.read(refs)
         out = []
         for e, created_at in self.held:
             condition = condition_of(e.policy_attributes)
@@ -223,17 +284,6 @@ class KnownAtView:
                 continue
             out.append(memory)
         return out
-
-    def ranked(self, versions: list[Memory], query: str, min_score: float | None) -> list[Memory]:
-        """The versions ranked by keyword, best first, each with `score` (the keyword match, 0..1,
-        as a hybrid score's scale) and `scores` (BM25; no semantic score: not in the index)."""
-        scored = []
-        for memory, (match, raw) in zip(versions, keyword_scores(query, [_texts(m.value) for m in versions])):
-            if min_score is not None and match < min_score:
-                continue
-            scored.append(dataclasses.replace(memory, score=match, scores={"semantic": None, "keyword": raw}))
-        scored.sort(key=lambda m: (-round(m.score or 0.0, 6), -m.updated_at.timestamp(), m.id))
-        return scored
 
     def newest_first(self, versions: list[Memory]) -> list[Memory]:
         return sorted(versions, key=lambda m: (-m.updated_at.timestamp(), m.id))
@@ -258,10 +308,17 @@ def keyword_scores(query: str, docs: list[list[str]]) -> list[tuple[float, float
     return out
 
 
-def _texts(value: dict[str, Any]) -> list[str]:
+def texts_of(value: dict[str, Any]) -> list[str]:
     """A version's texts as the indexer reads a value without `index_fields` (every string
     leaf): an event does not carry the item's `index_fields`."""
     return [text for _, text in extract_texts(value, None, limit=MAX_INDEXED_FIELDS)]
+
+
+def embedded_texts_of(value: dict[str, Any]) -> list[str]:
+    """The texts of a version to embed: as the indexer picks them from a value without
+    `index_fields` (`worth_embedding`), the first MAX_VERSION_TEXTS."""
+    texts = extract_texts(value, None, limit=MAX_INDEXED_FIELDS)
+    return [text for _, text in worth_embedding(texts)][:MAX_VERSION_TEXTS]
 
 
 def merge_ranked(current: Iterable[Any], historical: Iterable[Any], score: Callable[[Any], float]) -> list[Any]:

@@ -192,7 +192,9 @@ class Recall:
         views = [self._search.view_at(caller, s.prefix, q.known_at) for s in scopes]
         settings = self._access.settings_of(caller)
         embedded = time.perf_counter()
-        embedding = QueryEmbedding(lambda: self._search.embed(meaning))
+        # Without the time's words, and the query whole for a layer whose best none are of that time.
+        whole = QueryEmbedding(lambda: self._search.embed(query)) if meaning != query else None
+        embedding = QueryEmbedding(lambda: self._search.embed(meaning), whole)
         if scopes and q.mode != "keyword":
             embedding.prepare()  # once for every layer; a failure is for each layer's retrievers to judge
         retrieving = time.perf_counter()

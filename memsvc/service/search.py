@@ -29,13 +29,14 @@ from memsvc.core.sessions import is_messages_namespace
 from memsvc.core.typed_memory import is_typed
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment, Timestamp
 from memsvc.core.validity import valid_at
-from memsvc.core.time_boost import TEMPORAL_DESCRIPTION, WIDER_ROUNDS, TimeBoost, time_boost
+from memsvc.core.time_boost import BOOST_DEPTH, FIRST_PAGE, TEMPORAL_DESCRIPTION, TimeBoost, time_boost
 from memsvc.core.keywords import query_terms
 from memsvc.core.ranking import (SEPARATION_HITS, Fusion, fusion_for, keyword_match,
                                  separation)
 from memsvc.ports import Clock, Embedder, EventLog, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
-from memsvc.service.known_at import KNOWN_AT_DESCRIPTION, KnownAt, KnownAtView, merge_newest_first, merge_ranked
+from memsvc.service.known_at import (KNOWN_AT_DESCRIPTION, KnownAt, KnownAtView, embedded_texts_of, keyword_scores,
+                                     merge_newest_first, merge_ranked, texts_of)
 from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, attribute_verdicts, plan_field_tokens
 from memsvc.service.memories import MAX_NESTING, Memories, check_nesting, open_memory
 from memsvc.service.rerank import Rerank
@@ -235,7 +236,8 @@ class Search:
         else:
             boost = time_boost(q.query, self._clock.now(), enabled=q.temporal)  # a time it names (issue 25)
             meaning = boost.embed_text if boost is not None else q.query  # its time is matched by valid time
-            embedding = QueryEmbedding(lambda: self.embed(meaning))
+            whole = QueryEmbedding(lambda: self.embed(q.query)) if meaning != q.query else None
+            embedding = QueryEmbedding(lambda: self.embed(meaning), whole)
             ranked = self._by_relevance(caller.tenant_id, scope, plan, q.query, q.mode or "hybrid",
                                         offset=q.offset, limit=q.limit, min_score=q.min_score,
                                         embed=embedding, admit=admit, at=at, boost=boost)
@@ -266,20 +268,22 @@ class Search:
                       admit: Admit | None, at: KnownAtView) -> list[Memory]:
         """`_by_filter` at `known_at`: the unchanged keys' current items and the changed keys'
         versions then, newest first."""
-        current = self._by_filter(tenant, scope, plan, offset + limit, 0, at.admit(admit))
+        current = self._by_filter(tenant, scope, plan, offset + limit, 0, at.admit(admit), live_at=at.known_at)
         versions = at.newest_first(at.versions(plan.condition_given, admit))  # after: it reads the late keys
-        merged = merge_newest_first([dataclasses.replace(m, current=True) for m in current], versions)
+        now = self._clock.now()
+        merged = merge_newest_first([dataclasses.replace(m, current=_unexpired(m, now)) for m in current], versions)
         return merged[offset:offset + limit]
 
     def _by_filter(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, limit: int,
-                   offset: int, admit: Admit | None = None) -> list[Memory]:
-        """The page of live items under `scope` that the filter admits, newest first.
+                   offset: int, admit: Admit | None = None, live_at: datetime | None = None) -> list[Memory]:
+        """The page of live items under `scope` that the filter admits, newest first (live at
+        `live_at` when given: `known_at`'s, where an item expired since but not swept yet was held).
 
         Every item's head (no sealed part) is read; its policy attributes, and field tokens where
         its current version has them (`field_filter`), decide what they can. Values are read and
         decrypted, a batch at a time (`get_many`), only for what is left (ranges, items without
         tokens), for the page returned, and for every candidate when `admit` checks them."""
-        now = self._clock.now()
+        now = live_at or self._clock.now()
         tokens = (plan_field_tokens(self._sealer, self._keywords, tenant, scope, plan.user)
                   if self._access.settings.get(tenant).keyword_index else FieldTokenPlan.without_tokens(plan.user))
         decider = FilterDecider(plan.scope, plan.user, tokens)
@@ -334,42 +338,64 @@ class Search:
                       offset: int, limit: int, min_score: float | None,
                       embed: Callable[[], list[float]], first_page: int | None = None,
                       rerank: bool = True, admit: Admit | None = None,
-                      at: KnownAtView | None = None, boost: TimeBoost | None = None) -> list["Ranked"]:
+                      at: KnownAtView | None = None, boost: TimeBoost | None = None,
+                      live_at: datetime | None = None, noted: KnownAtView | None = None) -> list["Ranked"]:
         """Rank by the mode's relevance. Each retriever (semantic, keyword) hands over its best
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
         asked for more, until enough, or none is left that could score `min_score`. A query that
-        names a time (`boost`, `core.time_boost`) raises the scores of the memories of that time.
+        names a time (`boost`, `core.time_boost`) raises the scores of the memories of that time
+        among the first round's candidates (`BOOST_DEPTH`, whatever the page), and is ranked again
+        by the whole query's vector (`QueryEmbedding.whole`) when none of its first page is of it.
 
-        At `known_at` (`at`): the unchanged keys' current items ranked so, merged with the changed
-        keys' versions then, ranked by keyword (`service.known_at`); no rerank step."""
+        At `known_at` (`at`): the unchanged keys' current items (live then) ranked so, merged with
+        the changed keys' versions then, scored on the same scale (`_ranked_versions`); no rerank step."""
         if at is not None:
-            current = self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=offset + limit,
-                                         min_score=min_score, embed=embed, first_page=first_page, rerank=False,
-                                         admit=at.admit(admit), boost=boost)
-            versions = at.ranked(at.versions(plan.condition_given, admit), query, min_score)  # after: the late keys
-            merged = merge_ranked([Ranked(dataclasses.replace(r.memory, current=True), r.field) for r in current],
-                                  [Ranked(m, None) for m in versions], lambda r: r.memory.score)
+            whole = (embed.whole if boost is not None and isinstance(embed, QueryEmbedding) and mode != "keyword"
+                     else None)
+            depth = max(offset + limit, FIRST_PAGE) if whole is not None else offset + limit
+            merged = self._ranked_at(tenant, scope, plan, query, mode, depth, min_score, embed, first_page, admit, at,
+                                     boost)
+            # As without known_at, but over both parts: the named time meets none of the best, so the
+            # query's whole vector (its time's words kept) ranks both again.
+            if whole is not None and embed.failure is None and not any(  # type: ignore[union-attr]
+                    boost.holds_for(r.memory) for r in merged[:FIRST_PAGE]):  # type: ignore[union-attr]
+                merged = self._ranked_at(tenant, scope, plan, query, mode, depth, min_score, whole, first_page, admit,
+                                         at, boost)
             return merged[offset:offset + limit]
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
         if self._pool is None and len(retrievers) > 1 and isinstance(embed, QueryEmbedding):
             embed.start()  # the model runs while the keyword retriever reads its postings
         top_k = first_page or max(50, (offset + limit) * 4)
+        # A query that names a time: its first round is the boost's reach whatever the page asked
+        # (`BOOST_DEPTH`; recall, without pages, 4 x its first page), its candidates kept with the
+        # signals found then (`window`), so that the pages of one query partition one ranking.
+        window: dict[str, dict[str, _Signal]] | None = None
+        if boost is not None:
+            top_k = min(self._vectors.max_top_k, BOOST_DEPTH if first_page is None else first_page * 4)
         # The rerank step reorders the fused ranking's first `depth`, whatever the page asked.
         depth = self._rerank.depth(tenant, mode) if rerank else 0
         wanted = max(offset + limit, depth)
+        # A query embedded without its time's words may rank again with them (below): decided on the
+        # ranking's first page whatever page was asked, so its pages still partition one ranking.
+        whole = embed.whole if boost is not None and isinstance(embed, QueryEmbedding) and mode != "keyword" else None
+        if whole is not None:
+            wanted = max(wanted, FIRST_PAGE)
         # By memory id, so a wider query never reads or opens one twice: the current items that
         # their plaintext attributes admit, with what is left to check on their values.
         decided: dict[str, tuple[StoredItem, Filter] | None] = {}
         opened: dict[str, Memory | None] = {}
         signals: dict[str, dict[str, _Signal]] = {}
         weight: float | None = None  # the semantic signal's share of this query's hybrid score
-        widened_for_time = 0
         while True:
             asked = [r for r in retrievers if not r.exhausted]
             pages = self._pages(asked, top_k)
             if weight is None:  # from the first pages, then fixed: the early stop's bound needs one weight
                 separations = {r.name: r.separation for r in retrievers}
-                weight = self._fusion.semantic_weight(separations.get("semantic", 0.0), separations.get("keyword", 0.0))
+                meaning = any(r.name == "semantic" and r.handed_over for r in retrievers)
+                weight = self._fusion.semantic_weight(separations.get("semantic", 0.0), separations.get("keyword", 0.0),
+                                                      meaning=meaning)
+                if noted is not None:  # known_at's versions are fused with it, and scored by this vector
+                    noted.weight, noted.embed = weight, embed
             best: dict[str, tuple[tuple[str, ...], str]] = {}
             for retriever, page in zip(asked, pages):
                 for memory_id, (ref, signal) in page.items():
@@ -377,42 +403,69 @@ class Search:
                     if memory_id not in decided:
                         best[memory_id] = ref
             items = self._items.get_many(tenant, list(set(best.values())))
-            now = self._clock.now()
+            now = live_at or self._clock.now()
             for memory_id, ref in best.items():
                 item = items.get(ref)
                 # Not current: a version whose index entries await cleanup, or one deleted or expired.
                 current = item is not None and item.id == memory_id and item.is_live(now)
+                if not current and noted is not None and item is not None and item.updated_at > noted.known_at:
+                    noted.note_late(ref)  # an older version's entries, the key written since: its version then
                 condition = plan.value_condition(item) if current else None
                 decided[memory_id] = (item, condition) if condition is not None else None
-            ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score, admit, boost)
+            if boost is not None and window is None:
+                window = {memory_id: dict(found) for memory_id, found in signals.items()}
+            ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score, admit, boost,
+                                       window)
             exhausted = all(r.exhausted for r in retrievers)
-            # What a memory that no retriever has handed over yet could score at most.
+            # What a memory that no retriever has handed over yet could score at most (past the
+            # boost's reach, so unboosted).
             ceiling = _fused({r.name: _Signal(r.floor, r.floor) for r in retrievers if not r.exhausted}, mode, weight,
                              self._fusion)
-            if boost is not None:  # ... if it is of the named time
-                ceiling = boost.ceiling(ceiling)
             hopeless = min_score is not None and ceiling < min_score
-            # A memory of the named time not handed over yet could still outrank the page: one round more.
-            for_time = (boost is not None and len(ranked) >= wanted and widened_for_time < WIDER_ROUNDS
-                        and ranked[wanted - 1].memory.score < ceiling)
-            if (len(ranked) >= wanted and not for_time) or exhausted or hopeless \
-                    or top_k >= self._vectors.max_top_k:
+            if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
-            widened_for_time += for_time
-            top_k = min(self._vectors.max_top_k, top_k * 4)
+            top_k = min(self._vectors.max_top_k, max(top_k * 4, (offset + limit) * 4))
+        if whole is not None and noted is None and embed.failure is None and not any(  # type: ignore[union-attr]
+                boost.holds_for(r.memory) for r in ranked[:FIRST_PAGE]):  # type: ignore[union-attr]
+            # The named time meets none of the best: the boost lifts nothing, and the time's words may
+            # be all that ties the query to its answer (a memory that says "in July" in its words,
+            # stated later). Ranked again by the whole query's vector: one embedding and one ranking more.
+            return self._by_relevance(tenant, scope, plan, query, mode, offset=offset, limit=limit,
+                                      min_score=min_score, embed=whole, first_page=first_page, rerank=rerank,
+                                      admit=admit, boost=boost, live_at=live_at, noted=noted)
         if offset < depth:  # a page past the reranked window would be the same without the call
             ranked = self._rerank.reorder(tenant, query, mode, ranked)
         return ranked[offset:offset + limit]
 
     def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
                      signals: dict[str, dict[str, "_Signal"]], mode: str, weight: float, wanted: int,
-                     min_score: float | None, admit: Admit | None = None,
-                     boost: TimeBoost | None = None) -> list["Ranked"]:
+                     min_score: float | None, admit: Admit | None = None, boost: TimeBoost | None = None,
+                     window: dict[str, dict[str, "_Signal"]] | None = None) -> list["Ranked"]:
         """The best `wanted` candidates that pass the filter, best first. The ranking needs only
         the retrievers' signals and the items' heads, so values are decrypted in rank order, and
-        only until `wanted` pass: a page of 10 opens about 10 memories, not every candidate. With
-        a `boost` (its time is in the value), until no candidate left could outrank the `wanted`th
-        even boosted."""
+        only until `wanted` pass: a page of 10 opens about 10 memories, not every candidate.
+
+        With a `boost` (its time is in the value): the candidates of its reach (`window`, each with
+        the signals found in that round, so a deeper page's wider rounds change none of their
+        scores) come first, by the boosted score, opened until none left could outrank the
+        `wanted`th even boosted; those of wider rounds follow, unboosted, opened as without it."""
+        if boost is None or window is None:
+            return self._opened_in_order(decided, opened, signals, mode, weight, wanted, min_score, admit)
+        reach = {memory_id: entry for memory_id, entry in decided.items() if memory_id in window}
+        ranked = self._opened_in_order(reach, opened, window, mode, weight, wanted, min_score, admit, boost)
+        if len(ranked) < wanted:
+            rest = {memory_id: entry for memory_id, entry in decided.items() if memory_id not in window}
+            ranked += self._opened_in_order(rest, opened, signals, mode, weight, wanted - len(ranked), min_score,
+                                            admit)
+        return ranked
+
+    def _opened_in_order(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
+                         signals: dict[str, dict[str, "_Signal"]], mode: str, weight: float, wanted: int,
+                         min_score: float | None, admit: Admit | None,
+                         boost: TimeBoost | None = None) -> list["Ranked"]:
+        """`_best_opened` of one set of candidates, boosted or not. Boosted, a min-heap holds the
+        best `wanted` scores opened so far: its least is the `wanted`th best, O(log wanted) per
+        candidate."""
         scored = []
         for memory_id, entry in decided.items():
             if entry is None:
@@ -429,8 +482,9 @@ class Search:
             scored.append((tie, memory_id, entry))
         scored.sort(key=lambda s: s[:2])  # last, the memory id: pages of one query agree on ties
         ranked: list[Ranked] = []
+        best: list[float] = []  # boosted: the best `wanted` scores so far, least first
         for tie, memory_id, (item, condition) in scored:
-            if len(ranked) >= wanted and (boost is None or _nth_best(ranked, wanted) >= boost.ceiling(-tie[0])):
+            if len(ranked) >= wanted and (boost is None or best[0] >= boost.ceiling(-tie[0])):
                 break
             if memory_id not in opened:
                 memory = open_memory(self._sealer, item)
@@ -440,6 +494,9 @@ class Search:
                 found = self._scored(opened[memory_id], signals[memory_id], mode, weight, boost)
                 if min_score is None or boost is None or found.memory.score >= min_score:
                     ranked.append(found)
+                    if boost is not None:
+                        score = found.memory.score or 0.0
+                        (heapq.heappush if len(best) < wanted else heapq.heappushpop)(best, score)
         if boost is not None:  # by the boosted score; equal ones keep the order above
             ranked = sorted(ranked, key=lambda r: -round(r.memory.score, 6))[:wanted]
         return ranked
@@ -474,13 +531,18 @@ class Search:
         return out
 
     def embed(self, query: str) -> list[float]:
-        """The query's vector. An embedder that fails, or has not answered within
-        `embedding_timeout_seconds` (waiting for a slot included), is `EmbeddingFailed` (Titan's
-        throttling stays `RateLimited`).
+        """The query's vector (`_within_deadline`)."""
+        embed = getattr(self._embedder, "embed_queries", self._embedder.embed)
+        return self._within_deadline(lambda: embed([query]))[0]
+
+    def _within_deadline(self, call: Callable[[], list[list[float]]]) -> list[list[float]]:
+        """An embedder call. One that fails, or has not answered within `embedding_timeout_seconds`
+        (waiting for a slot included), is `EmbeddingFailed` (Titan's throttling stays
+        `RateLimited`).
 
         A call that times out keeps its thread and slot until the model answers: a hung model
-        holds at most QUERY_EMBEDDING_THREADS, later queries wait for a slot within their own
-        timeout, and no query waits longer than that. The threads are daemons: a hung model never
+        holds at most QUERY_EMBEDDING_THREADS, later calls wait for a slot within their own
+        timeout, and no request waits longer than that. The threads are daemons: a hung model never
         keeps the process from exiting."""
         deadline = time.monotonic() + self.embedding_timeout_seconds
         if not self._embedding_slots.acquire(timeout=self.embedding_timeout_seconds):
@@ -490,8 +552,7 @@ class Search:
 
         def run() -> None:
             try:
-                embed = getattr(self._embedder, "embed_queries", self._embedder.embed)
-                outcome["vector"] = embed([query])[0]
+                outcome["vectors"] = call()
             except Exception as exc:
                 outcome["error"] = exc
             finally:
@@ -510,7 +571,7 @@ class Search:
             raise error
         if error is not None:
             raise EmbeddingFailed("the embedding model could not embed the text") from error
-        return outcome["vector"]
+        return outcome["vectors"]
 
     def _too_slow(self) -> EmbeddingFailed:
         return EmbeddingFailed("the embedding model did not answer in time",
@@ -520,9 +581,10 @@ class Search:
         """Whether an answered query was ranked without its vector (its embedding failed, and its
         mode let the keyword index answer alone); if so it is counted and logged, with the error's
         code: never the query, nor the embedder's own words."""
-        if embedding.failure is None:
+        failure = embedding.failure or (embedding.whole.failure if embedding.whole is not None else None)
+        if failure is None:
             return False
-        code = embedding.failure.code
+        code = failure.code
         self._metrics.count(DEGRADED_METRIC, tenant)
         log.warning("%s answered from the keyword index alone: the query embedding failed (%s)", operation, code,
                     extra={"request_id": request_id, "tenant": tenant, "operation": operation, "code": code})
@@ -537,6 +599,66 @@ class Search:
             score = boost.score(score, boost.holds_for(memory))
         return Ranked(dataclasses.replace(memory, score=score, scores=raw),
                       semantic.field if semantic else None)
+
+    def _ranked_at(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, depth: int,
+                   min_score: float | None, embed: Callable[[], list[float]], first_page: int | None,
+                   admit: Admit | None, at: KnownAtView, boost: TimeBoost | None) -> list["Ranked"]:
+        """The best `depth` at `known_at`, best first: the current items held then, ranked by the
+        indexes, merged with the changed keys' versions then, scored with their weight and vector."""
+        current = self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=depth, min_score=min_score,
+                                     embed=embed, first_page=first_page, rerank=False, admit=at.admit(admit),
+                                     boost=boost, live_at=at.known_at, noted=at)
+        versions = self._ranked_versions(tenant, at.versions(plan.condition_given, admit), query, mode,  # after:
+                                         at.weight, at.embed or embed, min_score, boost)  # the late keys known
+        now = self._clock.now()
+        return merge_ranked([Ranked(dataclasses.replace(r.memory, current=_unexpired(r.memory, now)), r.field)
+                             for r in current], versions, lambda r: r.memory.score)[:depth]
+
+    def _ranked_versions(self, tenant: str, versions: list[Memory], query: str, mode: str, weight: float | None,
+                         embed: Callable[[], list[float]], min_score: float | None,
+                         boost: TimeBoost | None) -> list["Ranked"]:
+        """`known_at`'s versions no longer current, scored as the current items beside them: they
+        left the indexes, so their signals are made here. Semantic: the cosine of the query's
+        vector with their texts' (`embedded_texts_of`, embedded now, max-pooled as the index's
+        fields are). Keyword: `keyword_scores`' match (0..1, a fraction of a full match of the
+        query) over their texts. Fused with the current items' `weight`, then boosted for a time
+        the query names. Bounded: at most 2 x MAX_KNOWN_AT_EVENTS versions (changed and late keys),
+        MAX_VERSION_TEXTS texts each, in one embedder call."""
+        if not versions:
+            return []
+        signals: list[dict[str, _Signal]] = [{} for _ in versions]
+        if mode != "semantic" and self._access.settings.get(tenant).keyword_index:
+            for found, (match, raw) in zip(signals, keyword_scores(query, [texts_of(m.value) for m in versions])):
+                found["keyword"] = _Signal(match, raw)
+        if mode != "keyword":
+            for found, cosine in zip(signals, self._version_cosines(versions, embed)):
+                if cosine is not None:
+                    found["semantic"] = _Signal(cosine, cosine)
+        if weight is None:  # no current search ran (it always does: a safe default all the same)
+            weight = self._fusion.semantic_weight(0.0, 0.0)
+        ranked = []
+        for memory, found in zip(versions, signals):
+            scored = self._scored(memory, found, mode, weight, boost)
+            if min_score is None or scored.memory.score >= min_score:
+                ranked.append(scored)
+        ranked.sort(key=lambda r: (-round(r.memory.score or 0.0, 6), -r.memory.updated_at.timestamp(), r.memory.id))
+        return ranked
+
+    def _version_cosines(self, versions: list[Memory], embed: Callable[[], list[float]]) -> list[float | None]:
+        """Each version's best cosine with the query's vector; None for all when the query has no
+        vector (a degraded hybrid query: the current items rank without one too)."""
+        try:
+            vector = embed()
+        except (EmbeddingFailed, RateLimited):
+            return [None] * len(versions)
+        texts = [embedded_texts_of(m.value) for m in versions]
+        flat = [text for each in texts for text in each]
+        vectors = iter(self._within_deadline(lambda: self._embedder.embed(flat)) if flat else [])
+        out: list[float | None] = []
+        for each in texts:
+            cosines = [sum(a * b for a, b in zip(vector, next(vectors))) for _ in each]
+            out.append(max(cosines) if cosines else None)
+        return out
 
     def list_namespaces(self, caller: Caller, q: ListNamespaces) -> list[tuple[str, ...]]:
         depth = self._access.settings_of(caller).reachable_depth
@@ -576,11 +698,15 @@ class QueryEmbedding:
     one). An embedding failure is kept (`failure`) and raised to every asker: a hybrid query's
     semantic retriever then steps aside, a semantic one fails the query."""
 
-    def __init__(self, embed: Callable[[], list[float]]) -> None:
+    def __init__(self, embed: Callable[[], list[float]], whole: "QueryEmbedding | None" = None) -> None:
         self._embed = embed
         self._lock = threading.Lock()
         self._vector: list[float] | None = None
         self.failure: EmbeddingFailed | RateLimited | None = None
+        # A query that names a time is embedded without the time's words (`TimeBoost.embed_text`);
+        # `whole` embeds the query as asked, for a ranking whose best none are of that time
+        # (`Search._by_relevance`), once for every layer that needs it.
+        self.whole = whole
 
     def __call__(self) -> list[float]:
         self.prepare()
@@ -630,9 +756,10 @@ class _Signal:
     field: str | None = None
 
 
-def _nth_best(ranked: list[Ranked], n: int) -> float:
-    """The `n`th best score of `ranked` (at least `n` long)."""
-    return heapq.nlargest(n, (r.memory.score for r in ranked))[-1]
+def _unexpired(memory: Memory, now: datetime) -> bool:
+    """Whether a current item found at `known_at` is still current: it may have expired since,
+    not swept yet (then it was held, and is no longer)."""
+    return memory.expires_at is None or memory.expires_at > now
 
 
 def _fused(signals: dict[str, _Signal], mode: str, weight: float, fusion: Fusion) -> float:
@@ -647,14 +774,15 @@ def _fused(signals: dict[str, _Signal], mode: str, weight: float, fusion: Fusion
 class _Retriever:
     """One ranked source of candidates. `page(top_k)` returns its best `top_k` memories as
     {memory id: ((namespace, key), signal)}; afterwards `exhausted` says whether it has no more,
-    `floor` bounds the signal of any memory it has not returned, and `separation` says how
-    clearly its page told its best from the rest (`core.ranking.separation`; search reads it after
-    the first page)."""
+    `floor` bounds the signal of any memory it has not returned, `separation` says how clearly
+    its page told its best from the rest (`core.ranking.separation`; search reads it after the
+    first page), and `handed_over` whether a page held any memory."""
 
     name: str
     exhausted: bool = False
     floor: float = 0.0
     separation: float = 0.0
+    handed_over: bool = False
 
     def page(self, top_k: int) -> dict[str, tuple[tuple[tuple[str, ...], str], _Signal]]:
         raise NotImplementedError
@@ -696,6 +824,7 @@ class _SemanticRetriever(_Retriever):
         # A short page ends the memories for this measure even where the index may hold more
         # (S3 Vectors under a filter): a few memories must not read as no separation at all.
         ended = len(hits) < top_k and len(prefix) == len(hits)
+        self.handed_over = self.handed_over or bool(best)
         self.separation = separation(list(firsts.values()),
                                      0.0 if ended or not prefix else self._fusion.semantic_match(prefix[-1].score))
         return best

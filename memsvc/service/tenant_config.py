@@ -226,7 +226,11 @@ class _TtlCache:
             self._entries[tenant] = (value, time.monotonic() + self._seconds)
 
 
-_SETTINGS_FORMAT = 2  # stored settings since issue 23 (`SettingsRegistry._stored`)
+_SETTINGS_FORMAT = 3  # stored settings since e5-small (`SettingsRegistry._stored`)
+# The embedding-calibrated values every tenant held while MiniLM was the only local model: a
+# document stored before format 3 holds them as defaults, not choices.
+_MINILM_ERA = {"semantic_auto_update": 0.90, "semantic_check_low": 0.55, "episodic_auto_update": 0.92,
+               "episodic_check_low": 0.60, "recall_min_match": 0.07, "recall_cut_gap": 0.1, "recall_cut_margin": 0.14}
 
 
 class SettingsRegistry:
@@ -249,13 +253,18 @@ class SettingsRegistry:
         return cached
 
     def _stored(self, tenant: str) -> dict[str, Any]:
-        """The tenant's stored settings. An update stores them all, defaults included (settings
-        checked against each other stay consistent, `reachable_depth` keeps its history), marked
-        with `_SETTINGS_FORMAT`. `recall_min_match` was recalibrated with hybrid's fusion in issue
-        23: in a document stored before (unmarked), its old default follows the new one."""
+        """The tenant's stored settings. An update stores them all (settings checked against each
+        other stay consistent, `reachable_depth` keeps its history) but the deployment's
+        model-calibrated `defaults` it left as they were, so that those follow the embedding model
+        (`memsvc reindex` to another), marked with `_SETTINGS_FORMAT`. In a document stored before,
+        the MiniLM-era defaults are dropped likewise, and `recall_min_match`'s default before
+        issue 23's fusion (0.25, unmarked documents) follows the new one."""
         stored = dict(self._store.get_config(tenant, "settings") or {})
-        if stored.pop("format", None) != _SETTINGS_FORMAT and stored.get("recall_min_match") == 0.25:
+        stored_format = stored.pop("format", None)
+        if stored_format is None and stored.get("recall_min_match") == 0.25:
             del stored["recall_min_match"]
+        if stored_format != _SETTINGS_FORMAT:
+            stored = {k: v for k, v in stored.items() if not (k in _MINILM_ERA and v == _MINILM_ERA[k])}
         return stored
 
     def update(self, tenant: str, patch: SettingsPatch) -> TenantSettings:
@@ -267,9 +276,22 @@ class SettingsRegistry:
                                                     **patch.model_dump(exclude_unset=True)})
         except ValidationError as exc:  # a rule across fields (a check range above its auto-update)
             raise InvalidArgument(error_message(exc.errors()[0]), details={"field": "settings"}) from None
-        self._store.put_config(tenant, "settings", {**merged.model_dump(), "format": _SETTINGS_FORMAT})
+        self._store.put_config(tenant, "settings", {**_chosen(merged.model_dump(), self._defaults),
+                                                    "format": _SETTINGS_FORMAT})
         self._cache.put(tenant, merged)
         return merged
+
+
+def _chosen(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:
+    """What an update stores: every setting but the model-calibrated defaults left as they were. A
+    threshold pair is kept whole once either is chosen, so that its check (check_low at most
+    auto_update) holds whatever the other's default becomes."""
+    left = {k for k, v in settings.items() if k in defaults and v == defaults[k]}
+    for kind in ("semantic", "episodic"):
+        pair = {f"{kind}_auto_update", f"{kind}_check_low"}
+        if not pair <= left:
+            left -= pair
+    return {k: v for k, v in settings.items() if k not in left}
 
 
 class PolicyRegistry:

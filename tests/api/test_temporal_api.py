@@ -42,3 +42,21 @@ def test_temporal_must_be_a_boolean(me, home):
         err = assert_error(me.post(path, json={**body, "query": "trip in July", "temporal": "no"}), 400,
                            "INVALID_ARGUMENT")
         assert err["details"]["field"] == "temporal"
+
+
+def test_the_last_day_of_the_calendar_is_never_a_500(me, home):
+    """A query naming 9999-12-31 (its end would be in year 10000) reads no time; an item whose
+    valid_from is the last representable instant is ranked like any other, never a 500 (a writer
+    to a shared namespace could otherwise break every temporal search that reaches it)."""
+    for query in ("what happened on 9999-12-31", "road trip since 9999-12-31", "road trip in December 9999"):
+        assert keys(me, "/v1/memories/search", {"namespace_prefix": home, "query": query}) == []
+        keys(me, "/v1/memories/recall", {"query": query})
+    r = me.put("/v1/memories", json={"namespace": [*home, "notes"], "key": "last", "sync_index": True,
+                                     "value": {"text": TRIP, "valid_from": "9999-12-31T23:59:59.999999Z"}})
+    assert r.status_code == 200, r.text
+    put(me, home, "july", "2023-07-24")
+    for query in ("road trip in July", "road trip in 2025", "road trip in December", "road trip since 2020",
+                  "road trip on 31 December", "road trip on 9999-12-30"):
+        found = keys(me, "/v1/memories/search", {"namespace_prefix": home, "query": query})
+        assert sorted(found) == ["july", "last"], (query, found)
+        assert keys(me, "/v1/memories/recall", {"namespace_prefix": home, "query": query, "min_score": 0})

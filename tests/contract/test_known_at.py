@@ -89,8 +89,10 @@ class TestVersions:
         _, t1, _, t3 = updates
         old = search(app, known_at=t1, query="note")
         assert [(m.value["text"], m.current, m.version) for m in old.memories] == [("note one", False, 1)]
-        assert old.memories[0].scores == {"semantic": None, "keyword": old.memories[0].scores["keyword"]}
-        assert old.memories[0].score == 1.0  # the one query term matched
+        assert old.memories[0].scores["semantic"] is not None  # its texts embedded now, as the index's were
+        assert old.memories[0].scores["keyword"] > 0
+        keyword = search(app, known_at=t1, query="note", mode="keyword").memories[0]
+        assert keyword.score == 1.0 and keyword.scores["semantic"] is None  # the one query term matched
         assert old.known_at is not None and old.past_retention == 0
         now = search(app, known_at=t3, query="note")
         assert [(m.value["text"], m.current) for m in now.memories] == [("note three", True)]
@@ -280,3 +282,210 @@ class TestRetention:
         assert answer.memories == [] and answer.past_retention == 1
         assert search(app, known_at=known_at, query="note").past_retention == 1
         assert texts(app) == ["note new"]
+
+
+def put_ttl(app, key, text, ttl):
+    return app.memories.put(alice(), PutMemory(namespace=NS, key=key, value={"text": text}, ttl_seconds=ttl))
+
+
+class TestExpiry:
+    """A TTL that passed after `known_at` (the sweeper, or DynamoDB's TTL, may not have come yet),
+    and one a read refreshed (`Memories.refresh`: no event records it)."""
+
+    def test_an_item_expired_since_but_not_swept_was_held(self, app):
+        put_ttl(app, "k", "note one", ttl=100)
+        app.clock.advance(50)
+        app.drain()
+        known_at = at(app)
+        app.clock.advance(100)  # expired now; not swept
+        app.drain()
+        assert texts(app) == []
+        assert texts(app, known_at=known_at) == ["note one"] == texts(app, known_at=known_at, query="note")
+        assert [m.current for m in search(app, known_at=known_at, query="note").memories] == [False]
+        assert texts(app, known_at=at(app)) == []  # expired by then
+        app.sweep()
+        app.drain()
+        assert texts(app, known_at=known_at) == ["note one"] == texts(app, known_at=known_at, query="note")
+
+    def test_an_item_expired_before_known_at_is_absent_swept_or_not(self, app):
+        put_ttl(app, "k", "note one", ttl=100)
+        app.clock.advance(150)
+        known_at = at(app)
+        app.clock.advance(10)
+        app.drain()
+        assert texts(app, known_at=known_at) == [] == texts(app, known_at=known_at, query="note")
+        app.sweep()
+        app.drain()
+        assert texts(app, known_at=known_at) == [] == texts(app, known_at=known_at, query="note")
+
+    def refreshed(self, app):
+        """"note one" written with a TTL of 100 s, refreshed at 50 s (to 150 s); known_at at 120 s,
+        past the expiry its write recorded."""
+        put_ttl(app, "k", "note one", ttl=100)
+        app.drain()
+        app.clock.advance(50)
+        app.memories.get(alice(), NS, "k", refresh_ttl=True)
+        app.clock.advance(70)
+        known_at = at(app)
+        app.clock.advance(10)
+        return known_at
+
+    def test_a_refreshed_version_then_updated(self, app):
+        known_at = self.refreshed(app)
+        put(app, "k", "note two")
+        assert texts(app, known_at=known_at) == ["note one"]  # the update not on the timeline yet
+        app.drain()
+        assert texts(app, known_at=known_at) == ["note one"] == texts(app, known_at=known_at, query="note")
+
+    def test_a_refreshed_version_then_deleted(self, app):
+        known_at = self.refreshed(app)
+        app.memories.delete(alice(), NS, "k")
+        app.drain()
+        assert texts(app, known_at=known_at) == ["note one"] == texts(app, known_at=known_at, query="note")
+
+    def test_a_refreshed_version_then_expired(self, app):
+        known_at = self.refreshed(app)
+        app.clock.advance(100)
+        app.sweep()
+        app.drain()
+        assert texts(app, known_at=known_at) == ["note one"] == texts(app, known_at=known_at, query="note")
+
+
+TRIP = "we drove the coast highway on a long road trip"
+TRIP_QUERY = "which road trip did we take in July"
+
+
+def put_trip(app, key, day, extra=""):
+    put(app, key, TRIP + extra, valid_from=f"{day}T00:00:00Z", valid_to=f"{day}T23:59:59Z")
+
+
+class TestRankingOnOneScale:
+    """A version since replaced is scored as the current items beside it: meaning from its texts
+    embedded now, keywords, the same fusion, and the boost of a time the query names."""
+
+    @pytest.mark.parametrize("mode", ["hybrid", "semantic", "keyword"])
+    def test_a_later_write_keeps_the_answer_at_known_at(self, app, mode):
+        put_trip(app, "july", "2023-07-24")
+        app.clock.advance(60)
+        put_trip(app, "march", "2023-03-10")
+        app.clock.advance(60)
+        app.drain()
+        known_at = at(app)
+        before = search(app, known_at=known_at, query=TRIP_QUERY, mode=mode).memories
+        app.clock.advance(60)
+        put_trip(app, "july", "2023-07-24", " with friends")  # replaced after known_at
+        app.clock.advance(60)
+        app.drain()
+        after = search(app, known_at=known_at, query=TRIP_QUERY, mode=mode).memories
+        assert [m.key for m in before] == [m.key for m in after] == ["july", "march"]  # the July one: boosted
+        assert [m.current for m in after] == [False, True]
+        was, now = before[0], after[0]
+        assert now.value == was.value
+        if mode != "keyword":  # meaning: the same model, the same texts, the same cosine
+            assert now.scores["semantic"] == pytest.approx(was.scores["semantic"], abs=1e-5)
+        else:
+            assert now.scores["semantic"] is None
+        if mode == "semantic":  # the score is the cosine, boosted as before
+            assert now.score == pytest.approx(was.score, abs=1e-5)
+        unboosted = search(app, known_at=known_at, query=TRIP_QUERY, mode=mode, temporal=False).memories
+        assert now.score > next(m.score for m in unboosted if m.key == "july")
+
+
+class _CountingConnection:
+    def __init__(self, conn, counter):
+        self._conn, self._counter = conn, counter
+
+    def execute(self, sql, params=()):
+        cursor = self._conn.execute(sql, params)
+        if "FROM events WHERE" not in sql or "events_by_key" in sql:  # the scan's reads only
+            return cursor
+        rows = cursor.fetchall()
+        self._counter["rows"] += len(rows)
+        return _Rows(rows)
+
+
+class _Rows:
+    def __init__(self, rows):
+        self._rows = rows
+
+    def fetchall(self):
+        return self._rows
+
+    def fetchone(self):
+        return self._rows[0] if self._rows else None
+
+
+def count_scanned_rows(app, monkeypatch) -> dict:
+    """Counts the timeline rows the scans read: DynamoDB's `ScannedCount` (rows evaluated before
+    the filter), SQLite's rows fetched."""
+    counter = {"rows": 0}
+    log = app.event_log
+    if app.name == "aws":
+        call = log._call
+
+        def counting(operation, **kwargs):
+            page = call(operation, **kwargs)
+            if operation == "Query" and "IndexName" not in kwargs:
+                counter["rows"] += page.get("ScannedCount", len(page.get("Items", [])))
+            return page
+        monkeypatch.setattr(log, "_call", counting)
+    else:
+        db = log._db
+        monkeypatch.setattr(db, "conn", lambda conn=db.conn: _CountingConnection(conn(), counter))
+    return counter
+
+
+class TestBoundedReads:
+    """The rows a known_at scan reads are capped (MAX_KNOWN_AT_ROWS), whoever's events they are;
+    past the cap, and past MAX_KNOWN_AT_EVENTS keys written since, a 400: never partial."""
+
+    @pytest.fixture
+    def busy(self, app, monkeypatch):
+        """alice's note before known_at; after it, 12 of bob's changes and 12 in another of alice's
+        namespaces; the cap at 10 rows."""
+        monkeypatch.setattr(known_at_module, "MAX_KNOWN_AT_ROWS", 10)
+        put(app, "n", "note kept", namespace=MEMORIES)  # the user layer's
+        app.drain()
+        known_at = at(app)
+        app.clock.advance(1)
+        for n in range(12):
+            put(app, f"b{n}", "hi", caller=bob(), namespace=["user", "bob", "chat"])
+            put(app, f"c{n}", "hi", namespace=["user", "alice", "chat"])
+        app.drain()
+        return known_at
+
+    def test_a_scan_past_the_cap_is_a_400(self, app, busy, monkeypatch):
+        counter = count_scanned_rows(app, monkeypatch)
+        with pytest.raises(InvalidArgument) as raised:  # reads alice's root: her chat's events too
+            search(app, namespace_prefix=MEMORIES, known_at=busy)
+        assert raised.value.details == {"field": "known_at", "max_rows": 10}
+        with pytest.raises(InvalidArgument) as raised:  # the company layer: the tenant's events
+            recalled(app, query="note", known_at=busy)
+        assert raised.value.details == {"field": "known_at", "max_rows": 10}
+        assert counter["rows"] <= 2 * 11  # each scan stopped at the cap, not at the end of the events
+
+    def test_a_scan_under_the_cap_answers(self, app, busy, monkeypatch):
+        monkeypatch.setattr(known_at_module, "MAX_KNOWN_AT_ROWS", 30)
+        assert texts(app, namespace_prefix=MEMORIES, known_at=busy) == ["note kept"]
+        assert recalled(app, query="note kept", namespace_prefix=["user", "alice"], known_at=busy) == ["note kept"]
+        counter = count_scanned_rows(app, monkeypatch)
+        assert recalled(app, query="note kept", known_at=busy) == ["note kept"]
+        assert 0 < counter["rows"] <= 31 * 3  # per scope scanned: the user layer's two roots, company
+
+    def test_too_many_keys_written_since_and_not_on_the_timeline_yet(self, app, monkeypatch):
+        monkeypatch.setattr(known_at_module, "MAX_KNOWN_AT_EVENTS", 1)
+        put(app, "a", "note a")
+        put(app, "b", "note b")
+        app.drain()
+        app.clock.advance(1)  # the two adds share an instant: their stamps are a microsecond apart
+        known_at = at(app)
+        app.clock.advance(10)
+        put(app, "a", "note a2")
+        put(app, "b", "note b2")  # not drained: only the item rows know them (the indexes hold a and b)
+        monkeypatch.setattr(known_at_module, "MAX_KNOWN_AT_EVENTS", 2)
+        assert texts(app, known_at=known_at) == ["note a", "note b"] == texts(app, known_at=known_at, query="note")
+        monkeypatch.setattr(known_at_module, "MAX_KNOWN_AT_EVENTS", 1)
+        for kw in ({}, {"query": "note"}):
+            with pytest.raises(InvalidArgument) as raised:
+                search(app, known_at=known_at, **kw)
+            assert raised.value.details == {"field": "known_at", "max_events": 1}

@@ -137,3 +137,133 @@ class TestIsolation:
             recalled(app, query=ASKED, identifiers={"user_id": "bob"})
         assert searched(app, bob(), query=ASKED, namespace_prefix=["user", "bob"]) == ["bobs"]
         assert searched(app, other, query=ASKED, namespace_prefix=[]) == ["globex"]
+
+
+class TestBounds:
+    """The boost's reach (`BOOST_DEPTH`, shortened here so that a few dozen items pass it) is the
+    same for every page: the pages of a query partition one ranking; its cost is the page's and at
+    most the reach more; and no stored or asked time makes it fail."""
+
+    @pytest.fixture
+    def many_trips(self, app):
+        """30 matches of "road trip" dated in March, and a weaker one (of "trip" alone) in July."""
+        for n in range(30):
+            put(app, f"m{n:02d}", {"text": f"road trip x{n}", **day("2023-03-10")})
+        put(app, "july", {"text": "trip " + " ".join(f"w{n}" for n in range(12)), **day("2023-07-10")})
+        app.drain()
+
+    @staticmethod
+    def pages(app, query: str, mode: str, size: int) -> list[str]:
+        return [key for offset in range(0, 40, size)
+                for key in searched(app, query=query, mode=mode, offset=offset, limit=size)]
+
+    @pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+    @pytest.mark.parametrize("depth", [40, 20])  # the July item within the boost's reach, and past it
+    def test_the_pages_of_a_query_partition_one_ranking(self, app, many_trips, monkeypatch, mode, depth):
+        monkeypatch.setattr("memsvc.service.search.BOOST_DEPTH", depth)
+        query = "road trip in July"
+        whole = searched(app, query=query, mode=mode, limit=100)
+        assert sorted(whole) == sorted([f"m{n:02d}" for n in range(30)] + ["july"])
+        for size in (1, 7, 10, 31):
+            assert self.pages(app, query, mode, size) == whole, size
+        if mode == "keyword":  # the weakest match unboosted: lifted to the top only within the reach
+            assert searched(app, query=query, mode=mode, temporal=False, limit=100)[-1] == "july"
+            assert whole.index("july") == (0 if depth == 40 else 30)
+            assert searched(app, query=query, mode=mode, limit=1) == whole[:1]
+
+    def test_a_boosted_page_opens_at_most_the_reach_more_and_does_linear_work(self, app, monkeypatch):
+        """Counted, never timed: the values decrypted, and the heap steps that find the page's
+        least score (a step per candidate opened, where a sort of the page per candidate was
+        quadratic)."""
+        import heapq
+
+        import memsvc.service.search as search_module
+        for n in range(150):
+            put(app, f"k{n:03d}", {"text": f"road trip number {n} " + "x " * (n % 13), **day("2023-03-10")})
+        app.drain()
+        monkeypatch.setattr(search_module, "BOOST_DEPTH", 20)
+        opened, steps = [], []
+        inner = search_module.open_memory
+        monkeypatch.setattr(search_module, "open_memory", lambda *a: opened.append(1) or inner(*a))
+
+        class CountingHeap:
+            def __getattr__(self, name):
+                def step(*args, **kwargs):
+                    steps.append(len(args[1]) if name in ("nlargest", "nsmallest") else 1)
+                    return getattr(heapq, name)(*args, **kwargs)
+                return step
+
+        monkeypatch.setattr(search_module, "heapq", CountingHeap())
+        counts = {}
+        for temporal in (False, True):
+            opened.clear(), steps.clear()
+            found = searched(app, query="road trip in July", mode="keyword", offset=60, limit=10, temporal=temporal)
+            assert len(found) == 10
+            counts[temporal] = (len(opened), len(steps))
+        assert counts[False][0] <= 70  # S3 Vectors' largest page is 100: a page within it, on both backends
+        assert counts[True][0] <= counts[False][0] + 20  # at most the reach more
+        assert counts[True][1] <= counts[True][0]  # a heap step per opened candidate at most
+
+    def test_the_last_instant_of_the_calendar_is_ranked_never_an_error(self, app, two_trips):
+        put(app, "last", {"text": TRIP, "valid_from": "9999-12-31T23:59:59.999999Z"})
+        put(app, "typed", {"content": TRIP, "type": "note", "valid_from": "9999-12-31T23:59:59.999999Z"})
+        app.drain()
+        for query in (ASKED, "which road trip did we take in December", "which road trip did we take in 2025",
+                      "which road trip did we take since 2020", "which road trip did we take on 9999-12-31"):
+            assert sorted(searched(app, query=query)) == ["july", "last", "march", "typed"], query
+            recalled(app, query=query, min_score=0)
+        # December: the items valid from the last instant are of it, and ranked first
+        assert set(searched(app, query="which road trip did we take in December")[:2]) == {"last", "typed"}
+
+
+class TestWholeQueryFallback:
+    """The query's vector leaves the time's words out (`MATCH_WITHOUT_TIME`) only where the boost
+    can act: when none of the ranking's first page is of the named time (memories that say the
+    month in their words, stated later), it is ranked again by the whole query's vector, so the
+    answer is the one without a boost. One embedding more, never for a keyword query."""
+
+    @pytest.fixture
+    def embedded(self, app, monkeypatch):
+        monkeypatch.setattr("memsvc.core.time_boost.MATCH_WITHOUT_TIME", True)
+        texts: list[str] = []
+        inner = app.search.embed
+        monkeypatch.setattr(app.search, "embed", lambda text: texts.append(text) or inner(text))
+        return texts
+
+    def test_a_ranking_with_memories_of_the_time_keeps_the_vector_without_its_words(self, app, two_trips, embedded):
+        assert searched(app, query=ASKED) == ["july", "march"]
+        assert embedded == ["which road trip did we take"]
+
+    def test_a_ranking_without_them_is_the_whole_querys(self, app, embedded):
+        put(app, "said", {"text": "in July we drove the coast highway"})  # created in January 2026
+        put(app, "other", {"text": TRIP})
+        app.drain()
+        for mode in ("hybrid", "semantic"):
+            embedded.clear()
+            assert scores(app, query=ASKED, mode=mode) == scores(app, query=ASKED, mode=mode, temporal=False)
+            assert embedded == ["which road trip did we take", ASKED, ASKED]  # the last: temporal false
+            for size in (1, 2):  # decided on the first page whatever the page: one ranking
+                assert [k for offset in (0, 1) for k in searched(app, query=ASKED, mode=mode, offset=offset,
+                                                                 limit=size)][:2] == searched(app, query=ASKED,
+                                                                                              mode=mode)
+        embedded.clear()
+        assert searched(app, query=ASKED, mode="keyword") == searched(app, query=ASKED, mode="keyword", temporal=False)
+        assert embedded == []
+        embedded.clear()
+        assert recalled(app, query=ASKED, min_score=0) == recalled(app, query=ASKED, min_score=0, temporal=False)
+        assert embedded == ["which road trip did we take", ASKED, ASKED]
+
+    def test_a_failing_whole_query_embedding_is_a_degraded_answer(self, app, embedded, monkeypatch):
+        from memsvc.core.errors import EmbeddingFailed
+        put(app, "said", {"text": "in July we drove the coast highway"})
+        app.drain()
+        inner = app.search.embed
+
+        def embed(text):
+            if text == ASKED:
+                raise EmbeddingFailed("down")
+            return inner(text)
+
+        monkeypatch.setattr(app.search, "embed", embed)
+        answer = app.search.answer(alice(), SearchQuery.parse({"namespace_prefix": ["user", "alice"], "query": ASKED}))
+        assert [m.key for m in answer.memories] == ["said"] and answer.degraded  # by keywords, and said so

@@ -101,5 +101,11 @@ class TestPerModelFusion:
 
     def test_without_a_query_vector_keywords_rank_alone_whatever_the_floor(self):
         biased = Fusion(0.2, 0.7, semantic_bias=4.0, semantic_floor=0.5)
-        assert biased.semantic_weight(0.0, 0.3) == 0.0
-        assert biased.hybrid_score(None, 0.6, biased.semantic_weight(0.0, 0.3)) == pytest.approx(0.6)
+        assert biased.semantic_weight(0.0, 0.3, meaning=False) == 0.0
+        assert biased.hybrid_score(None, 0.6, biased.semantic_weight(0.0, 0.3, meaning=False)) == pytest.approx(0.6)
+
+    def test_meaning_that_saturates_keeps_its_floor(self):
+        """Five hits all at the top of the range separate nothing, yet they are close answers."""
+        biased = Fusion(0.2, 0.7, semantic_bias=4.0, semantic_floor=0.5)
+        assert biased.semantic_weight(0.0, 0.3) == 0.5
+        assert MINILM.semantic_weight(0.0, 0.3) == 0.0  # MiniLM has no floor: as before

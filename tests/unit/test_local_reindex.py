@@ -7,7 +7,7 @@ import pytest
 
 from memsvc.adapters.local.vector_index import LocalVectorIndex
 from memsvc.bootstrap import build_local
-from memsvc.local_reindex import reindex
+from memsvc.local_reindex import DataDirBusy, data_dir_lock, reindex
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
 from tests.conftest import alice, bob, local_data_dir
@@ -41,7 +41,7 @@ def test_another_model_cannot_open_the_old_vectors(data_dir):
 
 def test_reindex_embeds_every_item_with_the_new_model(data_dir):
     report = reindex(data_dir, "auto", embedder=OtherModel())
-    assert (report.model_id, report.indexed, report.left) == ("test/hash-bow-64-other", 301, 0)
+    assert (report.model_id, report.indexed, report.quarantined, report.left) == ("test/hash-bow-64-other", 301, 0, 0)
     assert LocalVectorIndex.stored_model(data_dir / "vectors.db") == "test/hash-bow-64-other"
     app = build_local(data_dir, embedder=OtherModel(), start_workers=False)
     try:
@@ -61,3 +61,21 @@ def test_running_it_twice_changes_nothing_more(data_dir):
     reindex(data_dir, "auto", embedder=OtherModel())
     again = reindex(data_dir, "auto", embedder=OtherModel())
     assert (again.indexed, again.left) == (301, 0)
+
+
+def test_auto_keeps_the_model_the_vectors_were_made_with(data_dir, monkeypatch):
+    chosen = []
+    monkeypatch.setattr("memsvc.bootstrap.local_embedder", lambda d, model: chosen.append(
+        LocalVectorIndex.stored_model(d / "vectors.db")) or OtherModel())
+    reindex(data_dir, "auto")
+    assert chosen == ["test/hash-bow-64"]  # read before the old vectors were deleted
+
+
+def test_it_never_runs_beside_a_server_of_the_data_dir(data_dir):
+    with data_dir_lock(data_dir, exclusive=False):  # what `memsvc serve` holds
+        with pytest.raises(DataDirBusy):
+            reindex(data_dir, "auto", embedder=OtherModel())
+    assert LocalVectorIndex.stored_model(data_dir / "vectors.db") == "test/hash-bow-64"  # untouched
+    with data_dir_lock(data_dir, exclusive=True), pytest.raises(DataDirBusy):  # and no server beside a reindex
+        with data_dir_lock(data_dir, exclusive=False):
+            pass

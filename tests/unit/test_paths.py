@@ -1,7 +1,7 @@
 import pytest
 
 from memsvc.core.errors import InvalidArgument
-from memsvc.core.paths import MAX_INDEX_FIELDS, extract_texts, validate_index_fields
+from memsvc.core.paths import MAX_INDEX_FIELDS, extract_texts, validate_index_fields, worth_embedding
 
 VALUE = {
     "text": "hello",
@@ -189,3 +189,17 @@ def test_invalid_path_is_named_in_the_error():
 def test_extract_texts_rejects_an_invalid_path_too():
     with pytest.raises(InvalidArgument):
         extract_texts(VALUE, ["a[x]"])
+
+
+class TestWorthEmbedding:
+    def test_one_word_labels_are_left_to_the_keyword_index(self):
+        texts = [("content", "I am allergic to peanuts"), ("type", "fact"), ("valid_from", "2026-01-01T00:00:00Z")]
+        assert worth_embedding(texts) == [("content", "I am allergic to peanuts")]
+
+    def test_a_value_of_labels_only_embeds_them_all(self):
+        texts = [("name", "Lisbon"), ("kind", "city")]
+        assert worth_embedding(texts) == texts
+
+    def test_a_sentence_written_without_spaces_is_no_label(self):
+        texts = [("content", "我对花生过敏，不能吃花生酱。"), ("source", "chat log"), ("type", "fact")]
+        assert worth_embedding(texts) == texts[:2]

@@ -169,6 +169,47 @@ def test_overlap_with_a_named_time():
     assert since.overlaps(day(2020, 1, 1), day(2026, 3, 2)) and not since.overlaps(day(2020, 1, 1), day(2026, 3, 1))
 
 
+LAST = datetime.max.replace(tzinfo=timezone.utc)  # 9999-12-31T23:59:59.999999Z, a valid_from anyone may store
+
+
+def test_a_time_the_calendar_cannot_hold_is_not_read_and_never_raises():
+    """A day whose end is in year 10000, or a relative time past year 1 or 9999, names no time
+    (the scan goes on to the next expression); no query and no `now` makes the reading raise."""
+    assert named_time("what happened on 9999-12-31", NOW) is None
+    assert named_time("since 9999-12-31", NOW) is None
+    assert named_time("on 9999-12-31 or in July", NOW) == months(7)
+    assert named_time("on 9999-12-30", NOW) == span(day(9999, 12, 30), day(9999, 12, 31))
+    assert named_time("next year", datetime(9999, 6, 1, tzinfo=timezone.utc)) is None
+    assert named_time("this month", datetime(9999, 12, 30, tzinfo=timezone.utc)) is None  # it ends in 10000
+    assert named_time("3 years ago", datetime(2, 1, 1, tzinfo=timezone.utc)) is None
+    words = ("in on before after since until prior to between and from the last this next past yesterday today "
+             "week month year years days ago summer winter dec feb monday of 29 31st 2099 1900 a 9999-12-31 "
+             "0001-01-01").split()
+    nows = [NOW, datetime(9999, 12, 30, tzinfo=timezone.utc), datetime(1, 1, 2, tzinfo=timezone.utc)]
+    for now in nows:
+        for a in words:
+            for b in words:
+                for c in ("", " dec", " 9999-12-31", " year"):
+                    named_time(f"{a} {b}{c}", now)
+
+
+def test_an_instant_at_the_end_of_the_calendar_meets_a_time_without_raising():
+    """`overlaps` never steps past the instant it is given: a stored valid_from of 9999-12-31T23:59:59.999999Z
+    is the instant it names, met by what contains it and by nothing else."""
+    assert months(12).overlaps(LAST, None) and months(12, on=31).overlaps(LAST, None)
+    assert not months(7).overlaps(LAST, None) and not months(12, on=30).overlaps(LAST, None)
+    assert months(12).overlaps(day(9999, 11, 30), LAST) and months(6, 7, 8).overlaps(day(9999, 1, 1), LAST)
+    assert span(day(9999, 12, 31), None).overlaps(LAST, None) and span(None, None).overlaps(LAST, None)
+    assert not span(day(2025, 1, 1), day(2026, 1, 1)).overlaps(LAST, None)
+    assert not span(None, day(9999, 12, 31)).overlaps(LAST, None)
+    assert span(None, day(9999, 12, 31)).overlaps(day(9999, 12, 30), LAST)
+    boost = time_boost("road trip in December", NOW)
+    assert boost is not None and boost.matches({"valid_from": "9999-12-31T23:59:59.999999Z"}, typed=False,
+                                               created_at=CREATED, updated_at=UPDATED)
+    assert time_boost("road trip in July", NOW).matches(  # type: ignore[union-attr]
+        {"valid_from": "9999-12-31T23:59:59.999999Z"}, typed=False, created_at=CREATED, updated_at=UPDATED) is False
+
+
 CREATED, UPDATED = day(2025, 1, 1), day(2025, 6, 1)
 
 

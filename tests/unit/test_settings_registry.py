@@ -40,3 +40,34 @@ def test_a_document_stored_before_issue_23_follows_the_recalibrated_recall_min_m
     assert SettingsRegistry(store).get("t1").recall_min_match == TenantSettings().recall_min_match != 0.25
     store.put_config("t2", "settings", legacy | {"recall_min_match": 0.3})  # chosen: kept
     assert SettingsRegistry(store).get("t2").recall_min_match == 0.3
+
+
+MINILM = {"semantic_auto_update": 0.90, "semantic_check_low": 0.55, "episodic_auto_update": 0.92,
+          "episodic_check_low": 0.60, "recall_min_match": 0.07, "recall_cut_gap": 0.1, "recall_cut_margin": 0.14}
+E5 = {"semantic_auto_update": 0.97, "semantic_check_low": 0.80, "episodic_auto_update": 0.97,
+      "episodic_check_low": 0.81, "recall_min_match": 0.2, "recall_cut_gap": 0.06, "recall_cut_margin": 0.1}
+
+
+class TestModelCalibratedDefaultsFollowTheModel:
+    """A tenant that saved any setting under one embedding model gets the next model's calibrated
+    defaults after `memsvc reindex`, except the ones it chose."""
+
+    def test_the_defaults_left_as_they_were_follow_the_new_model(self):
+        store = ConfigStore()
+        SettingsRegistry(store, defaults=MINILM).update("t1", SettingsPatch(decay_rate_per_day=0.05))
+        after = SettingsRegistry(store, defaults=E5).get("t1")
+        assert after.decay_rate_per_day == 0.05
+        assert {k: getattr(after, k) for k in E5} == E5
+
+    def test_a_chosen_threshold_stays_with_its_pair(self):
+        store = ConfigStore()
+        SettingsRegistry(store, defaults=E5).update("t1", SettingsPatch(semantic_check_low=0.95))
+        after = SettingsRegistry(store, defaults=MINILM).get("t1")  # MiniLM's auto-update 0.90 < 0.95
+        assert (after.semantic_check_low, after.semantic_auto_update) == (0.95, 0.97)
+        assert after.recall_min_match == 0.07  # not chosen: the model's
+
+    def test_a_document_stored_before_holds_the_minilm_era_values_as_defaults(self):
+        store = ConfigStore()
+        store.put_config("t1", "settings", TenantSettings().model_dump() | MINILM | {"format": 2, "decay_rate_per_day": 0.05})
+        after = SettingsRegistry(store, defaults=E5).get("t1")
+        assert {k: getattr(after, k) for k in E5} == E5 and after.decay_rate_per_day == 0.05

@@ -27,7 +27,7 @@ from memsvc.adapters.aws.errors import aws_error
 from memsvc.core.errors import Conflict, ProviderError, RateLimited
 from memsvc.core.models import TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_under
-from memsvc.core.timeline import KINDS, VERSION_KINDS, next_stamp
+from memsvc.core.timeline import KINDS, VERSION_KINDS, ScanTooWide, next_stamp
 
 __all__ = ["DynamoEventLog"]
 
@@ -172,6 +172,7 @@ class DynamoEventLog:
         after: datetime | None = None,
         before: datetime | None = None,
         page_size: int = 100,
+        max_rows: int | None = None,
     ) -> Iterator[TimelineEvent]:
         horizon = self._clock(tenant)  # read when iteration starts; see the module docstring
         if horizon is None or not kinds:
@@ -207,8 +208,14 @@ class DynamoEventLog:
         if filters:
             kwargs["FilterExpression"] = " AND ".join(filters)
             kwargs["ExpressionAttributeNames"] = names
+        read = 0  # rows the Queries evaluated (their `Limit` counts rows before the filter)
         while True:
+            if max_rows is not None:
+                kwargs["Limit"] = min(page_size, max_rows + 1 - read)
             page = self._call("Query", **kwargs)
+            read += page.get("ScannedCount", len(page.get("Items", [])))
+            if max_rows is not None and read > max_rows:
+                raise ScanTooWide(max_rows)
             rows = [r for r in page.get("Items", [])
                     if r["sk"]["S"] != cursor and is_under(r["ns"]["S"], prefix) and r["knd"]["S"] in kinds]
             full = self._root_copies(tenant, rows) if from_all else {}

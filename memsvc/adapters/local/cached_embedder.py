@@ -35,7 +35,7 @@ class CachedEmbedder:
         return self._cached(texts, inner, b"q\0")
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        return self._cached(texts, self._inner.embed, b"")
+        return self._cached(texts, self._inner.embed, b"p\0")
 
     def _cached(self, texts: Sequence[str], embed, salt: bytes) -> list[list[float]]:
         keys = [hashlib.sha256(salt + t.encode("utf-8", "surrogatepass")).digest() for t in texts]

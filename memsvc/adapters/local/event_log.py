@@ -17,7 +17,7 @@ from typing import Any
 from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.models import TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
-from memsvc.core.timeline import KINDS, VERSION_KINDS, next_stamp
+from memsvc.core.timeline import KINDS, VERSION_KINDS, ScanTooWide, next_stamp
 
 __all__ = ["SqliteEventLog"]
 
@@ -101,12 +101,19 @@ class SqliteEventLog:
         after: datetime | None = None,
         before: datetime | None = None,
         page_size: int = 100,
+        max_rows: int | None = None,
     ) -> Iterator[TimelineEvent]:
         where, params = "tenant = ?", [tenant]
         if len(prefix) >= 2:  # one root's events, through their own index
             where += " AND root = ?"
             params.append(_root(prefix))
         bounds = prefix_range(prefix)
+        if max_rows is not None:
+            # Bounded: the namespace and the kinds are checked here, on the rows of the root's (or
+            # the tenant's) range that SQLite would otherwise skip unseen, so every row read counts.
+            yield from self._bounded_scan(where, params, bounds, kinds, after, before, start_after, page_size,
+                                          max_rows)
+            return
         if bounds is not None:
             exact, lo, hi = bounds
             where += " AND (ns = ? OR (ns >= ? AND ns < ?))"
@@ -134,6 +141,41 @@ class SqliteEventLog:
             for row in rows:
                 yield _event(row)
             if len(rows) < page_size:
+                return
+            position = (rows[-1][1], rows[-1][2])
+
+    def _bounded_scan(self, where: str, params: list[Any], bounds: tuple[str, str, str] | None,
+                      kinds: frozenset[str], after: datetime | None, before: datetime | None,
+                      start_after: tuple[datetime, str] | None, page_size: int, max_rows: int
+                      ) -> Iterator[TimelineEvent]:
+        """`scan` reading at most `max_rows` rows of the range (`ScanTooWide` past them)."""
+        if after is not None:
+            where += " AND stamp > ?"
+            params = [*params, to_epoch_us(after)]
+        if before is not None:
+            where += " AND stamp < ?"
+            params = [*params, to_epoch_us(before)]
+        position = (to_epoch_us(start_after[0]), start_after[1]) if start_after else None
+        conn = self._db.conn()
+        read = 0
+        while True:
+            page_where, page_params = where, list(params)
+            if position is not None:
+                page_where += " AND (stamp, id) > (?, ?)"
+                page_params += list(position)
+            size = min(page_size, max_rows + 1 - read)
+            rows = conn.execute(
+                f"SELECT {_COLUMNS} FROM events WHERE {page_where} ORDER BY stamp, id LIMIT ?",
+                [*page_params, size],
+            ).fetchall()
+            read += len(rows)
+            if read > max_rows:
+                raise ScanTooWide(max_rows)
+            for row in rows:
+                ns = row[5]
+                if row[3] in kinds and (bounds is None or ns == bounds[0] or bounds[1] <= ns < bounds[2]):
+                    yield _event(row)
+            if len(rows) < size:
                 return
             position = (rows[-1][1], rows[-1][2])
 

@@ -220,11 +220,11 @@ class LocalVectorIndex:
         """The model whose vectors the file at `path` holds; None for no file, or one with none yet."""
         if not path.exists():
             return None
-        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        db = sqlite3.connect(path, timeout=30)  # read-write: a WAL file needs its shared memory
         try:
+            if db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone() is None:
+                return None
             row = db.execute("SELECT value FROM meta WHERE name = 'embedding'").fetchone()
-        except sqlite3.OperationalError:  # a file from before the table
-            return None
         finally:
             db.close()
         return json.loads(row[0])["model"] if row else None
