@@ -48,6 +48,7 @@ MAX_TOKENS = 256  # a question's first words; a longer query is a document, and 
 _MONTHS = {name: n for n, names in enumerate(
     ["january jan", "february feb", "march mar", "april apr", "may", "june jun", "july jul", "august aug",
      "september sep sept", "october oct", "november nov", "december dec"], start=1) for name in names.split()}
+_TIMES_OF_DAY_PLURAL = frozenset({"mornings", "afternoons", "evenings", "nights"})
 _WEEKDAYS = {name: n for n, name in enumerate(
     ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
 _SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}  # the first month of each
@@ -193,6 +194,8 @@ def _time(t: list[str], n: int, today: date, *, bare: bool = False) -> tuple[Nam
         except ValueError:
             return None
     if word in _WEEKDAYS:
+        if _get(t, n + 1) in _TIMES_OF_DAY_PLURAL:  # "on friday evenings": a habit, not a day
+            return None
         return _days(_latest_weekday(today, _WEEKDAYS[word]), 1), n + 1
     number = _number(word)
     if number is not None and _get(t, n + 1) in _UNITS and _get(t, n + 2) == "ago":

@@ -113,6 +113,7 @@ def test_the_time_a_question_names(query, expected):
     "Where did Fatima go camping, and what plan did Fatima make after it?",
     "What does Kwame do with clay each week?",  # a schedule
     "every Monday",
+    "live jazz concerts on friday evenings",
     "what do I do on Mondays",
     "my 2025 goals",  # a bare number: a year only after a preposition
     "over 2000 steps a day",
