@@ -124,7 +124,7 @@ def build_local(
     llm: LanguageModel | None = None,
     model: str = LocalSettings.local_embedder,
 ) -> LocalApp:
-    """The embedded default: SQLite, the in-process vector and keyword indexes, MiniLM, a key file.
+    """The embedded default: SQLite, the in-process vector and keyword indexes, e5-small or MiniLM, a key file.
     `reranker`: search's rerank step for the tenants that turn it on (`local_reranker`); None: the
     setting cannot be turned on. `llm`: the operator's chat model (`MEMSVC_LLM_URL`): extraction,
     the same-fact judge and the graph's entity extractor use it; None: the deterministic ones.
