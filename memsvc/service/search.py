@@ -429,10 +429,11 @@ class Search:
                 boost.holds_for(r.memory) for r in ranked[:FIRST_PAGE]):  # type: ignore[union-attr]
             # The named time meets none of the best: the boost lifts nothing, and the time's words may
             # be all that ties the query to its answer (a memory that says "in July" in its words,
-            # stated later). Ranked again by the whole query's vector: one embedding and one ranking more.
+            # stated later). Ranked again by the whole query's vector, as a query naming no time is
+            # (no boost, no fixed reach): one embedding and one ordinary ranking more.
             return self._by_relevance(tenant, scope, plan, query, mode, offset=offset, limit=limit,
                                       min_score=min_score, embed=whole, first_page=first_page, rerank=rerank,
-                                      admit=admit, boost=boost, live_at=live_at, noted=noted)
+                                      admit=admit, live_at=live_at, noted=noted)
         if offset < depth:  # a page past the reranked window would be the same without the call
             ranked = self._rerank.reorder(tenant, query, mode, ranked)
         return ranked[offset:offset + limit]
