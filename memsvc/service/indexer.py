@@ -88,7 +88,6 @@ class _Prepared:
     turn_before: _TurnBefore | None = None  # a message's: what its context was read from
     own_texts: list[str] = field(default_factory=list)  # its indexed fields' texts as they are (the graph's)
     reused: list[list[float] | None] = field(default_factory=list)  # per text: its vector, when known already
-    keyword_texts: list[str] | None = None  # what the keyword document holds, when more than `texts`
 
     def known_vectors(self) -> list[list[float] | None]:
         return self.reused or [None] * len(self.texts)
@@ -531,11 +530,10 @@ class Indexer:
         watch.check("reading its texts")
         field_doc = self._field_doc(item, value) if with_tokens else None
         watch.check("its field tokens")
-        keyword_texts = None
-        if item.index_fields is None and len(embedded := worth_embedding(texts)) < len(texts):
-            texts, keyword_texts = embedded, own_texts
+        if item.index_fields is None:  # every leaf: the keyword document's (`own_texts`), not every one's vector
+            texts = worth_embedding(texts)
         reused = [known.get(pair) for pair in texts] if known else []
-        return _Prepared(texts, field_doc, turn_before, own_texts, reused, keyword_texts)
+        return _Prepared(texts, field_doc, turn_before, own_texts, reused)
 
     def _as_turn(self, item: StoredItem, value: Any,
                  texts: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], _TurnBefore | None]:
@@ -676,7 +674,9 @@ class Indexer:
         known: list[list[float] | None] = []  # per text of the chunk
         for ref, item, p in zip(refs, items, prepared):
             try:
-                keyword_doc = self._keyword_doc(item, p.keyword_texts or [text for _, text in p.texts])
+                # Without index_fields every leaf is a keyword, though not every one is embedded.
+                keyword_doc = self._keyword_doc(item, p.own_texts if item.index_fields is None
+                                                else [text for _, text in p.texts])
             except Exception as exc:
                 chunk.faults[ref] = exc
                 continue

@@ -317,3 +317,5 @@ class TestPlainItemsUnchanged:
         assert sorted(embedded(backend)) == sorted([  # the third's one-word leaves: keywords only (`worth_embedding`)
             "Yes! A beagle named Rufus.", "Yes! A beagle named Rufus.", "Yes! A beagle named Rufus.", "tea at five"])
         assert search(backend, "May 2023 said", prefix=["user", "alice"], mode="keyword") == []
+        # Not embedded, yet still words of the keyword index: only the item without index_fields names Maria there.
+        assert [m.key for m in search(backend, "Maria", prefix=["user", "alice"], mode="keyword")] == [message_key(3)]

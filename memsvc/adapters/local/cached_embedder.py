@@ -1,6 +1,8 @@
 """Recent embeddings, kept: `remember` embeds a candidate's content to find its neighbours and
-then again to index the memory it writes; the second is a lookup here. (On AWS the Titan
-adapter has its own cache, `LruEmbeddingCache`.)"""
+then again to index the memory it writes; with a model that embeds queries and stored texts alike
+(MiniLM) the second is a lookup here, with e5 (a query is "query: ...") it is not. A query's
+vectors and a stored text's are cached apart. (On AWS the Titan adapter has its own cache,
+`LruEmbeddingCache`.)"""
 
 from __future__ import annotations
 
