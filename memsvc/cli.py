@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from memsvc.local_reindex import DataDirBusy, data_dir_lock
+    from memsvc.adapters.local.data_dir_lock import DataDirBusy, data_dir_lock
 
     LocalSettings.one_blas_thread()
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -190,7 +190,8 @@ def worker_server():
 
 
 def _reindex(args: argparse.Namespace, env: LocalSettings) -> int:
-    from memsvc.local_reindex import DataDirBusy, reindex
+    from memsvc.adapters.local.data_dir_lock import DataDirBusy
+    from memsvc.local_reindex import reindex
 
     try:
         report = reindex(args.data_dir, env.local_embedder)

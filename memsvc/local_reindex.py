@@ -10,15 +10,13 @@ leaves the unfinished items pending: running it again, or starting the server an
 
 from __future__ import annotations
 
-import fcntl
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from memsvc.adapters.local.data_dir_lock import data_dir_lock
 from memsvc.ports import Embedder, SystemClock
 
-__all__ = ["ReindexReport", "DataDirBusy", "data_dir_lock", "reindex"]
+__all__ = ["ReindexReport", "reindex"]
 
 BATCH = 256
 
@@ -29,23 +27,6 @@ class ReindexReport:
     indexed: int  # items indexed afresh
     quarantined: int  # items the model refused (`GET /admin/v1/memories/index/status` lists them)
     left: int  # items still pending (a batch failed: run it again)
-
-
-class DataDirBusy(Exception):
-    """A `memsvc serve` holds the data dir (or a reindex does)."""
-
-
-@contextmanager
-def data_dir_lock(data_dir: Path, *, exclusive: bool) -> Iterator[None]:
-    """Held shared by `memsvc serve` and exclusively by `memsvc reindex`: a reindex never runs
-    beside a server of the data dir, whose writes would go to the vector index it deletes."""
-    data_dir.mkdir(parents=True, exist_ok=True)
-    with open(data_dir / "data-dir.lock", "a") as held:
-        try:
-            fcntl.flock(held, (fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH) | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise DataDirBusy(f"{data_dir} is in use by {'a server' if exclusive else 'memsvc reindex'}") from None
-        yield
 
 
 def reindex(data_dir: Path, model: str, *, embedder: Embedder | None = None) -> ReindexReport:
@@ -62,12 +43,9 @@ def reindex(data_dir: Path, model: str, *, embedder: Embedder | None = None) -> 
         try:
             indexed = quarantined = left = 0
             for tenant in app.store.reset_indexing():
-                while items := app.store.unindexed(tenant, clock.now(), BATCH):
-                    settled = app.indexer.index_pending(items)
-                    indexed += len(items) - len(settled.failed) - len(settled.quarantined)
-                    quarantined += len(settled.quarantined)
-                    if settled.failed:
-                        break
+                processed, refused, failed = app.indexer.index_backlog(tenant, clock.now(), batch_size=BATCH)
+                indexed += processed - refused - failed
+                quarantined += refused
                 left += app.store.pending_index(tenant, clock.now())
             return ReindexReport(app.embedder.model_id, indexed, quarantined, left)
         finally:

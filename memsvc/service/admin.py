@@ -134,16 +134,8 @@ class Admin:
         """Index the tenant's pending items now, in batches, until none are left, `max_items`, or a
         batch leaves some to retry later (a dependency is failing); a poison one is quarantined."""
         self._access.admin(caller)
-        processed = quarantined = 0
-        while processed < max_items:
-            items = self._backlog.unindexed(caller.tenant_id, self._clock.now(), min(batch_size, max_items - processed))
-            if not items:
-                break
-            settled = self._indexer.index_pending(items)
-            processed += len(items)
-            quarantined += len(settled.quarantined)
-            if settled.failed:
-                break
+        processed, quarantined, _ = self._indexer.index_backlog(caller.tenant_id, self._clock.now(),
+                                                                batch_size=batch_size, max_items=max_items)
         return IndexRun(processed, self._backlog.pending_index(caller.tenant_id, self._clock.now()), quarantined)
 
     def index_retry(self, caller: Caller, cmd: IndexRetry) -> RetryOutcome:

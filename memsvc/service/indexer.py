@@ -32,6 +32,8 @@ A version is only ever blamed for what it did alone:
 
 from __future__ import annotations
 
+from datetime import datetime
+
 import logging
 import threading
 import time
@@ -304,6 +306,24 @@ class Indexer:
         settled = self._isolated({n: item for n, (item, _) in enumerate(followers)}, feed=False, deadline=deadline,
                                  again=True)
         return unread | {seq for n in settled.failed for seq in followers[n][1]}
+
+    def index_backlog(self, tenant: str, now: datetime, *, batch_size: int,
+                      max_items: int | None = None) -> tuple[int, int, int]:
+        """Index the tenant's pending items now (`index_pending`), in batches, until none are left,
+        `max_items`, or a batch leaves some to retry later (a dependency is failing). Returns how
+        many were processed, how many of those were quarantined and how many failed."""
+        processed = quarantined = 0
+        while max_items is None or processed < max_items:
+            wanted = batch_size if max_items is None else min(batch_size, max_items - processed)
+            items = self._store.unindexed(tenant, now, wanted)
+            if not items:
+                break
+            settled = self.index_pending(items)
+            processed += len(items)
+            quarantined += len(settled.quarantined)
+            if settled.failed:
+                return processed, quarantined, len(settled.failed)
+        return processed, quarantined, 0
 
     def index_pending(self, items: Sequence[StoredItem]) -> Settled:
         """Index these pending versions now (the admin's trigger, in a request), isolating a poison

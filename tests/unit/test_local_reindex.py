@@ -7,7 +7,8 @@ import pytest
 
 from memsvc.adapters.local.vector_index import LocalVectorIndex
 from memsvc.bootstrap import build_local
-from memsvc.local_reindex import DataDirBusy, data_dir_lock, reindex
+from memsvc.adapters.local.data_dir_lock import DataDirBusy, data_dir_lock
+from memsvc.local_reindex import reindex
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
 from tests.conftest import alice, bob, local_data_dir
