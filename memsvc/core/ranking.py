@@ -81,7 +81,7 @@ class Fusion:
         score's scale. With it the floor holds even when meaning separates nothing (its five best
         all at the top of the model's range)."""
         if not meaning:
-            return 0.0 if keyword_separation > 0.0 else 0.5
+            return 0.0
         semantic = self.semantic_bias * semantic_separation
         total = semantic + keyword_separation
         return max(self.semantic_floor, semantic / total if total > 0 else 0.5)

@@ -3,7 +3,7 @@ restore and the admin trigger, their error envelopes, and the walls between user
 
 from __future__ import annotations
 
-from tests.api.helpers import assert_error
+from tests.api.helpers import assert_error, ns_query
 
 
 def test_the_profile_is_the_callers_own(me, uid, make_client, tenant):
@@ -23,15 +23,16 @@ def test_the_profile_is_the_callers_own(me, uid, make_client, tenant):
         assert other.get("/v1/memory/profile").json()["items"] == []
 
 
-def test_restore_names_a_current_version_of_ones_own(me, make_client, tenant):
+def test_restore_names_a_current_version_of_ones_own(me, uid, make_client, tenant):
     memory = me.post("/v1/memories/remember", json={"content": "My favourite tea is genmaicha"}).json()["memory"]
     r = me.post("/v1/memories/restore", json={"id": memory["id"]})
     assert r.status_code == 200, r.text
     assert (r.json()["restored"], r.json()["memory"]["id"]) == (False, memory["id"])  # not archived: as it is
     assert_error(me.post("/v1/memories/restore", json={"id": "not-a-uuid"}), 400, "INVALID_ARGUMENT")
     assert_error(me.post("/v1/memories/restore", json={}), 400, "INVALID_ARGUMENT")
-    other = make_client("someone-else", tenant=tenant)
-    assert_error(other.post("/v1/memories/restore", json={"id": memory["id"]}), 404, "NOT_FOUND")
+    for other in (make_client("someone-else", tenant=tenant), make_client(uid, tenant=tenant + "-other")):
+        assert_error(other.post("/v1/memories/restore", json={"id": memory["id"]}), 404, "NOT_FOUND")
+    assert me.get("/v1/memories", params=ns_query(memory["namespace"], memory["key"])).json()["id"] == memory["id"]
 
 
 def test_the_admin_trigger(me, uid, admin, make_client, tenant):

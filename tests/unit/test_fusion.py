@@ -102,6 +102,7 @@ class TestPerModelFusion:
     def test_without_a_query_vector_keywords_rank_alone_whatever_the_floor(self):
         biased = Fusion(0.2, 0.7, semantic_bias=4.0, semantic_floor=0.5)
         assert biased.semantic_weight(0.0, 0.3, meaning=False) == 0.0
+        assert MINILM.semantic_weight(0.0, 0.0, meaning=False) == 0.0  # no keyword lead either: still its own scale
         assert biased.hybrid_score(None, 0.6, biased.semantic_weight(0.0, 0.3, meaning=False)) == pytest.approx(0.6)
 
     def test_meaning_that_saturates_keeps_its_floor(self):

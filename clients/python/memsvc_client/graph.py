@@ -31,7 +31,7 @@ def _endpoint(end: Endpoint) -> dict[str, Any]:
     return {"memory": {"namespace": list(namespace), "key": key}}
 
 
-def _given(**fields: str | None) -> dict[str, str]:
+def _body(**fields: str | None) -> dict[str, str]:
     """The optional fields that were given (one left out is absent, never null)."""
     return {name: value for name, value in fields.items() if value is not None}
 
@@ -52,7 +52,7 @@ class GraphMethods:
                 limit: int = 20, as_of: str | None = None) -> Any:
         """`POST /v1/graph/related`: `{"memories": [... "hops", "via"], "depth", "truncated"}`, nearest first."""
         body = {"namespace_prefix": list(namespace_prefix), "from": _endpoint(start), "max_hops": max_hops,
-                "limit": limit, **_given(as_of=as_of)}
+                "limit": limit, **_body(as_of=as_of)}
         return self._run(("POST", "/v1/graph/related", (), body))
 
     def path(self, namespace_prefix: Sequence[str], start: Endpoint, goal: Endpoint, *, max_hops: int = 4,
@@ -60,7 +60,7 @@ class GraphMethods:
         """`POST /v1/graph/path`: `{"found", "hops", "entities", "steps", "truncated"}`; each step's edges
         carry their `valid_from`/`valid_to`."""
         body = {"namespace_prefix": list(namespace_prefix), "from": _endpoint(start), "to": _endpoint(goal),
-                "max_hops": max_hops, **_given(as_of=as_of)}
+                "max_hops": max_hops, **_body(as_of=as_of)}
         return self._run(("POST", "/v1/graph/path", (), body))
 
     def put_entity(self, namespace: Sequence[str], name: str, type: EntityType = "CONCEPT") -> Any:
@@ -77,7 +77,7 @@ class GraphMethods:
         """`PUT /v1/graph/relations`: both entities must exist in `namespace`. `valid_from` (default: now)
         and `valid_to` (default: open), RFC 3339: when the relation holds."""
         body = {"namespace": list(namespace), "source": source, "type": type, "target": target,
-                **_given(valid_from=valid_from, valid_to=valid_to)}
+                **_body(valid_from=valid_from, valid_to=valid_to)}
         return self._run(("PUT", "/v1/graph/relations", (), body))
 
     def delete_relation(self, namespace: Sequence[str], source: str, type: RelationType, target: str) -> Any:

