@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import itertools
 import re
+from calendar import monthrange
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 
@@ -253,7 +254,7 @@ def _past(t: list[str], n: int, today: date) -> tuple[NamedTime, int] | None:
         start = end - timedelta(days=number * (7 if unit == "week" else 1))
     else:
         start = _add_months(date(today.year, today.month, 1), -number * (12 if unit == "year" else 1))
-        start = start.replace(day=min(today.day, _month_days(start)))
+        start = start.replace(day=min(today.day, monthrange(start.year, start.month)[1]))
     return _span(start, end), after
 
 
@@ -317,7 +318,7 @@ def _day(month: int, day_of_month: int, year: int | None, after: int) -> tuple[N
     if not 1 <= day_of_month <= 31:
         return None
     if year is None:
-        if day_of_month > _month_days(date(2024, month, 1)):  # 2024: a leap year, so 29 February is a day
+        if day_of_month > monthrange(2024, month)[1]:  # 2024: a leap year, so 29 February is a day
             return None
         return NamedTime(months=frozenset([month]), day=day_of_month), after
     try:
@@ -443,10 +444,6 @@ def _year(word: str) -> int | None:
 def _add_months(first: date, months: int) -> date:
     index = first.year * 12 + first.month - 1 + months
     return date(index // 12, index % 12 + 1, 1)
-
-
-def _month_days(first: date) -> int:
-    return (_add_months(first.replace(day=1), 1) - first.replace(day=1)).days
 
 
 def _days(day: date, count: int) -> NamedTime:

@@ -16,15 +16,16 @@ what held before.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from memsvc.core.models import to_rfc3339
+from memsvc.core.sessions import is_messages_namespace
 from memsvc.core.timestamps import parse_rfc3339
-from memsvc.core.typed_memory import TypedMemory, is_superseded
+from memsvc.core.typed_memory import TypedMemory, is_superseded, is_typed
 
-__all__ = ["valid_at", "interval", "closed_at", "earliest_start", "instant"]
+__all__ = ["valid_at", "interval", "closed_at", "earliest_start", "instant", "typed_in"]
 
 
 def instant(text: str | None) -> datetime | None:
@@ -38,20 +39,25 @@ def instant(text: str | None) -> datetime | None:
         return None
 
 
+def typed_in(namespace: Sequence[str], value: Mapping[str, Any]) -> bool:
+    """Whether a stored value is read as a typed memory (the `typed` of `valid_at` and
+    `interval`): a session message never is, its {role, content} only looks like one."""
+    return not is_messages_namespace(namespace) and is_typed(value)
+
+
 def valid_at(value: Mapping[str, Any], *, typed: bool, created_at: datetime, updated_at: datetime,
              as_of: datetime) -> bool:
     """Whether a memory held at `as_of`: a typed memory's `value` (`typed`), or a plain item's.
     Reads the value's fields, not a `TypedMemory`: this runs on every candidate an `as_of` search
     opens, and building one costs more than the rest of the check."""
-    start = instant(value.get("valid_from")) or created_at
-    end = instant(value.get("valid_to")) or (updated_at if typed and is_superseded(value) else None)
+    start, end = interval(value, typed=typed, created_at=created_at, updated_at=updated_at)
     return start <= as_of and (end is None or as_of < end)
 
 
 def interval(value: Mapping[str, Any], *, typed: bool, created_at: datetime, updated_at: datetime
              ) -> tuple[datetime, datetime | None]:
-    """`[start, end)` of a memory, as `valid_at` reads it (None: open): what the graph stores on
-    the relations derived from it."""
+    """`[start, end)` of a memory (None: open): what `valid_at` checks, what the graph stores on
+    the relations derived from it, and what a question naming a time is matched against."""
     start = instant(value.get("valid_from")) or created_at
     end = instant(value.get("valid_to")) or (updated_at if typed and is_superseded(value) else None)
     return start, end

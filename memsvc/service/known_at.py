@@ -16,16 +16,16 @@ overlap:
   per-key index (`EventLog.history`, one entry) and decrypted as `MemoryHistory` does; those
   versions are filtered exactly as a search filters (the injected policy filter on the version's
   policy attributes, the caller's filter and `as_of` on its value) and scored by the search on
-the current items' scale (`Search._ranked_versions`: their texts embedded now, keyword BM25 over
-their texts, the same fusion and time boost): their index entries left when they stopped being
-current.
+  the current items' scale (`Search._ranked_versions`: their texts embedded now, once per view,
+  keyword BM25 over their texts, the same fusion and time boost): their index entries left when
+  they stopped being current.
 
 Bounded: at most MAX_KNOWN_AT_EVENTS version events since `known_at` are read per searched scope
 (a namespace prefix, a recall layer), found in at most MAX_KNOWN_AT_ROWS timeline rows, and one
 per-key read is made per changed key (or key met written since and not on the timeline yet, as
-many again). A scope past any of these is a 400 that says so: never a silently partial answer. `known_at` in the future,
-or older than the tenant's event retention (`tombstone_retention_days`: the events that would say
-what changed since are gone), is a 400 too. A version held then whose own event is past retention
+many again). A scope past any of these is a 400 that says so: never a silently partial answer.
+`known_at` in the future, or older than the tenant's event retention (`tombstone_retention_days`:
+the events that would say what changed since are gone), is a 400 too. A version held then whose own event is past retention
 cannot be shown: the answer counts such keys (`past_retention`) instead of dropping them silently.
 """
 
@@ -33,14 +33,14 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.filters import lookup_in
-from memsvc.core.keywords import bm25, idf, query_terms, term_counts
+from memsvc.core.keywords import bm25, idf, term_counts
 from memsvc.core.models import Caller, Memory, StoredItem, TimelineEvent
 from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts, worth_embedding
 from memsvc.core.ranking import keyword_match
@@ -73,7 +73,6 @@ KNOWN_AT_DESCRIPTION = (
     f"tenant's event retention; at most {MAX_KNOWN_AT_EVENTS} changes since then under each searched scope, found "
     f"in at most {MAX_KNOWN_AT_ROWS} timeline events (a one-segment scope's are the tenant's) (400 otherwise)")
 _MICROSECOND = timedelta(microseconds=1)
-_QUERY_TERMS = 64  # as search.MAX_QUERY_TERMS: a query's first distinct terms
 
 Admit = Callable[[Memory], bool]
 Ref = tuple[tuple[str, ...], str]
@@ -104,8 +103,7 @@ class KnownAt:
                 "longer known", details={"field": "known_at", "retention_days": days})
 
     def view(self, caller: Caller, scope: tuple[str, ...], known_at: datetime) -> "KnownAtView":
-        """The scope's changes since `known_at` (`check`ed first): at most MAX_KNOWN_AT_EVENTS."""
-        self.check(caller, known_at)
+        """The scope's changes since `known_at`, which the caller `check`ed: at most MAX_KNOWN_AT_EVENTS."""
         tenant = caller.tenant_id
         try:
             events = list(itertools.islice(
@@ -227,7 +225,12 @@ class KnownAtView:
     late: dict[Ref, None] = field(default_factory=dict)
     late_read: set[Ref] = field(default_factory=set)  # of those, the ones whose version then is read
     past_retention: int = 0
-    held: list[tuple[TimelineEvent, datetime]] = field(default_factory=list)  # read, not yet decrypted
+    held: list[tuple[TimelineEvent, datetime]] = field(default_factory=list)  # read, decrypted when searched
+    # Each held version decrypted, and its texts embedded (`Search._ranked_versions`), once however
+    # many times the view is searched (a query naming a time may rank twice): by event id, by
+    # (memory id, version).
+    opened: dict[str, Memory] = field(default_factory=dict)
+    text_vectors: dict[tuple[str, int], list[list[float]]] = field(default_factory=dict)
     # The current items' hybrid weight (`Fusion.semantic_weight`) and query vector, set by their
     # search: the versions are scored with the same, so both parts are on one scale.
     weight: float | None = None
@@ -277,7 +280,9 @@ class KnownAtView:
             condition = condition_of(e.policy_attributes)
             if condition is None:  # the plaintext policy attributes reject it: never decrypted
                 continue
-            memory = self.owner.opened(e, created_at)
+            memory = self.opened.get(e.id)
+            if memory is None:
+                memory = self.opened[e.id] = self.owner.opened(e, created_at)
             if not condition.matches(lookup_in(memory.value)):
                 continue
             if also is not None and not also(memory):
@@ -289,10 +294,11 @@ class KnownAtView:
         return sorted(versions, key=lambda m: (-m.updated_at.timestamp(), m.id))
 
 
-def keyword_scores(query: str, docs: list[list[str]]) -> list[tuple[float, float]]:
-    """(keyword match 0..1, BM25) of each document (its texts) for the query, with the document
-    frequencies of these documents alone. Linear in the query and the documents' total size."""
-    terms = list(dict.fromkeys(query_terms(query)))[:_QUERY_TERMS]
+def keyword_scores(terms: Sequence[str], docs: list[list[str]]) -> list[tuple[float, float]]:
+    """(keyword match 0..1, BM25) of each document (its texts) for a query's `terms` (the ones its
+    keyword retriever looks up), each counted once, with the document frequencies of these documents
+    alone. Linear in the terms and the documents' total size."""
+    terms = list(dict.fromkeys(terms))
     counts = [term_counts(texts) for texts in docs]
     n = len(counts)
     if not terms or not n:

@@ -45,11 +45,11 @@ from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.best_text import best_text
 from memsvc.service.graph import Graph, GraphScope
-from memsvc.service.known_at import KNOWN_AT_DESCRIPTION
+from memsvc.service.known_at import KNOWN_AT_DESCRIPTION, KnownAtView
 from memsvc.service.sealing import Sealer
 from memsvc.service.memories import check_nesting
-from memsvc.service.search import (AS_OF_DESCRIPTION, FILTER_RULES, FILTER_SCHEMA, FilterPlan, Query, QueryEmbedding,
-                                   Ranked, Search, held_at)
+from memsvc.service.search import (AS_OF_DESCRIPTION, FILTER_RULES, FILTER_SCHEMA, FilterPlan, Query, Ranked,
+                                   Search, held_at)
 from memsvc.tokens import count_tokens, cut_to_tokens
 
 __all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult"]
@@ -181,20 +181,18 @@ class Recall:
         started = time.perf_counter()
         query = q.query  # cut when parsed (search.Query)
         boost = time_boost(query, self._clock.now(), enabled=q.temporal)  # a time the query names (issue 25)
-        meaning = boost.embed_text if boost is not None else query  # its time is matched by valid time
         scopes = self._scopes(caller, q)
+        views: list[KnownAtView | None] = [None] * len(scopes)
         if q.known_at is not None:
             if q.graph_hops:
                 raise InvalidArgument("graph_hops does not combine with known_at: the graph links current memories "
                                       "only", details={"field": "graph_hops"})
-            self._search.check_known_at(caller, q.known_at)  # also when no layer is left to search
-        # known_at (`service.known_at`): each scope's changes since, read (and checked) before any work.
-        views = [self._search.view_at(caller, s.prefix, q.known_at) for s in scopes]
+            known = self._search.check_known_at(caller, q.known_at)  # also when no layer is left to search
+            # Each scope's changes since (`service.known_at`), read before any work.
+            views = [known.view(caller, s.prefix, q.known_at) for s in scopes]
         settings = self._access.settings_of(caller)
         embedded = time.perf_counter()
-        # Without the time's words, and the query whole for a layer whose best none are of that time.
-        whole = QueryEmbedding(lambda: self._search.embed(query)) if meaning != query else None
-        embedding = QueryEmbedding(lambda: self._search.embed(meaning), whole)
+        embedding = self._search.query_embedding(query, boost)
         if scopes and q.mode != "keyword":
             embedding.prepare()  # once for every layer; a failure is for each layer's retrievers to judge
         retrieving = time.perf_counter()

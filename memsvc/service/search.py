@@ -25,10 +25,8 @@ from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, Ra
 from memsvc.core.filters import MAX_CONDITIONS, NON_FINITE_TAG, OPERATORS, Filter, lookup_in, parse_filter
 from memsvc.core.models import Caller, Memory, StoredItem
 from memsvc.core.namespaces import match_namespace_pattern
-from memsvc.core.sessions import is_messages_namespace
-from memsvc.core.typed_memory import is_typed
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment, Timestamp
-from memsvc.core.validity import valid_at
+from memsvc.core.validity import typed_in, valid_at
 from memsvc.core.time_boost import BOOST_DEPTH, FIRST_PAGE, TEMPORAL_DESCRIPTION, TimeBoost, time_boost
 from memsvc.core.keywords import query_terms
 from memsvc.core.ranking import (SEPARATION_HITS, Fusion, fusion_for, keyword_match,
@@ -113,12 +111,10 @@ AS_OF_DESCRIPTION = ("RFC 3339: only what held then (issue 25): typed memories w
 
 def held_at(as_of: datetime) -> Admit:
     """`as_of`'s check (`core.validity`): a typed memory valid then, a plain item by the valid time
-    its value states, else created by then. A session message is never a typed memory (its {role,
-    content} only looks like one)."""
+    its value states, else created by then (a session message is never typed: `typed_in`)."""
     def admit(memory: Memory) -> bool:
-        typed = not is_messages_namespace(memory.namespace) and is_typed(memory.value)
-        return valid_at(memory.value, typed=typed, created_at=memory.created_at, updated_at=memory.updated_at,
-                        as_of=as_of)
+        return valid_at(memory.value, typed=typed_in(memory.namespace, memory.value), created_at=memory.created_at,
+                        updated_at=memory.updated_at, as_of=as_of)
     return admit
 
 
@@ -235,9 +231,7 @@ class Search:
             degraded = False
         else:
             boost = time_boost(q.query, self._clock.now(), enabled=q.temporal)  # a time it names (issue 25)
-            meaning = boost.embed_text if boost is not None else q.query  # its time is matched by valid time
-            whole = QueryEmbedding(lambda: self.embed(q.query)) if meaning != q.query else None
-            embedding = QueryEmbedding(lambda: self.embed(meaning), whole)
+            embedding = self.query_embedding(q.query, boost)
             ranked = self._by_relevance(caller.tenant_id, scope, plan, q.query, q.mode or "hybrid",
                                         offset=q.offset, limit=q.limit, min_score=q.min_score,
                                         embed=embedding, admit=admit, at=at, boost=boost)
@@ -349,16 +343,16 @@ class Search:
 
         At `known_at` (`at`): the unchanged keys' current items (live then) ranked so, merged with
         the changed keys' versions then, scored on the same scale (`_ranked_versions`); no rerank step."""
+        # A query embedded without its time's words may rank again with them (below): decided on the
+        # ranking's first page whatever page was asked, so its pages still partition one ranking.
+        whole = _whole_query(embed, boost, mode)
         if at is not None:
-            whole = (embed.whole if boost is not None and isinstance(embed, QueryEmbedding) and mode != "keyword"
-                     else None)
             depth = max(offset + limit, FIRST_PAGE) if whole is not None else offset + limit
             merged = self._ranked_at(tenant, scope, plan, query, mode, depth, min_score, embed, first_page, admit, at,
                                      boost)
             # As without known_at, but over both parts: the named time meets none of the best, so the
             # query's whole vector (its time's words kept) ranks both again.
-            if whole is not None and embed.failure is None and not any(  # type: ignore[union-attr]
-                    boost.holds_for(r.memory) for r in merged[:FIRST_PAGE]):  # type: ignore[union-attr]
+            if whole is not None and _time_meets_none(embed, boost, merged):
                 merged = self._ranked_at(tenant, scope, plan, query, mode, depth, min_score, whole, first_page, admit,
                                          at, boost)
             return merged[offset:offset + limit]
@@ -375,9 +369,6 @@ class Search:
         # The rerank step reorders the fused ranking's first `depth`, whatever the page asked.
         depth = self._rerank.depth(tenant, mode) if rerank else 0
         wanted = max(offset + limit, depth)
-        # A query embedded without its time's words may rank again with them (below): decided on the
-        # ranking's first page whatever page was asked, so its pages still partition one ranking.
-        whole = embed.whole if boost is not None and isinstance(embed, QueryEmbedding) and mode != "keyword" else None
         if whole is not None:
             wanted = max(wanted, FIRST_PAGE)
         # By memory id, so a wider query never reads or opens one twice: the current items that
@@ -425,15 +416,14 @@ class Search:
             if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
             top_k = min(self._vectors.max_top_k, max(top_k * 4, (offset + limit) * 4))
-        if whole is not None and noted is None and embed.failure is None and not any(  # type: ignore[union-attr]
-                boost.holds_for(r.memory) for r in ranked[:FIRST_PAGE]):  # type: ignore[union-attr]
+        if whole is not None and noted is None and _time_meets_none(embed, boost, ranked):
             # The named time meets none of the best: the boost lifts nothing, and the time's words may
             # be all that ties the query to its answer (a memory that says "in July" in its words,
             # stated later). Ranked again by the whole query's vector, as a query naming no time is
             # (no boost, no fixed reach): one embedding and one ordinary ranking more.
             return self._by_relevance(tenant, scope, plan, query, mode, offset=offset, limit=limit,
                                       min_score=min_score, embed=whole, first_page=first_page, rerank=rerank,
-                                      admit=admit, live_at=live_at, noted=noted)
+                                      admit=admit, live_at=live_at)
         if offset < depth:  # a page past the reranked window would be the same without the call
             ranked = self._rerank.reorder(tenant, query, mode, ranked)
         return ranked[offset:offset + limit]
@@ -531,6 +521,14 @@ class Search:
             out.append(_KeywordRetriever(self._keywords, tenant, scope, plan.scope, terms))
         return out
 
+    def query_embedding(self, query: str, boost: TimeBoost | None) -> "QueryEmbedding":
+        """A request's query embedding, made once: of the query without the words of a time it
+        names (matched by valid time instead, `TimeBoost.embed_text`), with the query as asked for
+        its `whole`."""
+        meaning = boost.embed_text if boost is not None else query
+        whole = QueryEmbedding(lambda: self.embed(query)) if meaning != query else None
+        return QueryEmbedding(lambda: self.embed(meaning), whole)
+
     def embed(self, query: str) -> list[float]:
         """The query's vector (`_within_deadline`)."""
         embed = getattr(self._embedder, "embed_queries", self._embedder.embed)
@@ -610,29 +608,32 @@ class Search:
                                      embed=embed, first_page=first_page, rerank=False, admit=at.admit(admit),
                                      boost=boost, live_at=at.known_at, noted=at)
         versions = self._ranked_versions(tenant, at.versions(plan.condition_given, admit), query, mode,  # after:
-                                         at.weight, at.embed or embed, min_score, boost)  # the late keys known
+                                         at.weight, at.embed or embed, min_score, boost,  # the late keys known
+                                         at.text_vectors)
         now = self._clock.now()
         return merge_ranked([Ranked(dataclasses.replace(r.memory, current=_unexpired(r.memory, now)), r.field)
                              for r in current], versions, lambda r: r.memory.score)[:depth]
 
     def _ranked_versions(self, tenant: str, versions: list[Memory], query: str, mode: str, weight: float | None,
-                         embed: Callable[[], list[float]], min_score: float | None,
-                         boost: TimeBoost | None) -> list["Ranked"]:
+                         embed: Callable[[], list[float]], min_score: float | None, boost: TimeBoost | None,
+                         text_vectors: dict[tuple[str, int], list[list[float]]]) -> list["Ranked"]:
         """`known_at`'s versions no longer current, scored as the current items beside them: they
         left the indexes, so their signals are made here. Semantic: the cosine of the query's
         vector with their texts' (`embedded_texts_of`, embedded now, max-pooled as the index's
         fields are). Keyword: `keyword_scores`' match (0..1, a fraction of a full match of the
         query) over their texts. Fused with the current items' `weight`, then boosted for a time
         the query names. Bounded: at most 2 x MAX_KNOWN_AT_EVENTS versions (changed and late keys),
-        MAX_VERSION_TEXTS texts each, in one embedder call."""
+        MAX_VERSION_TEXTS texts each, in one embedder call; kept in `text_vectors` (the view's), so
+        a ranking again by the whole query's vector embeds none of them again."""
         if not versions:
             return []
         signals: list[dict[str, _Signal]] = [{} for _ in versions]
         if mode != "semantic" and self._access.settings.get(tenant).keyword_index:
-            for found, (match, raw) in zip(signals, keyword_scores(query, [texts_of(m.value) for m in versions])):
+            terms = query_terms(query)[:MAX_QUERY_TERMS]  # as the keyword retriever looks them up
+            for found, (match, raw) in zip(signals, keyword_scores(terms, [texts_of(m.value) for m in versions])):
                 found["keyword"] = _Signal(match, raw)
         if mode != "keyword":
-            for found, cosine in zip(signals, self._version_cosines(versions, embed)):
+            for found, cosine in zip(signals, self._version_cosines(versions, embed, text_vectors)):
                 if cosine is not None:
                     found["semantic"] = _Signal(cosine, cosine)
         if weight is None:  # no current search ran (it always does: a safe default all the same)
@@ -645,19 +646,24 @@ class Search:
         ranked.sort(key=lambda r: (-round(r.memory.score or 0.0, 6), -r.memory.updated_at.timestamp(), r.memory.id))
         return ranked
 
-    def _version_cosines(self, versions: list[Memory], embed: Callable[[], list[float]]) -> list[float | None]:
+    def _version_cosines(self, versions: list[Memory], embed: Callable[[], list[float]],
+                         text_vectors: dict[tuple[str, int], list[list[float]]]) -> list[float | None]:
         """Each version's best cosine with the query's vector; None for all when the query has no
-        vector (a degraded hybrid query: the current items rank without one too)."""
+        vector (a degraded hybrid query: the current items rank without one too). The vectors of
+        versions' texts not in `text_vectors` yet are embedded (in one call) and added to it."""
         try:
             vector = embed()
         except (EmbeddingFailed, RateLimited):
             return [None] * len(versions)
-        texts = [embedded_texts_of(m.value) for m in versions]
+        missing = [m for m in versions if (m.id, m.version) not in text_vectors]
+        texts = [embedded_texts_of(m.value) for m in missing]
         flat = [text for each in texts for text in each]
         vectors = iter(self._within_deadline(lambda: self._embedder.embed(flat)) if flat else [])
+        for m, each in zip(missing, texts):
+            text_vectors[(m.id, m.version)] = [next(vectors) for _ in each]
         out: list[float | None] = []
-        for each in texts:
-            cosines = [sum(a * b for a, b in zip(vector, next(vectors))) for _ in each]
+        for m in versions:
+            cosines = [sum(a * b for a, b in zip(vector, v)) for v in text_vectors[(m.id, m.version)]]
             out.append(max(cosines) if cosines else None)
         return out
 
@@ -755,6 +761,21 @@ class _Signal:
     value: float
     raw: float
     field: str | None = None
+
+
+def _whole_query(embed: Callable[[], list[float]], boost: TimeBoost | None, mode: str) -> "QueryEmbedding | None":
+    """The embedding of the query as asked, when its vector is of the query without its time's
+    words (`QueryEmbedding.whole`): what ranks again where the boost lifts nothing."""
+    if boost is None or mode == "keyword" or not isinstance(embed, QueryEmbedding):
+        return None
+    return embed.whole
+
+
+def _time_meets_none(embed: Callable[[], list[float]], boost: TimeBoost | None, ranked: list["Ranked"]) -> bool:
+    """Whether the named time meets none of the ranking's first page (the query embedded without
+    its time's words, and embedded: a failed embedding ranks by keywords, with no vector to swap)."""
+    assert isinstance(embed, QueryEmbedding) and boost is not None
+    return embed.failure is None and not any(boost.holds_for(r.memory) for r in ranked[:FIRST_PAGE])
 
 
 def _unexpired(memory: Memory, now: datetime) -> bool:

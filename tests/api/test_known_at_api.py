@@ -11,19 +11,13 @@ import pytest
 
 from memsvc.core.models import to_rfc3339
 from memsvc.local_server import LocalServer
-from tests.conftest import local_data_dir
-from tests.fakes.embedder import HashEmbedder
 
 NS = ["user", "alice", "notes"]
 
 
 @pytest.fixture
-def app(tmp_path, clock):
-    from memsvc.bootstrap import build_local
-
-    app = build_local(local_data_dir(tmp_path), embedder=HashEmbedder(), clock=clock, start_workers=False)
-    yield app
-    app.close()
+def app(local_app):
+    return local_app
 
 
 @pytest.fixture

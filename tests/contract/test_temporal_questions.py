@@ -217,14 +217,13 @@ class TestBounds:
 
 
 class TestWholeQueryFallback:
-    """The query's vector leaves the time's words out (`MATCH_WITHOUT_TIME`) only where the boost
+    """The query's vector leaves the time's words out (`TimeBoost.embed_text`) only where the boost
     can act: when none of the ranking's first page is of the named time (memories that say the
     month in their words, stated later), it is ranked again by the whole query's vector, so the
     answer is the one without a boost. One embedding more, never for a keyword query."""
 
     @pytest.fixture
     def embedded(self, app, monkeypatch):
-        monkeypatch.setattr("memsvc.core.time_boost.MATCH_WITHOUT_TIME", True)
         texts: list[str] = []
         inner = app.search.embed
         monkeypatch.setattr(app.search, "embed", lambda text: texts.append(text) or inner(text))

@@ -8,7 +8,8 @@ import pytest
 
 from memsvc.core import query_time
 from memsvc.core.query_time import MAX_TOKENS, NamedTime, named_time
-from memsvc.core.time_boost import boosted, item_time, time_boost
+from memsvc.core.time_boost import boosted, time_boost
+from memsvc.core.validity import interval
 
 NOW = datetime(2026, 11, 27, 15, 30, tzinfo=timezone.utc)  # a Friday
 
@@ -215,15 +216,15 @@ CREATED, UPDATED = day(2025, 1, 1), day(2025, 6, 1)
 
 
 def test_an_items_time_is_its_valid_interval_and_an_open_one_counts_from_its_start():
-    assert item_time({}, typed=False, created_at=CREATED, updated_at=UPDATED) == (CREATED, None)
+    assert interval({}, typed=False, created_at=CREATED, updated_at=UPDATED) == (CREATED, None)
     stated = {"valid_from": "2023-07-08T00:00:00Z", "valid_to": "2023-07-09T00:00:00Z"}
-    assert item_time(stated, typed=False, created_at=CREATED, updated_at=UPDATED) == (day(2023, 7, 8), day(2023, 7, 9))
-    assert item_time({"valid_from": "2023-07-08T00:00:00Z"}, typed=True, created_at=CREATED,
+    assert interval(stated, typed=False, created_at=CREATED, updated_at=UPDATED) == (day(2023, 7, 8), day(2023, 7, 9))
+    assert interval({"valid_from": "2023-07-08T00:00:00Z"}, typed=True, created_at=CREATED,
                      updated_at=UPDATED) == (day(2023, 7, 8), None)
     superseded = {"content": "c", "tags": ["superseded"]}
-    assert item_time(superseded, typed=True, created_at=CREATED, updated_at=UPDATED) == (CREATED, UPDATED)
-    assert item_time(superseded, typed=False, created_at=CREATED, updated_at=UPDATED) == (CREATED, None)
-    assert item_time({"valid_from": "not a time"}, typed=False, created_at=CREATED, updated_at=UPDATED) == (
+    assert interval(superseded, typed=True, created_at=CREATED, updated_at=UPDATED) == (CREATED, UPDATED)
+    assert interval(superseded, typed=False, created_at=CREATED, updated_at=UPDATED) == (CREATED, None)
+    assert interval({"valid_from": "not a time"}, typed=False, created_at=CREATED, updated_at=UPDATED) == (
         CREATED, None)
 
 
