@@ -40,15 +40,14 @@ import itertools
 import re
 from calendar import monthrange
 from dataclasses import dataclass
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+
+from memsvc.core.calendar_days import MONTHS, add_months, midnight
 
 __all__ = ["NamedTime", "named_time", "read_time", "MAX_TOKENS"]
 
 MAX_TOKENS = 256  # a question's first words; a longer query is a document, and its times are its own
 
-_MONTHS = {name: n for n, names in enumerate(
-    ["january jan", "february feb", "march mar", "april apr", "may", "june jun", "july jul", "august aug",
-     "september sep sept", "october oct", "november nov", "december dec"], start=1) for name in names.split()}
 _TIMES_OF_DAY_PLURAL = frozenset({"mornings", "afternoons", "evenings", "nights"})
 _WEEKDAYS = {name: n for n, name in enumerate(
     ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"])}
@@ -161,7 +160,7 @@ def _at(t: list[str], n: int, today: date) -> tuple[NamedTime, int] | None:
     if word in ("between", "from"):
         return _range(t, n, today)
     if word in ("last", "this", "next", "past", "yesterday", "today", "tonight") or word in _WEEKDAYS \
-            or word in _NUMBERS or word[:1].isdigit() or word in _MONTHS or word in _SEASONS:
+            or word in _NUMBERS or word[:1].isdigit() or word in MONTHS or word in _SEASONS:
         return _time(t, n, today, bare=True)
     return None
 
@@ -172,7 +171,7 @@ def _time(t: list[str], n: int, today: date, *, bare: bool = False) -> tuple[Nam
     word = _get(t, n)
     if word == "the" and not bare:
         n, word = n + 1, _get(t, n + 1)
-        if word in ("past", "last") and _get(t, n + 1) not in _MONTHS and _get(t, n + 1) not in _SEASONS:
+        if word in ("past", "last") and _get(t, n + 1) not in MONTHS and _get(t, n + 1) not in _SEASONS:
             return _past(t, n + 1, today)
     if word == "early" or word == "late" or word == "mid" or word == "earlier" or word == "later":
         if bare:
@@ -203,7 +202,7 @@ def _time(t: list[str], n: int, today: date, *, bare: bool = False) -> tuple[Nam
         return _ago(number, _UNITS[_get(t, n + 1)], today), n + 3
     if word[:1].isdigit():
         return _day_first(t, n, today, bare)
-    if word in _MONTHS:
+    if word in MONTHS:
         return _month_first(t, n, today, bare)
     if word in _SEASONS:
         return _season(t, n, bare)
@@ -220,15 +219,15 @@ def _relative(t: list[str], n: int, today: date) -> tuple[NamedTime, int] | None
             return _days(monday + timedelta(days=5), 2), n + 2
         return _days(monday, 7), n + 2
     if word == "month":
-        first = _add_months(date(today.year, today.month, 1), step)
-        return _span(first, _add_months(first, 1)), n + 2
+        first = add_months(date(today.year, today.month, 1), step)
+        return _span(first, add_months(first, 1)), n + 2
     if word == "year":
         return _span(date(today.year + step, 1, 1), date(today.year + step + 1, 1, 1)), n + 2
     if word in _SEASONS:
         first_month = _SEASONS[word]
         return _occurrence(today, first_month, 3, step), n + 2
-    if word in _MONTHS:
-        return _occurrence(today, _MONTHS[word], 1, step), n + 2
+    if word in MONTHS:
+        return _occurrence(today, MONTHS[word], 1, step), n + 2
     if word in _WEEKDAYS:
         target = _WEEKDAYS[word]
         if step < 0:
@@ -253,7 +252,7 @@ def _past(t: list[str], n: int, today: date) -> tuple[NamedTime, int] | None:
     if unit in ("day", "week"):
         start = end - timedelta(days=number * (7 if unit == "week" else 1))
     else:
-        start = _add_months(date(today.year, today.month, 1), -number * (12 if unit == "year" else 1))
+        start = add_months(date(today.year, today.month, 1), -number * (12 if unit == "year" else 1))
         start = start.replace(day=min(today.day, monthrange(start.year, start.month)[1]))
     return _span(start, end), after
 
@@ -266,8 +265,8 @@ def _ago(number: int, unit: str, today: date) -> NamedTime:
         monday = today - timedelta(days=today.weekday()) - timedelta(weeks=number)
         return _days(monday, 7)
     if unit == "month":
-        first = _add_months(date(today.year, today.month, 1), -number)
-        return _span(first, _add_months(first, 1))
+        first = add_months(date(today.year, today.month, 1), -number)
+        return _span(first, add_months(first, 1))
     return _span(date(today.year - number, 1, 1), date(today.year - number + 1, 1, 1))
 
 
@@ -285,23 +284,23 @@ def _day_first(t: list[str], n: int, today: date, bare: bool) -> tuple[NamedTime
     after = n + 1
     if _get(t, after) == "of":
         after += 1
-    if _get(t, after) not in _MONTHS:
+    if _get(t, after) not in MONTHS:
         return None
-    month = _MONTHS[t[after]]
+    month = MONTHS[t[after]]
     year = _year(_get(t, after + 1))
     return _day(month, int(digits), year, after + (2 if year else 1))
 
 
 def _month_first(t: list[str], n: int, today: date, bare: bool) -> tuple[NamedTime, int] | None:
     """"May", "May 2023", "May of 2023", "May 8", "May 8th, 2023"."""
-    month = _MONTHS[t[n]]
+    month = MONTHS[t[n]]
     following = _get(t, n + 1)
     if following == "of" and _year(_get(t, n + 2)):
         following, n = _get(t, n + 2), n + 1
     year = _year(following)
     if year:
         first = date(year, month, 1)
-        return _span(first, _add_months(first, 1)), n + 2
+        return _span(first, add_months(first, 1)), n + 2
     digits = following.rstrip("stndrh")
     if following[:1].isdigit() and len(digits) <= 2 and digits.isdigit():
         year = _year(_get(t, n + 2))
@@ -340,7 +339,7 @@ def _season(t: list[str], n: int, bare: bool) -> tuple[NamedTime, int] | None:
         return NamedTime(months=frozenset((first_month + k - 1) % 12 + 1 for k in range(3))), n + 1
     start_year = year - 1 if first_month == 12 else year  # winter 2023: its January is in 2023
     first = date(start_year, first_month, 1)
-    return _span(first, _add_months(first, 3)), after + 1
+    return _span(first, add_months(first, 3)), after + 1
 
 
 def _range(t: list[str], n: int, today: date) -> tuple[NamedTime, int] | None:
@@ -370,7 +369,7 @@ def _range(t: list[str], n: int, today: date) -> tuple[NamedTime, int] | None:
         month, year = next(iter(a.months)), b.start.year
         if month > b.start.month:
             year -= 1
-        a = _span(date(year, month, 1), _add_months(date(year, month, 1), 1))
+        a = _span(date(year, month, 1), add_months(date(year, month, 1), 1))
     if a.recurring or b.recurring or a.start is None or b.end is None or b.end <= a.start:
         return None
     return NamedTime(start=a.start, end=b.end), second[1]
@@ -413,13 +412,13 @@ def _occurrence(today: date, first_month: int, months: int, step: int, *, latest
         while start_in(year) > today:
             year -= 1
     elif step < 0:
-        while _add_months(start_in(year), months) > today:
+        while add_months(start_in(year), months) > today:
             year -= 1
     elif step > 0:
         while start_in(year) <= today:
             year += 1
     first = start_in(year)
-    return _span(first, _add_months(first, months))
+    return _span(first, add_months(first, months))
 
 
 def _latest_weekday(today: date, target: int) -> date:
@@ -441,18 +440,11 @@ def _year(word: str) -> int | None:
     return int(word) if len(word) == 4 and word.isdigit() and 1900 <= int(word) <= 2099 else None
 
 
-def _add_months(first: date, months: int) -> date:
-    index = first.year * 12 + first.month - 1 + months
-    return date(index // 12, index % 12 + 1, 1)
-
 
 def _days(day: date, count: int) -> NamedTime:
     return _span(day, day + timedelta(days=count))
 
 
 def _span(first: date, after_last: date) -> NamedTime:
-    return NamedTime(start=_midnight(first), end=_midnight(after_last))
+    return NamedTime(start=midnight(first), end=midnight(after_last))
 
-
-def _midnight(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=timezone.utc)

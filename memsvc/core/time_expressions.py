@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import functools
 import re
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import date, datetime, timedelta, timezone
+
+from memsvc.core.calendar_days import MONTHS, add_months, midnight
 
 __all__ = ["validity"]
 
-_MONTHS = {name: n for n, names in enumerate(
-    ["january jan", "february feb", "march mar", "april apr", "may", "june jun", "july jul", "august aug",
-     "september sep sept", "october oct", "november nov", "december dec"], start=1) for name in names.split()}
 _WEEKDAYS = {name: n for n, names in enumerate(
     ["monday mon", "tuesday tue tues", "wednesday wed", "thursday thu thurs", "friday fri", "saturday sat",
      "sunday sun"]) for name in names.split()}
-_MONTH = "|".join(sorted(_MONTHS, key=len, reverse=True))
+_MONTH = "|".join(sorted(MONTHS, key=len, reverse=True))
 _WEEKDAY = "|".join(sorted(_WEEKDAYS, key=len, reverse=True))
 # One point in time: "March 3rd", "3 March", "March 2024", "March", "2024", "Friday", "last year",
 # "last month", "yesterday", "today", "tomorrow", "2024-03-01".
@@ -62,14 +61,14 @@ def validity(text: str, said_at: datetime) -> tuple[datetime | None, datetime | 
         end = _span(m.group("b"), start[0], "future") if start else None
         if start is None or end is None or end[1] <= start[0]:
             return None, None
-        return _at(start[0]), _at(end[1])
+        return midnight(start[0]), midnight(end[1])
     if m.group("since"):
         span = _span(m.group("s"), today, "past")
-        return (_at(span[0]), None) if span else (None, None)
+        return (midnight(span[0]), None) if span else (None, None)
     if _weekday(m.group("u")) and ahead == "past":
         return None, None
     span = _span(m.group("u"), today, ahead)
-    return (None, _at(span[1])) if span else (None, None)
+    return (None, midnight(span[1])) if span else (None, None)
 
 
 @functools.cache
@@ -105,8 +104,8 @@ def _span(point: str, today: date, direction: str) -> tuple[date, date] | None:
         if m.group(2) == "year":
             return date(today.year + step, 1, 1), date(today.year + step + 1, 1, 1)
         if m.group(2) == "month":
-            first = _add_months(date(today.year, today.month, 1), step)
-            return first, _add_months(first, 1)
+            first = add_months(date(today.year, today.month, 1), step)
+            return first, add_months(first, 1)
         monday = today - timedelta(days=today.weekday()) + timedelta(weeks=step)
         return monday, monday + timedelta(days=7)
     m = re.fullmatch(rf"(?:(next|last|this) )?({_WEEKDAY})", p)
@@ -128,7 +127,7 @@ def _month_or_day(p: str, today: date, direction: str) -> tuple[date, date] | No
          or re.fullmatch(rf"(\d{{1,2}})(?:st|nd|rd|th)? (?:of )?({_MONTH})(?:,? (\d{{4}}))?", p))
     if m:
         month_word, day_text = (m.group(1), m.group(2)) if not m.group(1).isdigit() else (m.group(2), m.group(1))
-        month, day_of_month = _MONTHS[month_word], int(day_text)
+        month, day_of_month = MONTHS[month_word], int(day_text)
         year = int(m.group(3)) if m.group(3) else _year_of(month, today, direction, day_of_month)
         try:
             day = date(year, month, day_of_month)
@@ -137,10 +136,10 @@ def _month_or_day(p: str, today: date, direction: str) -> tuple[date, date] | No
         return day, day + timedelta(days=1)
     m = re.fullmatch(rf"({_MONTH})(?: (\d{{4}}))?", p)
     if m:
-        month = _MONTHS[m.group(1)]
+        month = MONTHS[m.group(1)]
         year = int(m.group(2)) if m.group(2) else _year_of(month, today, direction, 1)
         first = date(year, month, 1)
-        return first, _add_months(first, 1)
+        return first, add_months(first, 1)
     return None
 
 
@@ -163,10 +162,3 @@ def _year_of(month: int, today: date, direction: str, day: int) -> int:
     return today.year - 1 if direction == "past" else today.year + 1
 
 
-def _add_months(first: date, months: int) -> date:
-    index = first.year * 12 + first.month - 1 + months
-    return date(index // 12, index % 12 + 1, 1)
-
-
-def _at(day: date) -> datetime:
-    return datetime.combine(day, time(0), tzinfo=timezone.utc)

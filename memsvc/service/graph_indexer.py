@@ -37,9 +37,7 @@ from memsvc.core.graph import (MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY
 from memsvc.core.index_budget import Stopwatch
 from memsvc.core.models import Change, StoredItem, to_rfc3339
 from memsvc.core.paths import MAX_INDEXED_FIELDS, extract_texts
-from memsvc.core.sessions import is_messages_namespace
-from memsvc.core.typed_memory import is_typed
-from memsvc.core.validity import interval
+from memsvc.core.validity import interval, typed_in
 from memsvc.ports import EntityExtractor, GraphStore, IndexBacklog
 from memsvc.service.sealing import Sealer
 
@@ -232,9 +230,9 @@ class GraphIndexer:
 
 
 def _interval(item: StoredItem, value: dict[str, Any]) -> tuple[str | None, str | None]:
-    """When the item's relations hold: as the item does (a session message is never typed)."""
-    typed = not is_messages_namespace(item.namespace) and is_typed(value)
-    start, end = interval(value, typed=typed, created_at=item.created_at, updated_at=item.updated_at)
+    """When the item's relations hold: as the item does."""
+    start, end = interval(value, typed=typed_in(item.namespace, value), created_at=item.created_at,
+                          updated_at=item.updated_at)
     return to_rfc3339(start), to_rfc3339(end)
 
 

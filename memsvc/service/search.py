@@ -351,10 +351,10 @@ class Search:
             merged = self._ranked_at(tenant, scope, plan, query, mode, depth, min_score, embed, first_page, admit, at,
                                      boost)
             # As without known_at, but over both parts: the named time meets none of the best, so the
-            # query's whole vector (its time's words kept) ranks both again.
+            # query's whole vector (its time's words kept) ranks both again, as a query naming no time.
             if whole is not None and _time_meets_none(embed, boost, merged):
-                merged = self._ranked_at(tenant, scope, plan, query, mode, depth, min_score, whole, first_page, admit,
-                                         at, boost)
+                merged = self._ranked_at(tenant, scope, plan, query, mode, offset + limit, min_score, whole,
+                                         first_page, admit, at, None)
             return merged[offset:offset + limit]
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
         if self._pool is None and len(retrievers) > 1 and isinstance(embed, QueryEmbedding):
