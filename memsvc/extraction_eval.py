@@ -18,10 +18,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
-from memsvc.core.extraction import ConversationMessage
+from memsvc.core.extraction import ConversationMessage, Role
 from memsvc.core.same_fact import judge_statements
+from memsvc.core.typed_memory import MEMORY_TYPES
 from memsvc.ports import Embedder, MemoryExtractor
 
 __all__ = ["Conversation", "Expected", "SplitReport", "load_split", "match", "evaluate", "main",
@@ -38,8 +39,8 @@ TARGET_PRECISION = 0.8  # issue 24, on the test half
 TARGET_RECALL = 0.6
 DATASET_DIR = Path(__file__).resolve().parents[1] / "eval" / "extraction"
 SPLITS = ("dev", "test")
-TYPES = ("fact", "preference", "decision", "note")
-ROLES = ("user", "assistant", "system", "tool")
+TYPES = MEMORY_TYPES  # what an expected memory may be
+ROLES = get_args(Role)
 
 
 class DatasetError(ValueError):

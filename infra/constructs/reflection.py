@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
 from aws_cdk import Duration
-import json
-
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_scheduler as scheduler
@@ -17,7 +16,7 @@ from infra.constructs.functions import (LambdaPackage, ServiceFunction, ServiceS
 from infra.constructs.remember import model_arn
 from infra.constructs.table import ItemTable, KeywordTable
 from infra.constructs.vectors import VectorStore
-from memsvc.adapters.aws.dynamo_store import GSI_ID, GSI_RECENT
+from memsvc.adapters.aws.dynamo_store import GSI_RECENT
 
 __all__ = ["ReflectionFunction"]
 
@@ -46,8 +45,7 @@ class ReflectionFunction(Construct):
         s = self.service
         s.allow(sid="ItemTable", resources=[table.table_arn], actions=[
             "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem"])
-        s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"],
-                resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID)])
+        s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"], resources=[table.index_arn(GSI_RECENT)])
         s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],
                 resources=[storage_key.key_arn])
         s.allow(sid="TenantDataKeys", actions=["kms:GenerateDataKey", "kms:Decrypt"],

@@ -19,7 +19,7 @@ from memsvc.core.typed_memory import MemoryKind, MemoryType
 
 __all__ = ["Role", "ConversationMessage", "Candidate", "MAX_EXTRACT_MESSAGES", "MAX_EXTRACT_CHARS", "MAX_MESSAGE_CHARS",
            "read_chars",
-           "MAX_CANDIDATES", "MAX_CANDIDATE_CHARS", "CATEGORIES"]
+           "cut_candidate", "MAX_CANDIDATES", "MAX_CANDIDATE_CHARS", "CATEGORIES"]
 
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -62,3 +62,12 @@ def read_chars(content: str) -> int:
     """The characters of a message an extractor reads (its first `MAX_MESSAGE_CHARS`): a batch
     whose messages' `read_chars` add up to at most `MAX_EXTRACT_CHARS` is read whole."""
     return min(len(content), MAX_MESSAGE_CHARS)
+
+
+def cut_candidate(content: str) -> str:
+    """At most `MAX_CANDIDATE_CHARS`, cut at a word boundary when there is one in its second half."""
+    if len(content) <= MAX_CANDIDATE_CHARS:
+        return content
+    cut = content[:MAX_CANDIDATE_CHARS]
+    space = cut.rfind(" ")
+    return (cut[:space] if space > MAX_CANDIDATE_CHARS // 2 else cut).rstrip()

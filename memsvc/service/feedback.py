@@ -27,20 +27,20 @@ from pydantic import Field, StrictStr
 from memsvc.core.errors import Conflict, Taken
 from memsvc.core.feedback import MAX_NOTE_CHARS, Signal, action_of, apply_signal
 from memsvc.core.models import Caller, Memory
-from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.validation import Command
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories, memory_of, with_counters
-from memsvc.service.memory_ids import MEMORY_ID_PATTERN, current_for_write
+from memsvc.service.memory_ids import MemoryId, current_for_write
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Feedback", "GiveFeedback", "FeedbackGiven"]
 
+
 class GiveFeedback(Command):
     """`POST /v1/memories/feedback`."""
 
-    id: StrictStr = Field(pattern=MEMORY_ID_PATTERN, description="the memory's id, as a memory response carries it (a UUID)")
+    id: MemoryId
     signal: Signal = Field(description="useful: importance + 0.1 (at most 1); wrong, outdated: superseded")
     note: StrictStr | None = Field(None, max_length=MAX_NOTE_CHARS,
                                    description=f"why, at most {MAX_NOTE_CHARS} characters; checked, never stored")
@@ -63,14 +63,11 @@ class Feedback:
 
     def give(self, caller: Caller, cmd: GiveFeedback) -> FeedbackGiven:
         memory_id = cmd.id.lower()
-        row, policies = current_for_write(self._items, self._access, self._clock, caller, memory_id)
+        current = current_for_write(self._items, self._access, self._sealer, self._clock, caller, memory_id,
+                                    use="feedback")
+        row, policies, value, attributes = current.row, current.policies, current.value, current.attributes
         ns, key = row.namespace, row.key
-        value, attributes = self._sealer.open_item(row)
-        typed = TypedMemory.from_value(value) if value else None
-        if typed is None:
-            raise Taken("feedback applies to typed memories (a value with a content and a type, as remember "
-                        "writes); this memory is a plain item", details={"field": "id"})
-        new_value = apply_signal(value, typed, cmd.signal, at=self._clock.now())
+        new_value = apply_signal(value, current.typed, cmd.signal, at=self._clock.now())
         self._access.govern(caller, ns, key, new_value, attributes)
         policy_attributes = policies.extract_attributes(ns, key, new_value, attributes, caller.policy_context())
         try:

@@ -19,17 +19,16 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from memsvc.core.errors import ProviderError
-from memsvc.core.extraction import (CATEGORIES, MAX_CANDIDATE_CHARS, MAX_CANDIDATES, MAX_EXTRACT_CHARS,
-                                    MAX_EXTRACT_MESSAGES, MAX_MESSAGE_CHARS, Candidate, ConversationMessage)
+from memsvc.core.extraction import (CATEGORIES, MAX_CANDIDATES, MAX_EXTRACT_CHARS, MAX_EXTRACT_MESSAGES,
+                                    MAX_MESSAGE_CHARS, Candidate, ConversationMessage, cut_candidate)
+from memsvc.core.message_context import MAX_NAME_CHARS
 from memsvc.core.typed_memory import MEMORY_TYPES, MemoryType
 from memsvc.ports import LanguageModel
 
-__all__ = ["LlmMemoryExtractor", "SYSTEM_PROMPT", "MAX_TOKENS", "MAX_MESSAGE_CHARS", "conversation_prompt",
-           "read_candidates"]
+__all__ = ["LlmMemoryExtractor", "SYSTEM_PROMPT", "MAX_TOKENS", "conversation_prompt", "read_candidates"]
 
 # 20 memories of ~45 tokens each, in compact JSON, with room for a fence.
 MAX_TOKENS = 1200
-_MAX_NAME_CHARS = 64
 _SPACES = re.compile(r"\s+")
 # System prompts and tool results are the agent's, never the user's own words, and often long.
 _SHOWN_ROLES = ("user", "assistant")
@@ -97,7 +96,7 @@ def read_candidates(answer: Any, shown_seqs: Sequence[int]) -> list[Candidate] |
     for entry in entries:
         if not isinstance(entry, dict) or not isinstance(entry.get("content"), str):
             continue
-        content = _cut(_one_line(entry["content"]))
+        content = cut_candidate(_one_line(entry["content"]))
         if not content or content.casefold() in seen:
             continue
         seen.add(content.casefold())
@@ -138,17 +137,8 @@ def _one_line(text: str) -> str:
 
 def _speaker(message: ConversationMessage) -> str:
     # A name cannot end the speaker early (":") nor read as a seq ("]").
-    name = _one_line((message.name or "")[:_MAX_NAME_CHARS].replace(":", " ").replace("]", " "))
+    name = _one_line((message.name or "")[:MAX_NAME_CHARS].replace(":", " ").replace("]", " "))
     return f"{name} ({message.role})" if name else message.role
-
-
-def _cut(content: str) -> str:
-    """At most `MAX_CANDIDATE_CHARS`, cut at a word boundary when there is one in its second half."""
-    if len(content) <= MAX_CANDIDATE_CHARS:
-        return content
-    cut = content[:MAX_CANDIDATE_CHARS]
-    space = cut.rfind(" ")
-    return (cut[:space] if space > MAX_CANDIDATE_CHARS // 2 else cut).rstrip()
 
 
 def _type(value: Any) -> MemoryType:

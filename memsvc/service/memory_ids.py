@@ -5,23 +5,42 @@ never revealed."""
 
 from __future__ import annotations
 
-from memsvc.core.errors import Forbidden, NotFound
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import Field, StrictStr
+
+from memsvc.core.errors import Forbidden, NotFound, Taken
 from memsvc.core.models import Caller, StoredItem
 from memsvc.core.policy import CompiledPolicies
+from memsvc.core.typed_memory import TypedMemory
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
+from memsvc.service.sealing import Sealer
 
-__all__ = ["MEMORY_ID_PATTERN", "current_for_write"]
+__all__ = ["MemoryId", "CurrentMemory", "current_for_write"]
 
 # A memory id is a UUID (`Memories.build_version`); anything else names nothing, and is refused
 # before a lookup (a DynamoDB key has a size limit a long string would pass).
-MEMORY_ID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+_MEMORY_ID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+MemoryId = Annotated[StrictStr, Field(pattern=_MEMORY_ID_PATTERN,
+                                      description="the memory's id, as a memory response carries it (a UUID)")]
 
 
-def current_for_write(items: ItemStore, access: Access, clock: Clock, caller: Caller,
-                      memory_id: str) -> tuple[StoredItem, CompiledPolicies]:
-    """The live row whose current version is `memory_id` (lower-case), with the caller's policies,
-    if they may read and write its namespace and key; `NotFound` otherwise."""
+@dataclass(frozen=True)
+class CurrentMemory:
+    row: StoredItem
+    policies: CompiledPolicies  # the caller's
+    value: dict[str, Any]
+    attributes: dict[str, Any] | None
+    typed: TypedMemory
+
+
+def current_for_write(items: ItemStore, access: Access, sealer: Sealer, clock: Clock, caller: Caller,
+                      memory_id: str, *, use: str) -> CurrentMemory:
+    """The live typed memory whose current version is `memory_id` (lower-case), opened, with the
+    caller's policies, if they may read and write its namespace and key; `NotFound` otherwise,
+    `Taken` for a plain item (`use` names what applies only to typed memories)."""
     row = items.get_by_id(caller.tenant_id, memory_id)
     if row is None or not row.is_live(clock.now()):
         raise _not_found(memory_id)
@@ -31,7 +50,12 @@ def current_for_write(items: ItemStore, access: Access, clock: Clock, caller: Ca
         raise _not_found(memory_id) from None
     if not policies.allow("read", list(row.namespace), row.key, caller.policy_context()):
         raise _not_found(memory_id)
-    return row, policies
+    value, attributes = sealer.open_item(row)
+    typed = TypedMemory.from_value(value) if value else None
+    if value is None or typed is None:
+        raise Taken(f"{use} applies to typed memories (a value with a content and a type, as remember writes); "
+                    "this memory is a plain item", details={"field": "id"})
+    return CurrentMemory(row, policies, value, attributes, typed)
 
 
 def _not_found(memory_id: str) -> NotFound:

@@ -54,6 +54,7 @@ PROFILE_TYPES = ("preference", "fact")
 PROFILE_LAYERS = ("agent", "user")
 PROFILE_POOL = 100  # the best candidates a profile is chosen from (then deduplicated and budgeted)
 _SCAN_BOUND = 4  # a first profile reads at most this many rows per typed memory it may take
+_Read = dict[tuple[tuple[str, ...], str], tuple[StoredItem, TypedMemory]]  # live typed memories, opened
 
 
 class ProfileQuery(Command):
@@ -146,9 +147,13 @@ class Profiles:
         user = caller.user_id
         scope, scope_filter = self._access.scope(caller, "search",
                                                  self._access.namespace_to_read(caller, ("user", user)), {})
-        profile = self.stored(caller.tenant_id, user) or self.build_from_recent(caller.tenant_id, user)
+        profile = self.stored(caller.tenant_id, user)
+        if profile is None:
+            profile, read = self._build_from_recent(caller.tenant_id, user)
+            rows = {ref: row for ref, (row, _) in read.items()}  # as just read
+        else:
+            rows = self._items.get_many(caller.tenant_id, [(i.namespace, i.key) for i in profile.items])
         now = self._clock.now()
-        rows = self._items.get_many(caller.tenant_id, [(i.namespace, i.key) for i in profile.items])
         current = []
         for item in profile.items:
             row = rows.get((item.namespace, item.key))
@@ -175,11 +180,13 @@ class Profiles:
                        [ProfileItem(i["id"], i["key"], tuple(i["namespace"]), i["content"], i["type"], i["category"],
                                     i["importance"], i["tokens"]) for i in payload["items"]])
 
-    def build_from_recent(self, tenant: str, user: str) -> Profile:
-        """The profile of the user's most recently written memories (before any reflection)."""
+    def _build_from_recent(self, tenant: str, user: str) -> tuple[Profile, _Read]:
+        """The profile of the user's most recently written memories (before any reflection), and
+        its candidates as read."""
         settings = self._settings.get(tenant)
         now = self._clock.now()
         candidates = []
+        read: _Read = {}
         seen = 0
         # The newest typed memories, at most `reflection_max_memories` of them; messages are passed
         # over without counting, within a bound on everything read.
@@ -193,26 +200,35 @@ class Profiles:
             if typed is not None and (c := profile_candidate(row, typed, now=now,
                                                               decay_rate_per_day=settings.decay_rate_per_day)):
                 candidates.append(c)
-        return self.build(tenant, user, best_candidates(candidates))
+                read[(row.namespace, row.key)] = (row, typed)
+        pool = best_candidates(candidates)
+        read = {(c.namespace, c.key): read[(c.namespace, c.key)] for c in pool}
+        return self._build(tenant, user, pool, read), read
 
     def build(self, tenant: str, user: str, pool: Sequence[ProfileCandidate]) -> Profile:
         """Build the profile from `pool` (best first), reading each memory as it is now, and store it."""
-        settings = self._settings.get(tenant)
         now = self._clock.now()
-        rows = self._items.get_many(tenant, [(c.namespace, c.key) for c in pool])
+        read: _Read = {}
+        for ref, row in self._items.get_many(tenant, [(c.namespace, c.key) for c in pool]).items():
+            if row.is_live(now) and row.value_ct is not None:
+                typed = TypedMemory.from_value(self._sealer.open_value(row) or {})
+                if typed is not None:
+                    read[ref] = (row, typed)
+        return self._build(tenant, user, pool, read)
+
+    def _build(self, tenant: str, user: str, pool: Sequence[ProfileCandidate], read: _Read) -> Profile:
+        """The profile of `pool`'s memories as `read` holds them (live typed ones), stored."""
         chosen: list[tuple[ProfileCandidate, StoredItem, TypedMemory]] = []
         for c in sorted(pool, key=ProfileCandidate.rank):
-            row = rows.get((c.namespace, c.key))
-            if row is None or not row.is_live(now) or row.value_ct is None:
-                continue
-            typed = TypedMemory.from_value(self._sealer.open_value(row) or {})
-            if typed is not None and profile_candidate(row, typed, importance=c.importance) is not None:
+            row, typed = read.get((c.namespace, c.key), (None, None))
+            if row is not None and typed is not None and \
+                    profile_candidate(row, typed, importance=c.importance) is not None:
                 chosen.append((c, row, typed))
         kept = dedupe_statements([typed.content for _, _, typed in chosen])
         items = [ProfileItem(row.id, row.key, row.namespace, typed.content, typed.type, typed.category,
                              round(c.importance, 6), count_tokens(typed.content))
                  for c, row, typed in (chosen[i] for i in kept)]
-        profile = Profile(user, now, _fit(items, settings.profile_token_budget))
+        profile = Profile(user, self._clock.now(), _fit(items, self._settings.get(tenant).profile_token_budget))
         payload = {"built_at": to_rfc3339(profile.built_at), "items": [
             {"id": i.id, "key": i.key, "namespace": list(i.namespace), "content": i.content, "type": i.type,
              "category": i.category, "importance": i.importance, "tokens": i.tokens} for i in profile.items]}

@@ -44,7 +44,7 @@ from typing import Any
 
 from pydantic import Field, StrictStr, field_validator
 
-from memsvc.core.consolidation import Thresholds, stored_value
+from memsvc.core.consolidation import stored_value
 from memsvc.core.errors import Conflict
 from memsvc.core.layers import SEMANTIC_SEGMENT, layer_of
 from memsvc.core.models import Caller, LifecycleAction, StoredItem, to_rfc3339
@@ -59,6 +59,7 @@ from memsvc.ports import Clock, ItemStore, SameFactJudge, TenantConfigStore, Vec
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories
 from memsvc.service.profile import ProfileCandidate, Profiles, best_candidates, profile_candidate
+from memsvc.service.remember import thresholds_of
 from memsvc.service.sealing import Sealer
 from memsvc.service.tenant_config import SettingsRegistry, TenantSettings
 
@@ -161,14 +162,13 @@ class Reflection:
                 if tried >= max_users:
                     return ran
                 doc = self._configs.get_config(tenant, _state_name(user)) or {}
-                last_done = parse_rfc3339(doc["last_done_at"]) if doc.get("last_done_at") else None
-                unfinished = bool(doc.get("unfinished"))
-                if not unfinished and last_done is not None and \
+                last_done = _last_done(doc)
+                if not doc.get("unfinished") and last_done is not None and \
                         now - last_done < timedelta(hours=settings.reflection_interval_hours):
                     continue
                 tried += 1
                 try:
-                    self.run(tenant, user)
+                    self._run(tenant, user, doc)
                     ran += 1
                 except Exception as exc:  # one user's failure (a throttled dependency) is the next pass's
                     # The type only: an adapter's message may quote what it was given.
@@ -176,10 +176,15 @@ class Reflection:
         return ran
 
     def run(self, tenant: str, user_id: str, *, budget: int | None = None) -> ReflectionRun:
+        return self._run(tenant, user_id, self._configs.get_config(tenant, _state_name(user_id)), budget=budget)
+
+    def _run(self, tenant: str, user_id: str, doc: dict[str, Any] | None, *,
+             budget: int | None = None) -> ReflectionRun:
+        """One run from the user's state `doc` (as stored, read once by the caller)."""
         settings = self._settings.get(tenant)
         cap = budget or settings.reflection_max_memories
         now = self._clock.now()
-        state = self._load(tenant, user_id)
+        state = self._load(tenant, user_id, doc)
         refs = sorted((h.namespace, h.key) for h in self._items.live_heads(tenant, ("user", user_id), now)
                       if _reflected(h.namespace, settings))
         start = bisect.bisect_right(refs, state.cursor) if state.cursor is not None else 0
@@ -221,9 +226,7 @@ class Reflection:
     def _consolidate(self, tenant: str, memories: Sequence[_Read], settings: TenantSettings,
                      stats: ReflectionRun) -> tuple[dict[str, TypedMemory], dict[str, str]]:
         """Merges and supersessions, per (namespace, kind, category); keyed by `namespace\\x1fkey`."""
-        thresholds = Thresholds(settings.semantic_auto_update, settings.semantic_check_low,
-                                settings.episodic_auto_update, settings.episodic_check_low,
-                                settings.episodic_merge_window_hours)
+        thresholds = thresholds_of(settings)
         eligible = [m for m in memories if not m.typed.superseded and m.row.expires_at is None
                     and (len(m.row.namespace) < 3 or m.row.namespace[2] != SEMANTIC_SEGMENT)]
         field_id = self._sealer.field_id(tenant, CONTENT_FIELDS[0])
@@ -319,11 +322,10 @@ class Reflection:
 
     # -- the per-user state ------------------------------------------------------------------------
 
-    def _load(self, tenant: str, user: str) -> _State:
-        doc = self._configs.get_config(tenant, _state_name(user))
+    def _load(self, tenant: str, user: str, doc: dict[str, Any] | None) -> _State:
         if not doc:
             return _State()
-        last_done = parse_rfc3339(doc["last_done_at"]) if doc.get("last_done_at") else None
+        last_done = _last_done(doc)
         if not doc.get("sealed"):
             return _State(None, [], last_done)
         sealed = self._sealer.open_record(tenant, ("reflection", user), base64.b64decode(doc["sealed"]))
@@ -384,6 +386,11 @@ def _count(stats: ReflectionRun, action: str) -> None:
         stats.archived += 1
     elif action == "importance_recomputed":
         stats.importance_updated += 1
+
+
+def _last_done(doc: dict[str, Any] | None) -> datetime | None:
+    """When the user's last complete pass ended, from their state document."""
+    return parse_rfc3339(doc["last_done_at"]) if doc and doc.get("last_done_at") else None
 
 
 def _state_name(user: str) -> str:

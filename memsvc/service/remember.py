@@ -42,7 +42,7 @@ from memsvc.service.sealing import Sealer
 from memsvc.service.search import Search, SearchQuery
 from memsvc.service.tenant_config import TenantSettings
 
-__all__ = ["Remember", "RememberMemory", "Remembered", "Accepted", "caller_record", "caller_of"]
+__all__ = ["Remember", "RememberMemory", "Remembered", "Accepted", "caller_record", "caller_of", "thresholds_of"]
 
 _DECISION_ATTEMPTS = 8  # decisions remade after a lost race before a retryable 409
 _KEY_SLOTS = 8  # candidate keys probed when earlier ones hold memories the candidate may not reuse
@@ -228,7 +228,7 @@ class Remember:
         best = neighbours[0] if neighbours else None
         decision = decide(
             candidate, best.typed if best else None, best.score if best else 0.0,
-            best.memory.created_at if best else None, _thresholds(settings), self._clock.now(),
+            best.memory.created_at if best else None, thresholds_of(settings), self._clock.now(),
             judge=lambda: self._judge.judge(tenant, best.typed, candidate) if best else None,
         )
         write = _Writer(self._memories, caller, ns, policies)
@@ -318,7 +318,8 @@ class _Writer:
         return item
 
 
-def _thresholds(settings: TenantSettings) -> Thresholds:
+def thresholds_of(settings: TenantSettings) -> Thresholds:
+    """The tenant's consolidation thresholds, as remember and reflection decide by them."""
     return Thresholds(settings.semantic_auto_update, settings.semantic_check_low, settings.episodic_auto_update,
                       settings.episodic_check_low, settings.episodic_merge_window_hours)
 

@@ -16,24 +16,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import Field, StrictStr
-
 from memsvc.core.errors import Conflict, Taken
 from memsvc.core.models import Caller, Memory, StoredItem
-from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.validation import Command
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
 from memsvc.service.memories import Memories, memory_of, with_counters
-from memsvc.service.memory_ids import MEMORY_ID_PATTERN, current_for_write
+from memsvc.service.memory_ids import MemoryId, current_for_write
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Restore", "RestoreMemory", "Restored"]
 
+
 class RestoreMemory(Command):
     """`POST /v1/memories/restore`."""
 
-    id: StrictStr = Field(pattern=MEMORY_ID_PATTERN, description="the memory's id, as a memory response carries it (a UUID)")
+    id: MemoryId
 
 
 @dataclass(frozen=True)
@@ -53,13 +51,10 @@ class Restore:
 
     def restore(self, caller: Caller, cmd: RestoreMemory) -> Restored:
         memory_id = cmd.id.lower()
-        row, _ = current_for_write(self._items, self._access, self._clock, caller, memory_id)
-        value, attributes = self._sealer.open_item(row)
-        typed = TypedMemory.from_value(value) if value else None
-        if typed is None:
-            raise Taken("restore applies to typed memories (a value with a content and a type, as remember writes); "
-                        "this memory is a plain item", details={"field": "id"})
-        if not typed.archived:
+        current = current_for_write(self._items, self._access, self._sealer, self._clock, caller, memory_id,
+                                    use="restore")
+        row, value, attributes = current.row, current.value, current.attributes
+        if not current.typed.archived:
             return Restored(False, memory_of(row, value=with_counters(value, row), attributes=attributes), memory_id)
         try:
             item, new_value = self._write(row, value, attributes)

@@ -40,10 +40,9 @@ def aws_settings_variables() -> set[str]:
     return set(re.findall(r"env(?:\[|\.get\()\"(MEMSVC_[A-Z_]+)\"", body))
 
 
-def _build(bare_stack) -> tuple[cdk.Stack, dict[str, Any]]:
-    stack = bare_stack()
-    envelope = kms.Key(stack, "EnvelopeKey", enable_key_rotation=True)
-    storage = kms.Key(stack, "StorageKey", enable_key_rotation=True)
+def service_resources(stack: cdk.Stack, envelope: kms.IKey, storage: kms.IKey) -> dict[str, Any]:
+    """What every function construct is given, in a bare stack: the package, the data stores
+    (encrypted under `storage`), the envelope key and the settings."""
     table = ItemTable(stack, "Items", table_name="items", encryption_key=storage,
                       removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
     keywords = KeywordTable(stack, "Keywords", table_name="keywords", encryption_key=storage,
@@ -55,8 +54,15 @@ def _build(bare_stack) -> tuple[cdk.Stack, dict[str, Any]]:
     settings = ServiceSettings(embedding_model_id="amazon.titan-embed-text-v2:0", embedding_dimension=1024,
                                embedding_concurrency=8, data_key_cache_seconds=300, log_level="INFO",
                                log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
-    common = dict(package=package, table=table, keywords=keywords, vectors=vectors, envelope_key=envelope,
-                  storage_key=storage, settings=settings)
+    return dict(package=package, table=table, keywords=keywords, vectors=vectors, envelope_key=envelope,
+                storage_key=storage, settings=settings)
+
+
+def _build(bare_stack) -> tuple[cdk.Stack, dict[str, Any]]:
+    stack = bare_stack()
+    envelope = kms.Key(stack, "EnvelopeKey", enable_key_rotation=True)
+    storage = kms.Key(stack, "StorageKey", enable_key_rotation=True)
+    common = service_resources(stack, envelope, storage)
     bus = events.EventBus(stack, "Bus", event_bus_name="bus", kms_key=storage)
     ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
                 reserved_concurrency=None, event_bus=bus, **common)
@@ -154,21 +160,10 @@ def test_default_tenant_only_when_configured(bare_stack):
     assert "MEMSVC_DEFAULT_TENANT" in aws_settings_variables()
     stack = bare_stack()
     key = kms.Key(stack, "Key")
-    table = ItemTable(stack, "Items", table_name="items", encryption_key=key,
-                      removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
-    keywords = KeywordTable(stack, "Keywords", table_name="keywords", encryption_key=key,
-                            removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
-    vectors = VectorStore(stack, "Vectors", bucket_name="vb", index_name="memories", dimension=1024,
-                          non_filterable_keys=["key"], encryption_key=key, removal_policy=cdk.RemovalPolicy.DESTROY)
-    settings = ServiceSettings(embedding_model_id="amazon.titan-embed-text-v2:0", embedding_dimension=1024,
-                               embedding_concurrency=8, data_key_cache_seconds=300, log_level="INFO",
-                               log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
     ApiFunction(stack, "Api", function_name="fn-api", memory_mb=1024, timeout=Duration.seconds(25),
-                reserved_concurrency=None, default_tenant="shared", table=table, keywords=keywords, vectors=vectors,
+                reserved_concurrency=None, default_tenant="shared",
                 event_bus=events.EventBus(stack, "Bus", event_bus_name="bus", kms_key=key),
-                envelope_key=key,
-                storage_key=key, settings=settings,
-                package=LambdaPackage(stack, "Package", project_root=PROJECT_ROOT, layer_name="deps"))
+                **service_resources(stack, key, key))
     env = _function(Template.from_stack(stack).to_json(), "fn-api")["Environment"]["Variables"]
     assert env["MEMSVC_DEFAULT_TENANT"] == "shared"
 

@@ -5,38 +5,22 @@ from __future__ import annotations
 
 import json
 
-import aws_cdk as cdk
 from aws_cdk import Duration
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_logs as logs
 from aws_cdk.assertions import Template
 
-from infra.constructs import ItemTable, KeywordTable, LambdaPackage, VectorStore
-from infra.constructs.functions import ServiceSettings
 from infra.constructs.reflection import ReflectionFunction
-from infra.stack import PROJECT_ROOT
 from tests.infra.helpers import resources_of
-from tests.infra.test_functions import _grants, _logical
+from tests.infra.test_functions import _grants, _logical, service_resources
 
 
 def _template(bare_stack):
     stack = bare_stack()
     envelope = kms.Key(stack, "EnvelopeKey", enable_key_rotation=True)
     storage = kms.Key(stack, "StorageKey", enable_key_rotation=True)
-    table = ItemTable(stack, "Items", table_name="items", encryption_key=storage,
-                      removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
-    keywords = KeywordTable(stack, "Keywords", table_name="keywords", encryption_key=storage,
-                            removal_policy=cdk.RemovalPolicy.DESTROY, deletion_protection=False)
-    vectors = VectorStore(stack, "Vectors", bucket_name="vb", index_name="memories", dimension=1024,
-                          non_filterable_keys=["key"], encryption_key=storage, removal_policy=cdk.RemovalPolicy.DESTROY)
-    settings = ServiceSettings(embedding_model_id="amazon.titan-embed-text-v2:0", embedding_dimension=1024,
-                               embedding_concurrency=8, data_key_cache_seconds=300, log_level="INFO",
-                               log_retention=logs.RetentionDays.ONE_MONTH, removal_policy=cdk.RemovalPolicy.DESTROY)
-    ReflectionFunction(stack, "Reflection", function_name="fn-reflection",
-                       package=LambdaPackage(stack, "Package", project_root=PROJECT_ROOT, layer_name="deps"),
-                       table=table, keywords=keywords, vectors=vectors, envelope_key=envelope, storage_key=storage,
-                       settings=settings, judge_model_id="amazon.nova-micro-v1:0", tenants=("acme", "globex"),
-                       every=Duration.hours(1))
+    ReflectionFunction(stack, "Reflection", function_name="fn-reflection", judge_model_id="amazon.nova-micro-v1:0",
+                       tenants=("acme", "globex"), every=Duration.hours(1),
+                       **service_resources(stack, envelope, storage))
     return Template.from_stack(stack).to_json()
 
 
@@ -63,6 +47,8 @@ def test_the_function_role_is_what_reflection_calls(bare_stack):
     grants = _grants(_template(bare_stack), "ReflectionServiceRole")
     assert {a for a, r in grants if r == "table"} == {
         "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem"}
+    # A user's live items by recency (`by_recent`); reflection never looks a memory up by its id.
+    assert {r for a, r in grants if a == "dynamodb:Query"} == {"table", "table/index/by_recent"}
     assert {r for a, r in grants if a == "s3vectors:GetVectors"} == {"vector-index"}
     assert not any(a.startswith("s3vectors:") and a != "s3vectors:GetVectors" for a, _ in grants)  # embeds nothing
     assert {r for a, r in grants if a == "bedrock:InvokeModel"} == {"model/amazon.nova-micro-v1:0"}

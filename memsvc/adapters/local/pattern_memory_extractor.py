@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memsvc.core.extraction import MAX_CANDIDATE_CHARS, MAX_CANDIDATES, Candidate, ConversationMessage
+from memsvc.core.extraction import MAX_CANDIDATES, Candidate, ConversationMessage, cut_candidate
 from memsvc.core.memory_patterns import Finding, find_memories
 from memsvc.core.same_fact import judge_statements, normalize_content
 from memsvc.ports import Embedder
@@ -130,12 +130,6 @@ def _deduplicated(found: list[tuple[Finding, np.ndarray]]) -> list[Finding]:
 def _ranked(findings: list[Finding]) -> list[Candidate]:
     """The most important first (message order among equals), at most `MAX_CANDIDATES`."""
     ordered = sorted(findings, key=lambda f: -f.importance)  # stable: message order kept
-    return [Candidate(content=_cut(f.content), type=f.type, importance=f.importance, category=f.category,
+    return [Candidate(content=cut_candidate(f.content), type=f.type, importance=f.importance, category=f.category,
                       source_seqs=f.seqs) for f in ordered[:MAX_CANDIDATES]]
 
-
-def _cut(text: str) -> str:
-    if len(text) <= MAX_CANDIDATE_CHARS:
-        return text
-    head = text[:MAX_CANDIDATE_CHARS + 1].rsplit(" ", 1)[0]
-    return head if head and len(head) <= MAX_CANDIDATE_CHARS else text[:MAX_CANDIDATE_CHARS]
