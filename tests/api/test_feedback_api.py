@@ -37,6 +37,10 @@ def stored(client: httpx.Client, memory: dict) -> dict:
     return r.json()
 
 
+def without_accesses(memory: dict) -> dict:
+    return {k: v for k, v in memory.items() if k not in ("access_count", "last_accessed_at")}
+
+
 def test_useful_then_wrong(me):
     memory = remember(me)
     assert recalled_ids(me) == [memory["id"]]
@@ -54,7 +58,8 @@ def test_useful_then_wrong(me):
     assert "superseded" in wrong["value"]["tags"] and wrong["version"] == 3
     assert recalled_ids(me) == []
     assert recalled_ids(me, include_superseded=True) == [wrong["id"]]
-    assert stored(me, memory) == wrong
+    # Recall's access counts reach the row in the background (`AccessRecorder`), whenever their flush runs.
+    assert without_accesses(stored(me, memory)) == without_accesses(wrong)
 
 
 def test_the_same_id_twice_is_applied_once(me):
