@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memsvc.adapters.local.sqlite_db import SqliteFile
+from memsvc.adapters.local.sqlite_db import SqliteFile, add_missing_columns
 from memsvc.core.models import TimelineEvent, from_epoch_us, to_epoch_us
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
 from memsvc.core.timeline import KINDS, VERSION_KINDS, ScanTooWide, next_stamp
@@ -58,11 +58,8 @@ class SqliteEventLog:
 
     def __init__(self, path: Path) -> None:
         self._db = SqliteFile(path, _SCHEMA)
-        columns = {row[1] for row in self._db.conn().execute("PRAGMA table_info(events)")}
-        if "action" not in columns:  # a data dir from before remember
-            self._db.conn().execute("ALTER TABLE events ADD COLUMN action TEXT")
-        if "reason" not in columns:  # from before index_failed events
-            self._db.conn().execute("ALTER TABLE events ADD COLUMN reason TEXT")
+        with self._db.tx() as conn:  # action: since remember; reason: since index_failed events
+            add_missing_columns(conn, "events", {"action": "TEXT", "reason": "TEXT"})
 
     def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
         out: list[TimelineEvent] = []

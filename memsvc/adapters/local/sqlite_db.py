@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["SqliteFile"]
+__all__ = ["SqliteFile", "add_missing_columns"]
 
 
 class SqliteFile:
@@ -41,3 +41,13 @@ class SqliteFile:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+
+def add_missing_columns(conn: sqlite3.Connection, table: str, columns: dict[str, str]) -> None:
+    """Give `table` the `columns` (name -> declaration) it lacks: a file made before they existed
+    gets them at open. Run in a write transaction, so two processes opening an old file at once
+    add each column once."""
+    present = {row[1] for row in conn.execute(f"PRAGMA table_info({table})")}
+    for column, declaration in columns.items():
+        if column not in present:
+            conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")

@@ -17,7 +17,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from memsvc.adapters.local.sqlite_db import SqliteFile
+from memsvc.adapters.local.sqlite_db import SqliteFile, add_missing_columns
 from memsvc.core.graph import DerivedMemory, GraphEdge, GraphNode, Mention, ValidAt
 from memsvc.core.namespaces import decode_namespace, encode_namespace, prefix_range
 
@@ -53,17 +53,14 @@ _decode = functools.lru_cache(maxsize=4096)(decode_namespace)
 _CHUNK = 400  # ids per IN (...): far below SQLite's 32,766 variables, small enough to plan well
 _EDGE_COLUMNS = "tenant, ns, source_id, type, target_id, key, memory_id, valid_from, valid_to"
 # Added after the first release: a graph.db from before gets them at open (NULL: open, as before).
-_ADDED_EDGE_COLUMNS = ("valid_from", "valid_to")
+_ADDED_EDGE_COLUMNS = {"valid_from": "TEXT", "valid_to": "TEXT"}
 
 
 class SqliteGraphStore:
     def __init__(self, path: Path) -> None:
         self._db = SqliteFile(path, _SCHEMA)
         with self._db.tx() as conn:
-            present = {row[1] for row in conn.execute("PRAGMA table_info(graph_edges)")}
-            for column in _ADDED_EDGE_COLUMNS:
-                if column not in present:
-                    conn.execute(f"ALTER TABLE graph_edges ADD COLUMN {column} TEXT")
+            add_missing_columns(conn, "graph_edges", _ADDED_EDGE_COLUMNS)
 
     # -- derived from memories ------------------------------------------------------------------
 

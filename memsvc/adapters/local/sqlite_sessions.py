@@ -9,6 +9,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from memsvc.adapters.local.sqlite_db import add_missing_columns
 from memsvc.adapters.local.sqlite_store import SqliteItemStore
 from memsvc.core.errors import Conflict, StoreUnavailable, Taken
 from memsvc.core.models import StoredItem, from_epoch_us, to_epoch_us
@@ -55,15 +56,12 @@ class SqliteSessionStore:
             for statement in _SCHEMA.split(";"):
                 if statement.strip():
                     conn.execute(statement)
-            present = {row[1] for row in conn.execute("PRAGMA table_info(sessions)")}
-            for column, declaration in _ADDED_COLUMNS.items():
-                if column not in present:
-                    conn.execute(f"ALTER TABLE sessions ADD COLUMN {column} {declaration}")
+            add_missing_columns(conn, "sessions", _ADDED_COLUMNS)
 
     def create(self, record: SessionRecord) -> None:
         with self._write() as conn:
             try:
-                conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES ({', '.join('?' * 15)})", _row(record))
+                conn.execute(f"INSERT INTO sessions ({_COLUMNS}) VALUES ({', '.join('?' * len(_COLUMNS.split(',')))})", _row(record))
             except sqlite3.IntegrityError:
                 raise Taken("a session with this id exists", details={"session_id": record.session_id}) from None
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from memsvc.core.errors import Conflict
 from memsvc.core.models import Change, ChangeKind, ItemHead, StoredItem, from_epoch_us, to_epoch_us
-from memsvc.adapters.local.sqlite_db import SqliteFile
+from memsvc.adapters.local.sqlite_db import SqliteFile, add_missing_columns
 from memsvc.core.layers import layer_of
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
 
@@ -106,10 +106,7 @@ class SqliteItemStore:
         self._conn = self._db.conn
         self._tx = self._db.tx
         with self._tx() as conn:
-            present = {row[1] for row in conn.execute("PRAGMA table_info(items)")}
-            for column, declaration in _ADDED_COLUMNS.items():
-                if column not in present:
-                    conn.execute(f"ALTER TABLE items ADD COLUMN {column} {declaration}")
+            add_missing_columns(conn, "items", _ADDED_COLUMNS)
             conn.execute(_QUARANTINE_INDEX)
         for name in consumers:
             self._conn().execute("INSERT OR IGNORE INTO consumers (name, offset) VALUES (?, 0)", (name,))
