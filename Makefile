@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-stamp
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test bench eval eval-conversations synth clean langgraph-suite
+.PHONY: run test test-ts bench-ts bench eval eval-conversations synth clean langgraph-suite
 
 run: $(RUN_STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
 	$(BIN)/memsvc serve
@@ -16,6 +16,21 @@ TEST_WORKERS ?= 2
 
 test: $(STAMP)  ## every test (what .ci/run calls)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(MAKE) test-ts
+
+# The TypeScript client (clients/typescript): built with tsc, tested with node --test against a
+# live `memsvc serve` it starts itself; its npm dependencies are pinned in its package-lock.json.
+TS_CLIENT := clients/typescript
+
+test-ts: $(STAMP) $(TS_CLIENT)/node_modules/.ci-stamp  ## the TypeScript client's tests (about 30 s)
+	cd $(TS_CLIENT) && npm test
+
+bench-ts: $(STAMP) $(TS_CLIENT)/node_modules/.ci-stamp  ## TypeScript vs Python MemsvcStore.get p95 on one server
+	cd $(TS_CLIENT) && npm run bench
+
+$(TS_CLIENT)/node_modules/.ci-stamp: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
+	cd $(TS_CLIENT) && npm ci --no-audit --no-fund
+	touch $@
 
 eval: $(STAMP)  ## retrieval quality on the golden dataset against a throwaway local server (eval-report.json)
 	$(BIN)/memsvc eval --serve --report eval-report.json
@@ -41,7 +56,7 @@ $(RUN_STAMP): pyproject.toml constraints.txt
 	touch $(RUN_STAMP)
 
 $(STAMP): $(RUN_STAMP) clients/python/pyproject.toml
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,test,infra]' -e './clients/python[langchain,mcp]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[local,aws,test,infra]' -e './clients/python[langchain,mcp,openai-agents]'
 	$(MAKE) langgraph-suite
 	touch $(STAMP)
 

@@ -159,6 +159,11 @@ class EnvConfig:
     cognito_threat_protection: str = "FULL_FUNCTION"
     # Browser origins allowed to call the JWT API. Empty: no CORS (server-to-server only).
     cors_allowed_origins: tuple[str, ...] = ()
+    # The KMS keys (full key ARNs) an admin may seal exports under (`kms_key_id`, issue 26): the
+    # API role may GenerateDataKey and Decrypt with exactly these (for the export purpose only),
+    # and the service refuses any other. Empty: exports are sealed with a passphrase only. Each
+    # key's own policy must also let the stack's account (or the API role) use it.
+    export_kms_key_arns: tuple[str, ...] = ()
     # Where alarm notifications go (an email subscription is added when set).
     alarm_email: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
@@ -168,6 +173,9 @@ class EnvConfig:
             raise ValueError(f"vector_dimension must be one of {TITAN_DIMENSIONS} (Titan V2)")
         if self.cognito_threat_protection not in ("FULL_FUNCTION", "AUDIT_ONLY"):
             raise ValueError("cognito_threat_protection must be FULL_FUNCTION or AUDIT_ONLY")
+        if any(not arn.startswith("arn:aws") or ":kms:" not in arn or ":key/" not in arn
+               for arn in self.export_kms_key_arns):
+            raise ValueError("export_kms_key_arns holds KMS key ARNs (arn:aws:kms:<region>:<account>:key/<id>)")
         if not self.name.isalnum() or not self.name.islower():
             raise ValueError("an environment name is lowercase letters and digits")
         if self.api_reserved_concurrency is not None:

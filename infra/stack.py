@@ -78,6 +78,7 @@ class MemsvcStack(Stack):
             extraction_model_id=config.extraction_model_id,
             memory_extraction_model_id=config.memory_extraction_model_id,
             rerank_model_id=config.rerank_model_id,
+            export_kms_key_arns=config.export_kms_key_arns,
             log_level=config.log_level,
             log_retention=config.log_retention,
             removal_policy=removal,

@@ -21,7 +21,7 @@ from memsvc.core.reflection import NeighbourSearch, older_neighbours
 from memsvc.core.models import RememberJob
 from memsvc.ports import (BusEvents, Clock, Embedder, EventLog, GraphStore, IndexBacklog, ItemStore, KeywordIndex,
                           LanguageModel, MemoryExtractor, Metrics, RateLimiter, RememberQueue, Reranker, SameFactJudge,
-                          SessionStore, SystemClock, TenantConfigStore, VectorIndex, WorkflowStore)
+                          SessionStore, SystemClock, TenantConfigStore, UserDataStores, VectorIndex, WorkflowStore)
 from memsvc.service.access import Access
 from memsvc.service.access_recorder import AccessRecorder
 from memsvc.service.admin import Admin
@@ -31,6 +31,7 @@ from memsvc.service.feedback import Feedback
 from memsvc.service.graph import Graph
 from memsvc.service.graph_indexer import GraphIndexer
 from memsvc.service.indexer import Indexer
+from memsvc.service.langgraph_store_api import LangGraphStoreApi
 from memsvc.service.memories import Memories
 from memsvc.service.plans import Plans
 from memsvc.service.profile import Profiles
@@ -51,6 +52,11 @@ from memsvc.service.sweeper import Sweeper
 from memsvc.service.tenant_config import PolicyRegistry, SettingsRegistry
 from memsvc.service.timeline import Timeline, TimelineReader
 from memsvc.service.history import MemoryHistory
+from memsvc.service.data_export import DataExports
+from memsvc.service.data_import import DataImports
+from memsvc.service.transfers import TransferSteps, is_transfer_job, transfer_kind
+from memsvc.ports import ExportKeys, TransferStore
+from memsvc.service.user_erasure import ErasureLedger, UserErasure, job_users, semantic_digest
 
 if TYPE_CHECKING:
     from memsvc.adapters.aws.bedrock_extractor import BedrockExtractor
@@ -149,6 +155,8 @@ def build_local(
     from memsvc.adapters.local.vector_index import LocalVectorIndex
     from memsvc.adapters.local.workers import BackgroundWorkers
     from memsvc.adapters.local.workflow_store import SqliteWorkflowStore
+    from memsvc.adapters.local.transfer_store import SqliteTransferStore
+    from memsvc.adapters.local.user_erasure import LocalUserDataStores
 
     embedder = embedder or local_embedder(data_dir, model)
     clock = clock or SystemClock()
@@ -170,7 +178,8 @@ def build_local(
     embed_pool = low_priority_pool(cores, name="memsvc-embed")
     indexer = Indexer(store, vectors, embedder, sealer, keywords, settings, graph=graph_indexer,
                       embed_pool=embed_pool, chunk_texts=_INDEX_CHUNK, lookahead=cores, clock=clock)
-    timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None)
+    erasures = ErasureLedger(store, sealer)
+    timeline = Timeline(event_log, JsonlPublisher(events_file) if events_file else None, erasures)
     remember_jobs = SqliteRememberQueue(data_dir / "jobs.db", clock, on_enqueue=lambda: workers.wake())
     accesses = AccessRecorder(store)
     sessions_store = SqliteSessionStore(store)
@@ -182,6 +191,7 @@ def build_local(
         sweeper, store, accesses, index_interval=index_interval, sweep_interval=sweep_interval,
         remember_jobs=lambda: remember_jobs.drain(lambda job: run_queued_job(services, job)),
         reflections=lambda: services.reflection.run_due(event_log.tenants()),
+        erasures=lambda: services.user_erasure.continue_running(),
     )
     services = _services(store, store, vectors, keywords, embedder, sealer, settings, PolicyRegistry(store), clock,
                          indexer, event_log, accesses, on_write=workers.wake, concurrent_retrievers=False,
@@ -195,7 +205,9 @@ def build_local(
                          metrics=PrometheusMetrics(storage=store.storage_usage),
                          graph=(graph, graph_indexer), reranker=reranker, timeline=timeline,
                          extractor=_memory_extractor(embedder, llm), configs=store,
-                         neighbours=older_neighbours_blocked)
+                         transfers=SqliteTransferStore(data_dir / "transfers.db"),
+                         neighbours=older_neighbours_blocked,
+                         user_data=(LocalUserDataStores(data_dir, job_users=job_users(sealer)), erasures))
     if start_workers:
         workers.start()
     return LocalApp(services, build_router(services, Identity(default_tenant=LOCAL_DEFAULT_TENANT)), store, vectors, keywords, embedder,
@@ -257,6 +269,11 @@ _INDEX_CHUNK = 16
 _INDEX_BATCH = 256
 
 
+# A user's erasure starts no page after this long in one API request on AWS: API Gateway answers
+# 504 after 30 s, and a page (up to 1,000 rows, each item's indexes retired) takes seconds.
+_ERASURE_SECONDS = 10.0
+
+
 def local_reranker(settings: LocalSettings) -> Reranker | None:
     """The HTTP rerank endpoint the operator named (`MEMSVC_RERANK_URL`), if any."""
     if settings.rerank_url is None:
@@ -287,11 +304,13 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
               concurrent_retrievers: bool, judge: SameFactJudge, limiter: RateLimiter, remember_queue: RememberQueue,
               sessions_store: SessionStore, workflow: WorkflowStore, bus: BusEvents | None,
               graph: tuple[GraphStore, GraphIndexer], reranker: Reranker | None, timeline: Timeline | None,
-              extractor: MemoryExtractor, configs: TenantConfigStore,
+              extractor: MemoryExtractor, configs: TenantConfigStore, transfers: TransferStore,
+              export_keys: ExportKeys | None = None,
+              user_data: tuple[UserDataStores, ErasureLedger], erasure_seconds: float | None = None,
               neighbours: NeighbourSearch = older_neighbours,
               on_write: Callable[[], None] = lambda: None) -> Services:
     """The use cases, each given only the ports it uses. `graph`: the knowledge graph's store and
-    the indexer's graph step."""
+    the indexer's graph step. `user_data`: every store's rows of a user, and the erasure records."""
     access = Access(policies, settings)
     memories = Memories(items=items, sealer=sealer, access=access, clock=clock, indexer=indexer, on_write=on_write)
     search = Search(items=items, vectors=vectors, keywords=keywords, embedder=embedder, sealer=sealer,
@@ -312,6 +331,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
                             metrics=metrics)
     restore = Restore(items=items, memories=memories, access=access, sealer=sealer, clock=clock)
     profiles = Profiles(items=items, configs=configs, sealer=sealer, settings=settings, access=access, clock=clock)
+    steps = TransferSteps(store=transfers, queue=remember_queue, clock=clock, sealer=sealer)
     return Services(
         sessions=sessions,
         close_session=CloseSession(sessions=sessions, items=items, memories=memories, sealer=sealer, access=access,
@@ -327,6 +347,11 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         feedback=Feedback(items=items, memories=memories, access=access, sealer=sealer, clock=clock),
         timeline=TimelineReader(log_=event_log, sealer=sealer, cursors=cursors, access=access),
         history=MemoryHistory(log_=event_log, items=items, sealer=sealer, cursors=cursors, access=access),
+        exports=DataExports(steps=steps, items=items, sessions=sessions_store, workflow=workflow, graph=graph[0],
+                            configs=configs, sealer=sealer, access=access, kms=export_keys),
+        imports=DataImports(steps=steps, items=items, sessions=sessions_store, workflow=workflow, memories=memories,
+                            graph=(graph[0], knowledge), configs=configs, sealer=sealer, access=access,
+                            kms=export_keys, on_write=on_write),
         admin=Admin(items=items, backlog=backlog, access=access, clock=clock, memories=memories, indexer=indexer,
                     embedder=embedder, keywords=keywords),
         health=health,
@@ -340,12 +365,22 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
         reflection=Reflection(items=items, memories=memories, vectors=vectors, sealer=sealer, settings=settings,
                               configs=configs, judge=judge, access=access, profiles=profiles, clock=clock,
                               neighbours=neighbours),
+        user_erasure=UserErasure(stores=user_data[0], ledger=user_data[1], sealer=sealer, access=access, clock=clock,
+                                 bus=bus, seconds_per_request=erasure_seconds),
+        langgraph_store=LangGraphStoreApi(memories=memories, search=search),
     )
+
+
+def run_transfer_step(services: Services, job: RememberJob) -> str:
+    """One step of an export or import job (`service.transfers`)."""
+    return services.exports.run(job) if transfer_kind(job) == "export" else services.imports.run(job)
 
 
 def run_queued_job(services: Services, job: RememberJob) -> str:
     """Run a job of the queue `remember` and extraction share (`wait: false`, sessions' extraction);
     what it did, for the worker's metrics."""
+    if is_transfer_job(job):
+        return run_transfer_step(services, job)
     if is_extraction_job(job):
         return services.extraction.run_job(job)
     return services.remember.run_job(job).action
@@ -421,10 +456,13 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
     from memsvc.adapters.aws.eventbridge_bus import EventBridgeBusEvents
     from memsvc.adapters.aws.emf_metrics import EmfMetrics
     from memsvc.adapters.aws.dynamo_workflow import DynamoWorkflowStore
+    from memsvc.adapters.aws.dynamo_transfers import DynamoTransferStore
+    from memsvc.adapters.aws.kms_export_keys import KmsExportKeys
     from memsvc.adapters.aws.eventbridge import EventBridgePublisher
     from memsvc.adapters.aws.kms_keys import KmsKeyProvider
     from memsvc.adapters.aws.s3vectors_index import MAX_WRITE_BATCH, S3VectorsIndex
     from memsvc.adapters.aws.titan import TitanEmbedder
+    from memsvc.adapters.aws.dynamo_user_erasure import DynamoUserDataStores
     from memsvc.adapters.aws.bedrock_rerank import BedrockReranker, rerank_client
 
     clients = clients or AwsClients.create(settings.region, embedding_concurrency=settings.embedding_concurrency)
@@ -446,7 +484,10 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                     cache_seconds=settings.data_key_cache_seconds)
     event_log = DynamoEventLog(clients.dynamodb, settings.table_name, retention_days=retention)
     publisher = EventBridgePublisher(clients.events, settings.event_bus_name) if settings.event_bus_name else None
+    # Not given the erasure records: the timeline Lambda holds no tenant data key, which their names
+    # need; a user's erasure marks the rows it deletes instead (`dynamo_user_erasure`).
     timeline = Timeline(event_log, publisher)
+    erasures = ErasureLedger(store, sealer)
     # One attempt, a 15 s read: extraction may answer a request; a failure is queued and retried.
     language_model = BedrockLanguageModel(clients.bedrock_runtime, settings.memory_extraction_model_id)
     keywords = DynamoKeywordIndex(clients.dynamodb, settings.keyword_table_name)
@@ -479,8 +520,15 @@ def build_aws(settings: Any, *, clients: AwsClients | None = None, embedder: Emb
                          reranker=reranker or BedrockReranker(rerank_client(settings.region),
                                                               model_id=settings.rerank_model_id),
                          timeline=timeline, configs=store,
+                         transfers=DynamoTransferStore(clients.dynamodb, settings.table_name),
+                         export_keys=KmsExportKeys(clients.kms, allowed=settings.export_kms_key_arns),
                          extractor=LlmMemoryExtractor(
-                             language_model, model_id_of=lambda tenant: tenant_settings.get(tenant).extraction_model_id))
+                             language_model, model_id_of=lambda tenant: tenant_settings.get(tenant).extraction_model_id),
+                         user_data=(DynamoUserDataStores(clients.dynamodb, settings.table_name, items=store, vectors=vectors,
+                                                          keyword_table=settings.keyword_table_name, keywords=keywords,
+                                                          graph=graph, clock=clock,
+                                                          semantic_digest=semantic_digest(sealer)), erasures),
+                         erasure_seconds=_ERASURE_SECONDS)
     router = build_router(services, Identity(default_tenant=settings.default_tenant))
     return AwsApp(services, router, store, vectors, keywords, embedder, sealer, tenant_settings, indexer, clients,
                   timeline, accesses, graph, extractor)

@@ -1,4 +1,4 @@
-"""The `memsvc` command: serve, token, eval, mcp."""
+"""The `memsvc` command: serve, token, reindex, backup, restore, aws-restore, smoke, eval, mcp."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import os
 import sys
 from pathlib import Path
 
+from memsvc import transfer_cli
 from memsvc.conversation_eval import MODES, QUESTION_KINDS
 from memsvc.evaluation import KINDS, Thresholds
 from memsvc.settings import LocalSettings
@@ -50,6 +51,43 @@ def main(argv: list[str] | None = None) -> int:
     reindex = sub.add_parser("reindex", help="embed every item again, with the server stopped (after a change "
                                              "of MEMSVC_LOCAL_EMBEDDER)")
     reindex.add_argument("--data-dir", type=Path, default=env.data_dir)
+
+    backup = sub.add_parser("backup", help="copy the data dir (every SQLite file and the keys) into a new "
+                                           "directory, while the server runs")
+    backup.add_argument("--data-dir", type=Path, default=env.data_dir)
+    backup.add_argument("--to", type=Path, required=True, help="the backup directory to create")
+
+    restore = sub.add_parser("restore", help="replace a data dir with a backup, with the server stopped")
+    restore.add_argument("--from", dest="source", type=Path, required=True, help="the backup directory")
+    restore.add_argument("--data-dir", type=Path, default=env.data_dir)
+    restore.add_argument("--force", action="store_true", help="replace a data dir that is not empty")
+
+    aws_restore = sub.add_parser("aws-restore", help="restore a deployment's tables to a point in time into new "
+                                                     "tables and rebuild their indexes (the stack keeps running)")
+    aws_restore.add_argument("--stack", required=True, help="the CloudFormation stack, e.g. memsvc-prod")
+    aws_restore.add_argument("--to-time", required=True,
+                             help="the time to restore to, RFC 3339 with its offset, e.g. 2026-11-27T09:30:00Z")
+    aws_restore.add_argument("--region", required=True)
+    aws_restore.add_argument("--suffix", default=None,
+                             help="appended to the restored tables' and the new vector index's names "
+                                  "(default: pitr-<the time, as digits>)")
+    aws_restore.add_argument("--resume", action="store_true",
+                             help="finish an earlier run with this suffix: each step does what it left")
+
+    smoke = sub.add_parser("smoke", help="call every route family of a running deployment once, in a namespace "
+                                         "of its own, and delete what it wrote (exit 1 if a step fails)")
+    smoke.add_argument("--url", required=True, help="the API's base URL (on AWS: JwtApiUrl or IamApiUrl)")
+    smoke_auth = smoke.add_mutually_exclusive_group(required=True)
+    smoke_auth.add_argument("--token", help="a bearer token (JwtApiUrl, or memsvc serve's `memsvc token`)")
+    smoke_auth.add_argument("--sigv4", action="store_true",
+                            help="sign with SigV4 (IamApiUrl), credentials from the default AWS chain")
+    smoke.add_argument("--region", default=None, help="SigV4's region (default: the URL's, else the AWS config's)")
+    smoke.add_argument("--tenant", default=None, help="X-Tenant-Id, for --sigv4")
+    smoke.add_argument("--user", default=None,
+                       help="the user whose namespaces the run writes (default: the token's sub; memsvc-smoke "
+                            "with --sigv4)")
+
+    transfer_cli.add_commands(sub)  # export, import, convert
 
     evaluate = sub.add_parser("eval", help="measure retrieval quality against a golden dataset (exit 1 under "
                                            "the thresholds, 2 on errors)")
@@ -108,6 +146,16 @@ def main(argv: list[str] | None = None) -> int:
         return _eval(args)
     if args.command == "reindex":
         return _reindex(args, env)
+    if args.command == "backup":
+        return _backup(args)
+    if args.command == "restore":
+        return _restore(args)
+    if args.command == "smoke":
+        return _smoke(args)
+    if args.command == "aws-restore":
+        return _aws_restore(args)
+    if args.command in ("export", "import", "convert"):
+        return transfer_cli.run(args)
     return _token(args)
 
 
@@ -196,12 +244,83 @@ def _reindex(args: argparse.Namespace, env: LocalSettings) -> int:
     try:
         report = reindex(args.data_dir, env.local_embedder)
     except DataDirBusy as exc:
-        print(f"memsvc: {exc}: stop it first", file=sys.stderr)
+        print(f"memsvc: {exc}", file=sys.stderr)
         return 1
     print(f"memsvc: {report.indexed} items embedded with {report.model_id}"
           + (f", {report.quarantined} quarantined" if report.quarantined else "")
           + (f"; {report.left} left pending (a batch failed): run it again" if report.left else ""))
     return 1 if report.left else 0
+
+
+def _backup(args: argparse.Namespace) -> int:
+    from memsvc.local_backup import BackupError, backup
+
+    try:
+        manifest = backup(args.data_dir, args.to)
+    except BackupError as exc:
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 1
+    print(f"memsvc: backed up {len(manifest.files)} files ({manifest.total_bytes / 1e6:.1f} MB) of {args.data_dir} "
+          f"to {args.to}")
+    return 0
+
+
+def _restore(args: argparse.Namespace) -> int:
+    from memsvc.adapters.local.data_dir_lock import DataDirBusy
+    from memsvc.local_backup import BackupError, restore
+
+    try:
+        manifest = restore(args.source, args.data_dir, force=args.force)
+    except (BackupError, DataDirBusy) as exc:
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 1
+    print(f"memsvc: restored {len(manifest.files)} files of the backup made {manifest.created_at} into "
+          f"{args.data_dir} (vectors of {manifest.embedder_model_id or 'no model yet'})")
+    return 0
+
+
+def _aws_restore(args: argparse.Namespace) -> int:
+    from datetime import datetime
+
+    from memsvc.adapters.aws.point_in_time import PointInTimeError
+    from memsvc.aws_restore import default_suffix, recover_stack
+
+    try:
+        at = datetime.fromisoformat(args.to_time)
+    except ValueError:
+        at = None
+    if at is None or at.tzinfo is None:
+        print(f"memsvc: --to-time {args.to_time!r} is not an RFC 3339 time with its offset", file=sys.stderr)
+        return 2
+    suffix = args.suffix or default_suffix(at)
+    try:
+        report = recover_stack(args.stack, args.region, at, suffix=suffix, resume=args.resume,
+                               progress=lambda line: print(f"memsvc: {line}", file=sys.stderr))
+    except PointInTimeError as exc:
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 1
+    restored = report.settings
+    print(f"memsvc: {report.indexed} of {report.items} live items indexed"
+          + (f", {report.quarantined} quarantined" if report.quarantined else "")
+          + (f"; {report.failed} failed: run again with --suffix {suffix} --resume" if report.failed else ""))
+    print("Cut over by pointing the stack's functions at (docs/backup-and-restore.md, \"Cut-over\"):")
+    print(f"  MEMSVC_TABLE_NAME={restored.table_name}\n  MEMSVC_KEYWORD_TABLE_NAME={restored.keyword_table_name}\n"
+          f"  MEMSVC_VECTOR_INDEX={restored.vector_index}")
+    return 1 if report.failed else 0
+
+
+def _smoke(args: argparse.Namespace) -> int:
+    from memsvc.smoke import Bearer, SmokeError, format_table, run_smoke, sigv4, user_of_token
+
+    try:
+        auth = sigv4(args.url, args.region) if args.sigv4 else Bearer(args.token)
+        user = args.user or ("memsvc-smoke" if args.sigv4 else user_of_token(args.token))
+    except SmokeError as exc:
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 2
+    results = run_smoke(args.url, auth, user=user, tenant=args.tenant)
+    print(format_table(results))
+    return 1 if any(r.status == "fail" for r in results) else 0
 
 
 def _eval(args: argparse.Namespace) -> int:

@@ -18,6 +18,7 @@ from memsvc.core.same_fact import Verdict
 from memsvc.core.sessions import SessionRecord
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.workflow import PlanRecord, TaskRecord, WorkingRecord
+from memsvc.core.transfer_jobs import TransferJob
 from memsvc.core.models import (Change, ChangeKind, FieldDoc, ItemHead, KeywordDoc, KeywordResult, RememberJob, StoredItem, TimelineEvent,
                                 VectorHit, VectorRef, VectorWrite)
 
@@ -25,7 +26,8 @@ __all__ = ["ItemStore", "IndexBacklog", "DataKeyStore", "TenantConfigStore", "Lo
            "EventPublisher", "VectorIndex", "KeywordIndex", "FieldHolders", "Embedder", "KeyProvider", "Clock",
            "SystemClock", "Metrics", "OperationSample", "GraphQuerySample", "SameFactJudge", "RateLimiter",
            "RememberQueue", "SessionStore", "BusEvents", "WorkflowStore", "EntityExtractor", "GraphStore",
-           "Reranker", "LanguageModel", "MemoryExtractor"]
+           "Reranker", "LanguageModel", "MemoryExtractor", "TransferStore", "ExportKeys",
+           "UserDataStores"]
 
 
 class ItemStore(Protocol):
@@ -47,6 +49,12 @@ class ItemStore(Protocol):
         None), and record the change in the same transaction. Raises `Conflict` otherwise. Its
         attempt and quarantine marks are not written: a version starts afresh."""
 
+    def write_many(self, writes: Sequence[tuple[StoredItem, ChangeKind, StoredItem | None]]
+                   ) -> list[Exception | None]:
+        """`write` of each (item, kind, old), of distinct keys, in one transaction where the store
+        has one that holds them (an import's page: one commit, not one per item); in order, None
+        for each written, or the `Conflict` (or other failure) of one that wrote nothing."""
+
     def refresh_expiry(
         self, tenant: str, namespace: tuple[str, ...], key: str, *, version: int, expires_at: datetime
     ) -> bool:
@@ -66,6 +74,12 @@ class ItemStore(Protocol):
 
     def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[tuple[str, ...]]:
         """Distinct namespaces under the prefix holding at least one live, unexpired item."""
+
+    def namespaces_after(self, tenant: str, prefix: tuple[str, ...], after: tuple[str, ...] | None,
+                         limit: int) -> list[tuple[str, ...]]:
+        """Up to `limit` namespaces under the prefix that hold rows (live or not), in the order of
+        their encoded form, after `after` (from the first when None): a walk over a tenant's
+        namespaces a page at a time, each page's work in proportion to it (an export's)."""
 
     def live_heads(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> Iterator[ItemHead]:
         """Live, unexpired items under the prefix without their sealed parts, in `scan_live`'s
@@ -415,6 +429,11 @@ class SessionStore(Protocol):
     def delete(self, tenant: str, user_id: str, session_id: str) -> None:
         """Remove the record (absent is fine)."""
 
+    def users_after(self, tenant: str, after: str | None, limit: int) -> list[str]:
+        """Up to `limit` users of the tenant who have a session (or had one: a listing may keep a
+        user whose sessions were deleted), in the store's order, after `after`: how an export
+        finds the sessions of a user who has no memory and no message."""
+
     def append(self, tenant: str, user_id: str, session_id: str, at: datetime,
                message: Callable[[int, StoredItem | None], StoredItem]) -> StoredItem | None:
         """Atomically: take the session's next seq, write `message(seq, row at that key)` as an
@@ -454,6 +473,11 @@ class WorkflowStore(Protocol):
     def delete_task(self, task: TaskRecord) -> None:
         """Delete `task` (still at its version) and its sub-task index, in one transaction."""
 
+    def list_tasks(self, tenant: str, *, creator: str | None, after: tuple[str, str] | None,
+                   limit: int) -> list[TaskRecord]:
+        """The tenant's task contexts (of `creator`, when given) by (creator, task_id), strictly
+        after the position `after`: a keyed listing, never a scan (export, issue 26)."""
+
     def get_plan(self, tenant: str, user: str, plan_id: str) -> PlanRecord | None: ...
 
     def save_plan(self, plan: PlanRecord, *, previous: PlanRecord | None) -> None: ...
@@ -465,6 +489,10 @@ class WorkflowStore(Protocol):
                    limit: int) -> list[PlanRecord]:
         """The user's plans (of `status`, when given), newest `created_at` first, strictly after
         the position `after` = (created_at µs, plan_id) of the last one of the previous page."""
+
+    def plan_users_after(self, tenant: str, after: str | None, limit: int) -> list[str]:
+        """Up to `limit` users of the tenant who have a plan (or had one), in the store's order,
+        after `after`: how an export finds the plans of a user who has no memory and no message."""
 
     def put_working(self, record: WorkingRecord) -> int | None:
         """Upsert, only while the user's plan `record.plan_id` exists (checked in the same
@@ -582,6 +610,11 @@ class GraphStore(Protocol):
     def derived_memories(self, tenant: str) -> Iterator[DerivedMemory]:
         """Every key's marker (the integrity scan checks them against the item store), fetched lazily."""
 
+    def explicit_rows(self, tenant: str, prefix: tuple[str, ...]) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """What callers wrote under `prefix` (an export's): every explicit node, and every explicit
+        edge with the nodes at its ends (explicit or not). One read of the tenant's nodes, as
+        `integrity_scan`'s: fit for tenants of about 10k nodes."""
+
     def integrity_scan(self, tenant: str) -> dict[str, int]:
         """Count and remove what breaks an invariant: `edges` with an end missing from their
         namespace or a memory that is not its key's current marker, `mentions` of a memory that
@@ -646,3 +679,58 @@ class MemoryExtractor(Protocol):
         themselves: never the assistant's own suggestions, questions or chit-chat. Raises
         `RateLimited` or `ProviderError` when a model fails (the caller retries later and loses
         nothing); an empty list when there is nothing to keep."""
+
+
+class TransferStore(Protocol):
+    """Export and import jobs (issue 26) and the parts of their files, per tenant. Outside the
+    change feed: nothing here is indexed or put on the timeline."""
+
+    def save_job(self, job: TransferJob, *, expected_version: int | None) -> None:
+        """Write `job` if the stored one is at `expected_version` (absent when None); raises
+        `Conflict` otherwise (a redelivered step lost to the one that ran)."""
+
+    def get_job(self, tenant: str, job_id: str) -> TransferJob | None: ...
+
+    def put_part(self, tenant: str, job_id: str, index: int, data: bytes) -> None:
+        """Write (or write again) part `index` of the job's file; at most `MAX_PART_BYTES`."""
+
+    def get_part(self, tenant: str, job_id: str, index: int) -> bytes | None: ...
+
+    def purge_expired(self, tenant: str, now: datetime) -> int:
+        """Remove the tenant's jobs past their `expires_at`, with their parts; how many jobs
+        (0 where the database expires them itself)."""
+
+
+class ExportKeys(Protocol):
+    """Envelope keys of exports sealed under a KMS key the caller names (AWS only)."""
+
+    def generate(self, key_id: str, tenant: str) -> tuple[bytes, bytes]:
+        """A fresh 256-bit content key under `key_id`: (plaintext, wrapped). Raises
+        `InvalidArgument` when the key cannot be used."""
+
+    def decrypt(self, key_id: str, tenant: str, wrapped: bytes) -> bytes: ...
+
+
+class UserDataStores(Protocol):
+    """Every row of one user, store by store, for erasing the user (`service.user_erasure`):
+    the rows of the user's namespaces (`["user", U, ...]`) and the rows keyed by the user id.
+    Each call removes (or, for the timeline, strips) at most `limit` rows of one store, or reads
+    at most `limit` rows looking for them. Repeating a call is harmless, so an erasure cut off
+    midway is continued by calling again."""
+
+    stores: tuple[str, ...]  # the store names, in the order an erasure goes through them
+
+    def erase(self, tenant: str, user_id: str, store: str, *, erasure_id: str, limit: int,
+              cursor: str | None) -> tuple[int, str | None]:
+        """Remove up to `limit` of the user's rows of `store`, going on from `cursor` (None at
+        first). Returns how many, and None when the store holds none of the user's rows now,
+        else the cursor to go on from (opaque). The timeline's entries stay, stripped of content,
+        under the namespace `["erased", erasure_id]`."""
+
+    def finish(self, tenant: str) -> None:
+        """After the last store: drop what storage keeps of removed rows beyond them (the local
+        files' write-ahead logs); nothing where the database does that itself."""
+
+    def running(self) -> list[tuple[str, str]]:
+        """(tenant, record name) of every erasure record (`TenantConfigStore`) whose erasure is
+        still running, for a background worker to continue; [] where no worker does."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -108,12 +109,14 @@ class AwsSettings:
     extraction_model_id: str = "amazon.nova-micro-v1:0"  # the knowledge graph's entity extractor (Converse)
     rerank_model_id: str = "amazon.rerank-v1:0"  # search's rerank step, for tenants that turn it on
     memory_extraction_model_id: str = "amazon.nova-lite-v1:0"  # learning from conversations (Converse)
+    export_kms_key_arns: tuple[str, ...] = ()  # the KMS keys exports may be sealed under (issue 26)
 
     @classmethod
-    def from_env(cls) -> "AwsSettings":
-        env = os.environ
+    def from_env(cls, env: Mapping[str, str] | None = None, *, region: str | None = None) -> "AwsSettings":
+        """This process's environment, or a deployed function's (`env`, `region`: `memsvc aws-restore`)."""
+        env = os.environ if env is None else env
         return cls(
-            region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
+            region=region or env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or "us-east-1",
             table_name=env["MEMSVC_TABLE_NAME"],
             keyword_table_name=env["MEMSVC_KEYWORD_TABLE_NAME"],
             vector_bucket=env["MEMSVC_VECTOR_BUCKET"],
@@ -131,6 +134,7 @@ class AwsSettings:
             extraction_model_id=env.get("MEMSVC_EXTRACTION_MODEL_ID", "amazon.nova-micro-v1:0"),
             rerank_model_id=env.get("MEMSVC_RERANK_MODEL_ID", "amazon.rerank-v1:0"),
             memory_extraction_model_id=env.get("MEMSVC_MEMORY_EXTRACTION_MODEL_ID", "amazon.nova-lite-v1:0"),
+            export_kms_key_arns=tuple(arn for arn in env.get("MEMSVC_EXPORT_KMS_KEY_ARNS", "").split(",") if arn),
         )
 
 

@@ -25,7 +25,7 @@ from infra.config import Throttle
 from infra.nag import acknowledge, acknowledge_wildcard_resources
 from infra.routes import ServiceRoute
 
-__all__ = ["ServiceHttpApi", "ACCESS_LOG_FORMAT", "STAGE"]
+__all__ = ["ServiceHttpApi", "ACCESS_LOG_FORMAT", "STAGE", "authenticated_paths"]
 
 STAGE = "$default"  # URLs have no stage segment: https://<id>.execute-api.<region>.amazonaws.com/v1/...
 
@@ -75,7 +75,7 @@ class ServiceHttpApi(Construct):
     """`routes` on `handler`, each with `authorizer` except the public ones; a `$default` stage
     with throttling (tighter on public routes), JSON access logs and CORS only for
     `cors_allowed_origins`. With `invoke_policy_name`, a managed policy granting
-    `execute-api:Invoke` on exactly these routes is created for callers to attach."""
+    `execute-api:Invoke` on the authenticated routes is created for callers to attach."""
 
     def __init__(
         self,
@@ -153,9 +153,7 @@ class ServiceHttpApi(Construct):
 
         self.invoke_policy: iam.ManagedPolicy | None = None
         if invoke_policy_name:
-            # One ARN per route; a path parameter ({id}) can only be matched by a wildcard.
-            route_arns = [self.api.arn_for_execute_api(r.method, re.sub(r"\{\w+\}", "*", r.path), STAGE)
-                          for r in routes if not r.public]
+            route_arns = [self.api.arn_for_execute_api("*", path, STAGE) for path in authenticated_paths(routes)]
             self.invoke_policy = iam.ManagedPolicy(
                 self, "InvokePolicy",
                 managed_policy_name=invoke_policy_name,
@@ -165,11 +163,23 @@ class ServiceHttpApi(Construct):
             )
             acknowledge_wildcard_resources(
                 self.invoke_policy, route_arns,
-                "The wildcard stands for a route's path parameter (the memory id in DELETE "
-                "/admin/v1/memories/{id}; the task, sub-task and plan ids and working-memory keys under "
-                "/v1/memory/); every route is listed by method and path, on this API and stage only.")
+                "Every authenticated route, by the first segment of its path (/v1, /admin, /store), on this "
+                "API and stage only: no public route shares one. One ARN per route would pass IAM's 6,144 "
+                "characters for a managed policy at about 65 routes.")
 
     @property
     def url(self) -> str:
         """The base URL, ending in `/` (the `$default` stage adds no path)."""
         return f"{self.api.api_endpoint}/"
+
+
+def authenticated_paths(routes: Sequence[ServiceRoute]) -> list[str]:
+    """The authenticated routes by the first segment of their paths (`/v1/*`; `/metrics` itself
+    when it is a route), which no public route may share: a wildcard under each grants exactly
+    the authenticated routes, today's and tomorrow's."""
+    def top(route: ServiceRoute) -> str:
+        return route.path.split("/")[1]
+
+    shared = {top(r) for r in routes if not r.public} & {top(r) for r in routes if r.public}
+    assert not shared, f"a public route shares a path's first segment with authenticated ones: {shared}"
+    return sorted({f"/{top(r)}" if r.path == f"/{top(r)}" else f"/{top(r)}/*" for r in routes if not r.public})

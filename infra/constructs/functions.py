@@ -27,6 +27,7 @@ from infra.constructs.vectors import VectorStore
 from infra.nag import acknowledge
 from layers.build import LayerSpec, build, layer_spec, package_code
 from memsvc.adapters.aws.dynamo_store import GSI_HISTORY, GSI_ID, GSI_PENDING, GSI_RECENT
+from memsvc.adapters.aws.kms_export_keys import EXPORT_CONTEXT_KEY, EXPORT_PURPOSE
 from memsvc.adapters.aws.kms_keys import ENCRYPTION_CONTEXT_KEY
 
 __all__ = [
@@ -58,7 +59,8 @@ CODE_ASSET_EXCLUDE = ["*", "!memsvc", "!functions", "**/__pycache__", "**/*.pyc"
 # Both stream consumers get only records `change_from_stream_record` can turn into a change: item
 # rows (`rt` = item) inserted or removed, and item rows modified by a write. A MODIFY whose new
 # image says `chg` = index or attempt (the indexer's own marks: a version indexed, an indexing
-# attempt begun or ended) or refresh (a TTL refresh) never changes the version, so it is dropped
+# attempt begun or ended), refresh (a TTL refresh) or erase (a user's erasure marks a row it is about
+# to delete: that REMOVE is skipped by the handlers) never changes the version, so it is dropped
 # here before it costs an invocation (the handlers check again); the indexer's quarantine and an
 # admin's retry of it (`chg` = quarantine, retry) are changes, and pass. The timeline's own rows
 # (`rt` = event, timeline-id, timeline-clock) never reach either consumer.
@@ -67,7 +69,7 @@ CHANGE_FILTER_PATTERNS: tuple[dict[str, Any], ...] = (
     {"eventName": ["REMOVE"], "dynamodb": {"OldImage": {"rt": {"S": ["item"]}}}},
     {"eventName": ["MODIFY"], "dynamodb": {"NewImage": {"rt": {"S": ["item"]},
                                                         "chg": {"S": [{"anything-but": ["index", "attempt",
-                                                                                        "refresh"]}]}}}},
+                                                                                        "refresh", "erase"]}]}}}},
 )
 INDEXER_FILTER_PATTERNS = TIMELINE_FILTER_PATTERNS = CHANGE_FILTER_PATTERNS
 
@@ -93,6 +95,7 @@ class ServiceSettings:
     extraction_model_id: str = "amazon.nova-micro-v1:0"  # the knowledge graph's entity extractor
     memory_extraction_model_id: str = "amazon.nova-lite-v1:0"  # learning from conversations (issue 24)
     rerank_model_id: str = "amazon.rerank-v1:0"  # search's rerank step (the API function's)
+    export_kms_key_arns: tuple[str, ...] = ()  # the KMS keys exports may be sealed under
 
 
 @dataclass(frozen=True)
@@ -195,6 +198,7 @@ def service_environment(*, service: str, table: ItemTable, keywords: KeywordTabl
         "MEMSVC_EXTRACTION_MODEL_ID": settings.extraction_model_id,
         "MEMSVC_MEMORY_EXTRACTION_MODEL_ID": settings.memory_extraction_model_id,
         "MEMSVC_RERANK_MODEL_ID": settings.rerank_model_id,
+        "MEMSVC_EXPORT_KMS_KEY_ARNS": ",".join(settings.export_kms_key_arns),
         "POWERTOOLS_SERVICE_NAME": powertools_service(service),
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "LOG_LEVEL": settings.log_level,
@@ -338,10 +342,11 @@ class ApiFunction(Construct):
         )
         s = self.service
         # DeleteItem and BatchWriteItem: seed 003's workflow rows (TransactWriteItems is authorized
-        # as its Put/Update/Delete actions), which are deleted outright, never tombstoned.
+        # as its Put/Update/Delete actions), which are deleted outright, never tombstoned, and a
+        # user's erasure; Scan: the erasure's search for the task contexts the user created.
         s.allow(sid="ItemTable", resources=[table.table_arn], actions=[
             "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"])
+            "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:Scan"])
         # GSI_HISTORY: GET /v1/memories/history reads a key's timeline events through it.
         s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"],
                 resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING, GSI_HISTORY)])
@@ -351,6 +356,12 @@ class ApiFunction(Construct):
                 resources=[storage_key.key_arn])
         s.allow(sid="TenantDataKeys", actions=["kms:GenerateDataKey", "kms:Decrypt"],
                 resources=[envelope_key.key_arn], conditions=_tenant_context_only())
+        if settings.export_kms_key_arns:
+            # An export's content key is made (POST /admin/v1/exports) and an import's opened
+            # (POST .../start) here; the steps on the remember function carry it sealed, never call KMS.
+            s.allow(sid="ExportKeys", actions=["kms:GenerateDataKey", "kms:Decrypt"],
+                    resources=list(settings.export_kms_key_arns),
+                    conditions={"StringEquals": {f"kms:EncryptionContext:{EXPORT_CONTEXT_KEY}": EXPORT_PURPOSE}})
         s.allow(sid="VectorIndex", resources=[vectors.index_arn], actions=[
             "s3vectors:QueryVectors", "s3vectors:GetVectors", "s3vectors:GetIndex",
             "s3vectors:PutVectors", "s3vectors:DeleteVectors"])

@@ -13,6 +13,7 @@ from pydantic.json_schema import models_json_schema
 from memsvc.api.router import Route, query_kind
 from memsvc.api.schemas import ErrorOut
 from memsvc.service.workflow_rules import WorkflowId
+from memsvc.service.user_erasure import USER_ID_SCHEMA
 
 __all__ = ["openapi_document"]
 
@@ -26,7 +27,7 @@ _PATH_PARAMETER = re.compile(r"\{([A-Za-z_]\w*)(:uuid)?\}")
 # segment (a session id that no session has is simply not found).
 _WORKFLOW_ID = TypeAdapter(WorkflowId).json_schema()
 _PATH_SCHEMAS: dict[str, dict[str, Any]] = {"task_id": _WORKFLOW_ID, "subtask_id": _WORKFLOW_ID,
-                                            "plan_id": _WORKFLOW_ID, "key": _WORKFLOW_ID}
+                                            "plan_id": _WORKFLOW_ID, "key": _WORKFLOW_ID, "user_id": USER_ID_SCHEMA}
 _UUID = {"type": "string", "format": "uuid"}
 # A rule across a query model's fields: the model becomes one parameter, an object exploded into
 # the query string (`style: form`), so that its schema can carry the rule.

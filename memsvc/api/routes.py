@@ -7,6 +7,7 @@ OpenAPI document is generated from them, and `infra` declares API Gateway's rout
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 from collections.abc import Callable
@@ -16,6 +17,8 @@ from typing import Any
 from urllib.parse import unquote
 
 from memsvc.api import schemas as s
+from memsvc.api import langgraph_store_schemas as lgs
+from memsvc.api import transfer_schemas as ts
 from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Call, Response, Route, Router
 from memsvc.core.errors import InvalidArgument, NotFound
@@ -25,6 +28,10 @@ from memsvc.service.admin import Admin
 from memsvc.service.extraction import Extraction, ExtractionQueued
 from memsvc.service.feedback import Feedback
 from memsvc.service.history import HistoryQuery, MemoryHistory
+from memsvc.service.langgraph_store_api import (LangGraphStoreApi, StoreDeleteItem, StoreGetItem,
+                                                StoreListNamespaces, StorePutItem, StoreSearchItems)
+from memsvc.service.data_export import DataExports, ExportPartQuery, StartExport
+from memsvc.service.data_import import CreateImport, DataImports, ImportPart, StartImport
 from memsvc.service.graph import (EntityRef, FindEntities, Graph, PathQuery, PutEntity, PutRelation, RelatedQuery,
                                   RelationRef)
 from memsvc.service.memories import Memories
@@ -43,6 +50,7 @@ from memsvc.service.plans import CreatePlan, ListPlans, Plans, UpdatePlan
 from memsvc.service.task_contexts import ChangeSubTasks, CreateTaskContext, TaskContexts, UpdateTaskContext
 from memsvc.service.working_memory import ListWorking, PutWorking, WorkingMemory
 from memsvc.service.workflow_rules import if_match
+from memsvc.service.user_erasure import UserErasure
 
 __all__ = ["ROUTES", "Services", "build_router"]
 
@@ -72,6 +80,13 @@ class Services:
     reflection: Reflection
     # Memory history (issue 25).
     history: MemoryHistory
+    # Export and import (issue 26).
+    exports: DataExports
+    imports: DataImports
+    # Erasing a user (issue 26).
+    user_erasure: UserErasure
+    # The LangGraph Platform store API (issue 28).
+    langgraph_store: LangGraphStoreApi
 
 
 def _put_memory(app: Services, c: Call) -> s.PutMemoryOut:
@@ -123,6 +138,15 @@ def _events(app: Services, c: Call) -> s.EventsOut:
 
 def _history(app: Services, c: Call) -> s.HistoryOut:
     return s.HistoryOut.of(app.history.history(c.caller, c.query))
+
+
+def _erase_user(app: Services, c: Call) -> Response:
+    receipt = app.user_erasure.erase(c.caller, _param(c, "user_id"))
+    return Response(200 if receipt.status == "completed" else 202, s.ErasureReceiptOut.of(receipt))
+
+
+def _erasure(app: Services, c: Call) -> s.ErasureReceiptOut:
+    return s.ErasureReceiptOut.of(app.user_erasure.status(c.caller, _param(c, "user_id")))
 
 
 def _get_policies(app: Services, c: Call) -> s.PoliciesOut:
@@ -356,6 +380,56 @@ def _profile(app: Services, c: Call) -> s.ProfileOut:
     return s.ProfileOut.of(app.profiles.get(c.caller, c.query))
 
 
+def _start_export(app: Services, c: Call) -> Response:
+    return Response(202, ts.TransferJobOut.of(app.exports.start(c.caller, c.body)))
+
+
+def _export_status(app: Services, c: Call) -> ts.TransferJobOut:
+    return ts.TransferJobOut.of(app.exports.status(c.caller, c.path["id"]))
+
+
+def _export_part(app: Services, c: Call) -> ts.ExportPartOut:
+    data, parts = app.exports.part(c.caller, c.path["id"], c.query.index)
+    return ts.ExportPartOut(index=c.query.index, parts=parts, data=base64.b64encode(data).decode("ascii"))
+
+
+def _create_import(app: Services, c: Call) -> Response:
+    return Response(201, ts.TransferJobOut.of(app.imports.create(c.caller, c.body)))
+
+
+def _import_part(app: Services, c: Call) -> None:
+    app.imports.put_part(c.caller, c.path["id"], c.body)
+
+
+def _start_import(app: Services, c: Call) -> Response:
+    return Response(202, ts.TransferJobOut.of(app.imports.start(c.caller, c.path["id"], c.body)))
+
+
+def _import_status(app: Services, c: Call) -> ts.TransferJobOut:
+    return ts.TransferJobOut.of(app.imports.status(c.caller, c.path["id"]))
+
+
+def _store_put_item(app: Services, c: Call) -> None:
+    app.langgraph_store.put_item(c.caller, c.body)
+
+
+def _store_get_item(app: Services, c: Call) -> lgs.StoreItemOrNullOut:
+    return lgs.StoreItemOrNullOut.of(app.langgraph_store.get_item(c.caller, c.query))
+
+
+def _store_delete_item(app: Services, c: Call) -> None:
+    app.langgraph_store.delete_item(c.caller, c.body)
+
+
+def _store_search_items(app: Services, c: Call) -> lgs.StoreSearchOut:
+    return lgs.StoreSearchOut.of(app.langgraph_store.search_items(c.caller, c.body, request_id=c.request.request_id))
+
+
+def _store_list_namespaces(app: Services, c: Call) -> lgs.StoreNamespacesOut:
+    found = app.langgraph_store.list_namespaces(c.caller, c.body)
+    return lgs.StoreNamespacesOut(namespaces=[list(ns) for ns in found])
+
+
 @cache
 def _openapi_json() -> tuple[bytes, str]:
     """The document and its ETag, built once: the route table never changes, and a build takes
@@ -487,6 +561,38 @@ ROUTES: tuple[Route, ...] = (
           "and facts, within a token budget", _profile, query=ProfileQuery, response=s.ProfileOut),
     Route("POST", "/admin/v1/memories/reflect", "Run reflection now over one user's memories (admin)", _reflect,
           body=s.ReflectBody, response=s.ReflectOut),
+    # Erasing a user (issue 26).
+    Route("DELETE", "/admin/v1/users/{user_id}", "Erase everything of one user of the tenant (admin; resumable: "
+          "202 while pages remain, DELETE again to continue)", _erase_user, response=s.ErasureReceiptOut,
+          also=((202, s.ErasureReceiptOut),)),
+    Route("GET", "/admin/v1/users/{user_id}/erasure", "The receipt of the user's last erasure (admin)", _erasure,
+          response=s.ErasureReceiptOut),
+    # Export and import (issue 26, docs/export-format.md).
+    Route("POST", "/admin/v1/exports", "Start exporting the tenant, a namespace prefix or a user (admin)",
+          _start_export, body=StartExport, response=ts.TransferJobOut, status=202),
+    Route("GET", "/admin/v1/exports/{id:uuid}", "An export job's progress", _export_status,
+          response=ts.TransferJobOut),
+    Route("GET", "/admin/v1/exports/{id:uuid}/parts", "A part of a finished export's file", _export_part,
+          query=ExportPartQuery, response=ts.ExportPartOut),
+    Route("POST", "/admin/v1/imports", "Create an import job to upload a file into (admin)", _create_import,
+          body=CreateImport, response=ts.TransferJobOut, status=201),
+    Route("PUT", "/admin/v1/imports/{id:uuid}/parts", "Upload a part of the file to import", _import_part,
+          body=ImportPart, status=204),
+    Route("POST", "/admin/v1/imports/{id:uuid}/start", "Open the uploaded file and start importing it",
+          _start_import, body=StartImport, response=ts.TransferJobOut, status=202),
+    Route("GET", "/admin/v1/imports/{id:uuid}", "An import job's progress and what it did", _import_status,
+          response=ts.TransferJobOut),
+    # The LangGraph Platform store API (issue 28): LangGraph's shapes on /v1/memories' services.
+    Route("PUT", "/store/items", "LangGraph store: put an item (ttl in minutes)", _store_put_item,
+          body=StorePutItem, status=204),
+    Route("GET", "/store/items", "LangGraph store: an item, or null", _store_get_item, query=StoreGetItem,
+          response=lgs.StoreItemOrNullOut),
+    Route("DELETE", "/store/items", "LangGraph store: delete an item (idempotent)", _store_delete_item,
+          body=StoreDeleteItem, status=204),
+    Route("POST", "/store/items/search", "LangGraph store: search by filter, or by a query (hybrid)",
+          _store_search_items, body=StoreSearchItems, response=lgs.StoreSearchOut),
+    Route("POST", "/store/namespaces", "LangGraph store: list namespaces", _store_list_namespaces,
+          body=StoreListNamespaces, response=lgs.StoreNamespacesOut),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True,
           also=((503, s.HealthOut),)),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),

@@ -30,6 +30,7 @@ from memsvc.service.semantic import SemanticView, UpsertSemantic
 from memsvc.service.sessions import AppendMessage, CreateSession, SessionView, UpdateSession
 from memsvc.service.tenant_config import SettingsPatch
 from memsvc.service.timeline import EventPage, EventView
+from memsvc.service.user_erasure import ErasureReceipt
 
 __all__ = [
     "PutMemoryBody",
@@ -862,3 +863,21 @@ class HistoryOut(Answer):
                        replaced_by=ReplacedByOut(id=v.replaced_by[0], version=v.replaced_by[1],
                                                  kind=v.replaced_by[2]) if v.replaced_by else None)
                        for v in page.versions])
+
+
+class ErasureReceiptOut(Answer):
+    """`DELETE /admin/v1/users/{user_id}` and `GET /admin/v1/users/{user_id}/erasure` (issue 26)."""
+
+    user_id: str
+    erasure_id: str = Field(description="this erasure; the user's timeline entries are kept, stripped, under the "
+                                        "namespace [\"erased\", erasure_id]")
+    status: Literal["running", "completed"] = Field(
+        description="running: more pages to go (DELETE again, or the local worker continues it)")
+    started_at: Rfc3339
+    completed_at: Rfc3339 | None
+    erased: dict[str, int] = Field(description="rows removed per store (timeline: entries stripped of content)")
+
+    @classmethod
+    def of(cls, receipt: ErasureReceipt) -> Self:
+        return cls(user_id=receipt.user_id, erasure_id=receipt.erasure_id, status=receipt.status,
+                   started_at=receipt.started_at, completed_at=receipt.completed_at, erased=receipt.erased)

@@ -6,7 +6,7 @@ import base64
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, NamedTuple
 
 __all__ = [
@@ -100,13 +100,18 @@ def to_rfc3339(dt: datetime | None) -> str | None:
     return utc(dt).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
+# By arithmetic on timedeltas, exact from year 1 to 9999 (a stated valid time may lie anywhere
+# there): `fromtimestamp` fails near year 9999, and `int(timestamp())` rounds towards zero before 1970.
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
+
+
 def to_epoch_us(dt: datetime) -> int:
-    dt = utc(dt)
-    return int(dt.timestamp()) * 1_000_000 + dt.microsecond
+    return (utc(dt) - _EPOCH) // _MICROSECOND
 
 
 def from_epoch_us(us: int) -> datetime:
-    return datetime.fromtimestamp(us // 1_000_000, tz=timezone.utc).replace(microsecond=us % 1_000_000)
+    return _EPOCH + timedelta(microseconds=us)
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,12 @@ class StoredItem:
     index_attempt: str | None = None  # `attempt_mark`
     index_error: str | None = None
     quarantined_at: datetime | None = None
+    # When the memory states it held, `[valid_start, valid_end)` as `core.validity.interval` reads
+    # its value (valid_end None: still holds), in plaintext beside the sealed value, so that an
+    # `as_of` search rejects what did not hold then without decrypting it (issue 25). valid_start
+    # is None on a row written before these bounds: it is decided on its opened value.
+    valid_start: datetime | None = None
+    valid_end: datetime | None = None
 
     def is_live(self, now: datetime) -> bool:
         return self.deleted is None and (self.expires_at is None or self.expires_at > now)

@@ -69,7 +69,8 @@ class WorkingRecord:
 
 MAX_ID_BYTES = 256  # task, plan, sub-task ids and working-memory keys, UTF-8 (each fits a DynamoDB key)
 MAX_NAME_CHARS = 256  # event_type, response_event, response_topic, goal_event
-MAX_SUB_TASKS = 48  # a task and its sub-task index rows are one DynamoDB transaction (100 rows at most)
+MAX_SUB_TASKS = 48  # a task, its listing row and its sub-task index rows (added and removed) are one
+# DynamoDB transaction (100 rows at most)
 
 
 def check_id(value: str, field: str) -> str:

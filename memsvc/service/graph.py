@@ -13,7 +13,7 @@ Valid time (issue 25). A relation holds over [valid_from, valid_to): an explicit
 `PUT` said (from the write when it named no start), a derived one as the memory it came from
 (`GraphIndexer` stores that on the edge). Without `as_of` a traversal walks current relations:
 every one not ended by now. With `as_of`, the relations that held then, and the related memories
-that held then (`held_at`). The check is a condition of each hop's read, so the bounds count only
+that held then (`HeldAt`). The check is a condition of each hop's read, so the bounds count only
 the relations walked.
 """
 
@@ -38,7 +38,7 @@ from memsvc.core.validation import WHITESPACE, Command, Integer, Namespace, Name
 from memsvc.ports import Clock, GraphQuerySample, GraphStore, ItemStore, Metrics
 from memsvc.service.access import Access
 from memsvc.service.memories import KEY_RULES, open_memory
-from memsvc.service.search import held_at
+from memsvc.service.search import HeldAt
 from memsvc.service.sealing import Sealer
 
 __all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "PutEntity", "EntityRef", "PutRelation",
@@ -278,11 +278,12 @@ class Graph:
               as_of: datetime | None = None) -> list[tuple[tuple[tuple[str, ...], str], StoredItem, Memory]]:
         """The first `limit` of `versions`' keys whose memory is live, still the version the
         mention came from (a rewrite the graph step has not caught up with may no longer name the
-        entity), admitted by the scope's filter and, with `as_of`, held then (decided on the
-        decrypted value); read a page at a time. Each with its item and its memory, opened."""
+        entity), admitted by the scope's filter and, with `as_of`, held then (by the row's bounds
+        where they decide, else on the decrypted value); read a page at a time. Each with its item
+        and its memory, opened."""
         refs = list(versions)
         now = self._clock.now()
-        held = held_at(as_of) if as_of is not None else (lambda _: True)
+        held = HeldAt(as_of) if as_of is not None else None
         out: list[tuple[tuple[tuple[str, ...], str], StoredItem, Memory]] = []
         page_size = limit + 5  # most candidates are live: a page more is rarely read
         for at in range(0, len(refs), page_size):
@@ -291,10 +292,11 @@ class Graph:
             for ref in page:
                 item = items.get(ref)
                 if (item is None or not item.is_live(now) or item.id != versions[ref]
-                        or not scope.filter.matches(lookup_in(item.policy_attributes))):
+                        or not scope.filter.matches(lookup_in(item.policy_attributes))
+                        or (held is not None and held.rules_out(item))):
                     continue
                 memory = open_memory(self._sealer, item)
-                if held(memory):
+                if held is None or held(memory):
                     out.append((ref, item, memory))
                     if len(out) >= limit:
                         return out

@@ -41,7 +41,7 @@ import uuid
 from collections import Counter, deque
 from collections.abc import Callable, Container, Sequence
 from concurrent.futures import Executor, Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from memsvc.core.errors import Conflict, EmbeddingFailed, InvalidArgument, MemsvcError, OverIndexBudget, RateLimited
@@ -330,6 +330,15 @@ class Indexer:
         one as `apply` does. Neither attempt marks (the feed's consumer may hold this very version,
         and its marks are its own) nor the graph step (the feed's: its model is the indexer's)."""
         return self._isolated(dict(enumerate(items)), feed=False)
+
+    def rebuild(self, items: Sequence[StoredItem]) -> Settled:
+        """Index these live versions from nothing, whether or not they are marked indexed:
+        vectors, keyword documents, field tokens and the graph step, then their marks (a restored
+        item table whose marks point at indexes that do not hold its versions). Isolates a poison
+        version as `apply` does. The attempt marks the versions carry were left by the processes of
+        the table's past, not by a death of this run's, so they are set aside."""
+        return self._isolated({n: replace(item, index_attempt=None) for n, item in enumerate(items)},
+                              feed=True, again=True)
 
     def index_items(self, items: Sequence[StoredItem]) -> int:
         """Embed the items' fields in one embedder call, write their vectors, mark them indexed

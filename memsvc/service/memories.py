@@ -19,6 +19,7 @@ from memsvc.core.paths import MAX_INDEX_FIELDS, MAX_INDEXED_FIELDS, extract_text
 from memsvc.core.timestamps import parse_rfc3339
 from memsvc.core.typed_memory import TypedMemory
 from memsvc.core.validation import Command, Integer, Namespace, NoIndexing
+from memsvc.core.validity import interval, typed_in
 from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
 from memsvc.service.indexer import Indexer
@@ -138,6 +139,8 @@ class Memories:
         version = old.version + 1 if old else 1
         access_count, last_accessed_at = _carried_counters(live_old, value)
         sealed = self._sealer.seal_item(tenant, ns, key, version, value=value, attributes=attributes)
+        created_at = live_old.created_at if live_old else now
+        valid_start, valid_end = interval(value, typed=typed_in(ns, value), created_at=created_at, updated_at=now)
         return StoredItem(
             tenant=tenant,
             namespace=ns,
@@ -148,13 +151,15 @@ class Memories:
             attributes_ct=sealed.attributes_ct,
             policy_attributes=policy_attributes,
             index_fields=index_fields,
-            created_at=live_old.created_at if live_old else now,
+            created_at=created_at,
             updated_at=now,
             expires_at=now + timedelta(seconds=ttl_seconds) if ttl_seconds else None,
             ttl_seconds=ttl_seconds,
             action=action,
             access_count=access_count,
             last_accessed_at=last_accessed_at,
+            valid_start=valid_start,
+            valid_end=valid_end,
         )
 
     def settle(self, items: list[StoredItem], *, sync_index: bool) -> None:

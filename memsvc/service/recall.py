@@ -49,7 +49,7 @@ from memsvc.service.known_at import KNOWN_AT_DESCRIPTION, KnownAtView
 from memsvc.service.sealing import Sealer
 from memsvc.service.memories import check_nesting
 from memsvc.service.search import (AS_OF_DESCRIPTION, FILTER_RULES, FILTER_SCHEMA, FilterPlan, Query, Ranked,
-                                   Search, held_at)
+                                   Search, HeldAt)
 from memsvc.tokens import count_tokens, cut_to_tokens
 
 __all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult"]
@@ -199,7 +199,7 @@ class Recall:
         per_layer = q.limit + CANDIDATE_SLACK
         # as_of is checked inside each layer's search, like the filter: what did not hold then
         # widens the retrieval instead of taking a place, so nothing that held is crowded out.
-        admit = held_at(q.as_of) if q.as_of is not None else None
+        admit = HeldAt(q.as_of) if q.as_of is not None else None
         found = list(self._pool.map(
             lambda s, at: self._search.ranked(caller.tenant_id, s.prefix, s.plan, query, mode=q.mode,
                                               limit=per_layer, embed=embedding, admit=admit, at=at,
@@ -295,7 +295,7 @@ class Recall:
         """A graph-linked memory as recall returns it: no match of its own, so no relevance."""
         message = is_messages_namespace(memory.namespace)
         typed = None if message else TypedMemory.from_value(memory.value)
-        if not _current_enough(memory, typed, q):
+        if not _current_enough(typed, q):
             return None
         if typed is not None and typed.archived and not q.include_archived:
             return None
@@ -350,7 +350,7 @@ class Recall:
         typed = None if message else TypedMemory.from_value(memory.value)
         if q.types is not None and (typed is None or typed.type not in q.types):
             return None
-        if not _current_enough(memory, typed, q):
+        if not _current_enough(typed, q):
             return None
         if typed is not None and typed.archived and not q.include_archived:
             return None
@@ -415,13 +415,11 @@ class Recall:
         return sorted(candidates, key=lambda c: (-c.recalled.relevance, c.precedence, newest(c)))
 
 
-def _current_enough(memory: Memory, typed: TypedMemory | None, q: RecallQuery) -> bool:
+def _current_enough(typed: TypedMemory | None, q: RecallQuery) -> bool:
     """Without as_of, current facts (a superseded one only with include_superseded); with it,
-    what held then, superseded or not (the search checked the hits; a graph-linked memory is
-    checked here)."""
-    if q.as_of is not None:
-        return held_at(q.as_of)(memory)
-    return typed is None or not typed.superseded or q.include_superseded
+    what held then, superseded or not, which each layer's search (its hits) and the graph's reads
+    (its linked memories) have decided."""
+    return q.as_of is not None or typed is None or not typed.superseded or q.include_superseded
 
 
 def _types_filter(types: Sequence[str] | None):

@@ -26,6 +26,7 @@ from memsvc.core.validation import Command, Cursor, Integer, NamespacePrefix, Ti
 from memsvc.ports import EventLog, EventPublisher
 from memsvc.service.access import Access
 from memsvc.service.sealing import CursorCodec, Sealer
+from memsvc.service.user_erasure import ErasureLedger
 
 __all__ = ["Timeline", "TimelineReader", "EventsQuery", "EventView", "EventPage", "MAX_EVENTS_PAGE"]
 
@@ -33,13 +34,25 @@ log = logging.getLogger(__name__)
 
 
 class Timeline:
-    def __init__(self, log_: EventLog, publisher: EventPublisher | None = None) -> None:
+    def __init__(self, log_: EventLog, publisher: EventPublisher | None = None,
+                 erasures: ErasureLedger | None = None) -> None:
         self.log = log_
         self.publisher = publisher
+        # A change of an erased user made before the erasure, still in the change feed then,
+        # records nothing: the erasure stripped the timeline. Locally only: the names of the
+        # erasure records need the tenant's data key, which the timeline Lambda does not hold.
+        self.erasures = erasures
 
     def apply(self, changes: Sequence[Change]) -> set[int]:
         """Record (then publish) the changes' events; returns the seqs that must be retried."""
-        sources = [(c.seq, e) for c in changes for e in TimelineEvent.of_change(c)]
+        erased: dict[tuple[str, str], datetime | None] = {}
+        try:
+            sources = [(c.seq, e) for c in changes for e in TimelineEvent.of_change(c)
+                       if self.erasures is None
+                       or not self.erasures.written_before_erasure(e.tenant, e.namespace, e.changed_at, erased)]
+        except Exception:
+            log.exception("reading the erasure records failed; the batch will be retried")
+            return {c.seq for c in changes}
         if not sources:  # nothing, or only retries (no event)
             return set()
         try:

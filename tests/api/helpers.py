@@ -154,3 +154,37 @@ def sync_index(admin: httpx.Client, timeout: float = 30.0) -> None:
         assert time.monotonic() < deadline, f"index still pending after {timeout}s: {r.json()}"
         admin.post("/admin/v1/memories/index/trigger")
         time.sleep(0.05)
+
+
+def events(client: httpx.Client, prefix: list[str], **params: Any) -> httpx.Response:
+    query: list[tuple[str, Any]] = [("ns", s) for s in prefix]
+    for name, value in params.items():
+        for v in value if isinstance(value, list) else [value]:
+            query.append((name, v))
+    return client.get("/v1/memories/events", params=query)
+
+
+def walk_events(client: httpx.Client, prefix: list[str], **params: Any) -> list[dict[str, Any]]:
+    seen: list[dict[str, Any]] = []
+    cursor = None
+    for _ in range(100):
+        r = events(client, prefix, **params, **({"after_cursor": cursor} if cursor else {}))
+        assert r.status_code == 200, r.text
+        body = r.json()
+        seen.extend(body["events"])
+        cursor = body["after_cursor"]
+        if cursor is None:
+            return seen
+    raise AssertionError("the walk did not end")
+
+
+def wait_for_events(client: httpx.Client, prefix: list[str], count: int, timeout: float = 20.0) -> list[dict[str, Any]]:
+    """The events under `prefix` once there are at least `count`: on AWS they arrive through the
+    stream's consumers, a moment after the write."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = walk_events(client, prefix)
+        if len(got) >= count:
+            return got
+        assert time.monotonic() < deadline, f"{len(got)} of {count} events after {timeout}s: {got}"
+        time.sleep(0.1)

@@ -4,46 +4,11 @@ Lambdas and the TTL fake."""
 
 from __future__ import annotations
 
-import time
-from typing import Any
-
-import httpx
-
-from tests.api.helpers import assert_error, delete, parse_ts, put_ok
+from tests.api.helpers import assert_error, delete, events, parse_ts, put_ok
+from tests.api.helpers import wait_for_events as wait_for
+from tests.api.helpers import walk_events as walk
 
 EVENT_KEYS = {"id", "namespace", "key", "kind", "occurred_at", "value", "attributes", "expires_at"}
-
-
-def events(client: httpx.Client, prefix: list[str], **params: Any) -> httpx.Response:
-    query: list[tuple[str, Any]] = [("ns", s) for s in prefix]
-    for name, value in params.items():
-        for v in value if isinstance(value, list) else [value]:
-            query.append((name, v))
-    return client.get("/v1/memories/events", params=query)
-
-
-def walk(client: httpx.Client, prefix: list[str], **params: Any) -> list[dict[str, Any]]:
-    seen: list[dict[str, Any]] = []
-    cursor = None
-    for _ in range(100):
-        r = events(client, prefix, **params, **({"after_cursor": cursor} if cursor else {}))
-        assert r.status_code == 200, r.text
-        body = r.json()
-        seen.extend(body["events"])
-        cursor = body["after_cursor"]
-        if cursor is None:
-            return seen
-    raise AssertionError("the walk did not end")
-
-
-def wait_for(client: httpx.Client, prefix: list[str], count: int, timeout: float = 20.0) -> list[dict[str, Any]]:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = walk(client, prefix)
-        if len(got) >= count:
-            return got
-        assert time.monotonic() < deadline, f"{len(got)} of {count} events after {timeout}s: {got}"
-        time.sleep(0.1)
 
 
 def test_the_lifecycle_of_a_memory(me, home):

@@ -56,6 +56,14 @@ NOT_IN_SCHEMA: dict[tuple[str, str], set[str]] = {
     # refresh_ttl (search) or graph_hops (recall)
     ("POST", "/v1/memories/search"): {"known_at", "refresh_ttl"},
     ("POST", "/v1/memories/recall"): {"known_at", "graph_hops"},
+    # one key (a passphrase or a KMS key, this on AWS only) unless encrypt is false; a prefix or a user_id
+    ("POST", "/admin/v1/exports"): {"body", "kms_key_id", "scope"},
+    # a user id of at most 256 bytes of UTF-8 (the schema counts characters)
+    ("DELETE", "/admin/v1/users/{user_id}"): {"user_id"},
+    ("GET", "/admin/v1/users/{user_id}/erasure"): {"user_id"},
+    # LangGraph's filter: an object without operators matches field by field, so its names are
+    # non-empty and the operator objects inside it valid
+    ("POST", "/store/items/search"): {"filter"},
 }
 
 

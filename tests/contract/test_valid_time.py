@@ -5,6 +5,9 @@ what held then (before, between and after the versions of a supersede chain); ba
 
 from __future__ import annotations
 
+import dataclasses
+from datetime import datetime, timezone
+
 import pytest
 
 from memsvc.core.errors import Forbidden, InvalidArgument
@@ -13,6 +16,7 @@ from memsvc.service.feedback import GiveFeedback
 from memsvc.service.memories import PutMemory
 from memsvc.service.recall import RecallQuery
 from memsvc.service.remember import RememberMemory
+from memsvc.service.sealing import Sealer
 from memsvc.service.search import SearchQuery
 from memsvc.service.tenant_config import SettingsPatch
 from tests.conftest import admin, alice, bob
@@ -154,6 +158,44 @@ class TestSupersedeChain:
         app.drain()
         assert recalled(app, as_of="2025-06-01T00:00:00Z") == [BERLIN]
         assert recalled(app, as_of="2026-01-03T00:00:00Z") == []
+
+
+class TestBoundsOnTheRow:
+    """Each version's row carries its interval in plaintext (`StoredItem.valid_start`/`valid_end`),
+    so `as_of` rejects what did not hold then without decrypting it."""
+
+    def test_each_version_row_carries_the_interval_its_value_states(self, app, chain):
+        berlin, munich, lisbon = (app.store.get("acme", tuple(NS), key) for key in chain)
+        utc = timezone.utc
+        assert (berlin.valid_start, berlin.valid_end) == (datetime(2020, 1, 1, tzinfo=utc),
+                                                          datetime(2023, 4, 30, 22, tzinfo=utc))
+        assert munich.valid_end == lisbon.valid_start == datetime(2025, 3, 1, tzinfo=utc)
+        assert lisbon.valid_end is None
+
+    def test_what_the_bounds_rule_out_is_never_decrypted(self, app, chain, monkeypatch):
+        opened = []
+        real = Sealer.open_item
+        monkeypatch.setattr(Sealer, "open_item", lambda self, item: opened.append(item.key) or real(self, item))
+        assert recalled(app, as_of="2019-06-01T00:00:00Z") == []
+        assert searched(app, query=QUERY, as_of="2019-06-01T00:00:00Z") == []
+        assert opened == []
+        assert recalled(app, as_of="2021-06-01T00:00:00Z") == [BERLIN]
+        assert set(opened) == {chain[0]}
+
+    def test_a_row_from_before_the_bounds_is_decided_on_its_value(self, app):
+        value = {"type": "fact", "content": BERLIN, "valid_from": "2020-01-01T00:00:00Z",
+                 "valid_to": "2023-01-01T00:00:00Z"}
+        app.memories.put(alice(), PutMemory(namespace=NS, key="old", value=value, index_fields=["content"]))
+        first = app.store.get("acme", tuple(NS), "old")
+        row = app.memories.build_version("acme", tuple(NS), "old", value, old=first, attributes=None,
+                                         policy_attributes=first.policy_attributes, index_fields=["content"],
+                                         ttl_seconds=None)
+        app.store.write(dataclasses.replace(row, valid_start=None, valid_end=None), kind="update", old=first)
+        app.drain()
+        assert app.store.get("acme", tuple(NS), "old").valid_start is None
+        assert recalled(app, as_of="2021-06-01T00:00:00Z") == [BERLIN]
+        assert recalled(app, as_of="2019-06-01T00:00:00Z") == []
+        assert recalled(app, as_of="2024-06-01T00:00:00Z") == []
 
 
 class TestBadTimes:

@@ -174,6 +174,51 @@ def test_task_context_sizes_are_limited(tc):
         tc.get(ALICE, "task-123")
 
 
+def test_a_tenants_task_contexts_are_listed_by_creator_in_pages_and_deletion_unlists(tc):
+    store = tc._store
+    for caller, task_id in ((BOB, "b1"), (ALICE, "a/2"), (ALICE, "a1"), (OTHER_TENANT, "elsewhere"),
+                            (ALICE, "#T#x")):
+        tc.create(caller, task(task_id, sub_tasks=[task_id + "-sub"]))
+    tc.update(ALICE, "a1", UpdateTaskContext(state={"n": 2}), expected_version=None)
+    seen, after = [], None
+    while True:
+        page = store.list_tasks("acme", creator=None, after=after, limit=2)
+        seen += [(t.creator, t.task_id, t.version) for t in page]
+        if len(page) < 2:
+            break
+        after = (page[-1].creator, page[-1].task_id)
+    assert sorted(seen) == [("alice", "#T#x", 1), ("alice", "a/2", 1), ("alice", "a1", 2), ("bob", "b1", 1)]
+    assert [c for c, _, _ in seen] == ["alice", "alice", "alice", "bob"]  # a creator's together
+    assert {t.task_id for t in store.list_tasks("acme", creator="alice", after=None, limit=10)} == {
+        "#T#x", "a/2", "a1"}
+    assert [t.task_id for t in store.list_tasks("acme", creator="bob", after=None, limit=10)] == ["b1"]
+    tc.delete(ALICE, "a1")
+    assert {t.task_id for t in store.list_tasks("acme", creator=None, after=None, limit=10)} == {"#T#x", "a/2", "b1"}
+    assert [t.task_id for t in store.list_tasks("globex", creator=None, after=None, limit=10)] == ["elsewhere"]
+
+
+def test_the_users_with_a_session_or_a_plan_are_listed_in_pages(backend, plans):
+    """How an export finds a user who has no memory and no message (`users_after`,
+    `plan_users_after`): each user once, in pages, only the tenant's."""
+    from memsvc.service.sessions import CreateSession
+
+    sessions = backend.app.services.sessions
+    for n, user in enumerate(("u3", "u1", "u/2", "u1")):
+        caller = Caller(tenant_id="acme", user_id=user, roles=("user",))
+        sessions.create(caller, CreateSession(session_id=f"s{n}"))
+        plans.create(caller, CreatePlan(plan_id=f"p{n}", goal_event="g"))
+    elsewhere = Caller(tenant_id="globex", user_id="u9", roles=("user",))
+    sessions.create(elsewhere, CreateSession(session_id="s"))
+    plans.create(elsewhere, CreatePlan(plan_id="p", goal_event="g"))
+    for listing in (sessions._store.users_after, plans._store.plan_users_after):
+        seen, after = [], None
+        while page := listing("acme", after, 2):
+            seen += page
+            after = page[-1]
+        assert sorted(seen) == ["u/2", "u1", "u3"] and len(seen) == 3, listing
+        assert listing("globex", None, 10) == ["u9"]
+
+
 # -- plans -------------------------------------------------------------------------------------
 
 

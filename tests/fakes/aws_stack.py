@@ -595,6 +595,8 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
                 TableName=TABLE, TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
             clients["dynamodb"].create_table(**keyword_table_definition(KEYWORD_TABLE))
             key_id = clients["kms"].create_key(Description="memsvc test")["KeyMetadata"]["KeyId"]
+            # The one KMS key exports may be sealed under (`export_kms_key_arns`).
+            export_key_arn = clients["kms"].create_key(Description="memsvc exports")["KeyMetadata"]["Arn"]
             clients["s3vectors"].create_vector_bucket(vectorBucketName=BUCKET)
             clients["s3vectors"].create_index(
                 vectorBucketName=BUCKET, indexName=INDEX, dataType="float32", dimension=dimension,
@@ -617,7 +619,8 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
             settings = AwsSettings(region=REGION, table_name=TABLE, keyword_table_name=KEYWORD_TABLE,
                                    vector_bucket=BUCKET, vector_index=INDEX, kms_key_id=key_id,
                                    embedding_dimension=dimension, event_bus_name=EVENT_BUS,
-                                   default_tenant=default_tenant, remember_queue_url=remember_queue_url)
+                                   default_tenant=default_tenant, remember_queue_url=remember_queue_url,
+                                   export_kms_key_arns=(export_key_arn,))
             app = build_aws(settings, clients=aws, embedder=embedder, clock=clock)
             from functions import runtime
 

@@ -65,11 +65,11 @@ def test_iam_routes_use_sigv4_and_the_invoke_policy_lists_them(bare_stack):
     assert policy["ManagedPolicyName"] == "svc-invoke"
     (statement,) = policy["PolicyDocument"]["Statement"]
     assert statement["Action"] == "execute-api:Invoke"
-    rendered = sorted(json.dumps(r["Fn::Join"][1][-1]) for r in statement["Resource"])
-    assert len(rendered) == len(routes) - 1  # every route but the public one
-    assert '"/$default/DELETE/admin/v1/memories/*"' in rendered
-    assert '"/$default/GET/v1/memories"' in rendered
-    assert not any("health" in r for r in rendered)
+    rendered = sorted(r["Fn::Join"][1][-1] for r in statement["Resource"])
+    # Every route but the public one, by the first segment of its path: a fixed size however many
+    # routes there are (IAM caps a managed policy at 6,144 characters).
+    paths = [key.split(" ")[1] for key in routes if key != "GET /health"]
+    assert rendered == sorted({"/$default/*" + (p if p.count("/") == 1 else "/" + p.split("/")[1] + "/*") for p in paths})
 
 
 def test_stage_throttles_logs_and_has_no_cors_by_default(bare_stack):

@@ -211,6 +211,7 @@ def test_api_role_is_exactly_what_the_api_calls(built):
         ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
         *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem",
                                               "DeleteItem", "BatchWriteItem")},  # with seed 003's workflow rows
+        ("dynamodb:Scan", "table"),  # a user's erasure: the task contexts the user created
         *{("dynamodb:Query", f"table/index/{i}") for i in ("by_recent", "by_id", "pending", "history")},
         *KEYWORD_TABLE,
         ("events:PutEvents", "bus"),  # seed 003's plan-status and task-context-deleted events
@@ -387,6 +388,8 @@ RECORDS = {
     "ttl expiry": _record("REMOVE", None, _image(exp=1),
                           userIdentity={"type": "Service", "principalId": "dynamodb.amazonaws.com"}),
     "tombstone purge": _record("REMOVE", None, _image(**{"del": "delete"})),
+    "erasure mark": _record("MODIFY", _image(chg="erase"), _image()),
+    "erasure removal": _record("REMOVE", None, _image(chg="erase")),
     "registry row": _record("INSERT", {"pk": {"S": "T#t#R"}, "sk": {"S": "a"}, "rt": {"S": "namespace"}}, None),
     "tenant key row": _record("INSERT", {"pk": {"S": "T#t#KEY"}, "sk": {"S": "DEK"}, "rt": {"S": "key"}}, None),
     "config rewrite": _record("MODIFY", {"pk": {"S": "T#t#CFG"}, "sk": {"S": "s"}, "rt": {"S": "config"}},
@@ -406,7 +409,8 @@ def test_filter_never_drops_a_change(name):
 def test_filter_drops_index_marks_and_refreshes_and_keeps_changes():
     kept = {n for n, r in RECORDS.items() if any(_matches(p, r) for p in INDEXER_FILTER_PATTERNS)}
     assert kept == {"insert item", "update (new version)", "delete (tombstone write)", "ttl expiry",
-                    "tombstone purge", "quarantine", "retry"}
+                    "tombstone purge", "erasure removal", "quarantine", "retry"}
+    assert change_from_stream_record(RECORDS["erasure removal"]) is None  # the erasure retired its indexes
     assert change_from_stream_record(RECORDS["quarantine"]).kind == "index_failed"  # the timeline's event
     assert change_from_stream_record(RECORDS["retry"]).kind == "index_retry"  # the indexer's work
 
@@ -466,6 +470,11 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
         PROJECT_ROOT / "memsvc/adapters/aws/dynamo_sessions.py").read_text()))
     as_iam = {"Put": "PutItem", "Update": "UpdateItem", "Delete": "DeleteItem", "ConditionCheck": "ConditionCheckItem"}
     calls["dynamodb"] |= (sessions - {"TransactWriteItems"}) | {as_iam[a] for a in inside}
+    erasure = _calls("memsvc/adapters/aws/dynamo_user_erasure.py",
+                     (*_DYNAMO_CALLS, r'conditional_write\(\s*[\w.]+,\s*[\w.]+,\s*"(\w+)"'), _DYNAMO_HELPERS)
+    # GetItem: a transfer job's row, to see whether its file may hold the user
+    assert erasure == {"GetItem", "Query", "Scan", "UpdateItem", "DeleteItem", "BatchWriteItem"}
+    calls["dynamodb"] |= erasure
     calls["events"] = _calls("memsvc/adapters/aws/eventbridge_bus.py", (r"self\._client\.(\w+)\(",))
     assert calls["s3vectors"] == {"PutVectors", "DeleteVectors", "QueryVectors", "GetVectors", "GetIndex"}
     assert calls["kms"] == {"GenerateDataKey", "Decrypt"}

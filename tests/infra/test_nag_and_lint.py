@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import re
 
+from infra.constructs.api import authenticated_paths
 from infra.lint import IGNORED_CHECKS, lint_templates
-from memsvc.api.routes import ROUTES
+from infra.routes import service_routes
 
 # Every suppression in the app, by finding. Adding one means adding it here, with a reason in
 # the code that a reviewer accepts (the reasons are copied into the templates' metadata).
@@ -15,10 +15,9 @@ EXPECTED_ACKNOWLEDGMENTS = {
     "AwsSolutions-L1",  # python3.12, deliberately (the layer's target)
     "AwsSolutions-SQS3",  # the DLQ itself has no DLQ
     "AwsSolutions-APIG4",  # GET /health is public
-    # the routes with a path parameter in the IAM invoke policy: DELETE /admin/v1/memories/{id},
-    # the session routes' {id}
+    # the IAM invoke policy: every method of the authenticated routes, by their paths' first segment
     *(f"AwsSolutions-IAM5[Resource::arn:aws:execute-api:us-east-1:<AWS::AccountId>:<IamApi1CA48018>"
-      f"/$default/{r.method}{re.sub(r'{[^}]+}', '*', r.path)}]" for r in ROUTES if "{" in r.path),
+      f"/$default/*{path}]" for path in authenticated_paths(service_routes())),
 }
 
 

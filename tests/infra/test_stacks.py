@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import re
 
 import pytest
 from aws_cdk.aws_logs import RetentionDays
@@ -91,13 +90,14 @@ def test_every_route_of_both_apis_has_its_authorizer(assembly, env):
     assert issuer == {"Issuer": {"Fn::GetAtt": [pool, "ProviderURL"]}, "Audience": [{"Ref": client}]}
 
 
-def _parameter_routes() -> tuple[str, ...]:
-    from memsvc.api.routes import ROUTES
+def _authenticated_tops() -> tuple[str, ...]:
+    from infra.constructs.api import authenticated_paths
+    from infra.routes import service_routes
 
-    return tuple(f"/$default/{r.method}" + re.sub(r"\{[^}]+\}", "*", r.path) for r in ROUTES if "{" in r.path)
+    return tuple(f"/$default/*{path}" for path in authenticated_paths(service_routes()))
 
 
-_PARAMETER_ROUTES = _parameter_routes()
+_AUTHENTICATED_TOPS = _authenticated_tops()
 
 
 @pytest.mark.parametrize("env", ENVS)
@@ -119,10 +119,10 @@ def test_iam_statements_name_their_resources(assembly, env):
             for r in resources:
                 flat = flatten_cfn_reference(r)
                 if r != "*" and "*" in flat:
-                    # Only the path parameters of the IAM API's invoke policy: DELETE
-                    # /admin/v1/memories/{id} and the workflow routes' ids and keys.
+                    # Only the IAM API's invoke policy: the authenticated routes by the first
+                    # segment of their paths (/v1, /admin, /store), no public one among them.
                     assert logical.startswith("IamApiInvokePolicy"), f"{logical}: {flat}"
-                    assert any(flat.endswith(suffix) for suffix in _PARAMETER_ROUTES), flat
+                    assert any(flat.endswith(suffix) for suffix in _AUTHENTICATED_TOPS), flat
     assert found >= 15
 
 

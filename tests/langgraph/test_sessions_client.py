@@ -4,6 +4,7 @@ the live servers (both backends)."""
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -120,3 +121,29 @@ def test_reflect_as_an_admin(live_server, uid):
     with MemsvcClient(live_server.url, live_server.token("root-" + uid, roles=["admin"])) as admin:
         run = admin.reflect(uid)
     assert (run["user_id"], run["examined"], run["done"]) == (uid, 1, True)
+
+
+def _on_the_timeline(client: MemsvcClient, prefix: list[str]) -> None:
+    """Wait until a write under `prefix` is on the timeline (on AWS it arrives through the stream, a
+    moment later): one arriving after an erasure is a write that a repeated DELETE erases."""
+    for _ in range(300):
+        if client.events(prefix)["events"]:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"nothing under {prefix} reached the timeline")
+
+
+def test_erase_user_as_an_admin(live_server, uid):
+    with MemsvcClient(live_server.url, live_server.token(uid)) as client:
+        client.remember("The user prefers green tea", type="preference")
+        _on_the_timeline(client, ["user", uid])
+        with pytest.raises(MemsvcError):  # a user may not erase anyone
+            client.erase_user(uid)
+    with MemsvcClient(live_server.url, live_server.token("root-" + uid, roles=["admin"])) as admin:
+        receipt = admin.erase_user(uid)
+        assert admin.user_erasure(uid) == receipt == admin.erase_user(uid)
+        with pytest.raises(InvalidArgumentError):
+            admin.erase_user("x" * 257)
+    assert (receipt["user_id"], receipt["status"], receipt["erased"]["memories"]) == (uid, "completed", 1)
+    with MemsvcClient(live_server.url, live_server.token(uid)) as client:
+        assert client.recall("green tea")["memories"] == []

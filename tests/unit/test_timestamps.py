@@ -6,6 +6,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from memsvc.core.models import from_epoch_us, to_epoch_us
 from memsvc.core.timestamps import parse_rfc3339
 
 
@@ -35,3 +36,18 @@ def test_anything_else_is_a_value_error(text):
 def test_an_offset_past_the_calendar_is_an_overflow():
     with pytest.raises(OverflowError):
         parse_rfc3339("0001-01-01T00:00:00+14:00")
+
+
+@pytest.mark.parametrize("instant", [
+    datetime(1, 1, 1, tzinfo=timezone.utc),
+    datetime(1960, 5, 1, 0, 0, 0, 5, tzinfo=timezone.utc),  # before 1970, with microseconds
+    datetime(2026, 11, 27, 18, 0, 0, 123456, tzinfo=timezone.utc),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc),
+])
+def test_epoch_microseconds_round_trip_every_representable_instant(instant):
+    """A stated valid time is stored as epoch microseconds on the row (`StoredItem.valid_start`)."""
+    assert from_epoch_us(to_epoch_us(instant)) == instant
+
+
+def test_the_microsecond_before_the_epoch_is_minus_one():
+    assert to_epoch_us(datetime(1969, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)) == -1

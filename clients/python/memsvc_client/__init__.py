@@ -20,6 +20,7 @@ from memsvc_client.store import (
 )
 from memsvc_client.worker import AsyncTaskWorker, SubTaskDone, TaskWorker
 from memsvc_client.tools import MemoryTools, langchain_tools, tool_specs
+from memsvc_client.openai_agents import openai_agents_tools
 
 __all__ = [
     "MemsvcStore",
@@ -31,6 +32,7 @@ __all__ = [
     "AsyncTaskWorker",
     "SubTaskDone",
     "langchain_tools",
+    "openai_agents_tools",
     "tool_specs",
     "recall_hook",
     "append_turn_hook",

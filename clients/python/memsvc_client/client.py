@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypedDict, Unpack
 
 from memsvc_client.graph import GraphMethods
+from memsvc_client.transfer import TransferMethods
 from memsvc_client.store import MemsvcStore, _ns_key
 from memsvc_client.workflow import WorkflowMethods, path_segment
 
@@ -350,8 +351,19 @@ class AgentMemoryMethods:
         memories; its stats. A run not `done` goes on from its cursor when called again."""
         return self._run(("POST", "/admin/v1/memories/reflect", (), {"user_id": user_id}))
 
+    def erase_user(self, user_id: str) -> Any:
+        """`DELETE /admin/v1/users/{user_id}` (admin): erase everything of the user in the caller's
+        tenant; the receipt (`status`, `erased` counts per store, `completed_at`). A receipt with
+        `status` `running` (a big user) goes on when called again; a completed one is answered
+        again unchanged while the user has nothing new."""
+        return self._run(("DELETE", f"/admin/v1/users/{path_segment(user_id)}", (), None))
 
-class MemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods):
+    def user_erasure(self, user_id: str) -> Any:
+        """`GET /admin/v1/users/{user_id}/erasure` (admin): the receipt of the user's last erasure."""
+        return self._run(("GET", f"/admin/v1/users/{path_segment(user_id)}/erasure", (), None))
+
+
+class MemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods, TransferMethods):
     """Every route of API.md and API-AGENT.md over HTTP, synchronously. Methods answer the
     service's JSON (None for a 204); `if_match=version` sends `If-Match`.
 
@@ -386,7 +398,7 @@ class MemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods):
         self.close()
 
 
-class AsyncMemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods):
+class AsyncMemsvcClient(AgentMemoryMethods, WorkflowMethods, GraphMethods, TransferMethods):
     """`MemsvcClient`'s methods as coroutines (same arguments, same answers and errors)."""
 
     def __init__(self, url: str | None = None, token: Any = None, *, store: MemsvcStore | None = None,

@@ -510,6 +510,34 @@ class DynamoGraphStore:
 
     # -- integrity -------------------------------------------------------------------------------
 
+    def explicit_rows(self, tenant: str, prefix: tuple[str, ...]) -> tuple[list[GraphNode], list[GraphEdge]]:
+        """The node rows (16 Queries), then the outgoing explicit edge rows of each node that has
+        explicit edges (`xe`), one Query each."""
+        found: dict[tuple[tuple[str, ...], str], tuple[GraphNode, int]] = {}
+        for shard in range(SHARDS):
+            for rows in self._pages(KeyConditionExpression="pk = :p",
+                                    ExpressionAttributeValues={":p": {"S": f"T#{tenant}#GN#{shard}"}}):
+                for row in rows:
+                    node = _node_of(tenant, row)
+                    if node.namespace[:len(prefix)] == prefix:
+                        found[(node.namespace, node.entity_id)] = (node, int(row.get("xe", {}).get("N", "0")))
+        edges: list[GraphEdge] = []
+        for (ns, eid), (_, explicit_rows) in sorted(found.items()):
+            if not explicit_rows:
+                continue
+            outgoing = f"{encode_namespace(ns)}{_END}X{_END}O{_END}"
+            for rows in self._pages(KeyConditionExpression="pk = :p AND begins_with(#sk, :o)",
+                                    ExpressionAttributeNames=_SK,
+                                    ExpressionAttributeValues={":p": {"S": _adjacency_pk(tenant, eid)},
+                                                               ":o": {"S": outgoing}}):
+                for row in rows:
+                    source, kind, target = _explicit_edge(eid, row["sk"]["S"])
+                    edges.append(GraphEdge(tenant, ns, source, kind, target, valid_from=_text(row.get("vf")),
+                                           valid_to=_text(row.get("vt"))))
+        ends = {(e.namespace, end) for e in edges for end in (e.source_id, e.target_id)}
+        nodes = [node for ref, (node, _) in sorted(found.items()) if node.explicit or ref in ends]
+        return nodes, edges
+
     def integrity_scan(self, tenant: str) -> dict[str, int]:
         """Every node of the tenant (16 Queries, a page at a time) with its adjacency in its
         namespace, against the markers: mentions whose memory is not its key's current marker go

@@ -45,6 +45,10 @@ class DynamoSessionStore:
         self._items = items
 
     def create(self, record: SessionRecord) -> None:
+        # The user's row in the tenant's users-with-sessions listing first (idempotent): a session
+        # is never without it, and one left by a refused create only lists a user with no session.
+        self._call("PutItem", Item={**_users_key(record.tenant, record.user_id), "rt": {"S": "session-user"},
+                                    "user_id": {"S": record.user_id}})
         try:
             self._db.put_item(TableName=self._table, Item=_row(record), ConditionExpression="attribute_not_exists(pk)")
         except ClientError as exc:
@@ -138,6 +142,22 @@ class DynamoSessionStore:
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
         return out
 
+    def users_after(self, tenant: str, after: str | None, limit: int) -> list[str]:
+        """A `Query` of the tenant's users-with-sessions listing, by encoded user id."""
+        kwargs: dict[str, Any] = {"KeyConditionExpression": "pk = :p", "ConsistentRead": True,
+                                  "ExpressionAttributeValues": {":p": {"S": _users_pk(tenant)}}}
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = _users_key(tenant, after)
+        out: list[str] = []
+        while len(out) < limit:
+            kwargs["Limit"] = limit - len(out)
+            page = self._call("Query", **kwargs)
+            out += [row["user_id"]["S"] for row in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return out
+
     def delete(self, tenant: str, user_id: str, session_id: str) -> None:
         record = self.get(tenant, user_id, session_id)
         if record is None:
@@ -215,6 +235,16 @@ def _enc(segment: str) -> str:
 
 def _pk(tenant: str, user_id: str) -> str:
     return f"T#{tenant}#SESS#{_enc(user_id)}"
+
+
+def _users_pk(tenant: str) -> str:
+    return f"T#{tenant}#SU"
+
+
+def _users_key(tenant: str, user_id: str) -> dict[str, Any]:
+    """A user's row in the tenant's listing of users who have had a session (the export walks it):
+    written once per session created, one row per user, removed by the user's erasure."""
+    return {"pk": {"S": _users_pk(tenant)}, "sk": {"S": _enc(user_id)}}
 
 
 def _key(tenant: str, user_id: str, session_id: str) -> dict[str, Any]:

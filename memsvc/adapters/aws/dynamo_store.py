@@ -36,6 +36,8 @@ __all__ = [
     "GSI_ID",
     "GSI_PENDING",
     "PENDING_SHARDS",
+    "ERASE_MARK",
+    "item_from_row",
 ]
 
 TTL_ATTRIBUTE = "ttl"
@@ -44,9 +46,11 @@ GSI_ID = "by_id"
 GSI_PENDING = "pending"
 # A key's timeline events, newest first (`GET /v1/memories/history`); see dynamo_timeline.py.
 GSI_HISTORY = "history"
+# `chg` of an item row a user's erasure is about to delete (`dynamo_user_erasure`): its removal
+# is no change for the indexer or the timeline.
+ERASE_MARK = "erase"
 PENDING_SHARDS = 8
 _DEFAULT_TOMBSTONE_DAYS = 90
-_REGISTERED_CACHE_SIZE = 100_000
 MAX_SORT_KEY_BYTES = 1024  # DynamoDB's limit for a sort key, of the table or of an index
 _ser = TypeSerializer()
 # Attribute names go through placeholders: `ttl` and `key` are DynamoDB reserved words.
@@ -102,20 +106,19 @@ class DynamoItemStore:
         self._db = client
         self._table = table_name
         self._tombstone_days = tombstone_days
-        self._registered: set[tuple[str, str]] = set()  # namespaces known to be in the registry
 
     # -- items -------------------------------------------------------------------------------
 
     def get(self, tenant, namespace, key):
         row = self._call("GetItem", Key=_key(tenant, encode_namespace(namespace), key), ConsistentRead=True)
-        return _item(row["Item"]) if "Item" in row else None
+        return item_from_row(row["Item"]) if "Item" in row else None
 
     def get_many(self, tenant, refs):
         wanted = list(dict.fromkeys((encode_namespace(ns), key) for ns, key in refs))
         return self._batch_get(tenant, [_key(tenant, ns, k) for ns, k in wanted])
 
     def _batch_get(self, tenant: str, keys: list[dict[str, Any]]) -> dict[tuple[tuple[str, ...], str], StoredItem]:
-        items = (_item(row) for row in batch_get_rows(self._db, self._table, keys))
+        items = (item_from_row(row) for row in batch_get_rows(self._db, self._table, keys))
         return {(i.namespace, i.key): i for i in items if i.tenant == tenant}
 
     def get_by_id(self, tenant, memory_id):
@@ -126,8 +129,19 @@ class DynamoItemStore:
         if not rows:
             return None
         row = self._call("GetItem", Key={"pk": rows[0]["pk"], "sk": rows[0]["sk"]}, ConsistentRead=True)
-        item = _item(row["Item"]) if "Item" in row else None
+        item = item_from_row(row["Item"]) if "Item" in row else None
         return item if item is not None and item.id == memory_id and item.tenant == tenant else None
+
+    def write_many(self, writes):
+        """One conditional put each: a transaction holds 100 items, and each write stands alone."""
+        out: list[Exception | None] = []
+        for item, kind, old in writes:
+            try:
+                self.write(item, kind=kind, old=old)
+                out.append(None)
+            except Conflict as exc:
+                out.append(exc)
+        return out
 
     def write(self, item, *, kind, old):
         ns = encode_namespace(item.namespace)
@@ -179,7 +193,7 @@ class DynamoItemStore:
         while len(out) < limit:
             kwargs["Limit"] = limit - len(out)
             page = self._call("Query", **kwargs)
-            out.extend(_item(row) for row in page.get("Items", []))
+            out.extend(item_from_row(row) for row in page.get("Items", []))
             if "LastEvaluatedKey" not in page:
                 break
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -325,7 +339,7 @@ class DynamoItemStore:
     def _recent(self, tenant: str, ns: str, now: datetime, page_size: int) -> Iterator[tuple[tuple, StoredItem]]:
         """One namespace's live items, newest first, a page at a time."""
         for row in self._recent_rows(tenant, ns, now, page_size):
-            item = _item(row)
+            item = item_from_row(row)
             yield (-to_epoch_us(item.updated_at), ns, item.key), item
 
     def live_heads(self, tenant, prefix, now):
@@ -373,6 +387,46 @@ class DynamoItemStore:
                 out.append(decode_namespace(ns))
         return out
 
+    def namespaces_after(self, tenant, prefix, after, limit):
+        """The registry: the tenant's roots (first two segments) in order, from `after`'s root,
+        then each root's namespaces in order, after `after`. A namespace sorts after every one of
+        a root that sorts before its own (a segment's encoding never holds SEP), so this is the
+        order of the encoded namespaces."""
+        after_ns = encode_namespace(after) if after else None
+        after_root = SEP.join(after_ns.split(SEP)[:2]) if after_ns else None
+        encoded = [encode_namespace((s,)) for s in prefix]
+        if len(prefix) >= 2:
+            roots: Iterator[str] = iter([SEP.join(encoded[:2])])
+        else:
+            first = after_root or (encoded[0] if encoded else None)
+            roots = (r for r in self._sort_keys_from(f"T#{tenant}#R", first, inclusive=True)
+                     if not prefix or r.split(SEP)[0] == encoded[0])
+        bounds = prefix_range(prefix) if len(prefix) >= 2 else None  # within one root: where it starts and ends
+        out: list[tuple[str, ...]] = []
+        for root in roots:
+            if after_root is not None and root < after_root:
+                continue
+            start, inclusive = ((after_ns, False) if root == after_root else
+                                (bounds[0], True) if bounds else (None, False))
+            for ns in self._sort_keys_from(f"T#{tenant}#R#{root}", start, inclusive=inclusive):
+                if bounds and ns >= bounds[2]:
+                    break
+                if not prefix or is_under(ns, prefix):
+                    out.append(decode_namespace(ns))
+                    if len(out) == limit:
+                        return out
+        return out
+
+    def _sort_keys_from(self, pk: str, start: str | None, *, inclusive: bool) -> Iterator[str]:
+        """A partition's sort keys in order, from `start` (None: the first), fetched lazily."""
+        kwargs: dict[str, Any] = {"KeyConditionExpression": "pk = :p", "ExpressionAttributeValues": {":p": {"S": pk}},
+                                  "ProjectionExpression": "sk"}
+        if start is not None:
+            kwargs["KeyConditionExpression"] += f" AND sk {'>=' if inclusive else '>'} :s"
+            kwargs["ExpressionAttributeValues"][":s"] = {"S": start}
+        for rows in query_pages(self._db, self._table, **kwargs):
+            yield from (row["sk"]["S"] for row in rows)
+
     def _namespaces_under(self, tenant: str, prefix: tuple[str, ...]) -> list[str]:
         encoded = [encode_namespace((s,)) for s in prefix]
         if len(prefix) >= 2:
@@ -406,13 +460,13 @@ class DynamoItemStore:
 
     def _register(self, tenant: str, ns: str) -> None:
         """Registry rows are written once per namespace (and the tenant-wide level-1 row once per
-        root), not once per new key: a read of the namespace's row first, remembered per process,
-        then put-if-absent, root first (so a namespace row always has its root row)."""
-        if (tenant, ns) in self._registered:
-            return
+        root), not once per new key: a consistent read of the namespace's row first, then
+        put-if-absent, root first (so a namespace row always has its root row). Read at every new
+        key, never remembered: erasing a user removes their namespaces' rows, and a write to one
+        of them after that, through any process, must list it again."""
         root = SEP.join(ns.split(SEP)[:2])
         level2 = {"pk": {"S": f"T#{tenant}#R#{root}"}, "sk": {"S": ns}}
-        if "Item" not in self._call("GetItem", Key=level2, ProjectionExpression="pk"):
+        if "Item" not in self._call("GetItem", Key=level2, ProjectionExpression="pk", ConsistentRead=True):
             for key in ({"pk": {"S": f"T#{tenant}#R"}, "sk": {"S": root}}, level2):
                 try:
                     self._db.put_item(TableName=self._table, Item={**key, "rt": {"S": "namespace"}},
@@ -422,9 +476,6 @@ class DynamoItemStore:
                         raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
                 except BotoCoreError as exc:
                     raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
-        if len(self._registered) >= _REGISTERED_CACHE_SIZE:
-            self._registered.clear()
-        self._registered.add((tenant, ns))
 
     def pending_index(self, tenant, now):
         total = 0
@@ -518,6 +569,10 @@ class DynamoItemStore:
             row["acc"] = {"N": str(item.access_count)}
         if item.last_accessed_at is not None:
             row["lat"] = {"N": str(to_epoch_us(item.last_accessed_at))}
+        if item.valid_start is not None:
+            row["vst"] = {"N": str(to_epoch_us(item.valid_start))}
+        if item.valid_end is not None:
+            row["ven"] = {"N": str(to_epoch_us(item.valid_end))}
         if item.action is not None:
             row["rma"] = {"S": item.action}  # what remember did (plaintext: the outcome, not the content)
         if item.deleted is not None:
@@ -558,8 +613,8 @@ def change_from_stream_record(record: dict[str, Any]) -> Change | None:
     if (new_image or old_image or {}).get("rt", {}).get("S") != "item":
         return None
     seq = int(data["SequenceNumber"])
-    new = _item(new_image) if new_image else None
-    old = _item(old_image) if old_image else None
+    new = item_from_row(new_image) if new_image else None
+    old = item_from_row(old_image) if old_image else None
     event = record.get("eventName")
     if event in ("INSERT", "MODIFY") and new is not None:
         if old is not None and old.version == new.version:  # a mark on the version: only two are changes
@@ -574,6 +629,8 @@ def change_from_stream_record(record: dict[str, Any]) -> Change | None:
     if event == "REMOVE" and old is not None:
         if old.deleted is not None:
             return None  # a tombstone's retention ran out
+        if old_image.get("chg", {}).get("S") == ERASE_MARK:
+            return None  # a user's erasure, which retired what the row's version had indexed itself
         identity = record.get("userIdentity") or {}
         by_ttl = identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com"
         at = old.expires_at if by_ttl and old.expires_at else old.updated_at
@@ -603,7 +660,7 @@ def _fit(s: str, max_bytes: int) -> str:
     return s if len(raw) <= max_bytes else raw[:max_bytes].decode("utf-8", errors="ignore")
 
 
-def _item(row: dict[str, Any]) -> StoredItem:
+def item_from_row(row: dict[str, Any]) -> StoredItem:
     r = {k: _de.deserialize(_binary_as_bytes(v)) for k, v in row.items()}
     return StoredItem(
         tenant=r["tenant"],
@@ -627,6 +684,8 @@ def _item(row: dict[str, Any]) -> StoredItem:
         index_attempt=r.get("ixa"),
         index_error=r.get("qrs"),
         quarantined_at=from_epoch_us(int(r["qat"])) if "qat" in r else None,
+        valid_start=from_epoch_us(int(r["vst"])) if "vst" in r else None,
+        valid_end=from_epoch_us(int(r["ven"])) if "ven" in r else None,
     )
 
 

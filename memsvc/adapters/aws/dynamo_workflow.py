@@ -35,6 +35,22 @@ def _task_key(tenant: str, task_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"T#{tenant}#TC#{_q(task_id)}"}, "sk": {"S": "TC"}}
 
 
+def _tasks_listing_key(tenant: str, creator: str, task_id: str) -> dict[str, Any]:
+    """The task's row in its tenant's listing (a copy of the task, written in the task's
+    transaction), by creator then id: one partition per tenant, so an export or an erasure finds a
+    tenant's or a creator's task contexts with a Query, not a Scan."""
+    return {"pk": {"S": _tasks_pk(tenant)}, "sk": {"S": _tasks_sk(creator, task_id)}}
+
+
+def _tasks_pk(tenant: str) -> str:
+    return f"T#{tenant}#TASKS"
+
+
+def _tasks_sk(creator: str, task_id: str) -> str:
+    # "#" sorts below every percent-encoded character, so a creator's rows sort together
+    return f"C#{_q(creator)}#{_q(task_id)}"
+
+
 def _subtask_key(tenant: str, subtask_id: str) -> dict[str, Any]:
     return {"pk": {"S": f"T#{tenant}#ST#{_q(subtask_id)}"}, "sk": {"S": "ST"}}
 
@@ -56,6 +72,12 @@ def _listing_keys(plan: PlanRecord) -> list[dict[str, Any]]:
     pk, created = _plans_pk(plan.tenant, plan.user), to_epoch_us(plan.created_at)
     return [{"pk": {"S": pk}, "sk": {"S": _listing_sk(prefix, created, plan.plan_id)}}
             for prefix in ("A#", f"S#{plan.status}#")]
+
+
+def _plan_users_key(tenant: str, user: str) -> dict[str, Any]:
+    """A user's row in the tenant's listing of users who have had a plan (the export walks it):
+    written with each plan created, one row per user, removed by the user's erasure."""
+    return {"pk": {"S": f"T#{tenant}#PU"}, "sk": {"S": f"U#{_q(user)}"}}
 
 
 def _working_pk(tenant: str, user: str, plan_id: str) -> str:
@@ -101,7 +123,10 @@ class DynamoWorkflowStore:
         mine_or_free = "attribute_not_exists(pk) OR task_id = :t"
         actions = [{"Put": {"TableName": self._table, "Item": {**_task_key(task.tenant, task.task_id),
                                                                **_task_item(task)},
-                            **_unchanged(previous)}}]
+                            **_unchanged(previous)}},
+                   {"Put": {"TableName": self._table, "Item": {**_tasks_listing_key(task.tenant, task.creator,
+                                                                                    task.task_id),
+                                                               **_task_item(task)}}}]
         actions += [{"Put": {"TableName": self._table, "ConditionExpression": mine_or_free,
                              "ExpressionAttributeValues": ours,
                              "Item": {**_subtask_key(task.tenant, s), "rt": {"S": ROW_TYPE}, "task_id": {"S": task.task_id}}}}
@@ -124,11 +149,34 @@ class DynamoWorkflowStore:
     def delete_task(self, task: TaskRecord) -> None:
         ours = {":t": {"S": task.task_id}}
         actions = [{"Delete": {"TableName": self._table, "Key": _task_key(task.tenant, task.task_id),
-                               **_unchanged(task)}}]
+                               **_unchanged(task)}},
+                   {"Delete": {"TableName": self._table,
+                               "Key": _tasks_listing_key(task.tenant, task.creator, task.task_id)}}]
         actions += [{"Delete": {"TableName": self._table, "Key": _subtask_key(task.tenant, s),
                                 "ConditionExpression": "attribute_not_exists(pk) OR task_id = :t",
                                 "ExpressionAttributeValues": ours}} for s in task.sub_tasks]
         self._call("TransactWriteItems", self._db.transact_write_items, TransactItems=actions)
+
+    def list_tasks(self, tenant: str, *, creator: str | None, after: tuple[str, str] | None,
+                   limit: int) -> list[TaskRecord]:
+        prefix = "C#" if creator is None else f"C#{_q(creator)}#"
+        pk = _tasks_pk(tenant)
+        kwargs: dict[str, Any] = {
+            "KeyConditionExpression": "pk = :pk AND begins_with(sk, :prefix)",
+            "ExpressionAttributeValues": {":pk": {"S": pk}, ":prefix": {"S": prefix}},
+            "Limit": limit, "ConsistentRead": True,
+        }
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = {"pk": {"S": pk}, "sk": {"S": _tasks_sk(*after)}}
+        out: list[TaskRecord] = []
+        while len(out) < limit:
+            page = self._call("Query", self._db.query, TableName=self._table, **kwargs)
+            out += [_task(tenant, item) for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+            kwargs["Limit"] = limit - len(out)
+        return out[:limit]
 
     # -- plans ------------------------------------------------------------------------------------
 
@@ -143,7 +191,26 @@ class DynamoWorkflowStore:
         if previous is not None and previous.status != plan.status:
             actions.append({"Delete": {"TableName": self._table, "Key": _listing_keys(previous)[1]}})
         actions += [{"Put": {"TableName": self._table, "Item": {**key, **attrs}}} for key in _listing_keys(plan)]
+        if previous is None:
+            actions.append({"Put": {"TableName": self._table, "Item": {
+                **_plan_users_key(plan.tenant, plan.user), "rt": {"S": ROW_TYPE}, "user": {"S": plan.user}}}})
         self._call("TransactWriteItems", self._db.transact_write_items, TransactItems=actions)
+
+    def plan_users_after(self, tenant: str, after: str | None, limit: int) -> list[str]:
+        pk = _plan_users_key(tenant, "")["pk"]
+        kwargs: dict[str, Any] = {"KeyConditionExpression": "pk = :pk", "ConsistentRead": True,
+                                  "ExpressionAttributeValues": {":pk": pk}}
+        if after is not None:
+            kwargs["ExclusiveStartKey"] = _plan_users_key(tenant, after)
+        out: list[str] = []
+        while len(out) < limit:
+            kwargs["Limit"] = limit - len(out)
+            page = self._call("Query", self._db.query, TableName=self._table, **kwargs)
+            out += [item["user"]["S"] for item in page.get("Items", [])]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return out
 
     def delete_plan(self, plan: PlanRecord) -> None:
         actions = [{"Delete": {"TableName": self._table, "Key": _plan_key(plan.tenant, plan.user, plan.plan_id),

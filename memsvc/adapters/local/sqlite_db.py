@@ -27,6 +27,9 @@ class SqliteFile:
             conn.execute("PRAGMA busy_timeout=30000")
             conn.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable across crashes of the process
             conn.execute("PRAGMA foreign_keys=OFF")
+            # A removed row's bytes are overwritten, not left in free space: a deleted memory or an
+            # erased user (`user_erasure`) must not stay readable in the file.
+            conn.execute("PRAGMA secure_delete=ON")
             self._local.conn = conn
         return conn
 

@@ -263,6 +263,20 @@ class SqliteGraphStore:
                 return
             after = (rows[-1][0], rows[-1][1])
 
+    def explicit_rows(self, tenant: str, prefix: tuple[str, ...]) -> tuple[list[GraphNode], list[GraphEdge]]:
+        scope, args = _scope(prefix)
+        conn = self._db.conn()
+        edges = [_edge(row) for row in conn.execute(
+            f"SELECT {_EDGE_COLUMNS} FROM graph_edges WHERE tenant = ? AND key = ''{scope} ORDER BY ns, source_id, "
+            "type, target_id", (tenant, *args))]
+        ends = {(encode_namespace(e.namespace), end) for e in edges for end in (e.source_id, e.target_id)}
+        nodes = [GraphNode(tenant, _decode(ns), entity_id, kind, bytes(name_ct), bool(explicit))
+                 for ns, entity_id, kind, name_ct, explicit in conn.execute(
+                     f"SELECT ns, entity_id, type, name_ct, explicit FROM graph_nodes WHERE tenant = ?{scope} "
+                     "ORDER BY ns, entity_id", (tenant, *args))
+                 if explicit or (ns, entity_id) in ends]
+        return nodes, edges
+
     def integrity_scan(self, tenant: str) -> dict[str, int]:
         with self._db.tx() as conn:
             mentions = conn.execute(

@@ -119,6 +119,12 @@ class SqliteSessionStore:
         ).fetchall()
         return [_record(r) for r in rows]
 
+    def users_after(self, tenant: str, after: str | None, limit: int) -> list[str]:
+        rows = self._conn().execute(
+            "SELECT DISTINCT user_id FROM sessions WHERE tenant = ? AND user_id > ? ORDER BY user_id LIMIT ?",
+            (tenant, after if after is not None else "", limit)).fetchall()
+        return [user for (user,) in rows]
+
     def delete(self, tenant: str, user_id: str, session_id: str) -> None:
         with self._write() as conn:
             conn.execute("DELETE FROM sessions WHERE tenant = ? AND user_id = ? AND session_id = ?",

@@ -45,6 +45,8 @@ CREATE TABLE IF NOT EXISTS items (
     index_attempt TEXT,
     index_error TEXT,
     quarantined_at INTEGER,
+    valid_start INTEGER,
+    valid_end INTEGER,
     PRIMARY KEY (tenant, ns, key)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS items_by_id ON items (tenant, id);
@@ -86,13 +88,15 @@ CREATE TABLE IF NOT EXISTS config (
 _COLUMNS = (
     "tenant, ns, key, id, version, value_ct, attributes_ct, policy_attributes, index_fields, "
     "created_at, updated_at, expires_at, deleted, ttl_seconds, indexed_fields, access_count, last_accessed_at, "
-    "index_attempt, index_error, quarantined_at"
+    "index_attempt, index_error, quarantined_at, valid_start, valid_end"
 )
+_COLUMN_COUNT = len(_COLUMNS.split(","))
 _QUALIFIED_COLUMNS = ", ".join(f"items.{c.strip()}" for c in _COLUMNS.split(","))
 _PAIRS_PER_STATEMENT = 400  # two bound values each, well under SQLite's limit of 32,766
 # Columns added after the first release: a data directory made before them gets them at open.
 _ADDED_COLUMNS = {"access_count": "INTEGER NOT NULL DEFAULT 0", "last_accessed_at": "INTEGER",
-                  "index_attempt": "TEXT", "index_error": "TEXT", "quarantined_at": "INTEGER"}
+                  "index_attempt": "TEXT", "index_error": "TEXT", "quarantined_at": "INTEGER",
+                  "valid_start": "INTEGER", "valid_end": "INTEGER"}
 # Made after the columns it names exist (a data directory from before them gets them at open).
 _QUARANTINE_INDEX = ("CREATE INDEX IF NOT EXISTS items_quarantined ON items (tenant, quarantined_at, ns, key) "
                      "WHERE index_error IS NOT NULL")
@@ -164,6 +168,21 @@ class SqliteItemStore:
         with self._tx() as conn:
             self.write_in(conn, item, kind=kind, old=old)
 
+    def write_many(self, writes: Sequence[tuple[StoredItem, ChangeKind, StoredItem | None]]
+                   ) -> list[Exception | None]:
+        out: list[Exception | None] = []
+        with self._tx() as conn:  # a savepoint per write: one that conflicts leaves the others
+            for item, kind, old in writes:
+                conn.execute("SAVEPOINT one_write")
+                try:
+                    self.write_in(conn, item, kind=kind, old=old)
+                    out.append(None)
+                except Conflict as exc:
+                    conn.execute("ROLLBACK TO one_write")
+                    out.append(exc)
+                conn.execute("RELEASE one_write")
+        return out
+
     def transaction(self):
         """A `BEGIN IMMEDIATE` transaction on this database, for a store that must write items
         together with rows of its own (the session store's message appends)."""
@@ -198,7 +217,7 @@ class SqliteItemStore:
                 "the memory changed while this write was in flight",
                 details={"expected_version": expected, "current_version": current},
             )
-        conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * 20)})", _row(item))
+        conn.execute(f"INSERT OR REPLACE INTO items ({_COLUMNS}) VALUES ({', '.join('?' * _COLUMN_COUNT)})", _row(item))
         _count_usage(conn, before, item)
         _record_change(conn, kind, item.updated_at, item, before)
 
@@ -371,6 +390,16 @@ class SqliteItemStore:
             if (parsed := attributes.get(pa)) is None:
                 parsed = attributes[pa] = json.loads(pa)
             yield ItemHead(memory_id, decode_namespace(ns), key, parsed)
+
+    def namespaces_after(self, tenant, prefix, after, limit):
+        where, params = "tenant = ? AND ns > ?", [tenant, encode_namespace(after) if after else ""]
+        bounds = prefix_range(prefix)
+        if bounds is not None:
+            where += " AND (ns = ? OR (ns >= ? AND ns < ?))"
+            params += list(bounds)
+        rows = self._conn().execute(f"SELECT DISTINCT ns FROM items WHERE {where} ORDER BY ns LIMIT ?",
+                                    (*params, limit)).fetchall()
+        return [decode_namespace(r[0]) for r in rows]
 
     def list_namespaces(self, tenant, prefix, now):
         where, params = _live_under(tenant, prefix, now)
@@ -586,6 +615,8 @@ def _row(item: StoredItem) -> tuple[Any, ...]:
         None,  # a write starts its version afresh: no attempt, no quarantine
         None,
         None,
+        to_epoch_us(item.valid_start) if item.valid_start else None,
+        to_epoch_us(item.valid_end) if item.valid_end else None,
     )
 
 
@@ -611,4 +642,6 @@ def _item(row: Sequence[Any]) -> StoredItem:
         index_attempt=row[17],
         index_error=row[18],
         quarantined_at=from_epoch_us(row[19]) if row[19] is not None else None,
+        valid_start=from_epoch_us(row[20]) if row[20] is not None else None,
+        valid_end=from_epoch_us(row[21]) if row[21] is not None else None,
     )

@@ -209,6 +209,7 @@ class LocalVectorIndex:
         self._db = sqlite3.connect(self._path, isolation_level=None, check_same_thread=False)
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA secure_delete=ON")  # as every local file (`sqlite_db.SqliteFile`)
         _migrate_layout(self._db)
         self._db.executescript(_SCHEMA + changes_schema("vectors"))
         self._check_model(model_id)

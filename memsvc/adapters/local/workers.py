@@ -47,8 +47,10 @@ class BackgroundWorkers:
         sweep_interval: float = 1.0,
         remember_jobs: Callable[[], int] | None = None,
         reflections: Callable[[], int] | None = None,
+        erasures: Callable[[], int] | None = None,
     ) -> None:
         self._reflections = reflections  # runs the due users' reflection, returns how many ran
+        self._erasures = erasures  # continues the running user erasures by a few pages each
         self._consumers = {c.consumer: c for c in consumers}
         self._remember_jobs = remember_jobs  # runs the due jobs, returns how many
         self._jobs_wake = threading.Event()
@@ -147,4 +149,9 @@ class BackgroundWorkers:
                 self._store.prune_changes()
             except Exception:
                 log.exception("sweeper cycle failed")
+            try:
+                if self._erasures is not None:
+                    self._erasures()
+            except Exception:
+                log.exception("user erasure cycle failed")
             self._accesses.flush()  # logs its own failures

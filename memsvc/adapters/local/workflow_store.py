@@ -24,6 +24,7 @@ CREATE TABLE IF NOT EXISTS task_contexts (
     version INTEGER NOT NULL, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL,
     PRIMARY KEY (tenant, task_id)
 ) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS task_contexts_by_creator ON task_contexts (tenant, creator, task_id);
 CREATE TABLE IF NOT EXISTS sub_tasks (
     tenant TEXT NOT NULL, subtask_id TEXT NOT NULL, task_id TEXT NOT NULL,
     PRIMARY KEY (tenant, subtask_id)
@@ -86,6 +87,24 @@ class SqliteWorkflowStore:
                 task.tenant, task.task_id, task.creator, task.plan_id, task.event_type, task.response_event,
                 task.response_topic, json.dumps(list(task.sub_tasks)), task.sealed, task.version,
                 to_epoch_us(task.created_at), to_epoch_us(task.updated_at)))
+
+    def plan_users_after(self, tenant: str, after: str | None, limit: int) -> list[str]:
+        rows = self._db.conn().execute(
+            "SELECT DISTINCT user FROM plans WHERE tenant = ? AND user > ? ORDER BY user LIMIT ?",
+            (tenant, after if after is not None else "", limit)).fetchall()
+        return [user for (user,) in rows]
+
+    def list_tasks(self, tenant: str, *, creator: str | None, after: tuple[str, str] | None,
+                   limit: int) -> list[TaskRecord]:
+        where, args = "tenant = ?", [tenant]
+        if creator is not None:
+            where, args = where + " AND creator = ?", args + [creator]
+        if after is not None:
+            where, args = where + " AND (creator, task_id) > (?, ?)", args + list(after)
+        rows = self._db.conn().execute(
+            f"SELECT {_TASK} FROM task_contexts WHERE {where} ORDER BY creator, task_id LIMIT ?",
+            (*args, limit)).fetchall()
+        return [_task_of(row) for row in rows]
 
     def delete_task(self, task: TaskRecord) -> None:
         with self._db.tx() as conn:
@@ -203,8 +222,10 @@ def _check(current: Any, previous: Any) -> None:
 def _get_task(conn: sqlite3.Connection, tenant: str, task_id: str) -> TaskRecord | None:
     row = conn.execute(f"SELECT {_TASK} FROM task_contexts WHERE tenant = ? AND task_id = ?",
                        (tenant, task_id)).fetchone()
-    if row is None:
-        return None
+    return _task_of(row) if row is not None else None
+
+
+def _task_of(row: Any) -> TaskRecord:
     return TaskRecord(tenant=row[0], task_id=row[1], creator=row[2], plan_id=row[3], event_type=row[4],
                       response_event=row[5], response_topic=row[6], sub_tasks=tuple(json.loads(row[7])),
                       sealed=bytes(row[8]), version=row[9], created_at=from_epoch_us(row[10]),

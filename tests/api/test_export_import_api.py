@@ -1,0 +1,334 @@
+"""Export and import (issue 26) over HTTP, on `memsvc serve` and on the AWS backend (moto): a
+round trip into an empty tenant answers get, search, recall, history, sessions, plans and
+settings as the source does; a second import changes nothing; a dry run writes nothing; scopes,
+roles and tenants are kept apart; a wrong passphrase, a changed or cut-short file import nothing.
+
+Each test's tenants are new, so "an empty tenant" is an empty stack for that tenant on either
+backend (the shared live server holds other tests' tenants, never these)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from tests.api.helpers import assert_error, get, ns_query, put_ok, search_ok, sync_index, unique_tenant
+
+PASSPHRASE = "correct horse battery staple"
+PART_BYTES = 256 * 1024
+
+
+def wait_job(admin: httpx.Client, path: str, timeout: float = 60.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = admin.get(path)
+        assert r.status_code == 200, r.text
+        job = r.json()
+        if job["state"] in ("done", "failed"):
+            return job
+        assert time.monotonic() < deadline, job
+        time.sleep(0.1)
+
+
+def export_file(admin: httpx.Client, **body: Any) -> tuple[dict[str, Any], bytes]:
+    r = admin.post("/admin/v1/exports", json=body)
+    assert r.status_code == 202, r.text
+    job = wait_job(admin, f"/admin/v1/exports/{r.json()['id']}")
+    assert job["state"] == "done", job
+    parts = (admin.get(f"/admin/v1/exports/{job['id']}/parts", params={"index": i}) for i in range(job["parts"]))
+    data = b"".join(base64.b64decode(part.json()["data"]) for part in parts)
+    return job, data
+
+
+def upload(admin: httpx.Client, data: bytes, **options: Any) -> str:
+    r = admin.post("/admin/v1/imports", json=options)
+    assert r.status_code == 201, r.text
+    job_id = r.json()["id"]
+    for index, start in enumerate(range(0, len(data), PART_BYTES)):
+        part = base64.b64encode(data[start:start + PART_BYTES]).decode()
+        r = admin.put(f"/admin/v1/imports/{job_id}/parts", json={"index": index, "data": part})
+        assert r.status_code == 204, r.text
+    return job_id
+
+
+def import_file(admin: httpx.Client, data: bytes, *, passphrase: str | None = PASSPHRASE,
+                **options: Any) -> dict[str, Any]:
+    r = start_import(admin, data, passphrase=passphrase, **options)
+    assert r.status_code == 202, r.text
+    return wait_job(admin, f"/admin/v1/imports/{r.json()['id']}")
+
+
+def start_import(admin: httpx.Client, data: bytes, *, passphrase: str | None = PASSPHRASE,
+                 **options: Any) -> httpx.Response:
+    job_id = upload(admin, data, **options)
+    parts = (len(data) + PART_BYTES - 1) // PART_BYTES
+    return admin.post(f"/admin/v1/imports/{job_id}/start",
+                      json={"parts": parts, **({"passphrase": passphrase} if passphrase else {})})
+
+
+def refused(admin: httpx.Client, data: bytes, **options: Any) -> str:
+    """Why the import of `data` failed: at its start (a file small enough to be read whole there),
+    or as its job."""
+    r = start_import(admin, data, **options)
+    if r.status_code != 202:
+        return assert_error(r, 400, "INVALID_ARGUMENT")["message"]
+    job = wait_job(admin, f"/admin/v1/imports/{r.json()['id']}")
+    assert job["state"] == "failed", job
+    return job["error"]["message"]
+
+
+def write_everything(me: httpx.Client, admin: httpx.Client, uid: str) -> None:
+    ns = ["user", uid, "memories"]
+    put_ok(me, ns, "diet", {"text": "I am vegetarian and cook Italian food"}, attributes={"source": "chat"})
+    put_ok(me, ns, "city", {"text": "I moved to Lisbon", "valid_from": "2024-03-01T00:00:00Z"})
+    put_ok(me, ns, "city", {"text": "I moved to Porto", "valid_from": "2025-06-01T00:00:00Z"})
+    put_ok(me, ns, "trip", {"text": "Flight to Tokyo booked for the conference"}, ttl_seconds=86400)
+    assert me.post("/v1/memory/sessions", json={"session_id": f"s-{uid}", "title": "planning"}).status_code == 201
+    for text in ("hello there", "let us plan the trip"):
+        r = me.post(f"/v1/memory/sessions/s-{uid}/messages", json={"role": "user", "content": text})
+        assert r.status_code == 201, r.text
+    r = me.post("/v1/memory/plans", json={"plan_id": f"p-{uid}", "goal_event": "trip.goal",
+                                          "goal_data": {"to": "Tokyo"}, "status": "running"})
+    assert r.status_code == 201, r.text
+    assert me.put(f"/v1/memory/working/p-{uid}/step", json={"value": {"n": 2}}).status_code == 200
+    r = me.post("/v1/memory/task-context", json={"task_id": f"t-{uid}", "plan_id": f"p-{uid}",
+                                                 "event_type": "trip.book", "data": {"seat": "window"},
+                                                 "sub_tasks": [f"t-{uid}-a", f"t-{uid}-b"], "state": {"step": 1}})
+    assert r.status_code == 201, r.text
+    assert admin.put("/admin/v1/memories/settings", json={"max_depth": 8}).status_code == 200
+    for name, kind in (("Ana Lima", "PERSON"), ("Memsvc", "PROJECT")):
+        r = me.put("/v1/graph/entities", json={"namespace": ns, "name": name, "type": kind})
+        assert r.status_code == 200, r.text
+    r = me.put("/v1/graph/relations", json={"namespace": ns, "source": "Ana Lima", "type": "WORKS_ON",
+                                            "target": "Memsvc", "valid_from": "2025-01-01T00:00:00Z"})
+    assert r.status_code == 200, r.text
+    sync_index(admin)
+
+
+def answers(me: httpx.Client, uid: str) -> dict[str, Any]:
+    """What the tests compare between the source and the copy."""
+    ns = ["user", uid, "memories"]
+    memory = get(me, ns, "city").json()
+    search = [(i["key"], i["value"]) for i in search_ok(me, ["user", uid], query="where do I live", limit=3)]
+    recall = me.post("/v1/memories/recall", json={"query": "what food do I cook"}).json()
+    history = me.get("/v1/memories/history", params=ns_query(ns, "city")).json()["versions"][0]
+    messages = me.get(f"/v1/memory/sessions/s-{uid}/messages").json()["messages"]
+    session = me.get(f"/v1/memory/sessions/s-{uid}").json()
+    plan = me.get(f"/v1/memory/plans/p-{uid}").json()
+    task = me.get(f"/v1/memory/task-context/t-{uid}").json()
+    entities = me.post("/v1/graph/entities/find", json={"namespace_prefix": ["user", uid],
+                                                        "names": ["Ana Lima", "Memsvc"]}).json()["entities"]
+    path = me.post("/v1/graph/path", json={"namespace_prefix": ["user", uid], "from": {"entity": "Ana Lima"},
+                                           "to": {"entity": "Memsvc"}}).json()
+    return {
+        "memory": memory,
+        "search": search,
+        "recall": [(m["key"], m["content"]) for m in recall["memories"]],
+        "history": {k: history[k] for k in ("id", "version", "value")},
+        "messages": [(m["seq"], m["content"]) for m in messages],
+        "session": {k: session[k] for k in ("title", "version", "message_count", "created_at")},
+        "plan": {k: plan[k] for k in ("goal_data", "status", "version", "created_at")},
+        "working": me.get(f"/v1/memory/working/p-{uid}/step").json()["value"],
+        "task": task,
+        "task_of_subtask": me.get(f"/v1/memory/task-context/by-subtask/t-{uid}-b").json().get("task_id"),
+        "trip_expires": get(me, ns, "trip").json()["expires_at"],
+        "entities": sorted((e["name"], e["type"], e["explicit"], e["namespaces"]) for e in entities),
+        "path": (path["found"], path["hops"], [e["name"] for e in path["entities"]],
+                 [[(d["type"], d["valid_from"]) for d in s["edges"]] for s in path["steps"]]),
+    }
+
+
+def settled(me: httpx.Client, uid: str, expected: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
+    """The copy's answers once its indexes are rebuilt (the import's writes index in the background)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = answers(me, uid)
+        if got == expected or time.monotonic() > deadline:
+            return got
+        time.sleep(0.2)
+
+
+def test_round_trip_into_an_empty_tenant_answers_the_same(live_server, make_client, me, admin, uid, tenant):
+    write_everything(me, admin, uid)
+    source = answers(me, uid)
+    job, data = export_file(admin, passphrase=PASSPHRASE)
+    assert job["counts"]["memory"] == {"exported": 3} and job["counts"]["message"] == {"exported": 2}
+    # and a session, a plan, its working memory, a task context, the settings, two entities and a relation
+    assert job["counts"]["task"] == {"exported": 1}
+    assert job["total"] == job["done"] == 13 and job["encryption"] == "passphrase"
+    assert b"Lisbon" not in data and b"vegetarian" not in data  # sealed by default
+
+    other = unique_tenant()
+    other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
+    done = import_file(other_admin, data, allow_other_tenant=True)
+    assert done["state"] == "done", done["error"]
+    assert done["source"]["tenant"] == tenant and done["total"] == 13
+    assert done["counts"]["entity"] == {"create": 2} and done["counts"]["relation"] == {"create": 1}
+    assert done["counts"]["memory"] == {"create": 3} and done["counts"]["session"] == {"create": 1}
+    assert done["counts"]["settings"] == {"create": 1} and done["remapped"] == []
+    assert done["counts"]["task"] == {"create": 1}
+    copy_me = make_client(uid, tenant=other)
+    sync_index(other_admin)
+    assert settled(copy_me, uid, source) == source
+    assert other_admin.get("/admin/v1/memories/settings").json()["max_depth"] == 8
+
+    again = import_file(other_admin, data, allow_other_tenant=True)  # idempotent: the same file changes nothing
+    assert again["state"] == "done" and {k: set(v) for k, v in again["counts"].items()} == {
+        kind: {"skip"} for kind in again["counts"]}, again
+    assert answers(copy_me, uid) == source
+
+
+def test_a_dry_run_counts_and_writes_nothing(make_client, me, admin, uid):
+    put_ok(me, ["user", uid, "memories"], "a", {"text": "one"})
+    _, data = export_file(admin, encrypt=False)
+    other = unique_tenant()
+    other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
+    job = import_file(other_admin, data, passphrase=None, dry_run=True, allow_other_tenant=True)
+    assert job["state"] == "done" and job["dry_run"] is True and job["counts"]["memory"] == {"create": 1}
+    assert_error(get(make_client(uid, tenant=other), ["user", uid, "memories"], "a"), 404, "NOT_FOUND")
+
+
+def test_import_over_changed_keys_updates_and_reports_remapped_ids(me, admin, uid):
+    ns = ["user", uid, "memories"]
+    first = put_ok(me, ns, "a", {"text": "one"})
+    _, data = export_file(admin, passphrase=PASSPHRASE)
+    put_ok(me, ns, "a", {"text": "changed"})
+    job = import_file(admin, data)
+    assert job["counts"]["memory"] == {"update": 1, "remapped": 1}, job
+    [remap] = job["remapped"]
+    assert remap["id"] == first["id"] and remap["new_version"] == 3 and remap["key"] == "a"
+    assert get(me, ns, "a").json()["value"] == {"text": "one"}
+
+
+def test_a_user_export_holds_that_user_only(make_client, admin, tenant, uid):
+    alice, bob = make_client(uid, tenant=tenant), make_client("bob-" + uid, tenant=tenant)
+    put_ok(alice, ["user", uid, "memories"], "mine", {"text": "alice secret"})
+    put_ok(bob, ["user", "bob-" + uid, "memories"], "mine", {"text": "bob secret"})
+    job, data = export_file(admin, scope={"user_id": uid}, encrypt=False)
+    lines = [json.loads(line) for line in data.splitlines()]
+    assert lines[0]["kind"] == "header" and lines[0]["scope"] == {"user_id": uid}
+    assert lines[-1]["kind"] == "trailer" and lines[-1]["records"] == 1
+    assert b"bob" not in data and [r["value"] for r in lines[1:-1]] == [{"text": "alice secret"}]
+
+
+def test_a_tenant_export_holds_the_sessions_and_plans_of_a_user_with_no_memory(make_client, admin, tenant, uid):
+    talker, quiet = make_client(uid, tenant=tenant), make_client("quiet-" + uid, tenant=tenant)
+    put_ok(talker, ["user", uid, "memories"], "a", {"text": "one"})
+    assert quiet.post("/v1/memory/sessions", json={"session_id": "only-a-session"}).status_code == 201
+    r = quiet.post("/v1/memory/plans", json={"plan_id": "only-a-plan", "goal_event": "g", "status": "running"})
+    assert r.status_code == 201, r.text
+    for scope in ({}, {"scope": {"prefix": ["user"]}}):
+        _, data = export_file(admin, encrypt=False, **scope)
+        records = [json.loads(line) for line in data.splitlines()[1:-1]]
+        assert [(r["user_id"], r["session_id"]) for r in records if r["kind"] == "session"] == [
+            ("quiet-" + uid, "only-a-session")], scope
+        assert [(r["user_id"], r["plan_id"]) for r in records if r["kind"] == "plan"] == [
+            ("quiet-" + uid, "only-a-plan")], scope
+        assert [r["key"] for r in records if r["kind"] == "memory"] == ["a"]
+
+
+def test_only_an_admin_exports_and_only_their_own_tenants_jobs(make_client, me, admin):
+    assert_error(me.post("/admin/v1/exports", json={"passphrase": PASSPHRASE}), 403, "FORBIDDEN")
+    assert_error(me.post("/admin/v1/imports", json={}), 403, "FORBIDDEN")
+    job_id = admin.post("/admin/v1/exports", json={"passphrase": PASSPHRASE}).json()["id"]
+    wait_job(admin, f"/admin/v1/exports/{job_id}")
+    other = unique_tenant()
+    stranger = make_client("root-" + other, tenant=other, roles=["admin"])
+    assert_error(stranger.get(f"/admin/v1/exports/{job_id}"), 404, "NOT_FOUND")
+    assert_error(stranger.get(f"/admin/v1/exports/{job_id}/parts", params={"index": 0}), 404, "NOT_FOUND")
+    assert_error(me.get(f"/admin/v1/exports/{job_id}/parts", params={"index": 0}), 403, "FORBIDDEN")
+
+
+def test_another_tenants_file_needs_the_flag_and_lands_in_the_callers_tenant(make_client, me, admin, uid):
+    put_ok(me, ["user", uid, "memories"], "a", {"text": "one"})
+    _, data = export_file(admin, passphrase=PASSPHRASE)
+    other = unique_tenant()
+    other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
+    job_id = upload(other_admin, data)
+    err = assert_error(other_admin.post(f"/admin/v1/imports/{job_id}/start",
+                                        json={"parts": 1, "passphrase": PASSPHRASE}), 403, "FORBIDDEN")
+    assert err["details"] == {"field": "allow_other_tenant"}
+    r = start_import(other_admin, data, allow_other_tenant=True)
+    assert r.status_code == 202, r.text
+    job = wait_job(other_admin, f"/admin/v1/imports/{r.json()['id']}")
+    assert job["state"] == "done" and job["source"]["tenant"] != other
+    assert get(make_client(uid, tenant=other), ["user", uid, "memories"], "a").json()["value"] == {"text": "one"}
+    assert_error(other_admin.post(f"/admin/v1/imports/{job['id']}/start", json={"parts": 1}), 409, "CONFLICT")
+    assert_error(other_admin.put(f"/admin/v1/imports/{job['id']}/parts", json={"index": 0, "data": "AAAA"}), 409)
+
+
+def test_a_wrong_passphrase_a_changed_or_cut_file_import_nothing(make_client, me, admin, uid):
+    put_ok(me, ["user", uid, "memories"], "a", {"text": "one"})
+    _, data = export_file(admin, passphrase=PASSPHRASE)
+    other = unique_tenant()
+    other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
+    job_id = upload(other_admin, data, allow_other_tenant=True)
+    err = assert_error(other_admin.post(f"/admin/v1/imports/{job_id}/start",
+                                        json={"parts": 1, "passphrase": "not the passphrase"}), 400)
+    assert err["message"] == "the passphrase does not open this export"
+
+    changed = bytearray(data)
+    changed[-40] ^= 1
+    assert refused(other_admin, bytes(changed), allow_other_tenant=True) == (
+        "frame 1 of the file does not open: it was cut short or changed")
+    assert refused(other_admin, data[:-30], allow_other_tenant=True) == (
+        "the file ends in the middle of a frame: it was cut short")
+    assert_error(get(make_client(uid, tenant=other), ["user", uid, "memories"], "a"), 404, "NOT_FOUND")
+
+    _, plain = export_file(admin, encrypt=False)
+    lines = plain.splitlines(keepends=True)
+    forged = b"".join([lines[0], lines[1].replace(b"one", b"two"), *lines[2:]])
+    assert refused(other_admin, forged, passphrase=None, allow_other_tenant=True) == (
+        "the file's checksum does not match its records: it was changed or cut short")
+    assert_error(get(make_client(uid, tenant=other), ["user", uid, "memories"], "a"), 404, "NOT_FOUND")
+
+
+def test_bad_requests_are_400_envelopes(admin):
+    assert_error(admin.post("/admin/v1/exports", json={}), 400, "INVALID_ARGUMENT")  # no key and no encrypt: false
+    assert_error(admin.post("/admin/v1/exports", json={"passphrase": "short"}), 400, "INVALID_ARGUMENT")
+    assert_error(admin.post("/admin/v1/exports", json={"encrypt": False, "passphrase": PASSPHRASE}), 400)
+    assert_error(admin.post("/admin/v1/exports", json={"encrypt": False, "scope": {"prefix": []}}), 400)
+    # a KMS key the deployment does not list for exports (and, locally, any KMS key)
+    unlisted = "arn:aws:kms:us-east-1:123456789012:key/11111111-2222-3333-4444-555555555555"
+    assert_error(admin.post("/admin/v1/exports", json={"kms_key_id": unlisted}), 400, "INVALID_ARGUMENT")
+    job_id = admin.post("/admin/v1/imports", json={}).json()["id"]
+    assert_error(admin.put(f"/admin/v1/imports/{job_id}/parts", json={"index": "x", "data": "AAAA"}), 400)
+    assert_error(admin.put(f"/admin/v1/imports/{job_id}/parts", json={"index": 0, "data": "!!!!"}), 400)
+    assert_error(admin.post(f"/admin/v1/imports/{job_id}/start", json={"parts": 1}), 400)  # nothing uploaded
+    admin.put(f"/admin/v1/imports/{job_id}/parts",
+              json={"index": 0, "data": base64.b64encode(b"not an export\n").decode()})
+    assert_error(admin.post(f"/admin/v1/imports/{job_id}/start", json={"parts": 1}), 400)
+    assert_error(admin.get(f"/admin/v1/exports/{quote('00000000-0000-0000-0000-000000000000')}"), 404)
+
+
+def test_the_cli_and_the_client_export_and_import(live_server, me, uid, tenant, tmp_path, capsys):
+    from memsvc.cli import main
+    from memsvc_client import MemsvcClient
+    from memsvc_client.transfer import export_to_file, import_file as client_import
+
+    put_ok(me, ["user", uid, "memories"], "a", {"text": "one"})
+    (tmp_path / "pass").write_text(PASSPHRASE + "\n")
+    source_token = live_server.token("root-" + tenant, tenant=tenant, roles=["admin"])
+    other = unique_tenant()
+    other_token = live_server.token("root-" + other, tenant=other, roles=["admin"])
+    out = tmp_path / "alice.mexp"
+    assert main(["export", "--url", live_server.url, "--token", source_token, "--out", str(out), "--user-id", uid,
+                 "--passphrase-file", str(tmp_path / "pass")]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"] == {"memory": 1}
+    assert main(["import", str(out), "--url", live_server.url, "--token", other_token, "--passphrase-file",
+                 str(tmp_path / "pass")]) == 1  # another tenant's file, without the flag
+    assert "allow_other_tenant" in capsys.readouterr().err
+    assert main(["import", str(out), "--url", live_server.url, "--token", other_token, "--passphrase-file",
+                 str(tmp_path / "pass"), "--allow-other-tenant"]) == 0
+    assert json.loads(capsys.readouterr().out)["counts"] == {"memory": {"create": 1}}
+
+    with MemsvcClient(live_server.url, other_token) as client:
+        job = client_import(client, out, passphrase=PASSPHRASE, allow_other_tenant=True, poll=0.1)
+        assert job["counts"] == {"memory": {"skip": 1}}
+        job = export_to_file(client, tmp_path / "copy.jsonl", encrypt=False, poll=0.1)
+    lines = (tmp_path / "copy.jsonl").read_bytes().splitlines()
+    assert json.loads(lines[0])["tenant"] == other and json.loads(lines[1])["value"] == {"text": "one"}
