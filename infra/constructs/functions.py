@@ -343,10 +343,10 @@ class ApiFunction(Construct):
         s = self.service
         # DeleteItem and BatchWriteItem: seed 003's workflow rows (TransactWriteItems is authorized
         # as its Put/Update/Delete actions), which are deleted outright, never tombstoned, and a
-        # user's erasure; Scan: the erasure's search for the task contexts the user created.
+        # user's erasure. No Scan: every path is a key or a Query.
         s.allow(sid="ItemTable", resources=[table.table_arn], actions=[
             "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem",
-            "dynamodb:DeleteItem", "dynamodb:BatchWriteItem", "dynamodb:Scan"])
+            "dynamodb:DeleteItem", "dynamodb:BatchWriteItem"])
         # GSI_HISTORY: GET /v1/memories/history reads a key's timeline events through it.
         s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"],
                 resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING, GSI_HISTORY)])

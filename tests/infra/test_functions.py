@@ -211,7 +211,6 @@ def test_api_role_is_exactly_what_the_api_calls(built):
         ("xray:PutTraceSegments", "*"), ("xray:PutTelemetryRecords", "*"),
         *{(f"dynamodb:{a}", "table") for a in ("GetItem", "BatchGetItem", "Query", "PutItem", "UpdateItem",
                                               "DeleteItem", "BatchWriteItem")},  # with seed 003's workflow rows
-        ("dynamodb:Scan", "table"),  # a user's erasure: the task contexts the user created
         *{("dynamodb:Query", f"table/index/{i}") for i in ("by_recent", "by_id", "pending", "history")},
         *KEYWORD_TABLE,
         ("events:PutEvents", "bus"),  # seed 003's plan-status and task-context-deleted events
@@ -473,7 +472,7 @@ def test_the_api_role_covers_every_call_the_aws_adapters_make(built):
     erasure = _calls("memsvc/adapters/aws/dynamo_user_erasure.py",
                      (*_DYNAMO_CALLS, r'conditional_write\(\s*[\w.]+,\s*[\w.]+,\s*"(\w+)"'), _DYNAMO_HELPERS)
     # GetItem: a transfer job's row, to see whether its file may hold the user
-    assert erasure == {"GetItem", "Query", "Scan", "UpdateItem", "DeleteItem", "BatchWriteItem"}
+    assert erasure == {"GetItem", "Query", "UpdateItem", "DeleteItem", "BatchWriteItem"}
     calls["dynamodb"] |= erasure
     calls["events"] = _calls("memsvc/adapters/aws/eventbridge_bus.py", (r"self\._client\.(\w+)\(",))
     assert calls["s3vectors"] == {"PutVectors", "DeleteVectors", "QueryVectors", "GetVectors", "GetIndex"}

@@ -10,9 +10,8 @@ The explicit graph entities and relations of the user's namespaces go through th
 keyword statistics rows of those namespaces once they count nothing, and the namespaces' registry
 rows last.
 
-Two kinds of rows are keyed by something else than the user: task contexts (by task id: found by
-a paged Scan of the table for the tenant's task contexts the user created, the one Scan of the
-service, an admin's erasure only) and the semantic upserts' pointers (by the content's digest,
+Two kinds of rows are keyed by something else than the user: task contexts (by task id: found
+through the tenant's listing of task contexts by creator, a Query) and the semantic upserts' pointers (by the content's digest,
 which `semantic_digest` reads out of each of the user's semantic memories). Remember jobs queued on
 SQS are not reachable at all (see README, "Erasing a user").
 """
@@ -38,7 +37,7 @@ from memsvc.adapters.aws.dynamo_store import (ERASE_MARK, TTL_ATTRIBUTE, DynamoI
 from memsvc.adapters.aws.dynamo_transfers import job_partition, jobs_listing_pk
 from memsvc.adapters.aws.dynamo_timeline import _event, _items, _root, _root_pk
 from memsvc.adapters.aws.dynamo_workflow import (_hash_key, _plan_users_key, _plans_pk, _q, _subtask_key, _task_key,
-                                                 _tasks_listing_key, _working_pk)
+                                                 _tasks_listing_key, _tasks_pk, _working_pk)
 from memsvc.core.errors import RateLimited
 from memsvc.core.layers import SEMANTIC_SEGMENT
 from memsvc.core.graph import DerivedMemory
@@ -136,18 +135,18 @@ class DynamoUserDataStores:
 
     def _erase_task_contexts(self, tenant: str, user_id: str, limit: int,
                              cursor: str | None) -> tuple[int, str | None]:
-        """One Scan page of at most `limit` rows read: the user's task contexts among them go,
-        with their sub-task index rows."""
-        page = call_table(self._db, self._table, "Scan", Limit=limit,
-                          FilterExpression="begins_with(pk, :tc) AND creator = :u",
-                          ExpressionAttributeValues={":tc": {"S": f"T#{tenant}#TC#"}, ":u": {"S": user_id}},
-                          **({"ExclusiveStartKey": json.loads(cursor)} if cursor else {}))
+        """At most `limit` of the task contexts the user created, from the tenant's listing (a
+        Query of the creator's rows), with their sub-task index rows. The rows read are deleted,
+        so the next page starts at the front again."""
+        page = call_table(self._db, self._table, "Query", Limit=limit, ConsistentRead=True,
+                          KeyConditionExpression="pk = :pk AND begins_with(sk, :creator)",
+                          ExpressionAttributeValues={":pk": {"S": _tasks_pk(tenant)},
+                                                     ":creator": {"S": f"C#{_q(user_id)}#"}})
         tasks = page.get("Items", [])
         self._delete([_task_key(tenant, row["task_id"]["S"]) for row in tasks]
                      + [_tasks_listing_key(tenant, user_id, row["task_id"]["S"]) for row in tasks]
                      + [_subtask_key(tenant, sub["S"]) for row in tasks for sub in row.get("sub_tasks", {}).get("L", [])])
-        after = page.get("LastEvaluatedKey")
-        return len(tasks), json.dumps(after) if after else None
+        return len(tasks), (_MORE if "LastEvaluatedKey" in page else None)
 
     def _erase_transfers(self, tenant: str, user_id: str, limit: int,
                          cursor: str | None) -> tuple[int, str | None]:
