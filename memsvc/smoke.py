@@ -176,6 +176,7 @@ class _Run:
     def exercise(self) -> None:
         self._service()
         self._memories()
+        self._langgraph_store()
         self._typed_memories()
         self._sessions()
         self._workflow()
@@ -216,6 +217,35 @@ class _Run:
             s.check(len(history["versions"]) >= 1, "no version")
         with self.step("events", "GET /v1/memories/events") as s:
             s.expect(self.http.get("/v1/memories/events", params=_ns(self.prefix)), 200)
+
+    def _langgraph_store(self) -> None:
+        """LangGraph Platform's store API, as `langgraph_sdk`'s clients call it."""
+        namespace = self.prefix + ["store"]
+        with self.step("store put", "PUT /store/items") as s:
+            if any("." in label for label in namespace):
+                raise _Skipped("a namespace label holds '.', which the store API's GET cannot name")
+            s.expect(self.http.put("/store/items", json={"namespace": namespace, "key": "lg",
+                                                         "value": {"text": "LangGraph agents share this store"}}), 204)
+            self.written["store_item"] = namespace
+        with self.step("store get", "GET /store/items") as s:
+            self.requires("store_item", "store put")
+            got = s.expect(self.http.get("/store/items", params={"namespace": ".".join(namespace), "key": "lg"}),
+                           200).json()
+            s.check(got is not None and got["value"] == {"text": "LangGraph agents share this store"},
+                    "another value came back")
+        with self.step("store search", "POST /store/items/search") as s:
+            self.requires("store_item", "store put")
+            found = s.expect(self.http.post("/store/items/search", json={
+                "namespace_prefix": namespace, "query": "graph agents", "limit": 5}), 200).json()
+            s.check([i["key"] for i in found["items"]] == ["lg"], "the item was not found")
+        with self.step("store namespaces", "POST /store/namespaces") as s:
+            self.requires("store_item", "store put")
+            listed = s.expect(self.http.post("/store/namespaces", json={"prefix": namespace}), 200).json()
+            s.check(namespace in listed["namespaces"], "the item's namespace is not listed")
+        with self.step("store delete", "DELETE /store/items") as s:
+            self.requires("store_item", "store put")
+            s.expect(self.http.request("DELETE", "/store/items", json={"namespace": namespace, "key": "lg"}), 204)
+            del self.written["store_item"]
 
     def _typed_memories(self) -> None:
         session_layer = {"layer": "session", "identifiers": {"user_id": self.user, "session_id": self.session_id}}
@@ -367,6 +397,10 @@ class _Run:
         if self.queued:
             with self.step("queued work", "GET /v1/memories/events") as s:
                 self._wait_for_queued(s)
+        if "store_item" in written:
+            with self.step("delete store item", "DELETE /store/items") as s:
+                s.expect(self.http.request("DELETE", "/store/items", json={
+                    "namespace": written["store_item"], "key": "lg"}), 204)
         if "memory" in written:
             namespace, key = written["memory"]
             with self.step("delete memory", "DELETE /v1/memories") as s:

@@ -12,6 +12,7 @@ import httpx
 import pytest
 from botocore.credentials import Credentials
 
+from memsvc.api.routes import ROUTES
 from memsvc.cli import main
 from memsvc.smoke import Bearer, SigV4, run_smoke
 from tests.api.helpers import client_for, unique_tenant
@@ -45,8 +46,11 @@ def test_every_step_passes_for_an_admin_and_the_run_leaves_nothing(live_server, 
     for route in ("PUT /v1/memories", "POST /v1/memories/recall", "POST /v1/memory/sessions",
                   "POST /v1/memory/plans", "PUT /v1/graph/entities", "GET /v1/memories/history",
                   "POST /admin/v1/memories/index/trigger", "POST /admin/v1/exports", "DELETE /admin/v1/users/{user_id}",
-                  "DELETE /v1/memory/sessions/{id}"):
+                  "DELETE /v1/memory/sessions/{id}", "PUT /store/items", "POST /store/namespaces"):
         assert route in table
+    # Every family of the route table (its paths' first two segments) has a step.
+    families = {"/".join(r.path.split("/")[:3]) for r in ROUTES}
+    assert {f for f in families if f not in table} == set()
 
     results = run_smoke(live_server.url, Bearer(token), user="ops", run_id="fixed1")
     assert [r.step for r in results if r.status != "pass"] == []
