@@ -55,7 +55,7 @@ from layers.build import build, lambda_python, package_code
 ROOT = Path(__file__).resolve().parents[1]
 FUNCTIONS = ("api", "indexer", "remember", "timeline", "session_retention")
 API_BUDGET_MS = 500.0
-# What the functions read at bootstrap (README, "Lambda environment"); nothing here is contacted.
+# What the functions read at bootstrap (docs/aws-deployment.md, "Lambda environment"); nothing here is contacted.
 ENV = {
     "MEMSVC_TABLE_NAME": "memsvc-items",
     "MEMSVC_KEYWORD_TABLE_NAME": "memsvc-keywords",

@@ -196,7 +196,12 @@ class Measured:
 
 
 def prose_words() -> list[str]:
-    text = "\n".join(p.read_text() for p in (_ROOT / "README.md", _ROOT / "docs" / "aws-design.md"))
+    # The README's prose moved to docs/ pages (issue 28); these hold what README.md held before.
+    moved = ("api", "agent-memory", "sessions-and-workflow", "graph", "langgraph-and-tools", "search-and-retrieval",
+             "security-and-encryption", "data-ownership", "aws-deployment", "operations", "architecture",
+             "benchmarks-and-eval")
+    pages = [_ROOT / "README.md", *(_ROOT / "docs" / f"{name}.md" for name in moved), _ROOT / "docs" / "aws-design.md"]
+    text = "\n".join(p.read_text() for p in pages)
     return re.findall(r"[A-Za-z][A-Za-z'-]*", re.sub(r"```.*?```", " ", text, flags=re.S))
 
 

@@ -1,7 +1,7 @@
 """`python -m benchmarks.query_embedding_wait`: what bounding a query's embedding costs.
 
 Search embeds a query on a thread of its own and waits at most `QUERY_EMBEDDING_TIMEOUT_SECONDS`
-for it (README "When the embedding model fails"). This times the same embeddings called directly
+for it (docs/search-and-retrieval.md, "When the embedding model fails"). This times the same embeddings called directly
 on the embedder and through `Search.embed` (the thread and the bounded wait), on the local app's
 real model (MiniLM) and on the hash model of the tests (where the hop is nearly all there is).
 Each query is new, so no cache answers it.

@@ -15,7 +15,7 @@ the mapping's retries it goes to the on-failure destination instead of being dro
 
 A poison memory never fails its record: it is quarantined (on its row, in `/index/status`, an
 `index_failed` event) and its record reported done, so the shard moves on for every tenant. What
-bounds an invocation (README, "Poison items"): each memory's budget (`ItemBudget`: 30 s, checked
+bounds an invocation (docs/api.md, "Poison items"): each memory's budget (`ItemBudget`: 30 s, checked
 between stages, and linear size bounds), no unit of work started unless a budget still fits in
 the invocation's time left, and the function's own timeout (300 s) and memory (1024 MB). A
 memory that takes the function down past those (a timeout, out of memory) left its attempt

@@ -1,4 +1,4 @@
-"""Adapters built once per cold start, from the environment (see README: "Lambda environment")."""
+"""Adapters built once per cold start, from the environment (see docs/aws-deployment.md, "Lambda environment")."""
 
 from __future__ import annotations
 

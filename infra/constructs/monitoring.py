@@ -135,7 +135,7 @@ class Operations(Construct):
                           dimensions_map={"service": powertools_service("indexer")}, period=_FIVE_MINUTES),
                 thresholds.quarantined_per_5min,
                 f"the indexer quarantined >= {thresholds.quarantined_per_5min} memories in 5 min (poison items, "
-                "README \"Poison items\"): GET /admin/v1/memories/index/status lists a tenant's with their "
+                "docs/api.md, \"Poison items\"): GET /admin/v1/memories/index/status lists a tenant's with their "
                 "reasons; fix the cause, then POST /admin/v1/memories/index/retry.")
         if "api" in functions:
             # A failing embedding model no longer shows as 5xx: hybrid search and recall answer from

@@ -342,7 +342,7 @@ class IndexStatusOut(Answer):
     embedding_model: str
     dimension: int
     stats: dict[str, float]
-    quarantined: int = Field(description="the tenant's quarantined versions (see README, \"Poison items\")")
+    quarantined: int = Field(description="the tenant's quarantined versions (see docs/api.md, \"Poison items\")")
     quarantined_items: list[QuarantinedOut] = Field(
         description="up to 100 of them, oldest first (retrying them lets the next ones show)")
 

@@ -2,7 +2,7 @@
 
 `{"meta.lang": "en", "year": {"gte": 2024, "lt": 2026}, "tag": {"$in": ["a", "b"]}}`
 
-Beyond API.md's operators (README "Filter operators for agents"):
+Beyond API.md's operators (docs/api.md, "Filter operators for agents"):
 
 - `contains: x`: the value at the path is a list holding an element equal to `x`, or is itself
   equal to `x` (a scalar counts as a one-element list, as MongoDB and S3 Vectors' `$eq` treat

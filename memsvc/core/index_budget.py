@@ -42,7 +42,7 @@ class OverBudget(Exception):
 
 @dataclass(frozen=True)
 class ItemBudget:
-    """The bounds on one version's indexing (defaults: see README, "Poison items").
+    """The bounds on one version's indexing (defaults: see docs/api.md, "Poison items").
 
     `seconds`: an item's whole work is ~1-2 s at most on either backend (64 texts on MiniLM, or 64
     Titan calls 8 at a time, plus one entity extraction); 30 s is 15 times that, so only a

@@ -12,7 +12,7 @@ binding can set, but its Rego VM (`Program` + `Rvm`) stops any execution after 2
 the VM, as a meter: over budget, it fails with `PolicyBudgetExceeded`; within budget, the
 interpreter, whose semantics the service has always had (strict builtin errors, conflict errors),
 gives the answer, doing no more iterations than the VM just did. The count bounds iterations, not
-the cost of one builtin call (`numbers.range(1, 1e8)` is one instruction); see README "Policies".
+the cost of one builtin call (`numbers.range(1, 1e8)` is one instruction); see docs/api.md, "Policies".
 
 An authz decision or a search scope is remembered per compiled bundle, by its whole input
 (`DECISIONS_PER_BUNDLE` of them, least recently used first out): a request that repeats one, such as

@@ -1,7 +1,7 @@
 """The event timeline's pure parts: kinds, stamps, and the published event's shape.
 
 The published form (EventBridge, the local JSONL file) names the change and never carries the
-value or the attributes: see README "Timeline events".
+value or the attributes: see docs/api.md, "The event timeline", and docs/events.md.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ DETAIL_TYPES = {
     "delete": "Memory Deleted",
     "expired": "Memory Expired",
     # The indexer set the version aside (a poison item: over its budget, or it failed on its own);
-    # it stays readable by key and filter, and an admin can retry it (README, "Poison items").
+    # it stays readable by key and filter, and an admin can retry it (docs/api.md, "Poison items").
     "index_failed": "memory.index_failed",
     # Recorded by the service itself, not from a change (issue 24): a candidate an extraction
     # found, before consolidation decides it; an extraction that failed and will be retried.

@@ -5,7 +5,7 @@ LangGraph's SDKs (`langgraph_sdk`'s `client.store`, the JS SDK's `StoreClient`) 
 LangGraph server. Each operation here translates its fields onto our commands and makes one call
 to `Memories` or `Search`, so authorization, tenant and user isolation, namespace ownership,
 validation and limits are exactly those of `/v1/memories`. The translation, field by field
-(README, "LangGraph Platform store API"):
+(docs/langgraph-and-tools.md, "LangGraph Platform store API"):
 
 - `index`: false, or a list of paths, is our `index_fields`; LangGraph's `"$"` (the whole value)
   is our default, every string leaf.

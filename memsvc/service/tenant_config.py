@@ -131,8 +131,8 @@ class TenantSettings(BaseModel):
                                                         "from conversations on AWS; null: the deployment's "
                                                         "(MEMSVC_MEMORY_EXTRACTION_MODEL_ID).")
     # -- reflection settings (issue 24) go below this line --
-    # Background reflection, the archive and the profile (`memsvc.core.reflection`, README "Reflection,
-    # archive and profile").
+    # Background reflection, the archive and the profile (`memsvc.core.reflection`,
+    # docs/agent-memory.md, "Reflection, archive and profile").
     reflection_enabled: bool = Field(True, description="Reflect on each user's memories in the background "
                                      "every reflection_interval_hours (POST /admin/v1/memories/reflect runs it regardless).")
     reflection_interval_hours: int = Field(24, ge=1, le=24 * 30, description="Hours between two complete "

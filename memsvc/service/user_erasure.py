@@ -6,7 +6,7 @@ session layers, semantic upserts, sessions' messages) in the item store and in e
 from it, and every row keyed by the user id (sessions, plans and working memory, task contexts the
 user created, queued jobs the user's calls made, rate-limit counters, the user's profile and
 reflection state). Memories the user wrote into shared namespaces (project, team, org, company)
-are the project's: they stay (see README, "Erasing a user").
+are the project's: they stay (see docs/data-ownership.md, "Erasing a user").
 
 The erasure keeps one record per (tenant, user) in the tenant's config store, named by a keyed
 hash of the user id (`ErasureLedger.record_name`), never by the id: the record is what makes a repeated DELETE

@@ -52,7 +52,7 @@ def test_extreme_numbers_are_stored_and_read_back_exactly(backend):
 
 def test_numbers_a_tenant_policy_copies_into_clear_attributes_are_stored_and_pushed_down(backend):
     # Policy attributes pass through regorus, which holds 64-bit integers and doubles below 1e308
-    # as sent, and sees anything larger in magnitude as +-1e308 (README "Policies").
+    # as sent, and sees anything larger in magnitude as +-1e308 (docs/api.md, "Policies").
     attributes_rego = ('package memories.attributes\n\n'
                        'attributes := {"namespace": input.namespace[0], "sub": input.namespace[1], '
                        '"max": input.value.max, "long": input.value.long, "int": input.value.int, '

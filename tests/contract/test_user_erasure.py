@@ -100,7 +100,7 @@ def test_erasing_a_user_leaves_nothing_of_theirs_in_any_store(backend):
     assert receipt["status"] == "completed" and receipt["completed_at"] and receipt["user_id"] == "zoe4711"
     assert receipt["erased"]["memories"] == 5 and receipt["erased"]["timeline"] >= 6, receipt
     assert receipt["erased"]["sessions"] == 1 and receipt["erased"]["task_contexts"] == 1
-    assert receipt["erased"].get("jobs", 1) == 1  # locally; SQS keeps a queued job (README)
+    assert receipt["erased"].get("jobs", 1) == 1  # locally; SQS keeps a queued job (docs/data-ownership.md)
     after = raw_storage(backend)
     assert "zoe4711" not in after and "Qx9mark" not in after
     assert all(kept in after for kept in ("yan4711", "Wy7keep", "zed4711", "Vz5other"))

@@ -160,7 +160,7 @@ def test_the_largest_value_is_searched_within_the_budget(pol):
 
 # --- every valid number ---------------------------------------------------------------------------
 
-# What the body parser accepts (README "The API in brief"): any finite double, an integer of up to
+# What the body parser accepts (docs/api.md, "The API in brief"): any finite double, an integer of up to
 # 4,300 digits. regorus itself cannot hold the top of a double's range nor a longer integer.
 EXTREME_NUMBERS = [1.7976931348623157e308, -1.7976931348623157e308, 5e-324, -5e-324, 1e-310, -0.0, 1e308,
                    2**63, 2**64 + 1, -(2**63) - 1, 10**308, 10**4299 + 7, -(10**4299) - 7]

@@ -169,7 +169,7 @@ def test_a_batch_is_written_at_once_and_a_write_failing_sends_only_its_chunks_it
     k2 = app.store.get("acme", NS, "k2")
     assert (k2.indexed_fields, k2.index_error) == (None, "indexing it raised ValueError")
     assert app.keywords.memory_ids("acme") == {app.store.get("acme", NS, f"k{n}").id for n in (0, 1, 3, 4, 5)}
-    assert app.store.pending_index("acme", clock.now()) == 0  # (k2's vectors stay: README, "Poison items")
+    assert app.store.pending_index("acme", clock.now()) == 0  # (k2's vectors stay: docs/api.md, "Poison items")
 
 
 def test_one_memorys_graph_write_failing_is_its_own_and_the_batchs_other_rows_stand(app, clock):

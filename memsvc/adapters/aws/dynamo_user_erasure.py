@@ -13,7 +13,7 @@ rows last.
 Two kinds of rows are keyed by something else than the user: task contexts (by task id: found
 through the tenant's listing of task contexts by creator, a Query) and the semantic upserts' pointers (by the content's digest,
 which `semantic_digest` reads out of each of the user's semantic memories). Remember jobs queued on
-SQS are not reachable at all (see README, "Erasing a user").
+SQS are not reachable at all (see docs/data-ownership.md, "Erasing a user").
 """
 
 from __future__ import annotations

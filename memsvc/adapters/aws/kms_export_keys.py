@@ -3,7 +3,7 @@
 The encryption context names the purpose (`{"memsvc:purpose": "export"}`), so a tenant's data key
 wrapped under the same CMK never opens as an export's and the other way round. Only the keys the
 deployment lists (`export_kms_key_arns` in infra/config.py, `MEMSVC_EXPORT_KMS_KEY_ARNS`) are used:
-the API role is granted exactly those, and any other is refused before KMS is called (README,
+the API role is granted exactly those, and any other is refused before KMS is called (docs/data-ownership.md,
 "Export and import").
 """
 

@@ -1,6 +1,6 @@
 """The local `EntityExtractor`: deterministic patterns, no model.
 
-What it finds, sentence by sentence (README "Knowledge graph" lists its limits):
+What it finds, sentence by sentence (docs/graph.md, "Knowledge graph", lists its limits):
 - codes such as `INC-123` or `PROJ-7` (TICKET);
 - runs of capitalised words or acronyms ("Alice Smith", "Project A", "Bank of England", "AWS");
   "Project X" and "X Project" are PROJECTs, "Team X" an ORGANIZATION, a name ending in Inc, Corp, Ltd, LLC,

@@ -6,7 +6,7 @@ reflection for the users who are due (`Reflection.run_due`) every `REFLECTION_CH
 A consumer's offset is stored only after its batch is done, so a process killed mid-batch
 (out of memory, SIGKILL) reads the same batch at its next start; the indexer then finds the
 attempt marks the dead process left on the rows, and runs or quarantines those items alone
-(README, "Poison items") instead of dying on the same item again."""
+(docs/api.md, "Poison items") instead of dying on the same item again."""
 
 from __future__ import annotations
 
