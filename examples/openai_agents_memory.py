@@ -72,8 +72,8 @@ def _reply(tool: str, answer: dict[str, Any]) -> str:
 
 
 def _called(items: list[Any], call_id: str) -> str:
-    return next(_as_dict(i)["name"] for i in items if _as_dict(i).get("type") == "function_call"
-                and _as_dict(i).get("call_id") == call_id)
+    return next(d["name"] for d in map(_as_dict, items) if d.get("type") == "function_call"
+                and d.get("call_id") == call_id)
 
 
 def _as_dict(item: Any) -> dict[str, Any]:

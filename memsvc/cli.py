@@ -280,16 +280,13 @@ def _restore(args: argparse.Namespace) -> int:
 
 
 def _aws_restore(args: argparse.Namespace) -> int:
-    from datetime import datetime
-
     from memsvc.adapters.aws.point_in_time import PointInTimeError
     from memsvc.aws_restore import default_suffix, recover_stack
+    from memsvc.core.timestamps import parse_rfc3339
 
     try:
-        at = datetime.fromisoformat(args.to_time)
-    except ValueError:
-        at = None
-    if at is None or at.tzinfo is None:
+        at = parse_rfc3339(args.to_time)
+    except (ValueError, OverflowError):
         print(f"memsvc: --to-time {args.to_time!r} is not an RFC 3339 time with its offset", file=sys.stderr)
         return 2
     suffix = args.suffix or default_suffix(at)

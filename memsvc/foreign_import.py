@@ -25,6 +25,7 @@ from typing import Any
 
 from memsvc.core.export_format import ExportHeader, LineWriter
 from memsvc.core.models import to_rfc3339
+from memsvc.service.langgraph_store_api import ttl_seconds_of
 
 __all__ = ["SOURCES", "convert", "ConversionError"]
 
@@ -108,9 +109,10 @@ def _langgraph_rows(rows: Iterator[dict[str, Any]]) -> Iterator[dict[str, Any]]:
             yield _memory(str(row["prefix"]).split("."), str(row["key"]), value,
                           created_at=_time(row.get("created_at")), updated_at=_time(row.get("updated_at")),
                           expires_at=_time(row.get("expires_at")),
-                          ttl_seconds=round(float(ttl_minutes) * 60) if ttl_minutes not in (None, "") else None)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConversionError(f"row {number} of the store is not a LangGraph item: {exc}") from None
+                          ttl_seconds=ttl_seconds_of(float(ttl_minutes)) if ttl_minutes not in (None, "") else None)
+        except (KeyError, TypeError, ValueError, OverflowError):
+            raise ConversionError(f"row {number} of the store is not a LangGraph item "
+                                  "(prefix, key, JSON value, ISO times)") from None
 
 
 def _langgraph_items(path: Path) -> Iterator[dict[str, Any]]:
@@ -118,8 +120,8 @@ def _langgraph_items(path: Path) -> Iterator[dict[str, Any]]:
         try:
             yield _memory([str(s) for s in item["namespace"]], str(item["key"]), item["value"],
                           created_at=_time(item.get("created_at")), updated_at=_time(item.get("updated_at")))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConversionError(f"item {number} is not a LangGraph item (namespace, key, value): {exc}") from None
+        except (KeyError, TypeError, ValueError):
+            raise ConversionError(f"item {number} is not a LangGraph item (namespace, key, value, ISO times)") from None
 
 
 def _mem0(path: Path, default_user: str | None) -> Iterator[dict[str, Any]]:
@@ -130,7 +132,7 @@ def _mem0(path: Path, default_user: str | None) -> Iterator[dict[str, Any]]:
         try:
             user = memory.get("user_id") or default_user
             if not user:
-                raise ValueError("it names no user_id; give --user-id")
+                raise ConversionError(f"memory {number} names no user_id; give --user-id")
             if memory.get("agent_id"):
                 namespace = ["user", user, "agents", memory["agent_id"]]
             elif memory.get("run_id"):
@@ -143,8 +145,8 @@ def _mem0(path: Path, default_user: str | None) -> Iterator[dict[str, Any]]:
                      "metadata": metadata, "mem0_hash": memory.get("hash")}
             yield _memory(namespace, f"mem0-{memory['id']}", value, created_at=_time(memory.get("created_at")),
                           updated_at=_time(memory.get("updated_at")))
-        except (KeyError, TypeError, ValueError) as exc:
-            raise ConversionError(f"memory {number} is not a mem0 memory (id, memory, ...): {exc}") from None
+        except (KeyError, TypeError, ValueError):
+            raise ConversionError(f"memory {number} is not a mem0 memory (id, memory, ...)") from None
 
 
 def _documents(path: Path) -> Iterator[dict[str, Any]]:

@@ -314,7 +314,7 @@ def _snapshots_at_one_instant(databases: list[Path], stack: ExitStack) -> list[s
                 reader.execute("BEGIN")
                 reader.execute("SELECT count(*) FROM sqlite_master").fetchone()  # the snapshot starts here
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc):
+            if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                 raise
             for reader in readers:
                 reader.close()

@@ -88,7 +88,8 @@ def sigv4(url: str, region: str | None) -> httpx.Auth:
         credentials = session.get_credentials()
         configured_region = session.get_config_variable("region")
     except BotoCoreError as exc:
-        raise SmokeError(f"the AWS configuration cannot be read: {exc}") from None
+        raise SmokeError(f"the AWS configuration cannot be read ({type(exc).__name__}): check AWS_PROFILE, "
+                         "AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE") from None
     if credentials is None:
         raise SmokeError("no AWS credentials found (environment, AWS_PROFILE, SSO or an instance role) for --sigv4")
     match = _EXECUTE_API_HOST.search((urlsplit(url).hostname or "").lower())

@@ -69,8 +69,11 @@ def run(args: argparse.Namespace) -> int:
     if args.command == "convert":
         try:
             counts = convert(args.source_kind, args.source, args.out, tenant=args.tenant, default_user=args.user_id)
-        except (ConversionError, OSError) as exc:
+        except ConversionError as exc:
             print(f"memsvc convert: {exc}", file=sys.stderr)
+            return 1
+        except OSError as exc:
+            print(f"memsvc convert: cannot read or write {exc.filename or 'a file'}", file=sys.stderr)
             return 1
         print(json.dumps({"file": str(args.out), "counts": counts}))
         return 0

@@ -112,10 +112,15 @@ class LineChecker:
             end = buffer.find(b"\n", start)
             if end < 0:
                 break
+            self._check_length(end - start)
             yield from self._line(buffer[start:end])
             start = end + 1
         self.pending = buffer[start:]
-        if len(self.pending) > MAX_LINE_BYTES:
+        self._check_length(len(self.pending))
+
+    def _check_length(self, length: int) -> None:
+        """The next line's length (or of what of it has come yet), at most `MAX_LINE_BYTES`."""
+        if length > MAX_LINE_BYTES:
             raise BadExportFile(f"line {self.line_number + 1} is longer than {MAX_LINE_BYTES} bytes",
                                 details={"line": self.line_number + 1})
 

@@ -137,7 +137,7 @@ class DataExports:
                                   options={"scope": scope or {"tenant": True}, "encryption": encryption},
                                   sealed=lambda job_id: self._sealer.seal_job(caller.tenant_id, job_id, state))
         preamble = sealed_header.line + b"\n" if sealed_header else b""
-        data = preamble + _sealed(state, first, last=False)
+        data = preamble + _sealed(state, _sealing(state), first, last=False)
         self._steps.put_part(caller.tenant_id, job.job_id, 0, data)
         return self._steps.advance(job, parts=1, bytes=len(data),
                                    sealed=self._sealer.seal_job(caller.tenant_id, job.job_id, state))
@@ -180,8 +180,9 @@ class DataExports:
         finished = section >= len(_SECTIONS)
         frames = _frames(writer, records, trailer=finished)
         index, total = job.parts, job.bytes
+        sealing = _sealing(state)
         for n, plaintext in enumerate(frames):
-            data = _sealed(state, plaintext, last=finished and n == len(frames) - 1)
+            data = _sealed(state, sealing, plaintext, last=finished and n == len(frames) - 1)
             self._steps.put_part(job.tenant, job.job_id, index, data)
             index, total = index + 1, total + len(data)
         state.update(section=section, cursor=cursor, chain=writer.chain.hex(), counts=dict(writer.counts))
@@ -377,12 +378,20 @@ class DataExports:
                        "updated_at": to_rfc3339(record.updated_at), "expires_at": to_rfc3339(record.expires_at)}
 
 
-def _sealed(state: dict[str, Any], plaintext: bytes, *, last: bool) -> bytes:
-    """The next frame of a sealed export (its index moved on in `state`), or the plaintext as it is."""
+def _sealing(state: dict[str, Any]) -> tuple[bytes, SealedHeader] | None:
+    """The content key and sealed header a step's frames are sealed with (None: a plaintext export),
+    decoded once per step."""
     if not state["header"]:
+        return None
+    return base64.b64decode(state["key"]), SealedHeader.read(base64.b64decode(state["header"]))
+
+
+def _sealed(state: dict[str, Any], sealing: tuple[bytes, SealedHeader] | None, plaintext: bytes, *,
+            last: bool) -> bytes:
+    """The next frame of a sealed export (its index moved on in `state`), or the plaintext as it is."""
+    if sealing is None:
         return plaintext
-    frame = seal_frame(base64.b64decode(state["key"]), SealedHeader.read(base64.b64decode(state["header"])),
-                       state["frame"], plaintext, last=last)
+    frame = seal_frame(sealing[0], sealing[1], state["frame"], plaintext, last=last)
     state["frame"] += 1
     return frame
 

@@ -190,6 +190,14 @@ _MODELS: dict[str, type[_Record]] = {"memory": MemoryRecord, "message": MemoryRe
 Action = Literal["create", "update", "skip", "expired", "no_plan"]
 
 
+def _save_unchanged(save: Callable[[], object], what: str, details: dict[str, Any]) -> None:
+    """Runs a save that checks the stored version; a record that changed meanwhile refuses the import."""
+    try:
+        save()
+    except StaleRecord:
+        raise InvalidArgument(f"{what} changed while it was imported; import the file again", details=details) from None
+
+
 class DataImports:
     def __init__(self, *, steps: TransferSteps, items: ItemStore, sessions: SessionStore, workflow: WorkflowStore,
                  memories: Memories, graph: tuple[GraphStore, Graph], configs: TenantConfigStore, sealer: Sealer,
@@ -235,7 +243,7 @@ class DataImports:
         if job.state != "uploading":
             raise Taken("the import has already started", details={"state": job.state})
         first = self._steps.get_part(caller.tenant_id, job_id, 0)
-        if first is None or self._steps.get_part(caller.tenant_id, job_id, cmd.parts - 1) is None:
+        if first is None or (cmd.parts > 1 and self._steps.get_part(caller.tenant_id, job_id, cmd.parts - 1) is None):
             raise InvalidArgument("upload every part before starting: a part is missing", details={"field": "parts"})
         state: dict[str, Any] = {"phase": "check", "part": 0, "offset": 0, "frame": 0, "key": None, "header": None,
                                  "checker": None}
@@ -251,7 +259,7 @@ class DataImports:
         else:
             state["start"] = 0
         job = dataclasses.replace(job, options={**job.options, "parts": cmd.parts})
-        export_header = self._read_header(job, state)
+        export_header = self._read_header(job, state, first)
         if export_header.tenant != caller.tenant_id and not job.options["allow_other_tenant"]:
             raise Forbidden("this file is an export of another tenant; set allow_other_tenant to import it into "
                             "yours", details={"field": "allow_other_tenant"})
@@ -278,9 +286,10 @@ class DataImports:
             raise InvalidArgument("this file is sealed: give its passphrase", details={"field": "passphrase"})
         return content_key_of_passphrase(header, cmd.passphrase)
 
-    def _read_header(self, job: TransferJob, state: dict[str, Any]) -> ExportHeader:
-        """The export header, from the file's first frame (or line): at most its first parts."""
-        reader = _FileReader(self._steps, job, dict(state))
+    def _read_header(self, job: TransferJob, state: dict[str, Any], first: bytes) -> ExportHeader:
+        """The export header, from the file's first frame (or line): at most its first parts
+        (`first`, part 0, already read)."""
+        reader = _FileReader(self._steps, job, dict(state), known={0: first})
         for _ in reader.records(limit=1):
             break
         if reader.checker.header is None:
@@ -490,11 +499,8 @@ class DataImports:
                               version=existing.version + 1 if existing else record.version,
                               created_at=existing.created_at if existing else record.created_at,
                               updated_at=record.updated_at)
-            try:
-                self._workflow.save_plan(plan, previous=existing)
-            except StaleRecord:
-                raise InvalidArgument("a plan changed while it was imported; import the file again",
-                                      details={"plan_id": record.plan_id}) from None
+            _save_unchanged(lambda: self._workflow.save_plan(plan, previous=existing), "a plan",
+                            {"plan_id": record.plan_id})
         return "update" if existing else "create"
 
     def _apply_working(self, tenant: str, record: WorkingRecordIn, *, write: bool) -> Action:
@@ -538,10 +544,8 @@ class DataImports:
                               created_at=existing.created_at if existing else record.created_at,
                               updated_at=record.updated_at)
             try:
-                self._workflow.save_task(task, previous=existing)
-            except StaleRecord:
-                raise InvalidArgument("a task context changed while it was imported; import the file again",
-                                      details={"task_id": record.task_id}) from None
+                _save_unchanged(lambda: self._workflow.save_task(task, previous=existing), "a task context",
+                                {"task_id": record.task_id})
             except Taken as exc:
                 raise InvalidArgument(f"task context {record.task_id}: {exc.message}",
                                       details={"task_id": record.task_id, **(exc.details or {})}) from None
@@ -611,8 +615,11 @@ class _FileReader:
     sealed file) and its lines checked (`LineChecker`). `position()` is where the next step starts:
     a frame boundary of a sealed file, a line boundary of a plain one."""
 
-    def __init__(self, steps: TransferSteps, job: TransferJob, state: dict[str, Any]) -> None:
+    def __init__(self, steps: TransferSteps, job: TransferJob, state: dict[str, Any], *,
+                 known: dict[int, bytes] | None = None) -> None:
+        """`known`: parts the caller has already read, by index (not read again)."""
         self._steps = steps
+        self._known = dict(known or {})
         self._job = job
         self._parts: int = job.options["parts"]
         self._part, self._offset = state["part"], state["offset"]
@@ -631,7 +638,9 @@ class _FileReader:
                 yield from self._end()
                 self.finished = True
                 return
-            data = self._steps.get_part(self._job.tenant, self._job.job_id, self._part)
+            data = self._known.pop(self._part, None)
+            if data is None:
+                data = self._steps.get_part(self._job.tenant, self._job.job_id, self._part)
             if data is None:
                 raise BadExportFile(f"part {self._part} of the file was never uploaded", details={"part": self._part})
             piece = data[self._offset:]

@@ -11,8 +11,9 @@ validation and limits are exactly those of `/v1/memories`. The translation, fiel
   is our default, every string leaf.
 - `ttl` is in minutes; ours is `ttl_seconds`, rounded up, at least 1 s.
 - `refresh_ttl` left out means true, as LangGraph's `TTLConfig.refresh_on_read` defaults.
-- A `filter` object without operators matches field by field (LangGraph's stores), so it becomes
-  dot paths (`{"meta": {"lang": "en"}}` is `{"meta.lang": "en"}`).
+- A `filter` object without operators (`$`-names or our bare ones) matches field by field
+  (LangGraph's stores), so it becomes dot paths (`{"meta": {"lang": "en"}}` is `{"meta.lang": "en"}`);
+  a path reached twice is refused.
 - A put is searchable when it answers (`sync_index`), as LangGraph's stores embed on put.
 """
 
@@ -31,7 +32,8 @@ from memsvc.core.filters import OPERATORS
 from memsvc.core.models import Caller, Memory
 from memsvc.core.namespaces import MAX_KEY_BYTES
 from memsvc.core.validation import MAX_DEPTH, WHITESPACE, Command, Integer, NoIndexing
-from memsvc.service.memories import KEY_RULES, MAX_TTL_SECONDS, VALUE_RULES, IndexPaths, Memories, PutMemory
+from memsvc.service.memories import (KEY_RULES, MAX_TTL_SECONDS, VALUE_RULES, IndexPaths, Memories, PutMemory,
+                                     check_nesting)
 from memsvc.service.search import (FILTER_RULES, FILTER_SCHEMA, MAX_OFFSET, MAX_QUERY_CHARS, ListNamespaces, Search,
                                    SearchQuery, SearchResult)
 
@@ -140,7 +142,8 @@ class LangGraphStoreApi:
         self._memories.delete(caller, cmd.namespace, cmd.key)
 
     def search_items(self, caller: Caller, q: StoreSearchItems, *, request_id: str = "") -> SearchResult:
-        ranked = {"query": q.query[:MAX_QUERY_CHARS]} if q.query is not None and _NOT_BLANK.search(q.query) else {}
+        # SearchQuery cuts the query to MAX_QUERY_CHARS itself.
+        ranked = {"query": q.query} if q.query is not None and _NOT_BLANK.search(q.query) else {}
         query = SearchQuery(namespace_prefix=q.namespace_prefix, filter=filter_of(q.filter) if q.filter else None,
                             limit=q.limit, offset=q.offset, refresh_ttl=q.refresh_ttl is not False, **ranked)
         return self._search.answer(caller, query, request_id=request_id)
@@ -160,21 +163,26 @@ def ttl_seconds_of(minutes: float | None) -> int | None:
 
 def filter_of(spec: Mapping[str, Any]) -> dict[str, Any]:
     """LangGraph's filter in ours: operator objects and scalars as they are; an object without
-    operators, which LangGraph's stores match field by field, as dot paths."""
+    operators, which LangGraph's stores match field by field, as dot paths.
+
+    Nested at most `MAX_NESTING` levels (`check_nesting`, before anything recurses); each path is
+    joined once, at its leaf. The paths' names are `parse_filter`'s to check (`{"a": {"": 1}}` is
+    `"a."`, refused there). A path reached twice (`{"a.b": 1, "a": {"b": 2}}`) is refused rather
+    than one condition silently replacing the other."""
+    check_nesting(spec, "filter")
     out: dict[str, Any] = {}
 
-    def walk(prefix: str, node: Mapping[str, Any]) -> None:
+    def walk(names: tuple[str, ...], node: Mapping[str, Any]) -> None:
         for name, value in node.items():
-            path = f"{prefix}.{name}" if prefix else name
-            if "" in name.split("."):
-                raise InvalidArgument(f"filter key {path!r} is not a dot path of non-empty names",
-                                      details={"field": "filter"})
             if isinstance(value, Mapping) and value and not any(_is_operator(k) for k in value):
-                walk(path, value)
-            else:
-                out[path] = value
+                walk((*names, name), value)
+                continue
+            path = ".".join((*names, name))
+            if path in out:
+                raise InvalidArgument(f"filter names the path {path!r} twice", details={"field": "filter"})
+            out[path] = value
 
-    walk("", spec)
+    walk((), spec)
     return out
 
 
@@ -187,10 +195,14 @@ _LANGGRAPH_NAMES = {"index_fields": "index", "ttl_seconds": "ttl"}
 
 @contextmanager
 def _named_as_langgraph_names_them() -> Iterator[None]:
-    """A refusal that names one of our fields names LangGraph's instead (`index_fields` is `index`)."""
+    """A refusal that names one of our fields names LangGraph's instead (`index_fields` is `index`),
+    in its details and in its message ("pass index=false")."""
     try:
         yield
     except InvalidArgument as exc:
-        if exc.details.get("field") in _LANGGRAPH_NAMES:
-            exc.details["field"] = _LANGGRAPH_NAMES[exc.details["field"]]
+        ours = exc.details.get("field")
+        if ours in _LANGGRAPH_NAMES:
+            exc.details["field"] = _LANGGRAPH_NAMES[ours]
+            exc.message = exc.message.replace(ours, _LANGGRAPH_NAMES[ours])
+            exc.args = (exc.message, *exc.args[1:])
         raise

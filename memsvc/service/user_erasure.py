@@ -21,7 +21,8 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
@@ -31,11 +32,13 @@ from memsvc.core.models import Caller, RememberJob, StoredItem, to_rfc3339
 from memsvc.core.timestamps import parse_rfc3339
 from memsvc.ports import BusEvents, Clock, TenantConfigStore, UserDataStores
 from memsvc.service.access import Access
+from memsvc.service.profile import _doc_name as _profile_name
+from memsvc.service.reflection import _state_name as _reflection_name
 from memsvc.service.sealing import Sealer
 from memsvc.service.transfers import is_transfer_job
 
 __all__ = ["UserErasure", "ErasureLedger", "ErasureReceipt", "check_user_id", "job_users", "semantic_digest",
-           "USER_ID_SCHEMA", "MAX_USER_ID_BYTES", "PAGE_ROWS", "PAGES_PER_REQUEST"]
+           "USER_ID_SCHEMA", "MAX_USER_ID_BYTES", "PAGE_ROWS", "PAGES_PER_REQUEST", "RECORD_PREFIX", "user_config_names"]
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +54,17 @@ PAGE_ROWS = 1_000
 # 60,000 rows, a few seconds locally. A bigger user answers 202 and is continued by the next
 # DELETE, or by the local worker.
 PAGES_PER_REQUEST = 60
-_RECORD_PREFIX = "erasure#"
+RECORD_PREFIX = "erasure#"  # every erasure record's name starts so (`ErasureLedger.record_name`)
 # Domain separation: the record's name is the keyed hash the field ids use, of a string no
 # field path of a value is.
 _PSEUDONYM_DOMAIN = "\x00user-erasure\x00"
 USER_ERASED = "user.erased"
+
+
+def user_config_names(user_id: str) -> tuple[str, ...]:
+    """The tenant config rows named after a user: `service.profile`'s standing profile and
+    `service.reflection`'s state."""
+    return _profile_name(user_id), _reflection_name(user_id)
 
 
 def check_user_id(value: str) -> str:
@@ -152,7 +161,7 @@ class ErasureLedger:
         self._sealer = sealer
 
     def record_name(self, tenant: str, user_id: str) -> str:
-        return _RECORD_PREFIX + self._sealer.field_id(tenant, _PSEUDONYM_DOMAIN + user_id)
+        return RECORD_PREFIX + self._sealer.field_id(tenant, _PSEUDONYM_DOMAIN + user_id)
 
     def get(self, tenant: str, name: str) -> _Record | None:
         doc = self._configs.get_config(tenant, name)
@@ -198,8 +207,10 @@ class UserErasure:
         self._new_id = new_id
         # One run of a user's erasure at a time in this process (an admin's DELETE and the local
         # worker's turn), so its receipt counts each row once and `user.erased` goes out once.
+        # A lock per erasure in progress, with how many hold or wait for it: dropped with the
+        # last, so the map holds only erasures running now.
         self._guard = threading.Lock()
-        self._runs: dict[tuple[str, str], threading.Lock] = {}
+        self._runs: dict[tuple[str, str], tuple[threading.Lock, int]] = {}
 
     def erase(self, caller: Caller, user_id: str, *, pages: int = PAGES_PER_REQUEST) -> ErasureReceipt:
         """Start or continue erasing `user_id` of the caller's tenant, at most `pages` pages. A
@@ -209,7 +220,7 @@ class UserErasure:
         user_id = check_user_id(user_id)
         tenant = caller.tenant_id
         name = self._ledger.record_name(tenant, user_id)
-        with self._run_lock(tenant, name):
+        with self._running(tenant, name, wait=True):
             return self._erase(tenant, name, user_id, pages)
 
     def _erase(self, tenant: str, name: str, user_id: str, pages: int) -> ErasureReceipt:
@@ -240,10 +251,9 @@ class UserErasure:
         tenant's big erasure never holds up another's). Returns how many ran."""
         ran = 0
         for tenant, name in self._stores.running():
-            lock = self._run_lock(tenant, name)
-            if not lock.acquire(blocking=False):
-                continue  # a DELETE is running it now
-            try:
+            with self._running(tenant, name, wait=False) as mine:
+                if not mine:
+                    continue  # a DELETE is running it now
                 record = self._ledger.get(tenant, name)  # read under the lock: it may have finished
                 if record is None or record.status != "running" or record.sealed_user is None:
                     continue
@@ -251,13 +261,29 @@ class UserErasure:
                                                    record.sealed_user)["user_id"]
                 self._run(tenant, user_id, record, pages=pages, saving=lambda r: self._save(tenant, name, user_id, r))
                 ran += 1
-            finally:
-                lock.release()
         return ran
 
-    def _run_lock(self, tenant: str, name: str) -> threading.Lock:
+    @contextmanager
+    def _running(self, tenant: str, name: str, *, wait: bool) -> Iterator[bool]:
+        """Hold the erasure's lock (`wait` False: only if free). Yields whether it is held."""
+        key = (tenant, name)
         with self._guard:
-            return self._runs.setdefault((tenant, name), threading.Lock())
+            lock, users = self._runs.get(key, (threading.Lock(), 0))
+            self._runs[key] = (lock, users + 1)
+        try:
+            held = lock.acquire(blocking=wait)
+            try:
+                yield held
+            finally:
+                if held:
+                    lock.release()
+        finally:
+            with self._guard:
+                lock, users = self._runs[key]
+                if users == 1:
+                    del self._runs[key]
+                else:
+                    self._runs[key] = (lock, users - 1)
 
     def _start(self, tenant: str, user_id: str) -> _Record:
         erasure_id = self._new_id()

@@ -183,6 +183,13 @@ def test_another_user_and_another_tenant_cannot_reach_the_items(store, mine, uid
     assert stranger.get_item(ns, "pin") is None
     assert stranger.search_items(home)["items"] == []
     assert stranger.list_namespaces(prefix=home)["namespaces"] == []
+    # Its put and delete land in its own tenant: what it reads back is its own, and ours stays.
+    stranger.put_item(ns, "pin", {"text": "0000"})
+    assert mine.get_item(ns, "pin")["value"] == {"text": "1234"}
+    assert [i["value"] for i in stranger.search_items(home)["items"]] == [{"text": "0000"}]
+    assert stranger.list_namespaces(prefix=home)["namespaces"] == [ns]
+    stranger.delete_item(ns, "pin")
+    assert stranger.get_item(ns, "pin") is None
 
     assert mine.get_item(ns, "pin")["value"] == {"text": "1234"}  # untouched
 
@@ -202,12 +209,26 @@ def test_bad_puts_are_400_with_our_envelope_and_change_nothing(bad, live_server,
     assert mine.get_item(home, "k")["value"] == {"text": "kept"}
 
 
+def test_a_refusal_names_langgraphs_fields(live_server, mine, uid, tenant, home):
+    """Too many text fields to embed: the refusal says `index`, LangGraph's name, not `index_fields`."""
+    many = {f"f{n}": "text" for n in range(65)}
+    with httpx.Client(base_url=live_server.url, headers=_headers(live_server, uid, tenant)) as http:
+        r = http.put("/store/items", json={"namespace": home, "key": "many", "value": many})
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["details"]["field"] == "index" and "index=false" in error["message"]
+    assert "index_fields" not in error["message"]
+    assert mine.get_item(home, "many") is None
+
+
 def test_bad_reads_are_400_through_the_sdk(mine, home):
     with pytest.raises(BadRequestError) as bad:
         mine.search_items(home, limit=101)
     assert bad.value.response.json()["error"]["details"]["field"] == "limit"
     with pytest.raises(BadRequestError):
         mine.search_items(home, filter={"stars": {"$gt": "many"}})
+    with pytest.raises(BadRequestError):  # one path twice, dotted and nested: refused, not one of them dropped
+        mine.search_items(home, filter={"meta.topic": "code", "meta": {"topic": "food"}})
     with pytest.raises(BadRequestError):
         mine.list_namespaces(max_depth=0)
     with pytest.raises(BadRequestError):  # LangGraph's GET joins labels with '.': an empty label

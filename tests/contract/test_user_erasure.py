@@ -315,3 +315,13 @@ def test_erasing_a_user_removes_the_exports_and_imports_that_may_hold_them(backe
     kept = exports.status(root, jobs["yan"])
     assert kept.state == "done" and exports.status(root, jobs["project"]).state == "done"
     assert b"Wy7keep" in b"".join(exports.part(root, kept.job_id, i)[0] for i in range(kept.parts))
+
+
+def test_no_lock_outlives_the_erasures_it_served(backend):
+    """The per-erasure locks go with the last run that held them: a long-lived server keeps none
+    for users erased long ago."""
+    erasure = backend.app.services.user_erasure
+    for user in ("zoe4711", "yan4711"):
+        erasure.erase(_caller("acme"), user)
+    erasure.continue_running()
+    assert erasure._runs == {}

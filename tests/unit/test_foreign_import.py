@@ -89,3 +89,11 @@ def test_what_is_not_the_named_kind_says_where(tmp_path):
     with pytest.raises(ConversionError, match="is not a SQLite database"):
         convert("langgraph-sqlite", tmp_path / "y.db", tmp_path / "o.jsonl", tenant="t", default_user=None)
     assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "o.jsonl.partial").exists()
+
+
+def test_a_ttl_of_less_than_a_second_keeps_one_second_not_none():
+    """LangGraph's minutes round up to whole seconds, as its store API does (0 would mean no expiry)."""
+    from memsvc.foreign_import import _langgraph_rows
+
+    row = {"prefix": "user.a", "key": "k", "value": "{}", "ttl_minutes": 0.001}
+    assert next(_langgraph_rows(iter([row])))["ttl_seconds"] == 1

@@ -456,7 +456,7 @@ export class MemsvcClient {
   }
 
   /** `POST /store/namespaces`: `{namespaces}`. */
-  storeListNamespaces(options: { prefix?: readonly string[]; suffix?: readonly string[]; maxDepth?: number; limit?: number; offset?: number } = {}): Promise<{ namespaces: string[][] }> {
+  storeListNamespaces(options: T.ListNamespacesOptions = {}): Promise<{ namespaces: string[][] }> {
     return this.run("POST", "/store/namespaces", undefined, body({
       prefix: options.prefix ? [...options.prefix] : undefined, suffix: options.suffix ? [...options.suffix] : undefined,
       max_depth: options.maxDepth, limit: options.limit, offset: options.offset,

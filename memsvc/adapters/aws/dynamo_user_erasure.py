@@ -45,6 +45,7 @@ from memsvc.core.models import StoredItem, VectorRef
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace
 from memsvc.core.transfer_jobs import job_of_doc, may_hold_user
 from memsvc.ports import Clock, GraphStore, KeywordIndex, VectorIndex
+from memsvc.service.user_erasure import user_config_names
 
 __all__ = ["DynamoUserDataStores", "STORES"]
 
@@ -57,7 +58,6 @@ _MARKERS = 8  # concurrent UpdateItems marking a page's rows
 _ITEMS_PER_PAGE = 250
 _MAX_ATTEMPTS = 8
 _MORE = "more"  # the cursor of a store whose next page removes the next rows
-_USER_CONFIGS = ("profile#", "reflection#")  # `service.profile`'s and `service.reflection`'s config rows
 _RATE_WINDOW_SECONDS = 3600  # `service.remember.take_rate`: hourly windows, each kept an hour past its end
 
 
@@ -118,8 +118,8 @@ class DynamoUserDataStores:
             window = math.floor(self._clock.now().timestamp() / _RATE_WINDOW_SECONDS)
             return self._delete_existing([rate_counter_key(tenant, user_id, w) for w in (window - 2, window - 1, window)])
         if store == "user_state":
-            return self._delete_existing([{"pk": {"S": f"T#{tenant}#CFG"}, "sk": {"S": prefix + user_id}}
-                                          for prefix in _USER_CONFIGS])
+            return self._delete_existing([{"pk": {"S": f"T#{tenant}#CFG"}, "sk": {"S": name}}
+                                          for name in user_config_names(user_id)])
         if store == "keyword_statistics":
             return self._erase_keyword_statistics(tenant, user_id)
         if store == "namespace_registry":

@@ -283,7 +283,7 @@ def _call(operation: str, name: str, method: Callable[..., dict[str, Any]], **pa
 
 
 def _reason(operation: str, name: str, exc: Exception) -> str:
+    """Our words, with AWS's error code (or the kind of client failure), never AWS's own text."""
     if isinstance(exc, ClientError):
-        error = exc.response.get("Error", {})
-        return f"{operation} on {name} failed: {error.get('Code')}: {error.get('Message')}"
-    return f"{operation} on {name} failed: {exc}"
+        return f"{operation} on {name} failed: AWS answered {exc.response.get('Error', {}).get('Code') or 'an error'}"
+    return f"{operation} on {name} failed: no answer from AWS ({type(exc).__name__})"

@@ -21,15 +21,13 @@ from memsvc.core.layers import layer_of
 from memsvc.core.models import RememberJob
 from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, prefix_range
 from memsvc.core.transfer_jobs import job_of_doc, may_hold_user
+from memsvc.service.user_erasure import RECORD_PREFIX, user_config_names
 
 __all__ = ["LocalUserDataStores", "STORES"]
 
 STORES = ("jobs", "sessions", "task_contexts", "plans", "working_memory", "semantic_hashes", "rate_limits",
           "user_state", "memories", "change_feed", "vectors", "keyword_documents", "field_tokens", "graph",
           "timeline", "transfers")
-# The tenant config rows named after a user: `service.profile`'s standing profile and
-# `service.reflection`'s state.
-_USER_CONFIGS = ("profile#", "reflection#")
 # Each graph table and its primary key (`sqlite_graph`).
 _GRAPH_TABLES = {"graph_mentions": "(tenant, ns, key, entity_id)",
                  "graph_edges": "(tenant, source_id, ns, type, target_id, key)",
@@ -77,7 +75,7 @@ class LocalUserDataStores:
             return self._delete("rate_limits.db", "rate_counters", "(tenant, subject, window)",
                                 "tenant = ? AND subject = ?", (tenant, user_id), limit)
         if store == "user_state":
-            names = [prefix + user_id for prefix in _USER_CONFIGS]
+            names = user_config_names(user_id)
             return self._delete("memsvc.db", "config", "(tenant, name)",
                                 f"tenant = ? AND name IN ({', '.join('?' * len(names))})", (tenant, *names), limit)
         if store == "memories":
@@ -107,8 +105,8 @@ class LocalUserDataStores:
 
     def running(self) -> list[tuple[str, str]]:
         rows = self._file("memsvc.db").conn().execute(
-            "SELECT tenant, name FROM config WHERE name LIKE 'erasure#%' "
-            "AND json_extract(doc, '$.status') = 'running'").fetchall()
+            "SELECT tenant, name FROM config WHERE substr(name, 1, ?) = ? "
+            "AND json_extract(doc, '$.status') = 'running'", (len(RECORD_PREFIX), RECORD_PREFIX)).fetchall()
         return [(tenant, name) for tenant, name in rows]
 
     # -- stores ------------------------------------------------------------------------------
