@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 RUN_STAMP := $(VENV)/.run-stamp
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test test-ts bench-ts bench eval eval-conversations synth clean langgraph-suite
+.PHONY: run test test-ts test-console console bench-ts bench eval eval-conversations synth clean langgraph-suite
 
 run: $(RUN_STAMP)  ## set up and start the service on http://127.0.0.1:8000 (data in ~/.memsvc)
 	$(BIN)/memsvc serve
@@ -17,6 +17,7 @@ TEST_WORKERS ?= 2
 test: $(STAMP)  ## every test (what .ci/run calls)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
 	$(MAKE) test-ts
+	$(MAKE) test-console
 
 # The TypeScript client (clients/typescript): built with tsc, tested with node --test against a
 # live `memsvc serve` it starts itself; its npm dependencies are pinned in its package-lock.json.
@@ -30,6 +31,20 @@ bench-ts: $(STAMP) $(TS_CLIENT)/node_modules/.ci-stamp  ## TypeScript vs Python 
 
 $(TS_CLIENT)/node_modules/.ci-stamp: $(TS_CLIENT)/package.json $(TS_CLIENT)/package-lock.json
 	cd $(TS_CLIENT) && npm ci --no-audit --no-fund
+	touch $@
+
+# The console (console/): TypeScript built with tsc into memsvc/console/static/, the assets the
+# Python package ships; its browser tests drive Debian's chromium against a live `memsvc serve`.
+CONSOLE := console
+
+console: $(CONSOLE)/node_modules/.ci-stamp  ## build the console into memsvc/console/static/
+	cd $(CONSOLE) && npm run build
+
+test-console: $(STAMP) $(CONSOLE)/node_modules/.ci-stamp  ## the shipped console is its source's build; its browser tests
+	cd $(CONSOLE) && npm run check && npm test
+
+$(CONSOLE)/node_modules/.ci-stamp: $(CONSOLE)/package.json $(CONSOLE)/package-lock.json
+	cd $(CONSOLE) && npm ci --no-audit --no-fund
 	touch $@
 
 eval: $(STAMP)  ## retrieval quality on the golden dataset against a throwaway local server (eval-report.json)

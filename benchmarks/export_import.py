@@ -3,10 +3,12 @@ backend (SQLite), in process, excluding re-indexing. Target (issue 26): >= 2,000
 way at 100k memories.
 
 A tenant is seeded with `--memories` memories (about 300 bytes of text each, spread over 100 users'
-layers), then exported sealed under a passphrase by the job's steps (run here one after the other,
-as the jobs thread runs them), then imported into a new data dir's tenant. The background workers
-are not started, so the import's writes are measured, not the indexing the change feed then does;
-each way is timed from the job's start to its state `done`, the file's transfer in parts included.
+layers), each written `--versions` times, and the timeline records every version (its consumer
+run once), so that the export carries each memory's history. The tenant is then exported sealed
+under a passphrase by the job's steps (run here one after the other, as the jobs thread runs
+them), then imported into a new data dir's tenant. The background workers are not started, so
+the import's writes are measured, not the indexing the change feed then does; each way is timed
+from the job's start to its state `done`, the file's transfer in parts included.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ class _NoEmbedder:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--versions", type=int, default=1, help="versions of each memory (its history)")
     args = parser.parse_args(argv)
     admin = Caller("bench", "root", ("admin",))
     with tempfile.TemporaryDirectory(prefix="memsvc-transfer-") as tmp:
@@ -49,11 +52,14 @@ def main(argv: list[str] | None = None) -> int:
         try:
             seeded = time.perf_counter()
             for n in range(args.memories):
-                source.services.memories.write_version(
-                    "bench", ("user", f"u{n % 100}", "memories"), f"m{n:07d}",
-                    {"text": f"memory {n}: " + os.urandom(140).hex()}, old=None, attributes={"n": n},
-                    policy_attributes={}, index_fields=None, ttl_seconds=None)
-            print(f"seeded {args.memories} memories in {time.perf_counter() - seeded:.1f} s")
+                ns, key, old = ("user", f"u{n % 100}", "memories"), f"m{n:07d}", None
+                for _ in range(args.versions):
+                    old = source.services.memories.write_version(
+                        "bench", ns, key, {"text": f"memory {n}: " + os.urandom(140).hex()}, old=old,
+                        attributes={"n": n}, policy_attributes={}, index_fields=None, ttl_seconds=None)
+            source.workers.run_cycle("timeline")
+            print(f"seeded {args.memories} memories x {args.versions} versions, on the timeline, "
+                  f"in {time.perf_counter() - seeded:.1f} s")
 
             started = time.perf_counter()
             job = source.services.exports.start(admin, StartExport.parse({"passphrase": PASSPHRASE}))
@@ -63,6 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             data = b"".join(source.services.exports.part(admin, job.job_id, i)[0] for i in range(job.parts))
             export_s = time.perf_counter() - started
             assert job.state == "done" and job.counts["memory"]["exported"] == args.memories, job
+            assert job.counts["memory_version"]["exported"] == args.memories * args.versions, job
 
             started = time.perf_counter()
             imported = target.services.imports.create(admin, CreateImport.parse({}))
@@ -76,12 +83,14 @@ def main(argv: list[str] | None = None) -> int:
                 pass
             imported = target.services.imports.status(admin, imported.job_id)
             import_s = time.perf_counter() - started
-            assert imported.state == "done" and imported.counts["memory"] == {"create": args.memories}, imported
+            assert imported.state == "done" and imported.counts == {
+                "memory": {"create": args.memories},
+                "memory_version": {"create": args.memories * args.versions}}, imported
         finally:
             source.close()
             target.close()
-    print(f"{args.memories} memories, a sealed file of {len(data) / 1e6:.1f} MB in {job.parts} parts "
-          f"(load average {os.getloadavg()[0]:.1f}):")
+    print(f"{args.memories} memories with {args.versions} version(s) each, a sealed file of "
+          f"{len(data) / 1e6:.1f} MB in {job.parts} parts (load average {os.getloadavg()[0]:.1f}):")
     print(f"  export {export_s:.2f} s = {args.memories / export_s:,.0f} memories/s")
     print(f"  import {import_s:.2f} s = {args.memories / import_s:,.0f} memories/s (checked end to end, then "
           "written; re-indexing excluded)")

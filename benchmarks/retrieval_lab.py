@@ -31,7 +31,7 @@ import re
 import runpy
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -315,8 +315,21 @@ class Prepared:
     rows: list[tuple[Question, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]]
 
 
-def signals(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: Bm25, pool: int) -> Prepared:
-    rows = []
+@dataclass
+class Candidates:
+    """One question's candidates: the union of each retriever's best `pool`, with their signals."""
+
+    question: Question
+    index: KeywordScores
+    raw: np.ndarray  # BM25 of every text
+    ids: np.ndarray
+    cos: np.ndarray  # -1 where the semantic retriever did not find the candidate
+    match: np.ndarray  # BM25 on 0..1, 0 where the keyword retriever did not find it
+    by_keyword: np.ndarray
+    by_meaning: np.ndarray
+
+
+def candidates(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: Bm25, pool: int) -> Iterator[Candidates]:
     for scope in scopes:
         docs = vectors.of(scope.texts)
         queries = vectors.of([q.query for q in scope.questions], "query")
@@ -330,8 +343,13 @@ def signals(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: Bm2
             kw_top = matched[np.argsort(-raw[matched], kind="stable")][:pool]
             cands = np.array(sorted(set(sem_top) | set(kw_top)), dtype=int)
             sin, kin = np.isin(cands, sem_top), np.isin(cands, kw_top)
-            rows.append((question, cands, np.where(sin, cos[cands], -1.0), np.where(kin, match[cands], 0.0), kin, sin))
-    return Prepared(rows)
+            yield Candidates(question, index, raw, cands, np.where(sin, cos[cands], -1.0),
+                             np.where(kin, match[cands], 0.0), kin, sin)
+
+
+def signals(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: Bm25, pool: int) -> Prepared:
+    return Prepared([(c.question, c.ids, c.cos, c.match, c.by_keyword, c.by_meaning)
+                     for c in candidates(scopes, vectors, analyzer, bm25, pool)])
 
 
 def recall_at_k(prepared: Prepared, fuse: Callable[..., np.ndarray], split: str | None) -> float:

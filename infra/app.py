@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
+from pathlib import Path
 
 import aws_cdk as cdk
 from cdk_nag import AwsSolutionsChecks
 
-from infra.config import ENVIRONMENTS, config_for
+from infra.config import CONSOLE_ASSETS_CONTEXT, ENVIRONMENTS, config_for
 from infra.stack import MemsvcStack
 
 __all__ = ["build_app", "selected_environments"]
@@ -25,7 +27,10 @@ def selected_environments(app: cdk.App) -> list[str]:
 def build_app(app: cdk.App, environments: Iterable[str] | None = None, *, nag: bool = True) -> dict[str, MemsvcStack]:
     """One `MemsvcStack` per environment, with cdk-nag's AWS Solutions checks on the whole app."""
     names = list(environments) if environments is not None else selected_environments(app)
-    stacks = {name: MemsvcStack(app, config_for(name).stack_name, config=config_for(name)) for name in names}
+    console_assets = app.node.try_get_context(CONSOLE_ASSETS_CONTEXT)
+    configs = {name: replace(config_for(name), console_assets=Path(console_assets)) if console_assets
+               else config_for(name) for name in names}
+    stacks = {name: MemsvcStack(app, config.stack_name, config=config) for name, config in configs.items()}
     if nag:
         cdk.Validations.of(app).add_plugins(AwsSolutionsChecks(app, write_suppressions_to_cloud_formation=True))
     return stacks

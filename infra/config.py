@@ -7,6 +7,7 @@ it through keyword arguments. Add an environment by adding an entry to `ENVIRONM
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from aws_cdk import RemovalPolicy
 from aws_cdk.aws_logs import RetentionDays
@@ -17,6 +18,8 @@ __all__ = [
     "TITAN_EMBED_TEXT_V2",
     "TITAN_DIMENSIONS",
     "MIN_UNRESERVED_CONCURRENCY",
+    "CONSOLE_ASSETS",
+    "CONSOLE_ASSETS_CONTEXT",
     "Throttle",
     "StreamConsumerSettings",
     "TIMELINE_STREAM",
@@ -38,6 +41,12 @@ LAMBDA_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64", "manylinux_
 TITAN_EMBED_TEXT_V2 = "amazon.titan-embed-text-v2:0"
 TITAN_DIMENSIONS = (256, 512, 1024)  # what Titan Text Embeddings V2 can return
 MIN_UNRESERVED_CONCURRENCY = 100  # Lambda's floor of unreserved concurrency per account and region
+
+# The built console (`make console`; committed) that the console's bucket receives. `cdk synth -c
+# memsvc:consoleAssets=<dir>` deploys another directory instead: the template tests name a
+# placeholder, so they synthesize while the console is being rebuilt.
+CONSOLE_ASSETS = Path(__file__).resolve().parents[1] / "memsvc" / "console" / "static"
+CONSOLE_ASSETS_CONTEXT = "memsvc:consoleAssets"
 
 
 @dataclass(frozen=True)
@@ -159,6 +168,16 @@ class EnvConfig:
     cognito_threat_protection: str = "FULL_FUNCTION"
     # Browser origins allowed to call the JWT API. Empty: no CORS (server-to-server only).
     cors_allowed_origins: tuple[str, ...] = ()
+    # The browser console (infra/constructs/console.py): CloudFront serving the built console and
+    # the JWT API at one origin, with sign-in on the user pool's hosted UI. It needs the stack's
+    # user pool, so an environment with an external `jwt_issuer` turns it off.
+    console: bool = True
+    console_assets: Path = CONSOLE_ASSETS
+    # The console's own domain (e.g. console.example.com), with the ARN of its ACM certificate,
+    # which CloudFront requires in us-east-1; point the name's DNS at the distribution
+    # (`ConsoleDistributionDomain`). None: the distribution's *.cloudfront.net name.
+    console_domain: str | None = None
+    console_certificate_arn: str | None = None
     # The KMS keys (full key ARNs) an admin may seal exports under (`kms_key_id`, issue 26): the
     # API role may GenerateDataKey and Decrypt with exactly these (for the export purpose only),
     # and the service refuses any other. Empty: exports are sealed with a passphrase only. Each
@@ -171,6 +190,11 @@ class EnvConfig:
     def __post_init__(self) -> None:
         if self.vector_dimension not in TITAN_DIMENSIONS:
             raise ValueError(f"vector_dimension must be one of {TITAN_DIMENSIONS} (Titan V2)")
+        if self.console and self.jwt_issuer is not None:
+            raise ValueError("the console signs in on the stack's user pool: "
+                             "set console=False with an external jwt_issuer")
+        if self.console_certificate_arn and not self.console_certificate_arn.startswith("arn:aws:acm:us-east-1:"):
+            raise ValueError("console_certificate_arn is an ACM certificate in us-east-1 (CloudFront's region)")
         if self.cognito_threat_protection not in ("FULL_FUNCTION", "AUDIT_ONLY"):
             raise ValueError("cognito_threat_protection must be FULL_FUNCTION or AUDIT_ONLY")
         if any(not arn.startswith("arn:aws") or ":kms:" not in arn or ":key/" not in arn

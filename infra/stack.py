@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from aws_cdk import CfnOutput, Duration, Environment, Stack, Tags
+import jsii
+from aws_cdk import CfnOutput, Duration, Environment, IStableListProducer, Lazy, Stack, Tags
 from aws_cdk import aws_apigatewayv2_authorizers as authorizers
 from constructs import Construct
 
@@ -24,10 +25,12 @@ from infra.constructs import (
     UserDirectory,
     VectorStore,
 )
+from infra.constructs.console import ConsoleSite
 from infra.constructs.functions import ServiceSettings, StreamSettings
 from infra.constructs.remember import RememberFunction, RememberQueue, let_api_enqueue
 from infra.constructs.reflection import ReflectionFunction
 from infra.constructs.session_retention import SessionRetentionFunction
+from infra.constructs.users import BROWSER_SCOPES
 from infra.routes import service_routes
 from memsvc.adapters.aws.s3vectors_index import NON_FILTERABLE_METADATA_KEYS
 
@@ -35,6 +38,18 @@ __all__ = ["MemsvcStack", "PROJECT_ROOT"]
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 VECTOR_INDEX_NAME = "memories"
+
+
+@jsii.implements(IStableListProducer)
+class _Audience:
+    """The JWT authorizer's audience, read at synthesis: the console's app client can only be
+    created after the API (its redirect URL is the distribution in front of the API)."""
+
+    def __init__(self, client_ids: list[str]) -> None:
+        self.client_ids = client_ids
+
+    def produce(self) -> list[str]:
+        return self.client_ids
 
 
 class MemsvcStack(Stack):
@@ -141,6 +156,7 @@ class MemsvcStack(Stack):
         else:
             issuer, audience = config.jwt_issuer.issuer, list(config.jwt_issuer.audience)
 
+        audience_producer = _Audience(audience)
         routes = service_routes()
         common = dict(handler=api_fn.function, routes=routes, throttle=config.api_throttle,
                       public_route_throttle=config.health_throttle,
@@ -148,13 +164,31 @@ class MemsvcStack(Stack):
         jwt_api = ServiceHttpApi(
             self, "JwtApi", api_name=f"{prefix}-jwt",
             description="memsvc for users and agents with a bearer token (JWT)",
-            authorizer=authorizers.HttpJwtAuthorizer("Jwt", issuer, jwt_audience=audience),
+            authorizer=authorizers.HttpJwtAuthorizer("Jwt", issuer, jwt_audience=Lazy.list(audience_producer)),
             cors_allowed_origins=config.cors_allowed_origins, **common)
         iam_api = ServiceHttpApi(
             self, "IamApi", api_name=f"{prefix}-iam",
             description="memsvc for AWS principals (SigV4); the tenant comes from X-Tenant-Id",
             authorizer=authorizers.HttpIamAuthorizer(),
             invoke_policy_name=f"{prefix}-invoke", **common)
+
+        console = None
+        if config.console:
+            assert users is not None  # EnvConfig refuses a console with an external issuer
+            hosted_ui = users.add_hosted_ui(domain_prefix=f"{prefix}-{self.account}")
+            sign_in_domain = f"{hosted_ui.domain_name}.auth.{self.region}.amazoncognito.com"
+            console = ConsoleSite(self, "Console", api=jwt_api.api, api_paths=[r.path for r in routes],
+                                  sign_in_domain=sign_in_domain, removal_policy=removal,
+                                  domain_name=config.console_domain, certificate_arn=config.console_certificate_arn)
+            console_client = users.add_browser_client("ConsoleClient", client_name=f"{prefix}-console",
+                                                      redirect_url=console.url)
+            audience.append(console_client.user_pool_client_id)
+            console.publish(assets_dir=config.console_assets, log_retention=config.log_retention,
+                            removal_policy=removal,
+                            config={"api_base": "", "auth": {
+                                "mode": "cognito", "domain": sign_in_domain,
+                                "client_id": console_client.user_pool_client_id, "redirect_uri": console.url,
+                                "scopes": [scope.scope_name for scope in BROWSER_SCOPES], "token": "id"}})
 
         ops = Operations(
             self, "Operations", name=prefix, thresholds=config.alarms,
@@ -173,6 +207,7 @@ class MemsvcStack(Stack):
         self.jwt_api, self.iam_api, self.operations = jwt_api, iam_api, ops
         self.remember, self.remember_queue = remember, remember_queue
         self.session_retention = session_retention
+        self.console = console
         self.reflection = reflection
 
         assert iam_api.invoke_policy is not None
@@ -182,8 +217,7 @@ class MemsvcStack(Stack):
             "IamInvokePolicyArn": (iam_api.invoke_policy.managed_policy_arn,
                                    "Attach to a role to let it call the IAM API"),
             "JwtIssuer": (issuer, "Issuer the JWT authorizer trusts"),
-            "JwtAudience": (",".join(audience) if config.jwt_issuer else audience[0],
-                            "Audience (aud or client_id) the JWT authorizer accepts"),
+            "JwtAudience": (",".join(audience), "Audiences (aud or client_id) the JWT authorizer accepts"),
             "TableName": (table.table_name, "DynamoDB item table"),
             "KeywordTableName": (keywords.table_name, "DynamoDB table of the keyword index"),
             "VectorBucketName": (vectors.bucket_name, "S3 Vectors bucket"),
@@ -195,6 +229,11 @@ class MemsvcStack(Stack):
         if users is not None:
             outputs["UserPoolId"] = (users.user_pool.user_pool_id, "Cognito user pool (the default JWT issuer)")
             outputs["UserPoolClientId"] = (users.client.user_pool_client_id, "Cognito app client (JWT audience)")
+        if console is not None:
+            outputs["ConsoleUrl"] = (console.url, "The browser console (sign in on the hosted UI)")
+            outputs["ConsoleSignInDomain"] = (console.sign_in_domain, "Cognito hosted UI the console signs in on")
+            outputs["ConsoleDistributionDomain"] = (console.distribution.distribution_domain_name,
+                                                    "The distribution's own name (a console domain's DNS target)")
         for key, (value, description) in outputs.items():
             CfnOutput(self, key, value=value, description=description)
 

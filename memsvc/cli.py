@@ -180,6 +180,7 @@ def _serve_data_dir(args: argparse.Namespace) -> int:
 
     from memsvc.adapters.local.openai_llm import local_language_model
     from memsvc.bootstrap import build_local, local_reranker
+    from memsvc.console_assets import console_site, docs_site
     from memsvc.local_server import LocalServer
 
     # Built before any worker starts: the files, keys and schemas exist once they do.
@@ -189,10 +190,13 @@ def _serve_data_dir(args: argparse.Namespace) -> int:
     print(f"memsvc: data in {args.data_dir}, embedder {app.embedder.model_id}", file=sys.stderr)
     print(f"memsvc: listening on http://{args.host}:{args.port}  (try GET /health)"
           + (f", {args.workers} worker processes" if args.workers > 1 else ""), file=sys.stderr)
+    print(f"memsvc: console: http://{args.host}:{args.port}/console/", file=sys.stderr)
+    print(f"memsvc: API reference: http://{args.host}:{args.port}/docs", file=sys.stderr)
     try:
         if args.workers == 1:
             uvicorn.run(LocalServer(app.router, app.issuer, threads=LocalSettings(args.data_dir).request_threads(),
-                                    on_shutdown=app.close), host=args.host, port=args.port,
+                                    on_shutdown=app.close, console=console_site(), docs=docs_site()),
+                        host=args.host, port=args.port,
                         log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on")
         else:
             LocalSettings(data_dir=args.data_dir, events_file=args.events_file, workers=args.workers).export()
@@ -228,13 +232,15 @@ def worker_server():
     (which the workers' writes reach within its poll interval, 0.5 s)."""
     from memsvc.adapters.local.openai_llm import local_language_model
     from memsvc.bootstrap import build_local, local_reranker
+    from memsvc.console_assets import console_site, docs_site
     from memsvc.local_server import LocalServer
 
     env = LocalSettings.from_env()
     app = build_local(env.data_dir, events_file=env.events_file, start_workers=False, ann_threshold=env.ann_threshold,
                       reranker=local_reranker(env), llm=local_language_model(env), model=env.local_embedder)
     app.accesses.start()
-    return LocalServer(app.router, app.issuer, threads=env.request_threads(), on_shutdown=app.close)
+    return LocalServer(app.router, app.issuer, threads=env.request_threads(), on_shutdown=app.close,
+                       console=console_site(), docs=docs_site())
 
 
 def _reindex(args: argparse.Namespace, env: LocalSettings) -> int:

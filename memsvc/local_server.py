@@ -1,39 +1,58 @@
 """`memsvc serve`: HTTP in front of the same router the Lambda runs.
 
 Each request becomes the API Gateway HTTP API (payload 2.0) event the real service would
-deliver, after the bearer token has been verified as the JWT authorizer would verify it.
+deliver, after the bearer token has been verified as the JWT authorizer would verify it. Before
+that, `/console` and `/docs` are answered here: the console's files and config, its loopback
+sign-in helper, and the API reference (docs/console.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import hashlib
 import json
 import logging
 import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qsl
 
 from memsvc.adapters.local.issuer import InvalidToken, LocalIssuer
 from memsvc.api.router import Router
+from memsvc.console_assets import (
+    SIGN_IN_PATH,
+    StaticSite,
+    config_json,
+    loopback_request,
+    parse_sign_in,
+    sign_in_reachable,
+)
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.models import to_rfc3339
 
 __all__ = ["LocalServer", "build_event", "stringify_claims", "MAX_BODY_BYTES"]
 
 MAX_BODY_BYTES = 1024 * 1024
+SIGN_IN_TTL_SECONDS = 3600
 
 log = logging.getLogger(__name__)
 
 
 class LocalServer:
-    """An ASGI application, answering on `threads` threads (`LocalSettings.request_threads`)."""
+    """An ASGI application, answering on `threads` threads (`LocalSettings.request_threads`);
+    with `console` and `docs` (memsvc.console_assets), it serves those sites too."""
 
     def __init__(self, router: Router, issuer: LocalIssuer, *, threads: int,
-                 on_shutdown: Callable[[], None] = lambda: None) -> None:
+                 on_shutdown: Callable[[], None] = lambda: None, console: StaticSite | None = None,
+                 docs: StaticSite | None = None) -> None:
         self._router = router
         self._issuer = issuer
+        self._console = console
+        self._sites = tuple(site for site in (console, docs) if site is not None)
         self._on_shutdown = on_shutdown
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="memsvc-api")
 
@@ -55,22 +74,26 @@ class LocalServer:
             await self._http(scope, receive, send)
         except Exception:  # a bug of ours: the envelope, not uvicorn's plain-text 500
             log.exception("the local server failed a request")
-            await _send(send, _error(500, "INTERNAL", "internal error"))
+            await _send(send, self._for_site(_error(500, "INTERNAL", "internal error"), _raw_path(scope)))
 
     async def _http(self, scope, receive, send) -> None:
         headers: dict[str, str] = {}
         for k, v in scope["headers"]:
             name = k.decode("latin-1").lower()
             headers[name] = f"{headers[name]},{v.decode('latin-1')}" if name in headers else v.decode("latin-1")
+        path = _raw_path(scope)
+        site = self._site_of(path)
         body = bytearray()
         while True:
             message = await receive()
             body += message.get("body", b"")
             if len(body) > MAX_BODY_BYTES:
-                return await _send(send, _error(413, "CONTENT_TOO_LONG", "request body too large",
-                                                 {"max_bytes": MAX_BODY_BYTES}))
+                too_long = _error(413, "CONTENT_TOO_LONG", "request body too large", {"max_bytes": MAX_BODY_BYTES})
+                return await _send(send, self._for_site(too_long, path))
             if not message.get("more_body"):
                 break
+        if site is not None:  # static files and the sign-in helper: no bearer token to check
+            return await self._site(site, scope, path, headers, bytes(body), send)
         authorizer: dict[str, Any] | None = None
         auth = headers.get("authorization", "")
         if auth:
@@ -84,9 +107,7 @@ class LocalServer:
             authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
         event = build_event(
             method=scope["method"],
-            # As API Gateway's `rawPath`: still percent-encoded, so an id holding `/` (sent as
-            # `%2F`) stays one path segment; handlers decode their parameters.
-            path=scope["raw_path"].decode("latin-1") if scope.get("raw_path") else scope["path"],
+            path=path,
             raw_query=scope.get("query_string", b"").decode("latin-1"),
             headers=headers,
             body=bytes(body) if body else None,
@@ -96,6 +117,58 @@ class LocalServer:
         loop = asyncio.get_running_loop()
         response = await loop.run_in_executor(self._pool, self._router.handle, event)
         await _send(send, response)
+
+    def _site_of(self, path: str) -> StaticSite | None:
+        return next((site for site in self._sites if site.owns(path)), None)
+
+    def _for_site(self, response: dict[str, Any], path: str) -> dict[str, Any]:
+        """An error answered outside the site's own code: under a site, it carries the site's headers too."""
+        site = self._site_of(path)
+        return response if site is None else {**response, "headers": {**response["headers"], **site.headers()}}
+
+    async def _site(self, site: StaticSite, scope, path: str, headers: dict[str, str], body: bytes, send) -> None:
+        method = scope["method"].upper()
+        client = scope.get("client")
+        loop = asyncio.get_running_loop()
+        relative = site.relative(path)
+        readable = method in ("GET", "HEAD")
+        if site is self._console and path == SIGN_IN_PATH and method == "POST" and sign_in_reachable(client, headers):
+            response = await loop.run_in_executor(self._pool, self._sign_in, site, body)
+        elif path == site.prefix:
+            response = site.redirect_to_directory() if readable else site.method_not_allowed(method)
+        elif site is self._console and relative == "config.json":
+            response = (site.json(200, config_json(sign_in_helper=loopback_request(client, headers)), cache="no-cache")
+                        if readable else site.method_not_allowed(method))
+        else:
+            # A name that is no file is 404 whatever the method, so a refused sign-in answers
+            # exactly as a POST to any missing name: a page elsewhere learns nothing.
+            found = site.find(relative)
+            if found is None:
+                response = site.not_found()
+            elif not readable:
+                response = site.method_not_allowed(method)
+            else:
+                response = await loop.run_in_executor(self._pool, site.file_response, found)
+        await _send(send, response, head=method == "HEAD")
+
+    def _sign_in(self, site: StaticSite, body: bytes) -> dict[str, Any]:
+        try:
+            who = parse_sign_in(body)
+        except InvalidArgument as exc:
+            return site.json(exc.status, exc.to_body())
+        token = self._issuer.mint(sub=who.sub, tenant=who.tenant, roles=who.roles, projects=who.projects,
+                                  teams=who.teams, orgs=who.orgs, ttl_seconds=SIGN_IN_TTL_SECONDS,
+                                  client_id="memsvc-console")
+        expires = datetime.fromtimestamp(self._issuer.verify(token)["exp"], timezone.utc)
+        log.info("console sign-in: minted a token for sub sha256:%s, tenant %s, roles %s",
+                 hashlib.sha256(who.sub.encode()).hexdigest()[:16], who.tenant or "(default)", who.roles)
+        return site.json(200, {"token": token, "expires_at": to_rfc3339(expires)})
+
+
+def _raw_path(scope) -> str:
+    """As API Gateway's `rawPath`: still percent-encoded, so an id holding `/` (sent as `%2F`)
+    stays one path segment; handlers decode their parameters."""
+    return scope["raw_path"].decode("latin-1") if scope.get("raw_path") else scope["path"]
 
 
 def build_event(*, method: str, path: str, raw_query: str, headers: dict[str, str], body: str | bytes | None,
@@ -167,9 +240,11 @@ def _error(status: int, code: str, message: str, details: dict[str, Any] | None 
     return {"statusCode": status, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}
 
 
-async def _send(send, response: dict[str, Any]) -> None:
-    body = (response.get("body") or "").encode()
+async def _send(send, response: dict[str, Any], *, head: bool = False) -> None:
+    body = response.get("body") or b""
+    if isinstance(body, str):
+        body = body.encode()
     headers = [(k.encode("latin-1"), str(v).encode("latin-1")) for k, v in (response.get("headers") or {}).items()]
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": response["statusCode"], "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": b"" if head else body})

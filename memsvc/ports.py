@@ -75,6 +75,12 @@ class ItemStore(Protocol):
     def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[tuple[str, ...]]:
         """Distinct namespaces under the prefix holding at least one live, unexpired item."""
 
+    def count_live(self, tenant: str, namespace: tuple[str, ...], now: datetime, cap: int) -> int:
+        """The live, unexpired items of exactly this namespace (not below it), counted up to `cap`:
+        `cap` means at least that many. Work in proportion to the count, bounded by the cap; a
+        store whose expired rows wait long for removal (DynamoDB's TTL) bounds the rows it reads
+        past them too (a small multiple of the cap), and may then count low, never high."""
+
     def namespaces_after(self, tenant: str, prefix: tuple[str, ...], after: tuple[str, ...] | None,
                          limit: int) -> list[tuple[str, ...]]:
         """Up to `limit` namespaces under the prefix that hold rows (live or not), in the order of
@@ -223,6 +229,18 @@ class EventLog(Protocol):
         """One key's version events (add, update, delete, expired), newest first, strictly before
         `before` in (`occurred_at`, `id`) order, at most `limit`. Read through a per-key index:
         the work is linear in `limit`, never in the tenant's or the namespace's history."""
+
+    def versions_after(
+        self, tenant: str, namespace: tuple[str, ...], key: str, *,
+        after: tuple[datetime, str] | None, limit: int,
+    ) -> list[TimelineEvent]:
+        """`history` read the other way: the key's version events, oldest first, strictly after
+        `after` in (`occurred_at`, `id`) order, at most `limit` (an export walks a key's history)."""
+
+    def restore(self, events: Sequence[TimelineEvent]) -> list[bool]:
+        """Insert events carried from another timeline (an import), each keeping its `occurred_at`,
+        and move each tenant's clock up to its latest one, so later stamps stay above them. An event
+        whose id the log already holds is left as it is. In input order: True for each inserted."""
 
     def purge(self, tenant: str, before: datetime) -> int:
         """Drop events stamped before `before` (retention); 0 where the database expires them."""

@@ -193,6 +193,9 @@ class _Run:
             answer = s.expect(self.http.get("/metrics", auth=None), 200, 404)
             if answer.status_code == 404:
                 s.note = "published to CloudWatch as EMF here"
+        with self.step("identity", "GET /v1/identity") as s:
+            me = s.expect(self.http.get("/v1/identity"), 200).json()
+            s.check(me["auth"] in ("jwt", "iam") and me["tenant_id"] and me["user_id"], "no identity came back")
 
     def _memories(self) -> None:
         notes = self.prefix + ["notes"]
@@ -213,6 +216,10 @@ class _Run:
             listed = s.expect(self.http.get("/v1/memories/namespaces", params=_ns(self.prefix, repeated="prefix")),
                               200).json()
             s.check(notes in listed["namespaces"], "the memory's namespace is not listed")
+        with self.step("count namespaces", "GET /v1/memories/namespaces") as s:
+            counted = s.expect(self.http.get("/v1/memories/namespaces", params=_ns(notes, repeated="prefix",
+                                                                                   counts="true")), 200).json()
+            s.check(counted["counts"] == [1], "the memory's namespace does not count it")
         with self.step("history", "GET /v1/memories/history") as s:
             history = s.expect(self.http.get("/v1/memories/history", params=_ns(notes, key="tip")), 200).json()
             s.check(len(history["versions"]) >= 1, "no version")
@@ -353,8 +360,15 @@ class _Run:
             s.expect(self.http.post("/admin/v1/memories/index/trigger"), 200)
         with self.step("settings", "GET /admin/v1/memories/settings") as s:
             s.expect(self.http.get("/admin/v1/memories/settings"), 200)
+        bundle = None
         with self.step("policies", "GET /admin/v1/memories/policies") as s:
-            s.expect(self.http.get("/admin/v1/memories/policies"), 200)
+            bundle = s.expect(self.http.get("/admin/v1/memories/policies"), 200).json()["policies"]
+        with self.step("check policies", "PUT /admin/v1/memories/policies") as s:
+            if bundle is None:
+                raise _Skipped("policies failed")
+            checked = s.expect(self.http.put("/admin/v1/memories/policies", params={"dry_run": "true"},
+                                             json={"policies": bundle}), 200).json()
+            s.check(checked == {"valid": True}, "the bundle in force does not check as valid")
         export_id = None
         with self.step("export", "POST /admin/v1/exports") as s:
             export_id = s.expect(self.http.post("/admin/v1/exports", json={

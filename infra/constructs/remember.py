@@ -22,7 +22,7 @@ from infra.constructs.functions import (KEYWORD_TABLE_ACTIONS, LambdaPackage, Se
 from infra.constructs.table import ItemTable, KeywordTable
 from infra.constructs.vectors import VectorStore
 from infra.nag import acknowledge
-from memsvc.adapters.aws.dynamo_store import GSI_ID, GSI_PENDING, GSI_RECENT
+from memsvc.adapters.aws.dynamo_store import GSI_HISTORY, GSI_ID, GSI_PENDING, GSI_RECENT
 
 __all__ = ["RememberQueue", "RememberFunction", "let_api_enqueue", "model_arn", "MAX_RECEIVES", "REMEMBER_QUEUE_URL_VARIABLE"]
 
@@ -65,7 +65,9 @@ class RememberFunction(Construct):
     event source mapping. Queued extractions (`functions/remember.py` runs them too) also update
     a session's `extracted_seq` (UpdateItem), record `memory.candidate` and `memory.error` in the
     timeline (TransactWriteItems, authorized as its Put/Update actions) and put them on the bus
-    (PutEvents).
+    (PutEvents). Export and import steps (issue 26) run here too: a memory's history is read
+    through the `history` index (Query) and an import restores it on the timeline
+    (TransactWriteItems).
     """
 
     def __init__(self, scope: Construct, id: str, *, function_name: str, package: LambdaPackage, table: ItemTable,
@@ -85,7 +87,7 @@ class RememberFunction(Construct):
         s.allow(sid="ItemTable", resources=[table.table_arn], actions=[
             "dynamodb:GetItem", "dynamodb:BatchGetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"])
         s.allow(sid="ItemTableIndexes", actions=["dynamodb:Query"],
-                resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING)])
+                resources=[table.index_arn(n) for n in (GSI_RECENT, GSI_ID, GSI_PENDING, GSI_HISTORY)])
         s.allow(sid="KeywordTable", actions=KEYWORD_TABLE_ACTIONS, resources=[keywords.table_arn])
         s.allow(sid="StorageKey", actions=["kms:Decrypt", "kms:DescribeKey", "kms:GenerateDataKey"],
                 resources=[storage_key.key_arn])

@@ -29,12 +29,15 @@ from typing import Any
 from memsvc.core.errors import InvalidArgument, Unauthorized
 from memsvc.core.models import Caller
 
-__all__ = ["Identity", "caller_from_event", "parse_roles", "parse_ids", "MEMBERSHIP_CLAIMS", "LOCAL_DEFAULT_TENANT"]
+__all__ = ["Identity", "caller_from_event", "parse_roles", "parse_ids", "is_tenant_id", "MEMBERSHIP_CLAIMS",
+           "LOCAL_DEFAULT_TENANT", "presented_claims", "IAM_PRINCIPAL_FIELDS"]
 
 LOCAL_DEFAULT_TENANT = "default"  # `memsvc serve`: a `memsvc token` without --tenant lands here
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
 _TENANT_CLAIMS = ("tenant_id", "custom:tenant_id")
 MEMBERSHIP_CLAIMS = ("projects", "teams", "orgs")  # the ids of the project, team and org layers a user is in
+# What `GET /v1/identity` shows of a SigV4 caller: who the principal is, never its access key.
+IAM_PRINCIPAL_FIELDS = ("accountId", "userArn", "userId", "callerId", "principalOrgId")
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,22 @@ class Identity:
         )
 
 
+def presented_claims(event: dict[str, Any]) -> dict[str, Any]:
+    """What the caller presented, as the authorizer passed it on (for `GET /v1/identity`): a JWT's
+    claims as they are, or the IAM principal's `IAM_PRINCIPAL_FIELDS` that API Gateway gave."""
+    authorizer = ((event.get("requestContext") or {}).get("authorizer")) or {}
+    if isinstance(authorizer.get("jwt"), dict):
+        return dict(authorizer["jwt"].get("claims") or {})
+    iam = authorizer.get("iam") or {}
+    return {name: iam[name] for name in IAM_PRINCIPAL_FIELDS if isinstance(iam.get(name), str) and iam[name]}
+
+
 caller_from_event = Identity()  # no default tenant: what a deployment gets unless it names one
+
+
+def is_tenant_id(text: str) -> bool:
+    """Whether `text` is a tenant id a token may carry."""
+    return bool(_TENANT_RE.fullmatch(text))
 
 
 def parse_roles(raw: Any) -> list[str]:

@@ -19,12 +19,13 @@ from urllib.parse import unquote
 from memsvc.api import schemas as s
 from memsvc.api import langgraph_store_schemas as lgs
 from memsvc.api import transfer_schemas as ts
+from memsvc.api.identity import presented_claims
 from memsvc.api.openapi import openapi_document
 from memsvc.api.router import Call, Response, Route, Router
 from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.ports import Metrics
-from memsvc.service.admin import Admin
+from memsvc.service.admin import Admin, PutPoliciesOptions
 from memsvc.service.extraction import Extraction, ExtractionQueued
 from memsvc.service.feedback import Feedback
 from memsvc.service.history import HistoryQuery, MemoryHistory
@@ -115,7 +116,16 @@ def _recall(app: Services, c: Call) -> s.RecallOut:
 
 
 def _list_namespaces(app: Services, c: Call) -> s.NamespacesOut:
-    return s.NamespacesOut(namespaces=[list(ns) for ns in app.search.list_namespaces(c.caller, c.query)])
+    return s.NamespacesOut.of(app.search.namespace_listing(c.caller, c.query))
+
+
+def _identity(app: Services, c: Call) -> s.IdentityOut:
+    """No policy decides this: it repeats what the caller's own credentials say, and reads nothing
+    of the tenant's (a caller every policy denies can still see who they are signed in as)."""
+    caller = c.caller
+    return s.IdentityOut(tenant_id=caller.tenant_id, user_id=caller.user_id, roles=list(caller.roles),
+                         auth="iam" if caller.principal_type == "iam" else "jwt",
+                         claims=presented_claims(c.request.event))
 
 
 def _remember(app: Services, c: Call) -> Response:
@@ -153,8 +163,9 @@ def _get_policies(app: Services, c: Call) -> s.PoliciesOut:
     return s.PoliciesOut.of(app.admin.get_policies(c.caller))
 
 
-def _put_policies(app: Services, c: Call) -> s.PoliciesOut:
-    return s.PoliciesOut.of(app.admin.put_policies(c.caller, c.body))
+def _put_policies(app: Services, c: Call) -> s.PoliciesOut | s.PolicyCheckOut:
+    checked = app.admin.put_policies(c.caller, c.body, dry_run=c.query.dry_run)
+    return s.PolicyCheckOut(valid=True) if c.query.dry_run else s.PoliciesOut.of(checked)
 
 
 def _force_delete(app: Services, c: Call) -> None:
@@ -474,8 +485,8 @@ ROUTES: tuple[Route, ...] = (
           query=HistoryQuery, response=s.HistoryOut),
     Route("GET", "/admin/v1/memories/policies", "The tenant's policy bundle", _get_policies,
           response=s.PoliciesOut),
-    Route("PUT", "/admin/v1/memories/policies", "Replace the tenant's policy bundle", _put_policies,
-          body=s.PoliciesBody, response=s.PoliciesOut),
+    Route("PUT", "/admin/v1/memories/policies", "Replace the tenant's policy bundle (dry_run: only check it)",
+          _put_policies, query=PutPoliciesOptions, body=s.PoliciesBody, response=s.PutPoliciesOut),
     Route("GET", "/admin/v1/memories/index/status", "Vector indexing backlog", _index_status,
           response=s.IndexStatusOut),
     Route("POST", "/admin/v1/memories/index/trigger", "Run one indexing cycle now", _index_trigger,
@@ -593,6 +604,7 @@ ROUTES: tuple[Route, ...] = (
           _store_search_items, body=StoreSearchItems, response=lgs.StoreSearchOut),
     Route("POST", "/store/namespaces", "LangGraph store: list namespaces", _store_list_namespaces,
           body=StoreListNamespaces, response=lgs.StoreNamespacesOut),
+    Route("GET", "/v1/identity", "Who the service takes the caller to be", _identity, response=s.IdentityOut),
     Route("GET", "/health", "Health of each component", _health, response=s.HealthOut, public=True,
           also=((503, s.HealthOut),)),
     Route("GET", "/openapi.json", "This document", _openapi, public=True),

@@ -7,7 +7,7 @@ import dataclasses
 from datetime import datetime
 from typing import Annotated, Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, StrictBool, StrictStr, WithJsonSchema
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, RootModel, StrictBool, StrictStr, WithJsonSchema
 
 from memsvc.core.graph import GraphEdge
 from memsvc.core.feedback import Signal
@@ -20,12 +20,12 @@ from memsvc.service.feedback import FeedbackGiven, GiveFeedback
 from memsvc.service.history import HistoryPage
 from memsvc.service.memories import PutMemory
 from memsvc.service.graph import Entity, PathAnswer, Related
-from memsvc.service.recall import RecallQuery, RecallResult, Recalled
+from memsvc.service.recall import MAX_CUT, CutReason, Explanation, LeftOut, RecallQuery, RecallResult, Recalled
 from memsvc.service.profile import Profile
 from memsvc.service.reflection import ReflectionRun, ReflectUser
 from memsvc.service.restore import Restored, RestoreMemory
 from memsvc.service.remember import RememberMemory, Remembered
-from memsvc.service.search import SearchQuery, SearchResult
+from memsvc.service.search import NamespaceListing, SearchQuery, SearchResult
 from memsvc.service.semantic import SemanticView, UpsertSemantic
 from memsvc.service.sessions import AppendMessage, CreateSession, SessionView, UpdateSession
 from memsvc.service.tenant_config import SettingsPatch
@@ -215,6 +215,56 @@ class SearchOut(Answer):
                                               past_retention=result.past_retention if result.known_at else None))
 
 
+class RecallWeightsOut(Answer):
+    match: float
+    importance: float
+    recency: float
+    pinned: float
+
+
+class RecallExplainOut(Answer):
+    """How a memory's relevance was computed (recall with explain): relevance = weights.match * match
+    + weights.importance * importance + weights.recency * recency + weights.pinned * pinned."""
+
+    keyword: float | None = Field(description="the keyword retriever's BM25 score; null when it did not find it")
+    semantic: float | None = Field(description="the semantic retriever's cosine; null when it did not find it")
+    fused: float = Field(description="the hybrid fusion of the two (boosted when the query names a time)")
+    match: float = Field(description="the fused score as the composite takes it, never below 0")
+    importance: float = Field(description="the importance ranked with (reflection's effective one; 0.5 for an "
+                                          "item without one)")
+    recency: float = Field(description="(1 - decay_rate_per_day) ^ days since the memory was written or last "
+                                       "used")
+    pinned: Literal[0, 1]
+    weights: RecallWeightsOut = Field(description="the tenant's recall_weights")
+    relevance: float
+
+    @classmethod
+    def of(cls, e: Explanation) -> Self:
+        return cls(keyword=e.keyword, semantic=e.semantic, fused=e.fused, match=e.match, importance=e.importance,
+                   recency=e.recency, pinned=e.pinned, weights=RecallWeightsOut(**e.weights), relevance=e.relevance)
+
+
+class RecallCutOut(Answer):
+    """A candidate recall left out (recall with explain)."""
+
+    id: str
+    namespace: list[str]
+    key: str
+    layer: str | None
+    relevance: float | None = Field(description="null when below min_match: its composite is never computed")
+    match: float
+    reason: CutReason = Field(description=(
+        "below_min_match: the match is below the tenant's recall_min_match; below_min_score: the relevance is "
+        "below min_score, or too far below the query's best (the tenant's recall_cut_gap and recall_cut_margin); "
+        "duplicate: a near-duplicate of a memory kept from a more specific layer; over_limit: past limit; "
+        "token_budget: no tokens of the budget were left"))
+
+    @classmethod
+    def of(cls, c: LeftOut) -> Self:
+        return cls(id=c.memory.id, namespace=list(c.memory.namespace), key=c.memory.key, layer=c.layer,
+                   relevance=c.relevance, match=c.match, reason=c.reason)
+
+
 class RecalledOut(Answer):
     id: str
     namespace: list[str]
@@ -236,6 +286,8 @@ class RecalledOut(Answer):
     graph_hops: int | None = Field(None, description="added by graph expansion (graph_hops), this many hops from a "
                                                      "hit (relevance and match 0); null for a hit")
     current: bool | None = Field(None, description=_CURRENT, exclude_if=_absent)
+    explain: RecallExplainOut | None = Field(None, exclude_if=_absent, description=(
+        "asked with explain: how relevance was computed; absent for a memory graph expansion added"))
 
     @classmethod
     def of(cls, r: Recalled) -> Self:
@@ -243,7 +295,8 @@ class RecalledOut(Answer):
         return cls(id=m.id, namespace=list(m.namespace), key=m.key, layer=r.layer, content=r.content, type=r.type,
                    relevance=r.relevance, match=r.match, importance=r.importance, pinned=r.pinned, tags=list(r.tags),
                    category=r.category, source=r.source, created_at=m.created_at, updated_at=m.updated_at,
-                   truncated=r.truncated, graph_hops=r.graph_hops, current=m.current)
+                   truncated=r.truncated, graph_hops=r.graph_hops, current=m.current,
+                   explain=RecallExplainOut.of(r.explain) if r.explain is not None else None)
 
 
 class RecallMetadataOut(Answer):
@@ -258,6 +311,8 @@ class RecallMetadataOut(Answer):
     degraded: bool = Field(description="ranked by the keyword index alone: the embedding model failed or timed out")
     known_at: Rfc3339 | None = Field(None, description=_KNOWN_AT, exclude_if=_absent)
     past_retention: int | None = Field(None, description=_PAST_RETENTION, exclude_if=_absent)
+    cut: list[RecallCutOut] | None = Field(None, exclude_if=_absent, max_length=MAX_CUT, description=(
+        f"asked with explain: up to {MAX_CUT} candidates left out, most relevant first, each with why"))
 
 
 class RecallOut(Answer):
@@ -271,7 +326,8 @@ class RecallOut(Answer):
             token_count=result.token_count, token_budget=result.token_budget,
             searched_layers=result.searched_layers, query_embedding_ms=result.query_embedding_ms,
             retrieval_ms=result.retrieval_ms, degraded=result.degraded, known_at=result.known_at,
-            past_retention=result.past_retention if result.known_at else None))
+            past_retention=result.past_retention if result.known_at else None,
+            cut=[RecallCutOut.of(c) for c in result.cut] if result.cut is not None else None))
 
 
 class EventOut(Answer):
@@ -315,6 +371,34 @@ class EventsOut(Answer):
 
 class NamespacesOut(Answer):
     namespaces: list[list[str]]
+    counts: list[int] | None = Field(None, exclude_if=_absent, description=(
+        "asked with counts: each namespace's live items, itself and below, in the order of namespaces"))
+    count_cap: int | None = Field(None, exclude_if=_absent, description=(
+        "asked with counts: where counting stops; a count equal to it means at least that many"))
+
+    @classmethod
+    def of(cls, listing: NamespaceListing) -> Self:
+        return cls(namespaces=[list(ns) for ns in listing.namespaces], counts=listing.counts,
+                   count_cap=listing.count_cap)
+
+
+class IdentityOut(Answer):
+    """Who the service takes the caller to be."""
+
+    tenant_id: str
+    user_id: str = Field(description="the token's sub; for a SigV4 caller, the IAM principal's ARN")
+    roles: list[str] = Field(description="as policies see them: roles and cognito:groups, each once")
+    auth: Literal["jwt", "iam"]
+    claims: dict[str, Any] = Field(description=(
+        "jwt: the token's claims as the authorizer passed them on; iam: the principal's accountId, userArn, "
+        "userId, callerId and principalOrgId, where API Gateway gave them (never an access key)"))
+
+
+class PolicyCheckOut(Answer):
+    """The bundle compiles, passes the test evaluation and still allows you the admin operation
+    (dry_run): nothing was stored."""
+
+    valid: Literal[True]
 
 
 class PoliciesOut(Answer):
@@ -324,6 +408,10 @@ class PoliciesOut(Answer):
     @classmethod
     def of(cls, compiled: CompiledPolicies) -> Self:
         return cls(version=compiled.bundle.version, policies=compiled.bundle.policies)
+
+
+class PutPoliciesOut(RootModel[PoliciesOut | PolicyCheckOut]):
+    """The bundle now in force, or with dry_run only that it is valid."""
 
 
 class QuarantinedOut(Answer):

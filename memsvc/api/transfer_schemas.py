@@ -25,7 +25,9 @@ class TransferJobOut(Answer):
     total: int | None = Field(description="records in all, once known (an export at its end, an import after its "
                                           "check)")
     counts: dict[str, dict[str, int]] = Field(
-        description="per record kind: exported; or create, update, skip, expired, no_plan, remapped")
+        description="per record kind (memory_version: one version of a memory's history): exported; or create, "
+                    "update, skip, expired, no_plan, remapped, not_carried (a version over a key with versions of "
+                    "its own)")
     remapped: list[dict[str, Any]] = Field(description="memories written under a new id and version (the first 100)")
     scope: dict[str, Any] | None = Field(None, description="an export's scope")
     encryption: str | None = Field(None, description="an export's: passphrase, kms or none")

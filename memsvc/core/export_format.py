@@ -24,12 +24,13 @@ __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "RECORD_KINDS",
            "BadExportFile", "ZERO_CHAIN", "encode_line"]
 
 FORMAT_NAME = "memsvc-export"
-FORMAT_VERSION = 2  # 2 added the `task` record; a version 1 file is a version 2 file without one
-READ_VERSIONS = (1, 2)
+# 2 added the `task` record, 3 the `memory_version` record: an older file is a newer one without them
+FORMAT_VERSION = 3
+READ_VERSIONS = (1, 2, 3)
 # In the order an export writes them: what a later kind refers to comes first (a policy bundle
 # before the memories it governs, a plan before its working memory, entities before relations).
-RECORD_KINDS = ("settings", "policies", "entity", "relation", "session", "message", "memory", "plan", "working",
-                "task")
+RECORD_KINDS = ("settings", "policies", "entity", "relation", "session", "message", "memory_version", "memory", "plan",
+                "working", "task")
 ZERO_CHAIN = bytes(32)
 MAX_LINE_BYTES = 1024 * 1024  # a memory is at most 256 KiB of JSON; nothing else comes near
 

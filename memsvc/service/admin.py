@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
-from pydantic import Field, StrictStr, StringConstraints, field_validator
+from pydantic import Field, StrictBool, StrictStr, StringConstraints, field_validator
 
 from memsvc.core.errors import NotFound
 from memsvc.core.models import Caller, StoredItem
@@ -18,7 +18,7 @@ from memsvc.service.indexer import Indexer
 from memsvc.service.memories import Memories
 from memsvc.service.tenant_config import SettingsPatch, TenantSettings
 
-__all__ = ["Admin", "PolicyBundle", "IndexStatus", "IndexRun", "IndexRetry", "RetryOutcome",
+__all__ = ["Admin", "PolicyBundle", "PutPoliciesOptions", "IndexStatus", "IndexRun", "IndexRetry", "RetryOutcome",
            "MAX_RETRY_IDS", "MAX_LISTED_QUARANTINED"]
 
 MAX_RETRY_IDS = 100  # ids one retry call names: one request's reads and writes stay well inside a Lambda's time
@@ -36,6 +36,14 @@ class PolicyBundle(Command):
                     "operation (400 naming the file otherwise).",
         json_schema_extra={"propertyNames": {"pattern": POLICY_FILE_NAME}},
     )
+
+
+class PutPoliciesOptions(Command):
+    """`PUT /admin/v1/memories/policies`'s query."""
+
+    dry_run: StrictBool = Field(False, description=(
+        "only compile and test-evaluate the bundle (and check it still allows you the admin operation); store "
+        "nothing"))
 
 
 class IndexRetry(Command):
@@ -95,8 +103,11 @@ class Admin:
     def get_policies(self, caller: Caller) -> CompiledPolicies:
         return self._access.admin(caller)
 
-    def put_policies(self, caller: Caller, bundle: PolicyBundle) -> CompiledPolicies:
+    def put_policies(self, caller: Caller, bundle: PolicyBundle, *, dry_run: bool = False) -> CompiledPolicies:
+        """The bundle now in force; with dry_run, the bundle checked as a put would, and not stored."""
         self._access.admin(caller)
+        if dry_run:
+            return self._access.policies.check(bundle.policies, caller.policy_context())
         return self._access.policies.replace(caller.tenant_id, bundle.policies, caller.policy_context())
 
     def get_settings(self, caller: Caller) -> TenantSettings:

@@ -4,8 +4,10 @@
 An export job walks its sections in order, a page of records per step: the tenant's settings and
 policies (a tenant export only), the entities and relations callers wrote, sessions, the items
 under the scope (messages and memories, one namespace after another, by key), plans and their
-working memory, then task contexts (after the plans they may name). What is derived (vectors,
-keyword postings, field tokens, the derived graph) is left out: an import rebuilds it.
+working memory, then task contexts (after the plans they may name). Each memory comes after its
+history: the versions the timeline holds of its key (`GET /v1/memories/history`'s), oldest first,
+read a page at a time. What is derived (vectors, keyword postings, field tokens, the derived graph)
+is left out: an import rebuilds it.
 
 Users are found through their namespaces (`["user", U, ...]`), then through the session and plan
 stores' listings of the users who have one (`SessionStore.users_after`,
@@ -25,11 +27,11 @@ from pydantic import Field, StrictBool, StrictStr, model_validator
 from memsvc.core.errors import Conflict, InvalidArgument, NotFound
 from memsvc.core.export_crypto import MIN_PASSPHRASE_CHARS, SealedHeader, kms_header, passphrase_header, seal_frame
 from memsvc.core.export_format import ExportHeader, LineWriter
-from memsvc.core.models import Caller, RememberJob, StoredItem, from_epoch_us, to_epoch_us, to_rfc3339
+from memsvc.core.models import Caller, RememberJob, StoredItem, TimelineEvent, from_epoch_us, to_epoch_us, to_rfc3339
 from memsvc.core.sessions import is_messages_namespace, session_namespace
 from memsvc.core.transfer_jobs import MAX_PARTS, TransferJob
 from memsvc.core.validation import Command, Integer, NamespacePrefix
-from memsvc.ports import ExportKeys, GraphStore, ItemStore, SessionStore, TenantConfigStore, WorkflowStore
+from memsvc.ports import EventLog, ExportKeys, GraphStore, ItemStore, SessionStore, TenantConfigStore, WorkflowStore
 from memsvc.service.access import Access
 from memsvc.service.sealing import Sealer
 from memsvc.service.transfers import TransferSteps
@@ -98,8 +100,10 @@ def export_scope_prefix(scope: dict[str, Any]) -> tuple[str, ...]:
 class DataExports:
     def __init__(self, *, steps: TransferSteps, items: ItemStore, sessions: SessionStore, workflow: WorkflowStore,
                  graph: GraphStore, configs: TenantConfigStore, sealer: Sealer, access: Access,
-                 kms: ExportKeys | None) -> None:
+                 kms: ExportKeys | None, log_: EventLog) -> None:
+        """`log_`: the timeline, whose version events of each key are the memory's history."""
         self._steps = steps
+        self._log = log_
         self._graph = graph
         self._items = items
         self._sessions = sessions
@@ -234,22 +238,55 @@ class DataExports:
         return out
 
     def _items_page(self, tenant: str, prefix: tuple[str, ...], cursor: Any) -> tuple[list[dict[str, Any]], Any]:
-        """One namespace's items by key, a page at a time; the cursor is (namespace, last key). The
-        next namespace is asked for only when one is done, so the walk is linear in the tenant's
-        rows however many namespaces it has."""
+        """One namespace's items by key, each memory after its history, about `_PAGE` records at a
+        time; the cursor is (namespace, last key done, and where the next key's history resumes:
+        [key, stamp µs, event id], or None). The next namespace is asked for only when one is
+        done, so the walk is linear in the tenant's rows however many namespaces it has; a long
+        history is read a page at a time, over as many steps as it takes."""
         if cursor is None:
             first = self._items.namespaces_after(tenant, prefix, None, 1)
             if not first:
                 return [], None
-            cursor = [list(first[0]), ""]
+            cursor = [list(first[0]), "", None]
         ns, key_after = tuple(cursor[0]), cursor[1]
+        resume = cursor[2] if len(cursor) > 2 else None
         now = self._steps.now()
         rows = self._sessions.messages(tenant, ns, key_after, _PAGE)
-        out = [self._item_record(row) for row in rows if row.is_live(now)]
+        out: list[dict[str, Any]] = []
+        with_history = not is_messages_namespace(ns)
+        for row in rows:
+            if row.is_live(now):
+                if with_history:
+                    after = (from_epoch_us(resume[1]), resume[2]) if resume and resume[0] == row.key else None
+                    while True:
+                        events = self._log.versions_after(tenant, ns, row.key, after=after, limit=_PAGE)
+                        # Up to the row's own version: what the timeline recorded since the row was
+                        # read is newer than the memory this export holds
+                        current = next((n for n, e in enumerate(events) if e.id == row.id), None)
+                        out.extend(self._version_record(e) for e in events[:None if current is None else current + 1])
+                        if current is not None or len(events) < _PAGE:
+                            break
+                        assert events[-1].occurred_at is not None
+                        after = (events[-1].occurred_at, events[-1].id)
+                        if len(out) >= _PAGE:
+                            return out, [list(ns), key_after, [row.key, to_epoch_us(after[0]), after[1]]]
+                out.append(self._item_record(row))
+            key_after = row.key
+            if len(out) >= _PAGE:
+                return out, [list(ns), key_after, None]
         if len(rows) == _PAGE:
-            return out, [list(ns), rows[-1].key]
+            return out, [list(ns), key_after, None]
         following = self._items.namespaces_after(tenant, prefix, ns, 1)
-        return out, ([list(following[0]), ""] if following else None)
+        return out, ([list(following[0]), "", None] if following else None)
+
+    def _version_record(self, event: TimelineEvent) -> dict[str, Any]:
+        """One version of a memory's history, as `GET /v1/memories/history` shows it."""
+        value, attributes = self._sealer.open_item(event)
+        return {"kind": "memory_version", "namespace": list(event.namespace), "key": event.key,
+                "version": event.version, "change": event.kind, "event_id": event.id, "memory_id": event.memory_id,
+                "occurred_at": to_rfc3339(event.occurred_at), "changed_at": to_rfc3339(event.changed_at),
+                "expires_at": to_rfc3339(event.expires_at), "action": event.action, "reason": event.reason,
+                "value": value, "attributes": attributes}
 
     def _item_record(self, item: StoredItem) -> dict[str, Any]:
         value, attributes = self._sealer.open_item(item)

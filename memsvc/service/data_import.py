@@ -13,6 +13,12 @@ Idempotent: a record whose key holds the same content already is skipped, so a s
 a file changes nothing. A memory keeps its id, version and times where its key is new to the
 tenant; over an existing key it becomes that key's next version with a new id (listed in
 `remapped`). `dry_run` runs the second pass without writing: counts of create, update and skip.
+
+A memory's history (`memory_version` records, oldest first, right before its `memory` record) is
+restored onto the timeline as it was (`EventLog.restore`: ids, versions, stamps) where the key is
+new to the tenant, before the memory is written, so that the memory's own write is a replay of
+its newest version there; over a key the tenant has versions of, it is not carried
+(`not_carried`), since its version numbers would clash with the tenant's own.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import dataclasses
 import json
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictStr
@@ -30,7 +37,7 @@ from memsvc.core.errors import ContentTooLong, Forbidden, InvalidArgument, Taken
 from memsvc.core.export_crypto import (FrameReader, SealedHeader, content_key_of_passphrase, is_sealed,
                                        kms_wrapped_key)
 from memsvc.core.export_format import BadExportFile, ExportHeader, LineChecker
-from memsvc.core.models import Caller, ChangeKind, RememberJob, StoredItem
+from memsvc.core.models import Caller, ChangeKind, RememberJob, StoredItem, TimelineEvent, WriteAction, to_epoch_us
 from memsvc.core.namespaces import validate_key
 from memsvc.core.paths import validate_index_fields
 from memsvc.core.graph import normalise_name
@@ -41,11 +48,11 @@ from memsvc.core.transfer_jobs import MAX_PART_BYTES, MAX_PARTS, TransferJob
 from memsvc.core.validation import Command, Integer, Namespace, Timestamp
 from memsvc.core.workflow import (MAX_NAME_CHARS, MAX_SUB_TASKS, PLAN_STATUSES, PlanRecord, StaleRecord, TaskRecord,
                                   WorkingRecord, check_id)
-from memsvc.ports import ExportKeys, GraphStore, ItemStore, SessionStore, TenantConfigStore, WorkflowStore
+from memsvc.ports import EventLog, ExportKeys, GraphStore, ItemStore, SessionStore, TenantConfigStore, WorkflowStore
 from memsvc.service.access import Access
 from memsvc.service.graph import Graph, PutEntity, PutRelation
 from memsvc.service.memories import Memories, check_nesting
-from memsvc.service.sealing import Sealer
+from memsvc.service.sealing import SealedParts, Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES, SettingsPatch
 from memsvc.service.transfers import TransferSteps, caller_of
 from memsvc.service.workflow_rules import check_payload
@@ -55,7 +62,10 @@ __all__ = ["DataImports", "CreateImport", "ImportPart", "StartImport", "STEP_REC
 STEP_RECORDS = 2000  # records applied per step (a part or more is read whole before the count is looked at)
 MAX_LISTED_REMAPPED = 100  # remapped memories the job lists; its counts hold them all
 _MAX_EDGES_READ = 10_000  # of one entity, to find a relation already there
-_BATCH = 500  # memory writes per commit
+_BATCH = 500  # memory writes (and restored versions) per commit
+_MAX_VERSION = 2**53 - 1  # what JSON carries exactly
+_MAX_ID_CHARS = 128  # an event's or a memory's id (a UUID: 36)
+_MAX_REASON_CHARS = 500
 Stamp = Timestamp | None
 
 
@@ -92,7 +102,7 @@ class MemoryRecord(_Record):
     namespace: Namespace
     key: StrictStr
     id: StrictStr | None = None
-    version: Integer = Field(1, ge=1)
+    version: Integer = Field(1, ge=1, le=_MAX_VERSION)
     value: dict[StrictStr, Any]
     attributes: dict[StrictStr, Any] | None = None
     index_fields: Any = None
@@ -102,6 +112,24 @@ class MemoryRecord(_Record):
     ttl_seconds: Integer | None = Field(None, ge=1)
     access_count: Integer = Field(0, ge=0)
     last_accessed_at: Stamp = None
+
+
+class MemoryVersionRecord(_Record):
+    """One version of a memory's history, as its timeline event holds it (format version 3)."""
+
+    namespace: Namespace
+    key: StrictStr
+    version: Integer = Field(ge=1, le=_MAX_VERSION)
+    change: Literal["add", "update", "delete", "expired"]
+    event_id: StrictStr = Field(min_length=1, max_length=_MAX_ID_CHARS)
+    memory_id: StrictStr = Field(min_length=1, max_length=_MAX_ID_CHARS)
+    occurred_at: Timestamp
+    changed_at: Timestamp
+    expires_at: Stamp = None
+    action: WriteAction | None = None
+    reason: StrictStr | None = Field(None, max_length=_MAX_REASON_CHARS)
+    value: dict[StrictStr, Any] | None = None
+    attributes: dict[StrictStr, Any] | None = None
 
 
 class SessionRecordIn(_Record):
@@ -183,11 +211,12 @@ class PoliciesRecord(_Record):
     policies: dict[StrictStr, StrictStr]
 
 
-_MODELS: dict[str, type[_Record]] = {"memory": MemoryRecord, "message": MemoryRecord, "session": SessionRecordIn,
+_MODELS: dict[str, type[_Record]] = {"memory": MemoryRecord, "message": MemoryRecord,
+                                     "memory_version": MemoryVersionRecord, "session": SessionRecordIn,
                                      "plan": PlanRecordIn, "working": WorkingRecordIn, "task": TaskRecordIn,
                                      "settings": SettingsRecord,
                                      "policies": PoliciesRecord, "entity": EntityRecord, "relation": RelationRecord}
-Action = Literal["create", "update", "skip", "expired", "no_plan"]
+Action = Literal["create", "update", "skip", "expired", "no_plan", "not_carried"]
 
 
 def _save_unchanged(save: Callable[[], object], what: str, details: dict[str, Any]) -> None:
@@ -201,10 +230,13 @@ def _save_unchanged(save: Callable[[], object], what: str, details: dict[str, An
 class DataImports:
     def __init__(self, *, steps: TransferSteps, items: ItemStore, sessions: SessionStore, workflow: WorkflowStore,
                  memories: Memories, graph: tuple[GraphStore, Graph], configs: TenantConfigStore, sealer: Sealer,
-                 access: Access, kms: ExportKeys | None, on_write: Callable[[], None] = lambda: None) -> None:
+                 access: Access, kms: ExportKeys | None, log_: EventLog,
+                 on_write: Callable[[], None] = lambda: None) -> None:
         """`memories` builds each memory's version as every write does; `graph`: the knowledge
-        graph's store (to compare) and service (to write, as its routes do)."""
+        graph's store (to compare) and service (to write, as its routes do); `log_`: the timeline,
+        where a memory's history is restored."""
         self._steps = steps
+        self._log = log_
         self._memories = memories
         self._graph_store, self._graph = graph
         self._items = items
@@ -310,30 +342,38 @@ class DataImports:
         counts = {kind: dict(c) for kind, c in job.counts.items()}
         remapped = list(job.remapped)
         done = 0
-        batch = _MemoryWrites(self._items)
+        batch = _MemoryWrites(self._items, self._log)
         for record in reader.records(limit=STEP_RECORDS):
             parsed = _parse(record, reader.checker.line_number)
             if checking:
                 self._check(caller, parsed, reader.checker.line_number)
+                _check_history_order(state, parsed, reader.checker.line_number)
             else:
-                action, remap = self._apply(caller, parsed, batch if not job.options["dry_run"] else None)
+                action, remap = self._apply(caller, parsed, batch if not job.options["dry_run"] else None, state)
                 kind = counts.setdefault(parsed.kind, {})
-                kind[action] = kind.get(action, 0) + 1
+                if action is not None:
+                    kind[action] = kind.get(action, 0) + 1
                 if remap is not None:
                     kind["remapped"] = kind.get("remapped", 0) + 1
                     if len(remapped) < MAX_LISTED_REMAPPED:
                         remapped.append(remap)
             done += 1
         batch.flush()
+        for action, n in batch.restored.items():
+            versions = counts.setdefault("memory_version", {})
+            versions[action] = versions.get(action, 0) + n
         if done and not checking and not job.options["dry_run"]:
             self._on_write()
         state.update(reader.position())
+        if checking and reader.finished and state.get("versions_of") is not None:
+            raise BadExportFile(f"line {reader.checker.line_number}: the file ends inside a memory's history, "
+                                "before its memory record", details={"line": reader.checker.line_number})
         if not reader.finished:
             return self._advance(job, state, counts=counts, remapped=remapped, done=job.done + done,
                                  total=None if checking else job.total)
         if checking:
             total = sum(reader.checker.counts.values())
-            state.update(phase="apply", part=0, offset=state["start"], frame=0, checker=None)
+            state.update(phase="apply", part=0, offset=state["start"], frame=0, checker=None, versions_of=None)
             return self._advance(job, state, counts={}, remapped=[], done=0, total=total, phase="running")
         return self._advance(job, state, counts=counts, remapped=remapped, done=job.done + done, total=job.total,
                              phase="done")
@@ -351,11 +391,16 @@ class DataImports:
                 self._access.namespace_to_write(caller, record.namespace)
                 validate_key(record.key)
                 validate_index_fields(record.index_fields)
-                check_nesting(record.value, "value")
-                check_nesting(record.attributes, "attributes")
-                size = len(_compact(record.value)) + (len(_compact(record.attributes)) if record.attributes else 0)
-                if size > MAX_VALUE_BYTES:
-                    raise InvalidArgument(f"a value takes {size} bytes; the limit is {MAX_VALUE_BYTES}")
+                _check_value(record.value, record.attributes)
+            elif isinstance(record, MemoryVersionRecord):
+                self._access.namespace_to_write(caller, record.namespace)
+                validate_key(record.key)
+                if record.change in ("add", "update"):
+                    if record.value is None:
+                        raise InvalidArgument(f"an {record.change} version carries its value")
+                    _check_value(record.value, record.attributes)
+                elif record.value is not None or record.attributes is not None:
+                    raise InvalidArgument(f"a {record.change} version carries no value")
             elif isinstance(record, SessionRecordIn):
                 for namespace in (session_namespace(record.user_id, record.session_id),
                                   messages_namespace(record.user_id, record.session_id)):
@@ -385,9 +430,14 @@ class DataImports:
         except InvalidArgument as exc:
             raise BadExportFile(f"line {line}: {exc.message}", details={"line": line}) from None
 
-    def _apply(self, caller: Caller, record: _Record, batch: _MemoryWrites | None
-               ) -> tuple[Action, dict[str, Any] | None]:
-        """What the record does to the tenant, done unless this is a dry run (no `batch`)."""
+    def _apply(self, caller: Caller, record: _Record, batch: _MemoryWrites | None, state: dict[str, Any]
+               ) -> tuple[Action | None, dict[str, Any] | None]:
+        """What the record does to the tenant, done unless this is a dry run (no `batch`). A
+        restored version's action is None: `batch` counts it when it is written. `state` keeps
+        which key's history is being read, across steps."""
+        if isinstance(record, MemoryVersionRecord):
+            return self._apply_version(caller, record, batch, state), None
+        state["history"] = None
         if isinstance(record, MemoryRecord):
             return self._apply_memory(caller, record, batch)
         write = batch is not None
@@ -427,7 +477,9 @@ class DataImports:
         if record.expires_at is not None and record.expires_at <= now:
             return "expired", None
         index_fields = validate_index_fields(record.index_fields)
-        old = self._items.get(tenant, ns, record.key)
+        ref = (ns, record.key)
+        read = batch.read_before.pop(ref, None) if batch is not None else None
+        old = read[0] if read is not None else self._items.get(tenant, ns, record.key)
         live_old = old if old is not None and old.is_live(now) else None
         if live_old is not None:
             value, attributes = self._sealer.open_item(live_old)
@@ -442,8 +494,14 @@ class DataImports:
                                    "new_id": memory_id, "version": record.version, "new_version": version}
         if batch is None:
             return action, remap
-        policy_attributes = self._access.policies.get(tenant).extract_attributes(
-            ns, record.key, record.value, record.attributes, caller.policy_context())
+        newest = batch.newest_version.pop(ref, None)
+        if newest is not None and (newest.value, newest.attributes) != (record.value, record.attributes):
+            newest = None
+        if newest is not None:
+            policy_attributes = newest.policy_attributes  # the memory is its history's newest version
+        else:
+            policy_attributes = self._access.policies.get(tenant).extract_attributes(
+                ns, record.key, record.value, record.attributes, caller.policy_context())
         item = self._memories.build_version(tenant, ns, record.key, record.value, old=old,
                                             attributes=record.attributes, policy_attributes=policy_attributes,
                                             index_fields=index_fields, ttl_seconds=record.ttl_seconds)
@@ -453,14 +511,68 @@ class DataImports:
             item = dataclasses.replace(item, id=memory_id, created_at=record.created_at,
                                        updated_at=record.updated_at, valid_start=valid_start, valid_end=valid_end)
             if version != item.version:  # the seal binds the version: sealed again under the kept one
-                sealed = self._sealer.seal_item(tenant, ns, record.key, version, value=record.value,
-                                                attributes=record.attributes)
+                sealed = (newest.sealed if newest is not None and newest.version == version
+                          else self._sealer.seal_item(tenant, ns, record.key, version, value=record.value,
+                                                      attributes=record.attributes))
                 item = dataclasses.replace(item, version=version, value_ct=sealed.value_ct,
                                            attributes_ct=sealed.attributes_ct)
         item = dataclasses.replace(item, expires_at=record.expires_at, access_count=record.access_count,
                                    last_accessed_at=record.last_accessed_at)
         batch.add((item, "update" if live_old else "add", old))
         return action, remap
+
+    def _apply_version(self, caller: Caller, record: MemoryVersionRecord, batch: _MemoryWrites | None,
+                       state: dict[str, Any]) -> Action | None:
+        """A version of a memory's history, restored where the key's history is the file's. At the
+        key's first version: the tenant has no row and no version of the key (new to it: every
+        version is restored), or its oldest version is this one (the file imported before, or a
+        step that died midway: what the tenant holds is skipped, and only where it has no row yet
+        is the rest restored). Otherwise the tenant's own versions stand (`not_carried`): the
+        memory record becomes the next of them."""
+        tenant, ns = caller.tenant_id, tuple(record.namespace)
+        history = state.get("history")
+        if history is None or (tuple(history["namespace"]), history["key"]) != (ns, record.key):
+            oldest = self._log.versions_after(tenant, ns, record.key, after=None, limit=1)
+            row = self._items.get(tenant, ns, record.key)
+            if batch is not None:
+                batch.read_before = {(ns, record.key): (row,)}  # the memory record that follows reads it here
+            has_row = row is not None
+            history = state["history"] = {
+                "namespace": list(ns), "key": record.key, "fresh": not oldest and not has_row, "has_row": has_row,
+                "carry": bool(oldest and oldest[0].id == record.event_id), "attributes": {}}
+        if not (history["fresh"] or history["carry"]):
+            return "not_carried"
+        if batch is not None and record.value is not None:
+            # A delete or an expiry is seen by whoever could see the memory it removed: its policy attributes.
+            history["attributes"] = self._access.policies.get(tenant).extract_attributes(
+                ns, record.key, record.value, record.attributes, caller.policy_context())
+        if not history["fresh"]:
+            if self._holds(tenant, record):
+                return "skip"
+            if history["has_row"]:  # a history that went another way from here: the tenant's stands
+                return "not_carried"
+        if batch is None:
+            return "create"
+        value_ct = attributes_ct = None
+        if record.value is not None:  # an add or an update
+            sealed = self._sealer.seal_item(tenant, ns, record.key, record.version, value=record.value,
+                                            attributes=record.attributes)
+            value_ct, attributes_ct = sealed.value_ct, sealed.attributes_ct
+            batch.newest_version = {(ns, record.key): _NewestVersion(
+                record.version, record.value, record.attributes, history["attributes"], sealed)}
+        batch.add_version(TimelineEvent(
+            tenant=tenant, id=record.event_id, kind=record.change, namespace=ns, key=record.key,
+            memory_id=record.memory_id, version=record.version, changed_at=record.changed_at,
+            expires_at=record.expires_at, policy_attributes=history["attributes"], value_ct=value_ct,
+            attributes_ct=attributes_ct, occurred_at=record.occurred_at, action=record.action,
+            reason=record.reason))
+        return None
+
+    def _holds(self, tenant: str, record: MemoryVersionRecord) -> bool:
+        """Whether the key's history holds this version already, at its stamp (one indexed read)."""
+        after = (record.occurred_at - timedelta(microseconds=1), "\uffff")
+        held = self._log.versions_after(tenant, tuple(record.namespace), record.key, after=after, limit=1)
+        return bool(held) and held[0].id == record.event_id and held[0].occurred_at == record.occurred_at
 
     def _apply_session(self, tenant: str, record: SessionRecordIn, *, write: bool) -> Action:
         existing = self._sessions.get(tenant, record.user_id, record.session_id)
@@ -581,15 +693,46 @@ class DataImports:
         return "update" if any(h[:3] == (source, record.type, target) for h in held) else "create"
 
 
+@dataclasses.dataclass(frozen=True)
+class _NewestVersion:
+    """The last version of a key's history restored in this step: what its memory record, when it
+    is the same version, takes from it rather than work it out again."""
+
+    version: int
+    value: dict[str, Any]
+    attributes: dict[str, Any] | None
+    policy_attributes: dict[str, Any]
+    sealed: SealedParts
+
+
 class _MemoryWrites:
     """A step's memory writes, written `_BATCH` at a time (`ItemStore.write_many`: one commit each
-    locally). A write that lost a race raises its `Conflict`: the step runs again, and what was
-    written is then skipped."""
+    locally), each after the versions of history added before it (`EventLog.restore`), so that
+    the timeline holds a memory's history before its write reaches the timeline. A write that lost
+    a race raises its `Conflict`: the step runs again, and what was written is then skipped."""
 
-    def __init__(self, items: ItemStore) -> None:
+    def __init__(self, items: ItemStore, log_: EventLog) -> None:
         self._items = items
+        self._log = log_
         self._writes: list[tuple[StoredItem, ChangeKind, StoredItem | None]] = []
         self._keys: set[tuple[tuple[str, ...], str]] = set()
+        self._versions: list[TimelineEvent] = []
+        self.restored: dict[str, int] = {}  # versions restored (create) or held already (skip)
+        # What a key's history read, for the memory record that comes right after it: the key's
+        # row (as it was before the history), and the newest version restored. At most one key's.
+        self.read_before: dict[tuple[tuple[str, ...], str], tuple[StoredItem | None]] = {}
+        self.newest_version: dict[tuple[tuple[str, ...], str], _NewestVersion] = {}
+
+    def add_version(self, event: TimelineEvent) -> None:
+        if len(self._versions) >= _BATCH:
+            self._restore()
+        self._versions.append(event)
+
+    def _restore(self) -> None:
+        events, self._versions = self._versions, []
+        for inserted in self._log.restore(events) if events else []:
+            action = "create" if inserted else "skip"
+            self.restored[action] = self.restored.get(action, 0) + 1
 
     def add(self, write: tuple[StoredItem, ChangeKind, StoredItem | None]) -> None:
         key = (write[0].namespace, write[0].key)
@@ -599,10 +742,47 @@ class _MemoryWrites:
         self._keys.add(key)
 
     def flush(self) -> None:
+        self._restore()
         writes, self._writes, self._keys = self._writes, [], set()
         failed = [outcome for outcome in self._items.write_many(writes) if outcome is not None] if writes else []
         if failed:
             raise failed[0]
+
+
+def _check_value(value: dict[str, Any], attributes: dict[str, Any] | None) -> None:
+    check_nesting(value, "value")
+    check_nesting(attributes, "attributes")
+    size = len(_compact(value)) + (len(_compact(attributes)) if attributes else 0)
+    if size > MAX_VALUE_BYTES:
+        raise InvalidArgument(f"a value takes {size} bytes; the limit is {MAX_VALUE_BYTES}")
+
+
+def _check_history_order(state: dict[str, Any], record: _Record, line: int) -> None:
+    """A memory's versions come together, oldest first (by their stamps), right before its
+    `memory` record: what a restore needs to put them back as they were. Not by version number:
+    on DynamoDB a key whose row TTL removed starts again at version 1. `state["versions_of"]`:
+    [namespace, key, stamp µs] of the last version read whose memory record has not come yet."""
+    pending = state.get("versions_of")
+    if isinstance(record, MemoryVersionRecord):
+        here = [list(record.namespace), record.key]
+        stamp = to_epoch_us(record.occurred_at)
+        if pending is not None and pending[:2] != here:
+            raise _out_of_order(line, "a memory's versions come right before its memory record, not another key's")
+        if pending is not None and stamp < pending[2]:
+            raise _out_of_order(line, "a memory's versions come oldest first: this one is older than the one "
+                                      "before it")
+        state["versions_of"] = [*here, stamp]
+        return
+    if pending is None:
+        return
+    if (not isinstance(record, MemoryRecord) or record.kind != "memory"
+            or pending[:2] != [list(record.namespace), record.key]):
+        raise _out_of_order(line, "a memory's versions come right before its memory record, not another record")
+    state["versions_of"] = None
+
+
+def _out_of_order(line: int, why: str) -> BadExportFile:
+    return BadExportFile(f"line {line}: {why}", details={"line": line})
 
 
 def _put_relation(record: RelationRecord) -> PutRelation:
@@ -685,7 +865,7 @@ class _FileReader:
 
 def _checker_doc(checker: LineChecker) -> dict[str, Any]:
     return {"chain": checker.chain.hex(), "counts": dict(checker.counts), "line": checker.line_number,
-            "header": checker.header.to_json() if checker.header else None}
+            "header": checker.header.to_json() if checker.header else None, "ended": checker.ended}
 
 
 def _checker_of(doc: dict[str, Any] | None) -> LineChecker:
@@ -695,6 +875,8 @@ def _checker_of(doc: dict[str, Any] | None) -> LineChecker:
         checker.counts.update(doc["counts"])
         checker.line_number = doc["line"]
         checker.header = ExportHeader.of(doc["header"]) if doc["header"] else None
+        # A plain file's trailer can be read by a step that stops there (its limit reached)
+        checker.ended = doc.get("ended", False)
     return checker
 
 

@@ -52,7 +52,7 @@ from memsvc.service.search import (AS_OF_DESCRIPTION, FILTER_RULES, FILTER_SCHEM
                                    Search, HeldAt)
 from memsvc.tokens import count_tokens, cut_to_tokens
 
-__all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult"]
+__all__ = ["Recall", "RecallQuery", "Recalled", "RecallResult", "Explanation", "LeftOut", "CutReason", "MAX_CUT"]
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ CANDIDATE_SLACK = 5
 # near-duplicate of another returned one, and the cost stays a few hundred vector comparisons.
 DEDUP_POOL_PER_LIMIT = 2
 _NO_LAYER = len(LAYERS) + 1  # a namespace outside every layer ranks after company
+MAX_CUT = 50  # candidates `explain` lists as left out: the nearest misses, enough to see why
+CutReason = Literal["below_min_score", "below_min_match", "over_limit", "token_budget", "duplicate"]
 
 
 # Checked by `core.layers` (an unknown layer is INVALID_LAYER, an unknown identifier 400), so the
@@ -115,6 +117,36 @@ class RecallQuery(Command):
     known_at: Timestamp | None = Field(None, description=KNOWN_AT_DESCRIPTION + (
         "; superseded and archived as the version then says; not with graph_hops (the graph links current "
         "memories only); restores and counts no version no longer current"))
+    explain: StrictBool = Field(False, description=(
+        "also say how each memory was scored (its `explain`) and which candidates were left out and why "
+        f"(`metadata.cut`, at most {MAX_CUT})"))
+
+
+@dataclass(frozen=True)
+class Explanation:
+    """The numbers one memory's relevance was computed from, exactly as recall used them:
+    relevance = sum of weights[part] * part over match, importance, recency and pinned."""
+
+    keyword: float | None  # the keyword retriever's BM25, None when it did not find the memory
+    semantic: float | None  # the semantic retriever's cosine, None when it did not find the memory
+    fused: float  # the hybrid fusion of the two (with a time the query names, boosted)
+    match: float  # the fused score as the composite takes it (never below 0)
+    importance: float
+    recency: float
+    pinned: int  # 0 or 1
+    weights: dict[str, float]
+    relevance: float
+
+
+@dataclass(frozen=True)
+class LeftOut:
+    """A candidate recall did not return (`explain`), and why."""
+
+    memory: Memory
+    layer: str | None
+    relevance: float | None  # None for a candidate below min_match: its composite is never computed
+    match: float
+    reason: CutReason
 
 
 @dataclass(frozen=True)
@@ -132,6 +164,7 @@ class Recalled:
     source: str | None
     truncated: bool = False
     graph_hops: int | None = None  # added by graph expansion, this many hops from a hit; None for a hit
+    explain: Explanation | None = None  # asked with explain, for a hit
 
 
 @dataclass(frozen=True)
@@ -147,6 +180,7 @@ class RecallResult:
     degraded: bool  # ranked by the keyword index alone: the query's embedding failed (`Search.report_degraded`)
     known_at: datetime | None = None  # asked with known_at: the answer is what memsvc held then
     past_retention: int = 0  # with known_at: keys whose version then is past the event retention (not shown)
+    cut: list[LeftOut] | None = None  # asked with explain: the candidates left out, nearest misses first
 
 
 @dataclass(frozen=True)
@@ -211,13 +245,16 @@ class Recall:
         now = self._clock.now()
         weights = Weights(**settings.recall_weights.model_dump())
         terms = set(query_terms(query))  # which of a plain item's texts is shown (`best_text`)
-        candidates = [c for ranked in found for r in ranked
-                      if (c := self._candidate(caller.tenant_id, r, q, terms, weights, settings.decay_rate_per_day,
-                                               settings.recall_min_match, now)) is not None]
-        ordered = self._sorted(self._collapsed(caller.tenant_id, candidates, q.limit), q.order)
+        scored = [c for ranked in found for r in ranked
+                  if (c := self._candidate(caller.tenant_id, r, q, terms, weights, settings.decay_rate_per_day,
+                                           settings.recall_min_match, now)) is not None]
+        candidates = [c for c in scored if isinstance(c, _Candidate)]
+        collapsed, duplicates = self._collapsed(caller.tenant_id, candidates, q.limit)
+        ordered = self._sorted(collapsed, q.order)
         # Same-topic memories all clear the fixed thresholds: only the distance to the best tells them apart.
-        matches = [ordered[n] for n in relative_cut([c.recalled.relevance for c in ordered], settings.recall_cut_gap,
-                                                    settings.recall_cut_margin)]
+        staying = relative_cut([c.recalled.relevance for c in ordered], settings.recall_cut_gap,
+                               settings.recall_cut_margin)
+        matches = [ordered[n] for n in staying]
         page = [c.recalled for c in matches[: q.limit]]
         if q.graph_hops and page:
             page += self._graph_expansion(caller.tenant_id, scopes, page, q, terms)
@@ -225,6 +262,17 @@ class Recall:
         returned = page[: budget.taken]
         if budget.cut is not None:
             returned[-1] = dataclasses.replace(returned[-1], content=budget.cut, truncated=True)
+        cut = None
+        if q.explain:
+            kept = set(staying)
+            cut = _nearest_misses([
+                *(c for c in scored if isinstance(c, LeftOut)),
+                *(_left_out(c.recalled, "duplicate") for c in duplicates),
+                # the relative cut is a minimum score too: the query's best match, less the tenant's margins
+                *(_left_out(c.recalled, "below_min_score") for n, c in enumerate(ordered) if n not in kept),
+                *(_left_out(c.recalled, "over_limit") for c in matches[q.limit:]),
+                *(_left_out(r, "token_budget") for r in page[budget.taken:]),
+            ])
         if q.include_archived and q.known_at is None:  # a version then is not this recall's to restore
             returned = [self._restored(caller, r) for r in returned]
         used = [r for r in returned if r.memory.current is not False]  # a version since replaced is no use of the key
@@ -243,6 +291,7 @@ class Recall:
             degraded=degraded,
             known_at=q.known_at,
             past_retention=sum(at.past_retention for at in views if at is not None),
+            cut=cut,
         )
         # Never the query or a memory's content: a hash lets one recall be matched to another.
         log.info("recall", extra={
@@ -344,7 +393,9 @@ class Recall:
         return scopes
 
     def _candidate(self, tenant: str, r: Ranked, q: RecallQuery, terms: set[str], weights: Weights, decay: float,
-                   min_match: float, now: datetime) -> _Candidate | None:
+                   min_match: float, now: datetime) -> _Candidate | LeftOut | None:
+        """The memory scored, or left out by a threshold (LeftOut), or None when it is not one this
+        recall may return at all (another type, superseded, archived)."""
         memory = r.memory
         message = is_messages_namespace(memory.namespace)  # a message's {role, content} is no typed memory
         typed = None if message else TypedMemory.from_value(memory.value)
@@ -355,8 +406,8 @@ class Recall:
         if typed is not None and typed.archived and not q.include_archived:
             return None
         match = max(0.0, memory.score or 0.0)  # a semantic-mode cosine can be negative
-        if match < min_match:
-            return None  # no match, however important, recent or pinned
+        if match < min_match:  # no match, however important, recent or pinned
+            return LeftOut(memory, _layer_name(memory), None, round(match, 6), "below_min_match")
         if typed is not None:
             content, path = typed.content, CONTENT_FIELDS[0]
         else:  # a message's own words, never its speaker's name
@@ -367,11 +418,18 @@ class Recall:
         written = (last_active(typed, version=memory.version, updated_at=memory.updated_at, last_accessed_at=None)
                    if typed is not None else memory.updated_at)
         pinned = typed.pinned if typed is not None else False
-        score = relevance(weights, match=match, importance=importance,
-                          recency=recency(written, now, decay), pinned=pinned)
+        fresh = recency(written, now, decay)
+        score = relevance(weights, match=match, importance=importance, recency=fresh, pinned=pinned)
         if round(score, 6) < q.min_score:  # as returned: a relevance given back as min_score keeps its memory
-            return None
+            return LeftOut(memory, _layer_name(memory), round(score, 6), round(match, 6), "below_min_score")
         layer = layer_of(memory.namespace)
+        explanation = None
+        if q.explain:
+            scores = memory.scores or {}
+            explanation = Explanation(
+                keyword=scores.get("keyword"), semantic=scores.get("semantic"), fused=memory.score or 0.0,
+                match=match, importance=importance, recency=fresh, pinned=int(pinned),
+                weights=dataclasses.asdict(weights), relevance=round(score, 6))
         recalled = Recalled(
             memory=memory,
             layer=layer.name if layer else None,
@@ -384,18 +442,21 @@ class Recall:
             tags=typed.tags if typed is not None else (),
             category=typed.category if typed is not None else None,
             source=typed.source if typed is not None else None,
+            explain=explanation,
         )
         return _Candidate(recalled, self._sealer.field_id(tenant, path), layer.precedence if layer else _NO_LAYER)
 
-    def _collapsed(self, tenant: str, candidates: list[_Candidate], limit: int) -> list[_Candidate]:
+    def _collapsed(self, tenant: str, candidates: list[_Candidate],
+                   limit: int) -> tuple[list[_Candidate], list[_Candidate]]:
         """Near-duplicates (cosine >= 0.95 between their contents' vectors) collapsed to the most
         specific layer's copy, among the best 2 x limit by relevance; the rest pass as they are.
         The vectors are the index's own (`vectors_of`): a lookup of stored vectors, where
-        re-embedding the finalists would cost an embedding call (on AWS, a Titan call per text)."""
+        re-embedding the finalists would cost an embedding call (on AWS, a Titan call per text).
+        Returns what stays and the near-duplicates collapsed away."""
         by_relevance = sorted(candidates, key=lambda c: -c.recalled.relevance)
         pool, rest = by_relevance[: DEDUP_POOL_PER_LIMIT * limit], by_relevance[DEDUP_POOL_PER_LIMIT * limit:]
         if len(pool) < 2:
-            return candidates
+            return candidates, []
         vectors = self._vectors.vectors_of(tenant, [(c.recalled.memory.id, c.content_field) for c in pool])
         kept = collapse_near_duplicates(
             [c.recalled.memory.id for c in pool],
@@ -403,7 +464,8 @@ class Recall:
             {c.recalled.memory.id: c.recalled.relevance for c in pool},
             {c.recalled.memory.id: v for c in pool if (v := vectors.get((c.recalled.memory.id, c.content_field)))},
         )
-        return [c for c in pool if c.recalled.memory.id in kept] + rest
+        return ([c for c in pool if c.recalled.memory.id in kept] + rest,
+                [c for c in pool if c.recalled.memory.id not in kept])
 
     @staticmethod
     def _sorted(candidates: Sequence[_Candidate], order: str) -> list[_Candidate]:
@@ -413,6 +475,21 @@ class Recall:
         if order == "precedence":  # seed 001: layer precedence first, then the score
             return sorted(candidates, key=lambda c: (c.precedence, -c.recalled.relevance, newest(c)))
         return sorted(candidates, key=lambda c: (-c.recalled.relevance, c.precedence, newest(c)))
+
+
+def _layer_name(memory: Memory) -> str | None:
+    layer = layer_of(memory.namespace)
+    return layer.name if layer else None
+
+
+def _left_out(r: Recalled, reason: CutReason) -> LeftOut:
+    return LeftOut(r.memory, r.layer, r.relevance, r.match, reason)
+
+
+def _nearest_misses(left: list[LeftOut]) -> list[LeftOut]:
+    """The `MAX_CUT` most relevant of what was left out (a candidate without a relevance last,
+    by its match)."""
+    return sorted(left, key=lambda c: (c.relevance is None, -(c.relevance or 0.0), -c.match))[:MAX_CUT]
 
 
 def _current_enough(typed: TypedMemory | None, q: RecallQuery) -> bool:

@@ -7,6 +7,7 @@ plaintext attributes reject is never decrypted.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import heapq
 import itertools
@@ -42,11 +43,17 @@ from memsvc.service.sealing import Sealer
 
 __all__ = ["Search", "SearchQuery", "ListNamespaces", "FilterPlan", "Ranked", "MAX_OFFSET", "MAX_QUERY_CHARS", "Query",
            "SearchResult", "QueryEmbedding", "DEGRADED_METRIC", "QUERY_EMBEDDING_TIMEOUT_SECONDS", "Admit", "HeldAt",
-           "AS_OF_DESCRIPTION"]
+           "AS_OF_DESCRIPTION", "NamespaceListing", "NAMESPACE_COUNT_CAP", "NAMESPACE_COUNT_BUDGET"]
 
 log = logging.getLogger(__name__)
 
 MAX_OFFSET = 10_000
+# Each namespace's count stops here: a console shows "1,000+", and a count's reads (on DynamoDB, a
+# COUNT Query's pages of the namespace's rows) stay a few pages per namespace.
+NAMESPACE_COUNT_CAP = 1000
+# A page's counts together stop here: a page of more than 100 namespaces gets a lower cap (limit
+# 1000: 100), so no request counts more than about this many rows.
+NAMESPACE_COUNT_BUDGET = 100_000
 MAX_QUERY_TERMS = 64  # a query's first distinct terms; a longer one is a document, not a question
 MAX_QUERY_CHARS = 8192  # seed 004: a longer query is cut, not refused
 # A search's or a recall's query, cut where it is parsed: nothing after (the keyword analyzer, the
@@ -188,6 +195,19 @@ class ListNamespaces(Command):
     max_depth: Integer | None = Field(None, ge=1, description="Truncate returned namespaces to this depth")
     limit: Integer = Field(100, ge=1, le=1000, description="Page size")
     offset: Integer = Field(0, ge=0, le=MAX_OFFSET, description="Namespaces to skip")
+    counts: StrictBool = Field(False, description=(
+        "Also count each namespace's live items, itself and below (of the namespaces listed that you may read), "
+        f"each up to count_cap ({NAMESPACE_COUNT_CAP}, or {NAMESPACE_COUNT_BUDGET} / limit when that is less): a "
+        "count equal to it means at least as many"))
+
+
+@dataclass(frozen=True)
+class NamespaceListing:
+    """A page of namespaces, and (asked with counts) each one's live items, itself and below, up to `count_cap`."""
+
+    namespaces: list[tuple[str, ...]]
+    counts: list[int] | None = None
+    count_cap: int | None = None
 
 
 @dataclass(frozen=True)
@@ -703,6 +723,41 @@ class Search:
         return out
 
     def list_namespaces(self, caller: Caller, q: ListNamespaces) -> list[tuple[str, ...]]:
+        return self._namespaces(caller, q)[0]
+
+    def namespace_listing(self, caller: Caller, q: ListNamespaces) -> NamespaceListing:
+        """`GET /v1/memories/namespaces`: the page, counted when asked. A listed namespace's count
+        sums, up to the cap, the live items of the namespaces this listing matched at or below it
+        that the caller may read (so one truncated at max_depth counts its matched children); each
+        of those is counted once, by the item store, up to the cap, in reads bounded in rows
+        whatever expired rows not yet removed lie in the way. Each holds a live item (the listing
+        found it), so a count visits at most `cap` of them: counting adds at most one count per
+        namespace the listing already read, and, expired rows aside, reads fewer than 2 x cap rows
+        per namespace listed: under 2 x `NAMESPACE_COUNT_BUDGET` in all."""
+        page, matched = self._namespaces(caller, q)
+        if not q.counts:
+            return NamespaceListing(page)
+        policies = self._access.policies.get(caller.tenant_id)
+        context = caller.policy_context()
+        readable = sorted(ns for ns in matched if policies.allow("read", list(ns), None, context))
+        cap = min(NAMESPACE_COUNT_CAP, NAMESPACE_COUNT_BUDGET // q.limit)
+        now = self._clock.now()
+        each: dict[tuple[str, ...], int] = {}
+        counts = []
+        for listed in page:
+            total = 0
+            at = bisect.bisect_left(readable, listed)  # sorted tuples keep a namespace's descendants right after it
+            while at < len(readable) and readable[at][: len(listed)] == listed and total < cap:
+                ns = readable[at]
+                if ns not in each:
+                    each[ns] = self._items.count_live(caller.tenant_id, ns, now, cap)
+                total += each[ns]
+                at += 1
+            counts.append(min(total, cap))
+        return NamespaceListing(page, counts, cap)
+
+    def _namespaces(self, caller: Caller, q: ListNamespaces) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
+        """The page, and every namespace it was made from (matched and allowed, before max_depth)."""
         depth = self._access.settings_of(caller).reachable_depth
         for name, pattern in (("prefix", q.prefix), ("suffix", q.suffix)):
             if len(pattern) > depth:
@@ -716,13 +771,15 @@ class Search:
         policies = self._access.policies.get(caller.tenant_id)
         context = caller.policy_context()
         found: set[tuple[str, ...]] = set()
+        matched = []
         for ns in self._items.list_namespaces(caller.tenant_id, scope, self._clock.now()):
             if not match_namespace_pattern(ns, tuple(q.prefix), tuple(q.suffix)):
                 continue
             if not policies.allow("list", list(ns), None, context):
                 continue
+            matched.append(ns)
             found.add(ns[: q.max_depth] if q.max_depth else ns)
-        return sorted(found)[q.offset : q.offset + q.limit]
+        return sorted(found)[q.offset : q.offset + q.limit], matched
 
 
 @dataclass(frozen=True)

@@ -312,8 +312,18 @@ class PolicyRegistry:
         return compiled
 
     def replace(self, tenant: str, policies: Any, admin_context: dict[str, Any]) -> CompiledPolicies:
-        """Store a new bundle, unless it fails to compile or would deny `admin_context` (the
-        uploading admin) the `admin` operation: nobody with that admin's roles could undo it."""
+        """Store a new bundle, unless `check` refuses it."""
+        compiled = self.check(policies, admin_context)
+        self._store.put_config(
+            tenant, "policies", {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
+        )
+        self._cache.put(tenant, compiled)
+        return compiled
+
+    def check(self, policies: Any, admin_context: dict[str, Any]) -> CompiledPolicies:
+        """The bundle compiled and test-evaluated, unless it fails to compile or would deny
+        `admin_context` (the uploading admin) the `admin` operation: nobody with that admin's roles
+        could undo it. Stores nothing."""
         compiled = compile_bundle(policies)  # raises InvalidArgument with the compiler's message
         if not compiled.allow("admin", [], None, admin_context):
             raise InvalidArgument(
@@ -321,10 +331,6 @@ class PolicyRegistry:
                 'keep an allow rule for operation "admin" that matches your roles',
                 details={"field": "policies"},
             )
-        self._store.put_config(
-            tenant, "policies", {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
-        )
-        self._cache.put(tenant, compiled)
         return compiled
 
     def _default_policies(self) -> CompiledPolicies:

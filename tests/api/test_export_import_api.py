@@ -1,7 +1,8 @@
 """Export and import (issue 26) over HTTP, on `memsvc serve` and on the AWS backend (moto): a
-round trip into an empty tenant answers get, search, recall, history, sessions, plans and
-settings as the source does; a second import changes nothing; a dry run writes nothing; scopes,
-roles and tenants are kept apart; a wrong passphrase, a changed or cut-short file import nothing.
+round trip into an empty tenant answers get, search, recall, every version of each memory's
+history, sessions, plans and settings as the source does; a second import changes nothing; a
+dry run writes nothing; scopes, roles and tenants are kept apart; a wrong passphrase, a changed
+or cut-short file import nothing.
 
 Each test's tenants are new, so "an empty tenant" is an empty stack for that tenant on either
 backend (the shared live server holds other tests' tenants, never these)."""
@@ -16,7 +17,7 @@ from urllib.parse import quote
 
 import httpx
 
-from tests.api.helpers import assert_error, get, ns_query, put_ok, search_ok, sync_index, unique_tenant
+from tests.api.helpers import assert_error, delete, get, ns_query, put_ok, search_ok, sync_index, unique_tenant
 
 PASSPHRASE = "correct horse battery staple"
 PART_BYTES = 256 * 1024
@@ -81,11 +82,29 @@ def refused(admin: httpx.Client, data: bytes, **options: Any) -> str:
     return job["error"]["message"]
 
 
+def full_history(me: httpx.Client, ns: list[str], key: str) -> list[dict[str, Any]]:
+    r = me.get("/v1/memories/history", params=[*ns_query(ns, key), ("limit", "100")])
+    assert r.status_code == 200, r.text
+    assert r.json()["next_cursor"] is None
+    return r.json()["versions"]
+
+
+def on_the_timeline(me: httpx.Client, ns: list[str], keys: list[str], timeout: float = 30.0) -> None:
+    """Wait until the timeline has recorded every version of these keys (it does so a moment after
+    each write), so that an export carries their whole history."""
+    deadline = time.monotonic() + timeout
+    while not all(v["recorded"] for key in keys for v in full_history(me, ns, key)):
+        assert time.monotonic() < deadline, "the timeline did not record the writes"
+        time.sleep(0.05)
+
+
 def write_everything(me: httpx.Client, admin: httpx.Client, uid: str) -> None:
     ns = ["user", uid, "memories"]
     put_ok(me, ns, "diet", {"text": "I am vegetarian and cook Italian food"}, attributes={"source": "chat"})
     put_ok(me, ns, "city", {"text": "I moved to Lisbon", "valid_from": "2024-03-01T00:00:00Z"})
     put_ok(me, ns, "city", {"text": "I moved to Porto", "valid_from": "2025-06-01T00:00:00Z"})
+    assert delete(me, ns, "diet").status_code == 204
+    put_ok(me, ns, "diet", {"text": "I am vegetarian and cook Italian food"}, attributes={"source": "chat"})
     put_ok(me, ns, "trip", {"text": "Flight to Tokyo booked for the conference"}, ttl_seconds=86400)
     assert me.post("/v1/memory/sessions", json={"session_id": f"s-{uid}", "title": "planning"}).status_code == 201
     for text in ("hello there", "let us plan the trip"):
@@ -107,6 +126,7 @@ def write_everything(me: httpx.Client, admin: httpx.Client, uid: str) -> None:
                                             "target": "Memsvc", "valid_from": "2025-01-01T00:00:00Z"})
     assert r.status_code == 200, r.text
     sync_index(admin)
+    on_the_timeline(me, ns, ["diet", "city", "trip"])
 
 
 def answers(me: httpx.Client, uid: str) -> dict[str, Any]:
@@ -115,7 +135,6 @@ def answers(me: httpx.Client, uid: str) -> dict[str, Any]:
     memory = get(me, ns, "city").json()
     search = [(i["key"], i["value"]) for i in search_ok(me, ["user", uid], query="where do I live", limit=3)]
     recall = me.post("/v1/memories/recall", json={"query": "what food do I cook"}).json()
-    history = me.get("/v1/memories/history", params=ns_query(ns, "city")).json()["versions"][0]
     messages = me.get(f"/v1/memory/sessions/s-{uid}/messages").json()["messages"]
     session = me.get(f"/v1/memory/sessions/s-{uid}").json()
     plan = me.get(f"/v1/memory/plans/p-{uid}").json()
@@ -128,7 +147,7 @@ def answers(me: httpx.Client, uid: str) -> dict[str, Any]:
         "memory": memory,
         "search": search,
         "recall": [(m["key"], m["content"]) for m in recall["memories"]],
-        "history": {k: history[k] for k in ("id", "version", "value")},
+        "history": {key: full_history(me, ns, key) for key in ("city", "diet", "trip")},
         "messages": [(m["seq"], m["content"]) for m in messages],
         "session": {k: session[k] for k in ("title", "version", "message_count", "created_at")},
         "plan": {k: plan[k] for k in ("goal_data", "status", "version", "created_at")},
@@ -155,20 +174,23 @@ def settled(me: httpx.Client, uid: str, expected: dict[str, Any], timeout: float
 def test_round_trip_into_an_empty_tenant_answers_the_same(live_server, make_client, me, admin, uid, tenant):
     write_everything(me, admin, uid)
     source = answers(me, uid)
+    assert [v["kind"] for v in source["history"]["diet"]] == ["add", "delete", "add"]
     job, data = export_file(admin, passphrase=PASSPHRASE)
     assert job["counts"]["memory"] == {"exported": 3} and job["counts"]["message"] == {"exported": 2}
+    assert job["counts"]["memory_version"] == {"exported": 6}  # diet 3, city 2, trip 1
     # and a session, a plan, its working memory, a task context, the settings, two entities and a relation
     assert job["counts"]["task"] == {"exported": 1}
-    assert job["total"] == job["done"] == 13 and job["encryption"] == "passphrase"
+    assert job["total"] == job["done"] == 19 and job["encryption"] == "passphrase"
     assert b"Lisbon" not in data and b"vegetarian" not in data  # sealed by default
 
     other = unique_tenant()
     other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
     done = import_file(other_admin, data, allow_other_tenant=True)
     assert done["state"] == "done", done["error"]
-    assert done["source"]["tenant"] == tenant and done["total"] == 13
+    assert done["source"]["tenant"] == tenant and done["total"] == 19
     assert done["counts"]["entity"] == {"create": 2} and done["counts"]["relation"] == {"create": 1}
     assert done["counts"]["memory"] == {"create": 3} and done["counts"]["session"] == {"create": 1}
+    assert done["counts"]["memory_version"] == {"create": 6}
     assert done["counts"]["settings"] == {"create": 1} and done["remapped"] == []
     assert done["counts"]["task"] == {"create": 1}
     copy_me = make_client(uid, tenant=other)
@@ -184,21 +206,28 @@ def test_round_trip_into_an_empty_tenant_answers_the_same(live_server, make_clie
 
 def test_a_dry_run_counts_and_writes_nothing(make_client, me, admin, uid):
     put_ok(me, ["user", uid, "memories"], "a", {"text": "one"})
+    put_ok(me, ["user", uid, "memories"], "a", {"text": "two"})
+    on_the_timeline(me, ["user", uid, "memories"], ["a"])
     _, data = export_file(admin, encrypt=False)
     other = unique_tenant()
     other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
     job = import_file(other_admin, data, passphrase=None, dry_run=True, allow_other_tenant=True)
-    assert job["state"] == "done" and job["dry_run"] is True and job["counts"]["memory"] == {"create": 1}
+    assert job["state"] == "done" and job["dry_run"] is True and job["counts"] == {
+        "memory": {"create": 1}, "memory_version": {"create": 2}}
     assert_error(get(make_client(uid, tenant=other), ["user", uid, "memories"], "a"), 404, "NOT_FOUND")
+    r = make_client(uid, tenant=other).get("/v1/memories/history", params=ns_query(["user", uid, "memories"], "a"))
+    assert_error(r, 404, "NOT_FOUND")
 
 
 def test_import_over_changed_keys_updates_and_reports_remapped_ids(me, admin, uid):
     ns = ["user", uid, "memories"]
     first = put_ok(me, ns, "a", {"text": "one"})
+    on_the_timeline(me, ns, ["a"])
     _, data = export_file(admin, passphrase=PASSPHRASE)
     put_ok(me, ns, "a", {"text": "changed"})
     job = import_file(admin, data)
-    assert job["counts"]["memory"] == {"update": 1, "remapped": 1}, job
+    # the key's version 1 is the tenant's already; its history goes on from version 2
+    assert job["counts"] == {"memory": {"update": 1, "remapped": 1}, "memory_version": {"skip": 1}}, job
     [remap] = job["remapped"]
     assert remap["id"] == first["id"] and remap["new_version"] == 3 and remap["key"] == "a"
     assert get(me, ns, "a").json()["value"] == {"text": "one"}
@@ -208,11 +237,15 @@ def test_a_user_export_holds_that_user_only(make_client, admin, tenant, uid):
     alice, bob = make_client(uid, tenant=tenant), make_client("bob-" + uid, tenant=tenant)
     put_ok(alice, ["user", uid, "memories"], "mine", {"text": "alice secret"})
     put_ok(bob, ["user", "bob-" + uid, "memories"], "mine", {"text": "bob secret"})
+    on_the_timeline(alice, ["user", uid, "memories"], ["mine"])
+    on_the_timeline(bob, ["user", "bob-" + uid, "memories"], ["mine"])
     job, data = export_file(admin, scope={"user_id": uid}, encrypt=False)
     lines = [json.loads(line) for line in data.splitlines()]
     assert lines[0]["kind"] == "header" and lines[0]["scope"] == {"user_id": uid}
-    assert lines[-1]["kind"] == "trailer" and lines[-1]["records"] == 1
-    assert b"bob" not in data and [r["value"] for r in lines[1:-1]] == [{"text": "alice secret"}]
+    assert lines[0]["format_version"] == 3
+    assert lines[-1]["kind"] == "trailer" and lines[-1]["records"] == 2
+    assert b"bob" not in data and [(r["kind"], r["value"]) for r in lines[1:-1]] == [
+        ("memory_version", {"text": "alice secret"}), ("memory", {"text": "alice secret"})]
 
 
 def test_a_tenant_export_holds_the_sessions_and_plans_of_a_user_with_no_memory(make_client, admin, tenant, uid):
@@ -311,6 +344,7 @@ def test_the_cli_and_the_client_export_and_import(live_server, me, uid, tenant, 
     from memsvc_client.transfer import export_to_file, import_file as client_import
 
     put_ok(me, ["user", uid, "memories"], "a", {"text": "one"})
+    on_the_timeline(me, ["user", uid, "memories"], ["a"])
     (tmp_path / "pass").write_text(PASSPHRASE + "\n")
     source_token = live_server.token("root-" + tenant, tenant=tenant, roles=["admin"])
     other = unique_tenant()
@@ -318,17 +352,17 @@ def test_the_cli_and_the_client_export_and_import(live_server, me, uid, tenant, 
     out = tmp_path / "alice.mexp"
     assert main(["export", "--url", live_server.url, "--token", source_token, "--out", str(out), "--user-id", uid,
                  "--passphrase-file", str(tmp_path / "pass")]) == 0
-    assert json.loads(capsys.readouterr().out)["counts"] == {"memory": 1}
+    assert json.loads(capsys.readouterr().out)["counts"] == {"memory": 1, "memory_version": 1}
     assert main(["import", str(out), "--url", live_server.url, "--token", other_token, "--passphrase-file",
                  str(tmp_path / "pass")]) == 1  # another tenant's file, without the flag
     assert "allow_other_tenant" in capsys.readouterr().err
     assert main(["import", str(out), "--url", live_server.url, "--token", other_token, "--passphrase-file",
                  str(tmp_path / "pass"), "--allow-other-tenant"]) == 0
-    assert json.loads(capsys.readouterr().out)["counts"] == {"memory": {"create": 1}}
+    assert json.loads(capsys.readouterr().out)["counts"] == {"memory": {"create": 1}, "memory_version": {"create": 1}}
 
     with MemsvcClient(live_server.url, other_token) as client:
         job = client_import(client, out, passphrase=PASSPHRASE, allow_other_tenant=True, poll=0.1)
-        assert job["counts"] == {"memory": {"skip": 1}}
+        assert job["counts"] == {"memory": {"skip": 1}, "memory_version": {"skip": 1}}
         job = export_to_file(client, tmp_path / "copy.jsonl", encrypt=False, poll=0.1)
     lines = (tmp_path / "copy.jsonl").read_bytes().splitlines()
     assert json.loads(lines[0])["tenant"] == other and json.loads(lines[1])["value"] == {"text": "one"}

@@ -8,17 +8,21 @@ from typing import Any
 
 import aws_cdk as cdk
 
+from infra.config import CONSOLE_ASSETS_CONTEXT
 from infra.stack import PROJECT_ROOT
 
-__all__ = ["REGION", "app_context", "new_app", "statements", "as_list", "resources_of", "only"]
+__all__ = ["REGION", "CONSOLE_PLACEHOLDER", "app_context", "new_app", "statements", "as_list", "resources_of", "only"]
 
 REGION = "us-east-1"
+CONSOLE_PLACEHOLDER = Path(__file__).parent / "console_placeholder"  # deployed as the console, in these tests
 
 
 def app_context() -> dict[str, Any]:
-    """cdk.json's feature flags, and no bundling (no pip, no network, in the template tests)."""
+    """cdk.json's feature flags, no bundling (no pip, no network, in the template tests), and a
+    placeholder console (the built one may be mid-rebuild)."""
     context = dict(json.loads((PROJECT_ROOT / "cdk.json").read_text())["context"])
     context["aws:cdk:bundling-stacks"] = []
+    context[CONSOLE_ASSETS_CONTEXT] = str(CONSOLE_PLACEHOLDER)
     return context
 
 

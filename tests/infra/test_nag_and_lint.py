@@ -18,6 +18,14 @@ EXPECTED_ACKNOWLEDGMENTS = {
     # the IAM invoke policy: every method of the authenticated routes, by their paths' first segment
     *(f"AwsSolutions-IAM5[Resource::arn:aws:execute-api:us-east-1:<AWS::AccountId>:<IamApi1CA48018>"
       f"/$default/*{path}]" for path in authenticated_paths(service_routes())),
+    # the console (infra/constructs/console.py): its bucket and distribution...
+    "AwsSolutions-S1", "AwsSolutions-CFR1", "AwsSolutions-CFR2", "AwsSolutions-CFR3", "AwsSolutions-CFR4",
+    # ...and CDK's handler that copies its files: CDK's runtime, role and grants
+    "AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]",
+    *(f"AwsSolutions-IAM5[Action::{action}]"
+      for action in ("s3:GetBucket*", "s3:GetObject*", "s3:List*", "s3:Abort*", "s3:DeleteObject*")),
+    "AwsSolutions-IAM5[Resource::<ConsoleBucket86B6957C.Arn>/*]",
+    "AwsSolutions-IAM5[Resource::arn:aws:s3:::cdk-hnb659fds-assets-<AWS::AccountId>-us-east-1/*]",
 }
 
 
@@ -63,7 +71,7 @@ def test_every_suppression_is_known_and_explained(assembly):
     assert found["AwsSolutions-APIG4"] == {"JwtApiGetHealth9FD64276", "IamApiGetHealthC0EF913C"}
     assert {r.rstrip("0123456789ABCDEF") for r in found["AwsSolutions-L1"]} == {
         "ApiServiceFunction", "IndexerServiceFunction", "TimelineServiceFunction", "RememberServiceFunction",
-        "SessionRetentionServiceFunction", "ReflectionServiceFunction"}
+        "SessionRetentionServiceFunction", "ReflectionServiceFunction", "CustomCDKBucketDeployment"}
 
 
 def test_cfn_lint_is_clean(assembly):

@@ -22,6 +22,14 @@ RETENTION_DAYS = {RetentionDays.TWO_WEEKS: 14, RetentionDays.ONE_MONTH: 30, Rete
 # Actions that have no resource-level permissions: "*" is the only resource they accept.
 RESOURCELESS_ACTIONS = {"xray:PutTraceSegments", "xray:PutTelemetryRecords", "dynamodb:ListStreams",
                         "bedrock:Rerank"}  # its model is limited by InvokeModel on the model's ARN
+# CDK's handler that copies the console's files at deploy time (test_console_stack.py checks it).
+CONSOLE_FILES_HANDLER = "CustomCDKBucketDeployment"
+
+
+def _service_functions(template: dict) -> dict[str, dict]:
+    """The stack's own functions: every one but CDK's console-files handler."""
+    return {k: r for k, r in resources_of(template, "AWS::Lambda::Function").items()
+            if not k.startswith(CONSOLE_FILES_HANDLER)}
 
 
 def test_both_environments_exist_and_only_config_selects_them():
@@ -44,10 +52,11 @@ def test_each_environment_has_the_whole_service(assembly, env):
     expected = {
         "AWS::DynamoDB::GlobalTable": 2, "AWS::S3Vectors::VectorBucket": 1, "AWS::S3Vectors::Index": 1,
         "AWS::Events::EventBus": 1, "AWS::Events::Archive": 1, "AWS::KMS::Key": 3,
-        "AWS::Lambda::Function": 6, "AWS::Lambda::LayerVersion": 1, "AWS::Lambda::EventSourceMapping": 3,
+        "AWS::Lambda::Function": 7, "AWS::Lambda::LayerVersion": 2, "AWS::Lambda::EventSourceMapping": 3,
         "AWS::SQS::Queue": 4, "AWS::ApiGatewayV2::Api": 2, "AWS::ApiGatewayV2::Stage": 2,
-        "AWS::ApiGatewayV2::Authorizer": 1, "AWS::Cognito::UserPool": 1, "AWS::Cognito::UserPoolClient": 1,
-        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 7,
+        "AWS::ApiGatewayV2::Authorizer": 1, "AWS::Cognito::UserPool": 1, "AWS::Cognito::UserPoolClient": 2,
+        "AWS::SNS::Topic": 1, "AWS::CloudWatch::Dashboard": 1, "AWS::IAM::Role": 8,
+        "AWS::S3::Bucket": 1, "AWS::CloudFront::Distribution": 1,  # the console (and its files' handler)
         "AWS::IAM::ManagedPolicy": 1, "AWS::Events::Rule": 1,  # the session retention schedule
         "AWS::Scheduler::Schedule": 1,  # the reflection schedule
     }
@@ -57,8 +66,9 @@ def test_each_environment_has_the_whole_service(assembly, env):
     # 2 APIs x (5xx, p99) + 6 functions x (errors, throttles) + 2 stream consumers x (iterator age, DLQ)
     # + the remember queue's DLQ + the indexer's quarantines + the api's embedding failures and degraded searches
     assert counts["AWS::CloudWatch::Alarm"] == 24
-    # No Lambda function the stack did not write itself (no custom-resource helpers).
-    assert {f["Properties"]["FunctionName"] for f in resources_of(t, "AWS::Lambda::Function").values()} == {
+    # No Lambda function the stack did not write itself (no custom-resource helpers) but CDK's
+    # console-files handler, its seventh.
+    assert {f["Properties"]["FunctionName"] for f in _service_functions(t).values()} == {
         f"memsvc-{env}-api", f"memsvc-{env}-indexer", f"memsvc-{env}-timeline", f"memsvc-{env}-remember",
         f"memsvc-{env}-session-retention", f"memsvc-{env}-reflection"}
     assert {r["Properties"]["TableName"] for r in resources_of(t, "AWS::DynamoDB::GlobalTable").values()} == {
@@ -86,8 +96,8 @@ def test_every_route_of_both_apis_has_its_authorizer(assembly, env):
                 assert route["AuthorizationType"] == "AWS_IAM" and "AuthorizerId" not in route, key
     issuer = jwt_authorizer[1]["Properties"]["JwtConfiguration"]
     pool = next(iter(resources_of(t, "AWS::Cognito::UserPool")))
-    client = next(iter(resources_of(t, "AWS::Cognito::UserPoolClient")))
-    assert issuer == {"Issuer": {"Fn::GetAtt": [pool, "ProviderURL"]}, "Audience": [{"Ref": client}]}
+    clients = [{"Ref": client} for client in resources_of(t, "AWS::Cognito::UserPoolClient")]
+    assert issuer == {"Issuer": {"Fn::GetAtt": [pool, "ProviderURL"]}, "Audience": clients}  # service, console
 
 
 def _authenticated_tops() -> tuple[str, ...]:
@@ -105,7 +115,8 @@ def test_iam_statements_name_their_resources(assembly, env):
     t = assembly.templates[env]
     found = 0
     for logical, resource in t["Resources"].items():
-        if resource["Type"] not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+        if resource["Type"] not in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") or \
+                logical.startswith(CONSOLE_FILES_HANDLER):
             continue
         for st in resource["Properties"]["PolicyDocument"]["Statement"]:
             found += 1
@@ -130,7 +141,7 @@ def test_iam_statements_name_their_resources(assembly, env):
 def test_no_environment_has_a_default_tenant(assembly, env):
     """A token without a tenant claim (a Cognito access token) is a 401 on AWS, not tenant `default`."""
     assert ENVIRONMENTS[env].default_tenant is None
-    for fn in resources_of(assembly.templates[env], "AWS::Lambda::Function").values():
+    for fn in _service_functions(assembly.templates[env]).values():
         assert "MEMSVC_DEFAULT_TENANT" not in fn["Properties"]["Environment"]["Variables"]
 
 
@@ -148,7 +159,7 @@ def test_only_the_timeline_the_api_and_remember_publish_and_only_to_the_bus(asse
     for _, st in found:
         assert (as_list(st["Action"]), st["Resource"]) == (["events:PutEvents"], {"Fn::GetAtt": [bus, "Arn"]})
     for name in ("timeline", "api", "remember"):
-        function = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
+        function = [f["Properties"] for f in _service_functions(t).values()
                     if f["Properties"]["FunctionName"] == f"memsvc-{env}-{name}"][0]
         assert function["Environment"]["Variables"]["MEMSVC_EVENT_BUS_NAME"] == {"Ref": bus}
     # ...and the timeline never gets the envelope key (it copies ciphertext, never decrypts)
@@ -178,14 +189,22 @@ def test_the_keyword_table_is_read_and_written_by_the_api_the_indexer_and_rememb
                 readers.add(role)
     # remember indexes the memory it writes inline, as the API's sync_index does
     assert readers == {"ApiServiceRole", "IndexerServiceRole", "RememberServiceRole"}
-    for fn in resources_of(t, "AWS::Lambda::Function").values():
+    for fn in _service_functions(t).values():
         assert fn["Properties"]["Environment"]["Variables"]["MEMSVC_KEYWORD_TABLE_NAME"] == {"Ref": logical}
+
+
+@pytest.mark.parametrize("env", ENVS)
+def test_remember_reads_a_memorys_history_for_the_export_and_import_steps(assembly, env):
+    t = assembly.templates[env]
+    indexes = {json.dumps(r) for st in statements(t, "RememberServiceRole") if st["Action"] == "dynamodb:Query"
+               for r in as_list(st["Resource"]) if "/index/" in json.dumps(r)}
+    assert len(indexes) == 4 and any('"/index/history"' in r for r in indexes), indexes
 
 
 @pytest.mark.parametrize("env", ENVS)
 def test_both_stream_consumers_have_their_own_mapping_queue_and_alarms(assembly, env):
     t = assembly.templates[env]
-    functions = {r["Properties"]["FunctionName"]: k for k, r in resources_of(t, "AWS::Lambda::Function").items()}
+    functions = {r["Properties"]["FunctionName"]: k for k, r in _service_functions(t).items()}
     mappings = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"]
                 for m in resources_of(t, "AWS::Lambda::EventSourceMapping").values()
                 if m["Properties"]["FunctionName"]["Ref"] != functions[f"memsvc-{env}-remember"]}
@@ -224,11 +243,11 @@ def test_environments_differ_as_configured(assembly):
         assert only(t, "AWS::S3Vectors::Index")["Dimension"] == config.vector_dimension
         groups = [g["Properties"]["RetentionInDays"] for g in resources_of(t, "AWS::Logs::LogGroup").values()]
         assert set(groups) == {RETENTION_DAYS[config.log_retention], RETENTION_DAYS[config.access_log_retention]}
-        api = [f["Properties"] for f in resources_of(t, "AWS::Lambda::Function").values()
+        api = [f["Properties"] for f in _service_functions(t).values()
                if f["Properties"]["FunctionName"].endswith("-api")][0]
         assert api.get("ReservedConcurrentExecutions") == config.api_reserved_concurrency
         assert api["Environment"]["Variables"]["LOG_LEVEL"] == config.log_level
-        fns = {f["Properties"]["FunctionName"]: k for k, f in resources_of(t, "AWS::Lambda::Function").items()}
+        fns = {f["Properties"]["FunctionName"]: k for k, f in _service_functions(t).items()}
         mappings = {m["Properties"]["FunctionName"]["Ref"]: m["Properties"]
                     for m in resources_of(t, "AWS::Lambda::EventSourceMapping").values()}
         for consumer, stream in (("indexer", config.indexer_stream), ("timeline", config.timeline_stream)):
@@ -291,7 +310,7 @@ def test_an_external_issuer_replaces_the_user_pool(tmp_path):
     from infra.config import ExternalJwtIssuer
     from tests.infra.helpers import new_app
 
-    config = EnvConfig(**{**ENVIRONMENTS["dev"].__dict__, "name": "ext",
+    config = EnvConfig(**{**ENVIRONMENTS["dev"].__dict__, "name": "ext", "console": False,
                           "jwt_issuer": ExternalJwtIssuer("https://login.example.com/", ("memsvc",))})
     app = new_app(tmp_path)
     MemsvcStack(app, "Ext", config=config)
@@ -319,7 +338,7 @@ def test_no_function_reserves_concurrency_a_small_account_cannot_spare(assembly,
     """Lambda refuses a reservation leaving under 100 unreserved executions; a new account's quota
     can be 10, so no environment reserves any unless its config names a quota that allows it."""
     reserved = {f["Properties"]["FunctionName"]: f["Properties"]["ReservedConcurrentExecutions"]
-                for f in resources_of(assembly.templates[env], "AWS::Lambda::Function").values()
+                for f in _service_functions(assembly.templates[env]).values()
                 if "ReservedConcurrentExecutions" in f["Properties"]}
     assert reserved == {}
 
@@ -346,7 +365,7 @@ def test_remember_queue_dead_letters_and_who_may_use_it(assembly, env):
     assert queue["RedrivePolicy"] == {"deadLetterTargetArn": {"Fn::GetAtt": [dlq_id, "Arn"]}, "maxReceiveCount": 5}
     assert queue["SqsManagedSseEnabled"] is True and queues[dlq_id]["SqsManagedSseEnabled"] is True
     functions = {r["Properties"]["FunctionName"]: (k, r["Properties"]) for k, r in
-                 resources_of(t, "AWS::Lambda::Function").items()}
+                 _service_functions(t).items()}
     remember_id, remember = functions[f"memsvc-{env}-remember"]
     assert remember["Handler"] == "functions.remember.handler"
     assert queue["VisibilityTimeout"] == 6 * remember["Timeout"]

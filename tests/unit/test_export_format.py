@@ -54,11 +54,22 @@ def test_a_file_cut_short_or_going_on_after_its_trailer_is_refused():
         read_plain(data + data.splitlines(keepends=True)[1])
 
 
+def test_version_3_is_written_and_the_versions_before_it_are_read():
+    assert HEADER.to_json()["format_version"] == 3
+    for version in (1, 2, 3):
+        writer = LineWriter()
+        data = writer.lines([{**HEADER.to_json(), "format_version": version}, *RECORDS]) + writer.trailer()
+        assert read_plain(data) == RECORDS
+    history = {"kind": "memory_version", "key": "k0", "version": 1, "change": "add", "value": {"text": "memory 0"}}
+    writer = LineWriter()
+    assert read_plain(writer.lines([HEADER.to_json(), history, *RECORDS]) + writer.trailer())[0] == history
+
+
 def test_what_is_not_an_export_of_this_version_says_so():
     with pytest.raises(BadExportFile, match="does not start with a memsvc export header"):
         read_plain(b'{"kind": "memory"}\n')
-    with pytest.raises(BadExportFile, match="format version 3"):
-        read_plain(json.dumps({**HEADER.to_json(), "format_version": 3}).encode() + b"\n")
+    with pytest.raises(BadExportFile, match="format version 4 is not one this server reads"):
+        read_plain(json.dumps({**HEADER.to_json(), "format_version": 4}).encode() + b"\n")
     with pytest.raises(BadExportFile, match="line 2 is not JSON"):
         read_plain(LineWriter().lines([HEADER.to_json()]) + b"{nope\n")
     with pytest.raises(BadExportFile, match="line 2 has an unknown kind"):

@@ -83,6 +83,7 @@ class RecallFields(TypedDict, total=False):
     as_of: str  # RFC 3339 with an offset: what held then (valid time), superseded memories included
     known_at: str  # RFC 3339 with an offset: what memsvc held then (transaction time), versions since replaced included
     temporal: bool  # default True: a time the query names ("in July", "last week") ranks memories valid then higher
+    explain: bool  # default False: each memory's `explain` (how its relevance was computed) and `metadata.cut`
 
 
 REMEMBER_DEFAULTS: RememberFields = {
@@ -242,11 +243,18 @@ class AgentMemoryMethods:
         return self._run(("POST", "/v1/memories/search", (), body))
 
     def list_namespaces(self, *, prefix: Sequence[str] = (), suffix: Sequence[str] = (),
-                        max_depth: int | None = None, limit: int = 100, offset: int = 0) -> Any:
-        """`GET /v1/memories/namespaces`: `{"namespaces": [...]}`."""
+                        max_depth: int | None = None, limit: int = 100, offset: int = 0, counts: bool = False) -> Any:
+        """`GET /v1/memories/namespaces`: `{"namespaces": [...]}`; with `counts`, also `counts`
+        (each namespace's live items, itself and below) and `count_cap` (a count equal to it means
+        at least that many)."""
         query = ([("prefix", p) for p in prefix] + [("suffix", p) for p in suffix]
-                 + _given(max_depth=max_depth, limit=limit, offset=offset))
+                 + _given(max_depth=max_depth, limit=limit, offset=offset) + ([("counts", "true")] if counts else []))
         return self._run(("GET", "/v1/memories/namespaces", query, None))
+
+    def identity(self) -> Any:
+        """`GET /v1/identity`: who the service takes you to be, `{"tenant_id", "user_id", "roles",
+        "auth": "jwt" | "iam", "claims"}`."""
+        return self._run(("GET", "/v1/identity", (), None))
 
     def events(self, namespace_prefix: Sequence[str] = (), **params: Any) -> Any:
         """`GET /v1/memories/events`: the timeline, oldest first (`kinds`, `after`, `before`,
@@ -323,8 +331,11 @@ class AgentMemoryMethods:
     def get_policies(self) -> Any:
         return self._run(("GET", "/admin/v1/memories/policies", (), None))
 
-    def put_policies(self, policies: Mapping[str, str]) -> Any:
-        return self._run(("PUT", "/admin/v1/memories/policies", (), {"policies": dict(policies)}))
+    def put_policies(self, policies: Mapping[str, str], *, dry_run: bool = False) -> Any:
+        """The bundle now in force; with `dry_run`, only checked (`{"valid": true}`, or a 400 naming
+        the policy file, line and column) and nothing stored."""
+        query = [("dry_run", "true")] if dry_run else []
+        return self._run(("PUT", "/admin/v1/memories/policies", query, {"policies": dict(policies)}))
 
     def get_settings(self) -> Any:
         return self._run(("GET", "/admin/v1/memories/settings", (), None))

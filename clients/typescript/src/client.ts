@@ -91,14 +91,20 @@ export class MemsvcClient {
     }));
   }
 
-  /** `GET /v1/memories/namespaces`: `{namespaces}`; `*` in `prefix`/`suffix` matches one segment. */
-  listNamespaces(options: T.ListNamespacesOptions = {}): Promise<{ namespaces: string[][] }> {
+  /** `GET /v1/memories/namespaces`: `{namespaces}`; `*` in `prefix`/`suffix` matches one segment;
+   * with `counts`, also `counts` and `count_cap`. */
+  listNamespaces(options: T.ListNamespacesOptions = {}): Promise<T.NamespacesResult> {
     const query: Array<[string, string]> = [
       ...(options.prefix ?? []).map((p): [string, string] => ["prefix", p]),
       ...(options.suffix ?? []).map((p): [string, string] => ["suffix", p]),
-      ...given({ max_depth: options.maxDepth, limit: options.limit, offset: options.offset }),
+      ...given({ max_depth: options.maxDepth, limit: options.limit, offset: options.offset, counts: options.counts || undefined }),
     ];
     return this.run("GET", "/v1/memories/namespaces", query);
+  }
+
+  /** `GET /v1/identity`: who the service takes the caller to be. */
+  identity(): Promise<T.IdentityResult> {
+    return this.run("GET", "/v1/identity");
   }
 
   /** `GET /v1/memories/events`: the timeline, oldest first; follow `after_cursor` until null. */
@@ -346,8 +352,10 @@ export class MemsvcClient {
     return this.run("GET", "/admin/v1/memories/policies");
   }
 
-  putPolicies(policies: Record<string, string>): Promise<Json> {
-    return this.run("PUT", "/admin/v1/memories/policies", undefined, { policies });
+  /** The bundle now in force; with `dryRun`, only checked (`{valid: true}`, or an
+   * `InvalidArgumentError` whose details name `policy_file`, `line` and `column`), nothing stored. */
+  putPolicies(policies: Record<string, string>, options: { dryRun?: boolean } = {}): Promise<Json | T.PolicyCheckResult> {
+    return this.run("PUT", "/admin/v1/memories/policies", given({ dry_run: options.dryRun || undefined }), { policies });
   }
 
   getSettings(): Promise<Json> {

@@ -82,6 +82,31 @@ export interface ListNamespacesOptions {
   maxDepth?: number;
   limit?: number;
   offset?: number;
+  /** Also count each namespace's live items, itself and below (`counts`, `count_cap`). */
+  counts?: boolean;
+}
+
+export interface NamespacesResult {
+  namespaces: string[][];
+  /** With `counts`: aligned with `namespaces`. */
+  counts?: number[];
+  /** With `counts`: a count equal to it means at least that many. */
+  count_cap?: number;
+}
+
+/** `GET /v1/identity`: who the service takes the caller to be. */
+export interface IdentityResult {
+  tenant_id: string;
+  user_id: string;
+  roles: string[];
+  auth: "jwt" | "iam";
+  /** jwt: the token's claims as the authorizer passed them on; iam: accountId, userArn, userId, ... */
+  claims: JsonObject;
+}
+
+/** `PUT /admin/v1/memories/policies?dry_run=true`: the bundle would be accepted; nothing stored. */
+export interface PolicyCheckResult {
+  valid: true;
 }
 
 export interface EventsOptions {
@@ -156,7 +181,33 @@ export interface RecallFields {
   as_of?: string;
   known_at?: string;
   temporal?: boolean;
+  /** Each memory's `explain` and `metadata.cut`. */
+  explain?: boolean;
   [field: string]: unknown;
+}
+
+/** How a recalled memory's relevance was computed (recall with `explain`). */
+export interface RecallExplanation {
+  keyword: number | null;
+  semantic: number | null;
+  fused: number;
+  match: number;
+  importance: number;
+  recency: number;
+  pinned: 0 | 1;
+  weights: { match: number; importance: number; recency: number; pinned: number };
+  relevance: number;
+}
+
+/** A candidate recall left out (recall with `explain`), and why. */
+export interface RecallCut {
+  id: string;
+  namespace: string[];
+  key: string;
+  layer: string | null;
+  relevance: number | null;
+  match: number;
+  reason: "below_min_score" | "below_min_match" | "over_limit" | "token_budget" | "duplicate";
 }
 
 export interface RecalledMemory {
@@ -175,6 +226,8 @@ export interface RecalledMemory {
   source: string | null;
   created_at: string;
   updated_at: string;
+  /** With `explain`, for a hit (absent for a memory graph expansion added). */
+  explain?: RecallExplanation;
 }
 
 export interface RecallResult {
@@ -188,6 +241,8 @@ export interface RecallResult {
     searched_layers: string[];
     query_embedding_ms: number;
     retrieval_ms: number;
+    /** With `explain`: at most 50, most relevant first. */
+    cut?: RecallCut[];
     [field: string]: unknown;
   };
 }

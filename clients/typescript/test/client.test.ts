@@ -98,6 +98,7 @@ const ROUTES: Record<string, Method> = {
   "DELETE /store/items": (c) => c.storeDeleteItem(NS, "k"),
   "POST /store/items/search": (c) => c.storeSearchItems(["user"], { query: "hi" }),
   "POST /store/namespaces": (c) => c.storeListNamespaces({ prefix: ["user"] }),
+  "GET /v1/identity": (c) => c.identity(),
   "GET /health": (c) => c.health(),
   "GET /openapi.json": (c) => c.openapi(),
   "GET /metrics": (c) => c.metrics(),
@@ -313,6 +314,35 @@ describe("MemsvcClient against memsvc serve", () => {
     await alice.delete(ns, "drink");
     await alice.delete(ns, "drink"); // idempotent
     await assert.rejects(alice.get(ns, "drink"), NotFoundError);
+  });
+
+  it("says who the caller is (GET /v1/identity), each tenant's token its own", async () => {
+    const me = await alice.identity();
+    assert.deepEqual({ tenant: me.tenant_id, user: me.user_id, roles: me.roles, auth: me.auth },
+      { tenant: "default", user: "alice", roles: [], auth: "jwt" });
+    assert.equal(me.claims.sub, "alice");
+    assert.deepEqual((await admin.identity()).roles, ["admin"]);
+    const other = new MemsvcClient({ url: server.url, token: await server.token({ sub: "alice", tenant: "globex" }) });
+    const theirs = await other.identity();
+    assert.deepEqual([theirs.tenant_id, theirs.user_id], ["globex", "alice"]);
+  });
+
+  it("counts namespaces, explains a recall and checks a policy bundle without storing it", async () => {
+    const ns = ["user", "alice", "counted"];
+    await alice.put(ns, "a", { text: "Alice counts sheep" }, { syncIndex: true });
+    await alice.put([...ns, "deeper"], "b", { text: "Alice counts stars" }, { syncIndex: true });
+    const listed = await alice.listNamespaces({ prefix: ns, counts: true });
+    assert.deepEqual(listed, { namespaces: [ns, [...ns, "deeper"]], counts: [2, 1], count_cap: 1000 });
+    const recalled = await alice.recall("what does alice count", { namespace_prefix: ns, min_score: 0, explain: true });
+    const first = recalled.memories[0];
+    assert.equal(first.explain?.relevance, first.relevance);
+    assert.ok(Array.isArray(recalled.metadata.cut));
+    const { policies } = (await admin.getPolicies()) as { policies: Record<string, string> };
+    assert.deepEqual(await admin.putPolicies(policies, { dryRun: true }), { valid: true });
+    await assert.rejects(admin.putPolicies({ ...policies, "authz.rego": "package memories.authz\n\nallow if {\n" }, { dryRun: true }),
+      (err: unknown) => err instanceof InvalidArgumentError && (err.details as Record<string, unknown>).policy_file === "authz.rego");
+    await alice.delete(ns, "a");
+    await alice.delete([...ns, "deeper"], "b");
   });
 
   it("speaks the LangGraph Platform store API (/store/...)", async () => {

@@ -29,6 +29,7 @@ from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, is_u
 
 __all__ = [
     "DynamoItemStore",
+    "COUNT_READ_FACTOR",
     "table_definition",
     "change_from_stream_record",
     "TTL_ATTRIBUTE",
@@ -52,6 +53,9 @@ ERASE_MARK = "erase"
 PENDING_SHARDS = 8
 _DEFAULT_TOMBSTONE_DAYS = 90
 MAX_SORT_KEY_BYTES = 1024  # DynamoDB's limit for a sort key, of the table or of an index
+# `count_live` reads at most this many times its cap in rows: room for expired rows TTL has not
+# removed yet, while a count's reads stay a few pages whatever piles up in a partition.
+COUNT_READ_FACTOR = 2
 _ser = TypeSerializer()
 # Attribute names go through placeholders: `ttl` and `key` are DynamoDB reserved words.
 _NAMES = {"#idx": "idx", "#chg": "chg", "#ppk": "ppk", "#exp": "exp", "#ttl": TTL_ATTRIBUTE, "#ixa": "ixa",
@@ -386,6 +390,33 @@ class DynamoItemStore:
             if next(self._recent(tenant, ns, now, 10), None) is not None:
                 out.append(decode_namespace(ns))
         return out
+
+    def count_live(self, tenant, namespace, now, cap):
+        """A Query with Select=COUNT on the namespace's partition of the recent index, newest first,
+        a page at a time, until the cap. An expired row DynamoDB's TTL has not yet removed is read
+        but filtered out, as every read here does, so the reads are bounded in rows, not in what
+        they count: a page asks for what is left of the cap plus as many rows as were expired so
+        far, and reading stops at `COUNT_READ_FACTOR` x `cap` rows. Past that a namespace crowded
+        with expired rows counts low, never high."""
+        kwargs: dict[str, Any] = {
+            "IndexName": GSI_RECENT, "KeyConditionExpression": "gpk = :g", "Select": "COUNT",
+            "ScanIndexForward": False,  # the newest rows are the least likely to have expired
+            "FilterExpression": "attribute_not_exists(#exp) OR #exp > :now",
+            "ExpressionAttributeNames": {"#exp": "exp"},
+            "ExpressionAttributeValues": {":g": {"S": f"T#{tenant}#N#{encode_namespace(namespace)}"},
+                                          ":now": {"N": str(to_epoch_us(now))}},
+        }
+        most = COUNT_READ_FACTOR * cap
+        count = read = 0
+        while count < cap and read < most:
+            # Limit bounds the rows a page reads (before the filter).
+            page = self._call("Query", **kwargs, Limit=min(cap - count + (read - count), most - read))
+            count += page["Count"]
+            read += page["ScannedCount"]
+            if "LastEvaluatedKey" not in page:
+                break
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        return min(count, cap)
 
     def namespaces_after(self, tenant, prefix, after, limit):
         """The registry: the tenant's roots (first two segments) in order, from `after`'s root,

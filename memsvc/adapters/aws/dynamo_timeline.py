@@ -7,6 +7,7 @@ its id marker (put-if-absent, so an id is recorded once), its full copy in its t
 partition and a copy without ciphertexts in the tenant-wide partition. A scan reads the clock
 first and yields only events stamped at or below it: every transaction that stamped those has
 committed, and every later one stamps above it, so a cursor walk never skips an event.
+`restore` (an import's carried history) is the exception: its events keep their own stamps.
 """
 
 from __future__ import annotations
@@ -245,19 +246,100 @@ class DynamoEventLog:
         """One `Query` of the `history` index (the key's version events, keys only, newest first),
         then one `BatchGetItem` of their root copies. The index is eventually consistent: an event
         recorded a moment ago can be missing from the first page (the service adds the item row)."""
+        return self._key_versions(tenant, namespace, key, before, limit, newest_first=True)
+
+    def versions_after(
+        self, tenant: str, namespace: tuple[str, ...], key: str, *,
+        after: tuple[datetime, str] | None, limit: int,
+    ) -> list[TimelineEvent]:
+        """`history`'s `Query` and `BatchGetItem`, oldest first."""
+        return self._key_versions(tenant, namespace, key, after, limit, newest_first=False)
+
+    def _key_versions(self, tenant: str, namespace: tuple[str, ...], key: str,
+                      bound: tuple[datetime, str] | None, limit: int, *, newest_first: bool) -> list[TimelineEvent]:
         values: dict[str, Any] = {":h": {"S": _history_key(tenant, encode_namespace(namespace), key)}}
         condition = "hk = :h"
-        if before is not None:
-            condition += " AND sk < :b"
-            values[":b"] = {"S": _sort_key(to_epoch_us(before[0]), before[1])}
+        if bound is not None:
+            condition += f" AND sk {'<' if newest_first else '>'} :b"
+            values[":b"] = {"S": _sort_key(to_epoch_us(bound[0]), bound[1])}
         page = self._call("Query", IndexName=GSI_HISTORY, KeyConditionExpression=condition,
-                          ExpressionAttributeValues=values, ScanIndexForward=False, Limit=limit)
+                          ExpressionAttributeValues=values, ScanIndexForward=not newest_first, Limit=limit)
         keys = [{"pk": r["pk"], "sk": r["sk"]} for r in page.get("Items", [])]
         rows = self._batch_get(keys)
         # A root copy TTL removed after the index answered is past retention: skipped.
         return [_event(tenant, row, row) for k in keys
                 if (row := rows.get((k["pk"]["S"], k["sk"]["S"]))) is not None
                 and row["ns"]["S"] == encode_namespace(namespace) and row["key"]["S"] == key]
+
+    # -- restore (an import) ---------------------------------------------------------------
+
+    def restore(self, events: Sequence[TimelineEvent]) -> list[bool]:
+        by_tenant: dict[str, dict[str, TimelineEvent]] = {}
+        for e in events:  # a repeated id is the same event: inserted once
+            by_tenant.setdefault(e.tenant, {}).setdefault(e.id, e)
+        inserted: set[tuple[str, str]] = set()
+        for tenant, unique in by_tenant.items():
+            inserted.update((tenant, event_id) for event_id in self._restore_tenant(tenant, list(unique.values())))
+        out = []
+        for e in events:
+            out.append((e.tenant, e.id) in inserted)
+            inserted.discard((e.tenant, e.id))
+        return out
+
+    def _restore_tenant(self, tenant: str, events: list[TimelineEvent]) -> set[str]:
+        """Chunks of events at their own stamps, each one transaction with the clock moved up to
+        the chunk's latest stamp where that is above it (on the value read: a recorder that moved
+        it meanwhile cancels the chunk, which is tried again)."""
+        ttl_seconds = self._retention_days(tenant) * _DAY_SECONDS
+        inserted: set[str] = set()
+        todo = events
+        failures = 0
+        while todo:
+            last = self._clock(tenant)
+            chunk, actions, size = [], [], 0
+            for e in todo[:MAX_EVENTS_PER_TRANSACTION]:
+                assert e.occurred_at is not None
+                stamp = to_epoch_us(e.occurred_at)
+                items = _items(e, stamp, stamp // 1_000_000 + ttl_seconds)
+                item_bytes = sum(_size(item) for item in items)
+                if chunk and size + item_bytes > TRANSACTION_BUDGET_BYTES:
+                    break
+                size += item_bytes
+                chunk.append(e)
+                marker, *copies = items
+                actions.append({"Put": {"TableName": self._table, "Item": marker,
+                                        "ConditionExpression": "attribute_not_exists(pk)"}})
+                actions.extend({"Put": {"TableName": self._table, "Item": item}} for item in copies)
+            top = max(to_epoch_us(e.occurred_at) for e in chunk if e.occurred_at is not None)
+            if last is None or top > last:
+                clock: dict[str, Any] = {
+                    "TableName": self._table, "Key": _clock_key(tenant),
+                    "UpdateExpression": "SET #last = :new, #rt = :rt",
+                    "ExpressionAttributeNames": {"#last": "last", "#rt": "rt"},
+                    "ExpressionAttributeValues": {":new": {"N": str(top)}, ":rt": {"S": "timeline-clock"}},
+                    "ConditionExpression": "attribute_not_exists(pk)" if last is None else "#last = :expected"}
+                if last is not None:
+                    clock["ExpressionAttributeValues"][":expected"] = {"N": str(last)}
+                actions.append({"Update": clock})
+            reasons = self._transact(actions)
+            if reasons is None:
+                inserted.update(e.id for e in chunk)
+                todo = todo[len(chunk):]
+                failures = 0
+                continue
+            markers = [e.id for i, e in enumerate(chunk) if not reasons or reasons[3 * i] == "ConditionalCheckFailed"]
+            held = set(self._stored_stamps(tenant, markers))
+            todo = [e for e in todo if e.id not in held]
+            if held:
+                continue  # ids already held: the rest of the chunk is tried again at once
+            failures += 1
+            if failures >= MAX_ATTEMPTS:
+                if _THROTTLED & set(reasons):
+                    raise RateLimited("the table is throttling timeline writes; retry", retry_after_seconds=1,
+                                      details={"operation": "TransactWriteItems"})
+                raise Conflict("the tenant's timeline is busy; retry", details={"tenant": tenant})
+            time.sleep(random.uniform(0, min(0.005 * 2**failures, 1.0)))
+        return inserted
 
     # -- retention is DynamoDB TTL's job on AWS ----------------------------------------------
 

@@ -3,6 +3,7 @@ queues behind item writes.
 
 `record` stamps and inserts a batch in one write transaction, and stamps only grow, so a reader
 walking (`stamp`, `id`) order page by page can never be overtaken by an event inserted behind it.
+`restore` (an import's carried history) is the exception: its events keep their own stamps.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from memsvc.core.namespaces import SEP, decode_namespace, encode_namespace, pref
 from memsvc.core.timeline import KINDS, VERSION_KINDS, ScanTooWide, next_stamp
 
 __all__ = ["SqliteEventLog"]
+
+_IDS_PER_QUERY = 500  # an `IN` list's ids per query (SQLite binds at most 32,766 parameters)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS events (
@@ -180,18 +183,59 @@ class SqliteEventLog:
         self, tenant: str, namespace: tuple[str, ...], key: str, *,
         before: tuple[datetime, str] | None = None, limit: int = 20,
     ) -> list[TimelineEvent]:
+        return self._key_versions(tenant, namespace, key, before, limit, newest_first=True)
+
+    def versions_after(
+        self, tenant: str, namespace: tuple[str, ...], key: str, *,
+        after: tuple[datetime, str] | None, limit: int,
+    ) -> list[TimelineEvent]:
+        return self._key_versions(tenant, namespace, key, after, limit, newest_first=False)
+
+    def _key_versions(self, tenant: str, namespace: tuple[str, ...], key: str,
+                      bound: tuple[datetime, str] | None, limit: int, *, newest_first: bool) -> list[TimelineEvent]:
+        """A page of the key's version events from `bound` (exclusive), newest or oldest first."""
         where, params = "tenant = ? AND ns = ? AND key = ?", [tenant, encode_namespace(namespace), key]
-        if before is not None:
-            where += " AND (stamp, id) < (?, ?)"
-            params += [to_epoch_us(before[0]), before[1]]
+        if bound is not None:
+            where += f" AND (stamp, id) {'<' if newest_first else '>'} (?, ?)"
+            params += [to_epoch_us(bound[0]), bound[1]]
         # Non-version kinds (index_failed, ...) are rare on one key: skipped inside the key's range.
         where += f" AND kind IN ({', '.join('?' * len(VERSION_KINDS))})"
         params += sorted(VERSION_KINDS)
+        order = "stamp DESC, id DESC" if newest_first else "stamp, id"
         # INDEXED BY: the work must stay within the key's range, whatever the planner's statistics say.
         rows = self._db.conn().execute(
             f"SELECT {_COLUMNS} FROM events INDEXED BY events_by_key WHERE {where} "
-            "ORDER BY stamp DESC, id DESC LIMIT ?", [*params, limit]).fetchall()
+            f"ORDER BY {order} LIMIT ?", [*params, limit]).fetchall()
         return [_event(row) for row in rows]
+
+    def restore(self, events: Sequence[TimelineEvent]) -> list[bool]:
+        out: list[bool] = []
+        with self._db.tx() as conn:
+            held: set[tuple[str, str]] = set()
+            for tenant, ids in _ids_by_tenant(events).items():
+                for at in range(0, len(ids), _IDS_PER_QUERY):
+                    chunk = ids[at:at + _IDS_PER_QUERY]
+                    held.update((tenant, row[0]) for row in conn.execute(
+                        f"SELECT id FROM events WHERE tenant = ? AND id IN ({', '.join('?' * len(chunk))})",
+                        [tenant, *chunk]))
+            rows, latest = [], {}
+            for event in events:
+                assert event.occurred_at is not None
+                inserted = (event.tenant, event.id) not in held
+                out.append(inserted)
+                if inserted:
+                    held.add((event.tenant, event.id))  # a repeated id: the first one
+                    rows.append(_row(event))
+                    stamp = to_epoch_us(event.occurred_at)
+                    latest[event.tenant] = max(stamp, latest.get(event.tenant, stamp))
+            conn.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 16)})", rows)
+            for tenant, last in latest.items():
+                conn.execute(
+                    "INSERT INTO clocks (tenant, last) VALUES (?, ?) "
+                    "ON CONFLICT (tenant) DO UPDATE SET last = max(last, excluded.last)",
+                    (tenant, last),
+                )
+        return out
 
     def purge(self, tenant: str, before: datetime) -> int:
         with self._db.tx() as conn:
@@ -201,6 +245,13 @@ class SqliteEventLog:
 
     def tenants(self) -> list[str]:
         return [r[0] for r in self._db.conn().execute("SELECT tenant FROM clocks").fetchall()]
+
+
+def _ids_by_tenant(events: Sequence[TimelineEvent]) -> dict[str, list[str]]:
+    ids: dict[str, list[str]] = {}
+    for e in events:
+        ids.setdefault(e.tenant, []).append(e.id)
+    return ids
 
 
 def _root(namespace: Sequence[str]) -> str:

@@ -406,6 +406,13 @@ class SqliteItemStore:
         rows = self._conn().execute(f"SELECT DISTINCT ns FROM items WHERE {where}", params).fetchall()
         return [decode_namespace(r[0]) for r in rows]
 
+    def count_live(self, tenant, namespace, now, cap):
+        row = self._conn().execute(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM items WHERE tenant = ? AND ns = ? AND deleted IS NULL "
+            "AND (expires_at IS NULL OR expires_at > ?) LIMIT ?)",
+            (tenant, encode_namespace(namespace), to_epoch_us(now), cap)).fetchone()
+        return row[0]
+
     def storage_usage(self) -> list[tuple[str, str | None, int, int]]:
         """(tenant, layer or None outside every layer, live items, their sealed bytes: value and
         attributes ciphertext), for `GET /metrics`. An item past its expiry counts until the

@@ -1,0 +1,40 @@
+/** Small pieces the graph, workflow and admin views share: built with dom.ts, never from HTML. */
+import { errorText, memoryHref } from "../api.js";
+import { h, notice, pretty, replace } from "../dom.js";
+export function memoryLink(namespace, key) {
+    return h("a", { href: memoryHref(namespace, key) }, `${namespace.join(" / ")} : ${key}`);
+}
+export function errorNotice(error) {
+    return notice(errorText(error), "error");
+}
+export function button(label, onclick, attrs = {}) {
+    return h("button", { type: "button", ...attrs, onclick: () => onclick() }, label);
+}
+/** A two-column table of named values; objects are shown as indented JSON. */
+export function detailsTable(caption, rows) {
+    return h("div", { class: "table-wrap" }, h("table", {}, h("caption", { class: "c2-caption" }, caption), h("tbody", {}, rows.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, valueCell(value)))))));
+}
+function valueCell(value) {
+    if (value === null || value === undefined)
+        return h("span", { class: "muted" }, "—");
+    if (typeof value === "object")
+        return h("pre", { class: "c2-json" }, pretty(value));
+    return String(value);
+}
+/** A table with a header row; `rows` are cells. */
+export function table(caption, headers, rows, attrs = {}) {
+    return h("div", { class: "table-wrap" }, h("table", attrs, h("caption", { class: "c2-caption" }, caption), h("thead", {}, h("tr", {}, headers.map((title) => h("th", { scope: "col" }, title)))), h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell)))))));
+}
+/** Runs `load` and shows its result in `target`, or the error; the busy state is announced. */
+export async function loadInto(target, load) {
+    target.setAttribute("aria-busy", "true");
+    try {
+        replace(target, await load());
+    }
+    catch (error) {
+        target.replaceChildren(errorNotice(error));
+    }
+    finally {
+        target.removeAttribute("aria-busy");
+    }
+}
