@@ -90,25 +90,27 @@ class Shell {
     renderSignIn(this.app, this.config, () => void boot(), message);
   }
 
-  private readonly onHashChange = (): void => void this.show();
+  // Going to another view moves focus to its content, so keyboard and screen-reader users land there.
+  private readonly onHashChange = (): void => void this.show(true);
   private ended = false;
 
-  private async show(): Promise<void> {
+  private async show(moveFocus = false): Promise<void> {
     const { path, params } = parseHash(location.hash);
     const view = VIEWS.find((v) => v.path === path) ?? VIEWS[0];
     try {
-      await this.views.enter(() => this.draw(view, params));
+      await this.views.enter(() => this.draw(view, params, moveFocus));
     } catch (error) {
       this.main.append(notice(error instanceof ApiError ? `${error.envelope.code}: ${error.message}` : "Something went wrong drawing this view.", "error"));
     }
   }
 
-  private draw(view: View, params: URLSearchParams): Promise<Leave> | Leave {
+  private draw(view: View, params: URLSearchParams, moveFocus: boolean): Promise<Leave> | Leave {
     for (const link of this.app.querySelectorAll("nav a")) {
       if (link.getAttribute("data-path") === view.path) link.setAttribute("aria-current", "page");
       else link.removeAttribute("aria-current");
     }
     replace(this.main, h("h1", {}, view.title));
+    if (moveFocus) this.main.focus();
     document.title = `${view.title} · memsvc console`;
     if (view.admin && !this.isAdmin) {
       this.main.append(notice("This view is for admins.", "error"));

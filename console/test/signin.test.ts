@@ -66,10 +66,19 @@ describe("sign-in", { skip: skip ?? false }, () => {
     await world.screenshot(page, "signin-expired");
   });
 
+  it("going to another view moves focus to its content", async () => {
+    const page = await world.page();
+    await signInAs(page, world.url, { sub: "sam" });
+    await page.getByRole("link", { name: "Search and recall" }).click();
+    await page.getByRole("heading", { name: "Search and recall", level: 1 }).waitFor({ timeout: 30_000 });
+    assert.equal(await page.evaluate(() => document.activeElement?.id), "main");
+  });
+
   it("the skip link moves focus to the content and stays on the view", async () => {
     const page = await world.page();
     await signInAs(page, world.url, { sub: "sam" });
     await page.goto(`${world.url}/console/#/search`);
+    await page.reload(); // a page opened at this address: focus starts at the top, not on the content
     await page.getByRole("heading", { name: "Search and recall", level: 1 }).waitFor({ timeout: 30_000 });
     await page.keyboard.press("Tab");
     assert.equal(await page.evaluate(() => document.activeElement?.textContent), "Skip to content");

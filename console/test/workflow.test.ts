@@ -41,6 +41,30 @@ describe("sessions and workflow", { skip: skip ?? false }, () => {
     assert.deepEqual(await world.problems(page), []);
   });
 
+  it("a double click on 'More messages' loads the next page once", async () => {
+    await world.api(alice, "POST", "/v1/memory/sessions", { session_id: "long-1", title: "Long" });
+    for (let i = 1; i <= 60; i += 1) {
+      await world.api(alice, "POST", "/v1/memory/sessions/long-1/messages", { role: "user", content: `message ${i}` });
+    }
+    const page = await world.page(alice);
+    page.setDefaultTimeout(60_000);
+    const nextPages: string[] = [];
+    page.on("request", (request) => {
+      const url = new URL(request.url());
+      if (url.pathname.endsWith("/long-1/messages") && (url.searchParams.get("after_seq") ?? "0") !== "0") nextPages.push(url.search);
+    });
+    await page.goto(`${world.url}/console/#/sessions?id=long-1`);
+    const texts = page.getByTestId("messages").locator(".c2-message-text");
+    await seeText(page, "message 50");
+    assert.equal(await texts.count(), 50);
+    await page.getByRole("button", { name: "More messages" }).dblclick();
+    await seeText(page, "message 60");
+    await page.getByRole("button", { name: "More messages" }).waitFor({ state: "detached" });
+    assert.equal(await texts.count(), 60, "no message twice");
+    assert.equal(nextPages.length, 1, `one request for the second page: ${nextPages}`);
+    assert.deepEqual(await world.problems(page), []);
+  });
+
   it("finds a task context by a sub-task, and shows a plan with its working memory", async () => {
     const page = await world.page(alice);
     page.setDefaultTimeout(60_000);

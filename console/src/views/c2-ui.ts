@@ -15,6 +15,20 @@ export function button(label: string, onclick: () => void, attrs: Record<string,
   return h("button", { type: "button", ...attrs, onclick: () => onclick() }, label);
 }
 
+/** A "More …" button, disabled while its page loads, so a double click cannot add that page twice. */
+export function moreButton(label: string, load: () => Promise<void>): HTMLButtonElement {
+  const el = h("button", { type: "button" }, label);
+  el.addEventListener("click", async () => {
+    el.disabled = true;
+    try {
+      await load();
+    } finally {
+      el.disabled = false;
+    }
+  });
+  return el;
+}
+
 /** A two-column table of named values; objects are shown as indented JSON. */
 export function detailsTable(caption: string, rows: [string, unknown][]): HTMLElement {
   return h("div", { class: "table-wrap" },

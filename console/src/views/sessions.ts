@@ -1,6 +1,6 @@
 import type { Context, View } from "../context.js";
 import { field, h, notice, replace } from "../dom.js";
-import { button, detailsTable, errorNotice, loadInto } from "./c2-ui.js";
+import { moreButton, detailsTable, errorNotice, loadInto } from "./c2-ui.js";
 
 interface Session {
   session_id: string;
@@ -59,7 +59,7 @@ function showList(root: HTMLElement, ctx: Context): void {
           h("td", {}, session.closed_at ? `closed ${session.closed_at}` : "open")));
       }
       replace(status, rows.children.length ? null : notice("No sessions."));
-      replace(more, page.next_cursor ? button("More sessions", () => void load(page.next_cursor)) : null);
+      replace(more, page.next_cursor ? moreButton("More sessions", () => load(page.next_cursor)) : null);
     } catch (error) {
       replace(status, errorNotice(error));
     }
@@ -106,7 +106,7 @@ async function showSession(root: HTMLElement, ctx: Context, id: string): Promise
       }
       replace(status, list.children.length ? null : notice("No messages yet."));
       const next = page.next_after_seq;
-      replace(more, next !== null ? button("More messages", () => void load(next)) : null);
+      replace(more, next !== null ? moreButton("More messages", () => load(next)) : null);
     } catch (error) {
       replace(status, errorNotice(error));
     }

@@ -1,6 +1,6 @@
 import type { Context, View } from "../context.js";
 import { field, h, notice, pretty, replace } from "../dom.js";
-import { button, detailsTable, errorNotice, loadInto, table } from "./c2-ui.js";
+import { button, moreButton, detailsTable, errorNotice, loadInto, table } from "./c2-ui.js";
 
 interface TaskContext {
   task_id: string;
@@ -107,7 +107,7 @@ function showPlans(root: HTMLElement, ctx: Context): void {
           h("td", {}, plan.goal_event), h("td", {}, plan.status), h("td", {}, plan.updated_at), h("td", { class: "num" }, String(plan.version))));
       }
       replace(state, body.children.length ? null : notice("No plans."));
-      replace(more, page.next_cursor ? button("More plans", () => void load(page.next_cursor)) : null);
+      replace(more, page.next_cursor ? moreButton("More plans", () => load(page.next_cursor)) : null);
     } catch (error) {
       replace(state, errorNotice(error));
     }
@@ -146,7 +146,7 @@ async function showPlan(root: HTMLElement, ctx: Context, planId: string): Promis
         ? table(`Working memory of ${planId}`, ["Key", "Value", "Version", "Updated", "Expires"], entries.map((entry) => [
           h("code", {}, entry.key), h("pre", { class: "c2-json" }, pretty(entry.value)), String(entry.version), entry.updated_at, entry.expires_at ?? "never"]))
         : notice("This plan has no working memory."));
-      replace(more, page.next_cursor ? button("More entries", () => void load(page.next_cursor)) : null);
+      replace(more, page.next_cursor ? moreButton("More entries", () => load(page.next_cursor)) : null);
     } catch (error) {
       replace(working, errorNotice(error));
     }

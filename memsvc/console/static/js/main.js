@@ -82,19 +82,20 @@ class Shell {
         signOut();
         renderSignIn(this.app, this.config, () => void boot(), message);
     }
-    onHashChange = () => void this.show();
+    // Going to another view moves focus to its content, so keyboard and screen-reader users land there.
+    onHashChange = () => void this.show(true);
     ended = false;
-    async show() {
+    async show(moveFocus = false) {
         const { path, params } = parseHash(location.hash);
         const view = VIEWS.find((v) => v.path === path) ?? VIEWS[0];
         try {
-            await this.views.enter(() => this.draw(view, params));
+            await this.views.enter(() => this.draw(view, params, moveFocus));
         }
         catch (error) {
             this.main.append(notice(error instanceof ApiError ? `${error.envelope.code}: ${error.message}` : "Something went wrong drawing this view.", "error"));
         }
     }
-    draw(view, params) {
+    draw(view, params, moveFocus) {
         for (const link of this.app.querySelectorAll("nav a")) {
             if (link.getAttribute("data-path") === view.path)
                 link.setAttribute("aria-current", "page");
@@ -102,6 +103,8 @@ class Shell {
                 link.removeAttribute("aria-current");
         }
         replace(this.main, h("h1", {}, view.title));
+        if (moveFocus)
+            this.main.focus();
         document.title = `${view.title} · memsvc console`;
         if (view.admin && !this.isAdmin) {
             this.main.append(notice("This view is for admins.", "error"));

@@ -10,6 +10,20 @@ export function errorNotice(error) {
 export function button(label, onclick, attrs = {}) {
     return h("button", { type: "button", ...attrs, onclick: () => onclick() }, label);
 }
+/** A "More …" button, disabled while its page loads, so a double click cannot add that page twice. */
+export function moreButton(label, load) {
+    const el = h("button", { type: "button" }, label);
+    el.addEventListener("click", async () => {
+        el.disabled = true;
+        try {
+            await load();
+        }
+        finally {
+            el.disabled = false;
+        }
+    });
+    return el;
+}
 /** A two-column table of named values; objects are shown as indented JSON. */
 export function detailsTable(caption, rows) {
     return h("div", { class: "table-wrap" }, h("table", {}, h("caption", { class: "c2-caption" }, caption), h("tbody", {}, rows.map(([name, value]) => h("tr", {}, h("th", { scope: "row" }, name), h("td", {}, valueCell(value)))))));

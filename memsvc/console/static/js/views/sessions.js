@@ -1,5 +1,5 @@
 import { field, h, notice, replace } from "../dom.js";
-import { button, detailsTable, errorNotice, loadInto } from "./c2-ui.js";
+import { moreButton, detailsTable, errorNotice, loadInto } from "./c2-ui.js";
 const SESSIONS_PAGE = 20;
 const MESSAGES_PAGE = 50;
 export const sessionsView = {
@@ -29,7 +29,7 @@ function showList(root, ctx) {
                 rows.append(h("tr", {}, h("td", {}, h("a", { href: `#/sessions?${new URLSearchParams({ id: session.session_id })}` }, session.session_id)), h("td", {}, session.title ?? ""), h("td", {}, session.agent_id ?? ""), h("td", { class: "num" }, String(session.message_count)), h("td", {}, session.last_interaction), h("td", {}, session.closed_at ? `closed ${session.closed_at}` : "open")));
             }
             replace(status, rows.children.length ? null : notice("No sessions."));
-            replace(more, page.next_cursor ? button("More sessions", () => void load(page.next_cursor)) : null);
+            replace(more, page.next_cursor ? moreButton("More sessions", () => load(page.next_cursor)) : null);
         }
         catch (error) {
             replace(status, errorNotice(error));
@@ -62,7 +62,7 @@ async function showSession(root, ctx, id) {
             }
             replace(status, list.children.length ? null : notice("No messages yet."));
             const next = page.next_after_seq;
-            replace(more, next !== null ? button("More messages", () => void load(next)) : null);
+            replace(more, next !== null ? moreButton("More messages", () => load(next)) : null);
         }
         catch (error) {
             replace(status, errorNotice(error));

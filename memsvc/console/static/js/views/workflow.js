@@ -1,5 +1,5 @@
 import { field, h, notice, pretty, replace } from "../dom.js";
-import { button, detailsTable, errorNotice, loadInto, table } from "./c2-ui.js";
+import { button, moreButton, detailsTable, errorNotice, loadInto, table } from "./c2-ui.js";
 const PLANS_PAGE = 20;
 const WORKING_PAGE = 100;
 export const workflowView = {
@@ -59,7 +59,7 @@ function showPlans(root, ctx) {
                 body.append(h("tr", {}, h("td", {}, h("a", { href: `#/workflow?${new URLSearchParams({ plan: plan.plan_id })}` }, plan.plan_id)), h("td", {}, plan.goal_event), h("td", {}, plan.status), h("td", {}, plan.updated_at), h("td", { class: "num" }, String(plan.version))));
             }
             replace(state, body.children.length ? null : notice("No plans."));
-            replace(more, page.next_cursor ? button("More plans", () => void load(page.next_cursor)) : null);
+            replace(more, page.next_cursor ? moreButton("More plans", () => load(page.next_cursor)) : null);
         }
         catch (error) {
             replace(state, errorNotice(error));
@@ -91,7 +91,7 @@ async function showPlan(root, ctx, planId) {
                     h("code", {}, entry.key), h("pre", { class: "c2-json" }, pretty(entry.value)), String(entry.version), entry.updated_at, entry.expires_at ?? "never"
                 ]))
                 : notice("This plan has no working memory."));
-            replace(more, page.next_cursor ? button("More entries", () => void load(page.next_cursor)) : null);
+            replace(more, page.next_cursor ? moreButton("More entries", () => load(page.next_cursor)) : null);
         }
         catch (error) {
             replace(working, errorNotice(error));
