@@ -151,16 +151,18 @@ def _import(http: httpx.Client, args: argparse.Namespace) -> int:
 
 def _wait(http: httpx.Client, kind: str, job_id: str, timeout: float) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
-    report: Callable[[str], None] = lambda line: print(line, file=sys.stderr, end="\r", flush=True)  # noqa: E731
+    # On a terminal the progress line rewrites itself; into a file or a pipe each line stands alone.
+    end = "\r" if sys.stderr.isatty() else "\n"
+    report: Callable[[str], None] = lambda line: print(line, file=sys.stderr, end=end, flush=True)  # noqa: E731
     while True:
         job = _call(http, "GET", f"/admin/v1/{kind}/{job_id}")
         report(f"{job['kind']} {job['state']}: {job['done']} records" +
                (f" of {job['total']}" if job["total"] is not None else ""))
-        if job["state"] == "done":
+        if job["state"] in ("done", "failed") and end == "\r":
             print(file=sys.stderr)
+        if job["state"] == "done":
             return job
         if job["state"] == "failed":
-            print(file=sys.stderr)
             raise _Refused(f"{job['error']['code']}: {job['error']['message']}")
         if time.monotonic() > deadline:
             raise _Refused(f"the job is still {job['state']} after {timeout:.0f} s (job {job_id})")
