@@ -51,7 +51,9 @@ def test_useful_then_wrong(me):
     assert (body["signal"], body["previous_id"]) == ("useful", memory["id"])
     useful = body["memory"]
     assert GET_KEYS <= set(useful) and useful["version"] == 2 and useful["key"] == memory["key"]
-    assert useful["value"] == {**memory["value"], "importance": 0.6}
+    # The recall above may have been counted on the row already (in the background), or not yet.
+    assert without_accesses(useful["value"]) == {**memory["value"], "importance": 0.6}
+    assert useful["value"].get("access_count", 1) == 1
     assert recalled_ids(me) == [useful["id"]]
 
     wrong = feedback(me, id=useful["id"], signal="wrong").json()["memory"]
