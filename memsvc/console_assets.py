@@ -32,6 +32,7 @@ __all__ = [
     "parse_sign_in",
     "sign_in_reachable",
     "loopback_request",
+    "error_response",
 ]
 
 # For /docs too: Swagger UI 5 sets its styles through the DOM, which `style-src 'self'` allows.
@@ -124,12 +125,12 @@ class StaticSite:
         return {"statusCode": 308, "body": b"", "headers": {**self.headers(), "location": self.prefix + "/"}}
 
     def not_found(self) -> dict[str, Any]:
-        return {**_error_response(404, "NOT_FOUND", "no such file"), "headers": self._error_headers()}
+        return {**error_response(404, "NOT_FOUND", "no such file"), "headers": self._error_headers()}
 
     def method_not_allowed(self, method: str) -> dict[str, Any]:
         allowed = ["GET", "HEAD"]
         shown = method[:MAX_METHOD_CHARS]  # the client's text, cut short before it is echoed
-        response = _error_response(405, "INVALID_ARGUMENT", f"method {shown} not allowed here", {"allowed": allowed})
+        response = error_response(405, "INVALID_ARGUMENT", f"method {shown} not allowed here", {"allowed": allowed})
         return {**response, "headers": {**self._error_headers(), "allow": ", ".join(allowed)}}
 
     def json(self, status: int, body: Any, *, cache: str = "no-store") -> dict[str, Any]:
@@ -239,6 +240,7 @@ def _json_response(status: int, body: Any) -> dict[str, Any]:
             "body": json.dumps(body, separators=(",", ":")).encode()}
 
 
-def _error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The service's error envelope, for what `memsvc serve` answers outside the router."""
     return _json_response(status, {"error": {"code": code, "message": message, "retryable": False,
                                             "details": details or {}}})

@@ -27,6 +27,7 @@ from memsvc.console_assets import (
     SIGN_IN_PATH,
     StaticSite,
     config_json,
+    error_response as _error,
     loopback_request,
     parse_sign_in,
     sign_in_reachable,
@@ -233,11 +234,6 @@ def _claim_text(v: Any) -> str:
     if isinstance(v, (int, float)):
         return str(v)
     return json.dumps(v, separators=(",", ":"))
-
-
-def _error(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
-    body = {"error": {"code": code, "message": message, "retryable": False, "details": details or {}}}
-    return {"statusCode": status, "headers": {"content-type": "application/json"}, "body": json.dumps(body)}
 
 
 async def _send(send, response: dict[str, Any], *, head: bool = False) -> None:

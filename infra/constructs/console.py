@@ -26,6 +26,7 @@ from aws_cdk import aws_s3_deployment as s3deploy
 from constructs import Construct
 
 from infra.nag import acknowledge, acknowledge_wildcard_resources
+from memsvc.console_assets import CONSOLE_CSP
 
 __all__ = ["ConsoleSite", "CONSOLE_PREFIX", "console_csp", "api_path_patterns"]
 
@@ -58,11 +59,9 @@ _NOT_FOUND = {"error": {"code": "NOT_FOUND", "message": "no such page", "retryab
 
 
 def console_csp(sign_in_origin: str) -> str:
-    """The console's Content-Security-Policy (the one `memsvc serve` sends), with the hosted UI's
-    origin added to `connect-src` for the token exchange."""
-    return ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-            f"connect-src 'self' {sign_in_origin}; font-src 'self'; base-uri 'none'; form-action 'none'; "
-            "frame-ancestors 'none'")
+    """The Content-Security-Policy `memsvc serve` sends, with the hosted UI's origin added to
+    `connect-src` for the token exchange."""
+    return CONSOLE_CSP.replace("connect-src 'self';", f"connect-src 'self' {sign_in_origin};", 1)
 
 
 def api_path_patterns(paths: Sequence[str]) -> list[str]:

@@ -256,7 +256,8 @@ def test_throttled_transactions_raise_rate_limited(log, db, monkeypatch):
         log.record([event()])
 
 
-def test_a_transaction_throttled_every_time_raises_rate_limited(log, db, monkeypatch):
+@pytest.mark.parametrize("write", ["record", "restore"])
+def test_a_transaction_throttled_every_time_raises_rate_limited(log, db, monkeypatch, write):
     monkeypatch.setattr(dynamo_timeline.time, "sleep", lambda s: None)
 
     def cancel(TransactItems: list, **_: Any) -> None:
@@ -266,7 +267,10 @@ def test_a_transaction_throttled_every_time_raises_rate_limited(log, db, monkeyp
 
     db.before["transact_write_items"] = cancel
     with pytest.raises(RateLimited):
-        log.record([event()])
+        if write == "record":
+            log.record([event()])
+        else:  # an import's carried history: its own stamp
+            log.restore([replace(event(), occurred_at=T0)])
     assert len(db.calls["transact_write_items"]) == dynamo_timeline.MAX_ATTEMPTS
 
 

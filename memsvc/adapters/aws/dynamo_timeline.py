@@ -16,7 +16,7 @@ import hashlib
 import json
 import random
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -39,6 +39,23 @@ MAX_ATTEMPTS = 10  # per chunk, for a busy clock or throttling
 _THROTTLED = {"ThrottlingError", "ProvisionedThroughputExceeded", "RequestLimitExceeded"}
 _RETRYABLE = {"None", "ConditionalCheckFailed", "TransactionConflict", *_THROTTLED}
 _DAY_SECONDS = 86_400
+
+
+def _own_stamp(event: TimelineEvent, previous: int | None) -> int:
+    """An imported event's stamp: its own time on the timeline."""
+    assert event.occurred_at is not None
+    return to_epoch_us(event.occurred_at)
+
+
+def _back_off(tenant: str, failures: int, reasons: list[str]) -> None:
+    """After a cancelled transaction: a jittered wait before the next try, or, at the last
+    attempt, the error its reasons call for."""
+    if failures >= MAX_ATTEMPTS:
+        if _THROTTLED & set(reasons):
+            raise RateLimited("the table is throttling timeline writes; retry", retry_after_seconds=1,
+                              details={"operation": "TransactWriteItems"})
+        raise Conflict("the tenant's timeline is busy; retry", details={"tenant": tenant})
+    time.sleep(random.uniform(0, min(0.005 * 2**failures, 1.0)))
 
 
 class DynamoEventLog:
@@ -91,12 +108,7 @@ class DynamoEventLog:
             if found and reasons and reasons[0] == "None" and set(reasons) <= {"None", "ConditionalCheckFailed"}:
                 continue  # only replays, the clock was fine: record the rest at once
             failures += 1
-            if failures >= MAX_ATTEMPTS:
-                if _THROTTLED & set(reasons):
-                    raise RateLimited("the table is throttling timeline writes; retry", retry_after_seconds=1,
-                                      details={"operation": "TransactWriteItems"})
-                raise Conflict("the tenant's timeline is busy; retry", details={"tenant": tenant})
-            time.sleep(random.uniform(0, min(0.005 * 2**failures, 1.0)))
+            _back_off(tenant, failures, reasons)
             last = self._clock(tenant)  # another recorder may have moved it
         return done
 
@@ -122,12 +134,22 @@ class DynamoEventLog:
     def _transaction(
         self, tenant: str, todo: list[TimelineEvent], last: int | None, ttl_seconds: int
     ) -> tuple[list[TimelineEvent], list[int], list[dict[str, Any]]]:
-        """The longest prefix of `todo` that fits one transaction: (events, stamps, actions)."""
+        """The longest prefix of `todo` that fits one transaction: (events, stamps, actions), the
+        clock's update first."""
+        chunk, stamps, puts = self._puts(
+            todo, lambda e, prev: next_stamp(to_epoch_us(e.changed_at), last if prev is None else prev), ttl_seconds)
+        return chunk, stamps, [self._clock_update(tenant, stamps[-1], last), *puts]
+
+    def _puts(
+        self, todo: list[TimelineEvent], stamp_of: Callable[[TimelineEvent, int | None], int], ttl_seconds: int
+    ) -> tuple[list[TimelineEvent], list[int], list[dict[str, Any]]]:
+        """The longest prefix of `todo` whose items fit one transaction's budget: (events, stamps,
+        puts), three puts an event, its marker's first. `stamp_of(event, previous stamp or None)`."""
         stamps: list[int] = []
         actions: list[dict[str, Any]] = []
         size = 0
         for e in todo[:MAX_EVENTS_PER_TRANSACTION]:
-            stamp = next_stamp(to_epoch_us(e.changed_at), stamps[-1] if stamps else last)
+            stamp = stamp_of(e, stamps[-1] if stamps else None)
             items = _items(e, stamp, stamp // 1_000_000 + ttl_seconds)
             item_bytes = sum(_size(item) for item in items)
             if stamps and size + item_bytes > TRANSACTION_BUDGET_BYTES:
@@ -138,18 +160,22 @@ class DynamoEventLog:
             actions.append({"Put": {"TableName": self._table, "Item": marker,
                                     "ConditionExpression": "attribute_not_exists(pk)"}})
             actions.extend({"Put": {"TableName": self._table, "Item": item}} for item in copies)
+        return todo[: len(stamps)], stamps, actions
+
+    def _clock_update(self, tenant: str, new: int, last: int | None) -> dict[str, Any]:
+        """The clock set to `new` on the value read (`last`; None: no clock yet)."""
         clock: dict[str, Any] = {
             "TableName": self._table, "Key": _clock_key(tenant),
             "UpdateExpression": "SET #last = :new, #rt = :rt",
             "ExpressionAttributeNames": {"#last": "last", "#rt": "rt"},
-            "ExpressionAttributeValues": {":new": {"N": str(stamps[-1])}, ":rt": {"S": "timeline-clock"}},
+            "ExpressionAttributeValues": {":new": {"N": str(new)}, ":rt": {"S": "timeline-clock"}},
         }
         if last is None:
             clock["ConditionExpression"] = "attribute_not_exists(pk)"
         else:
             clock["ConditionExpression"] = "#last = :expected"
             clock["ExpressionAttributeValues"][":expected"] = {"N": str(last)}
-        return todo[: len(stamps)], stamps, [{"Update": clock}, *actions]
+        return {"Update": clock}
 
     def _stored_stamps(self, tenant: str, event_ids: Sequence[str]) -> dict[str, int]:
         """The stamps of the ids the log already holds (their markers)."""
@@ -296,31 +322,9 @@ class DynamoEventLog:
         failures = 0
         while todo:
             last = self._clock(tenant)
-            chunk, actions, size = [], [], 0
-            for e in todo[:MAX_EVENTS_PER_TRANSACTION]:
-                assert e.occurred_at is not None
-                stamp = to_epoch_us(e.occurred_at)
-                items = _items(e, stamp, stamp // 1_000_000 + ttl_seconds)
-                item_bytes = sum(_size(item) for item in items)
-                if chunk and size + item_bytes > TRANSACTION_BUDGET_BYTES:
-                    break
-                size += item_bytes
-                chunk.append(e)
-                marker, *copies = items
-                actions.append({"Put": {"TableName": self._table, "Item": marker,
-                                        "ConditionExpression": "attribute_not_exists(pk)"}})
-                actions.extend({"Put": {"TableName": self._table, "Item": item}} for item in copies)
-            top = max(to_epoch_us(e.occurred_at) for e in chunk if e.occurred_at is not None)
-            if last is None or top > last:
-                clock: dict[str, Any] = {
-                    "TableName": self._table, "Key": _clock_key(tenant),
-                    "UpdateExpression": "SET #last = :new, #rt = :rt",
-                    "ExpressionAttributeNames": {"#last": "last", "#rt": "rt"},
-                    "ExpressionAttributeValues": {":new": {"N": str(top)}, ":rt": {"S": "timeline-clock"}},
-                    "ConditionExpression": "attribute_not_exists(pk)" if last is None else "#last = :expected"}
-                if last is not None:
-                    clock["ExpressionAttributeValues"][":expected"] = {"N": str(last)}
-                actions.append({"Update": clock})
+            chunk, stamps, actions = self._puts(todo, _own_stamp, ttl_seconds)
+            if last is None or max(stamps) > last:
+                actions.append(self._clock_update(tenant, max(stamps), last))
             reasons = self._transact(actions)
             if reasons is None:
                 inserted.update(e.id for e in chunk)
@@ -333,12 +337,7 @@ class DynamoEventLog:
             if held:
                 continue  # ids already held: the rest of the chunk is tried again at once
             failures += 1
-            if failures >= MAX_ATTEMPTS:
-                if _THROTTLED & set(reasons):
-                    raise RateLimited("the table is throttling timeline writes; retry", retry_after_seconds=1,
-                                      details={"operation": "TransactWriteItems"})
-                raise Conflict("the tenant's timeline is busy; retry", details={"tenant": tenant})
-            time.sleep(random.uniform(0, min(0.005 * 2**failures, 1.0)))
+            _back_off(tenant, failures, reasons)
         return inserted
 
     # -- retention is DynamoDB TTL's job on AWS ----------------------------------------------

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterator, Sequence
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,17 @@ _COLUMNS = (
     "tenant, stamp, id, kind, root, ns, key, memory_id, version, changed_at, expires_at, "
     "policy_attributes, value_ct, attributes_ct, action, reason"
 )
+_INSERT_EVENT = f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 16)})"
+
+
+def _move_clocks(conn: sqlite3.Connection, latest: Mapping[str, int | None]) -> None:
+    """Each tenant's clock moved up to its latest stamp written here (never down: `record` stamps
+    after the clock, `restore` keeps the stamps it is given)."""
+    conn.executemany(
+        "INSERT INTO clocks (tenant, last) VALUES (?, ?) "
+        "ON CONFLICT (tenant) DO UPDATE SET last = max(last, excluded.last)",
+        list(latest.items()),
+    )
 
 
 class SqliteEventLog:
@@ -81,14 +93,9 @@ class SqliteEventLog:
                 stamp = next_stamp(to_epoch_us(event.changed_at), clocks[event.tenant])
                 clocks[event.tenant] = stamp
                 recorded = dataclasses.replace(event, occurred_at=from_epoch_us(stamp))
-                conn.execute(f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 16)})", _row(recorded))
+                conn.execute(_INSERT_EVENT, _row(recorded))
                 out.append(recorded)
-            for tenant, last in clocks.items():
-                conn.execute(
-                    "INSERT INTO clocks (tenant, last) VALUES (?, ?) "
-                    "ON CONFLICT (tenant) DO UPDATE SET last = excluded.last",
-                    (tenant, last),
-                )
+            _move_clocks(conn, clocks)
         return out
 
     def scan(
@@ -228,13 +235,8 @@ class SqliteEventLog:
                     rows.append(_row(event))
                     stamp = to_epoch_us(event.occurred_at)
                     latest[event.tenant] = max(stamp, latest.get(event.tenant, stamp))
-            conn.executemany(f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 16)})", rows)
-            for tenant, last in latest.items():
-                conn.execute(
-                    "INSERT INTO clocks (tenant, last) VALUES (?, ?) "
-                    "ON CONFLICT (tenant) DO UPDATE SET last = max(last, excluded.last)",
-                    (tenant, last),
-                )
+            conn.executemany(_INSERT_EVENT, rows)
+            _move_clocks(conn, latest)
         return out
 
     def purge(self, tenant: str, before: datetime) -> int:

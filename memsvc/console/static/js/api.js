@@ -67,7 +67,7 @@ export class Api {
     }
 }
 /** `{ns: ["user","alice"], limit: 10}` -> `?ns=user&ns=alice&limit=10` (repeated keys for lists, as the API reads them). */
-export function queryString(query) {
+function queryString(query) {
     if (!query)
         return "";
     const params = new URLSearchParams();

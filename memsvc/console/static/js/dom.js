@@ -76,10 +76,13 @@ let fieldCount = 0;
 export function notice(text, kind = "info") {
     return h("p", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status" }, text);
 }
-/** A table with column headers; `numeric` names the columns whose cells align as numbers. */
-export function table(label, headers, rows, numeric = []) {
+/**
+ * A table with column headers, named by `label`: shown as its caption when `caption` is set, else
+ * only its accessible name. `numeric` names the columns whose cells align as numbers.
+ */
+export function table(label, headers, rows, { numeric = [], caption = false, attrs = {} } = {}) {
     const cellClass = (index) => (numeric.includes(index) ? "num" : null);
-    return h("div", { class: "table-wrap" }, h("table", { "aria-label": label }, h("thead", {}, h("tr", {}, headers.map((text, i) => h("th", { scope: "col", class: cellClass(i) }, text)))), h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell, i) => h("td", { class: cellClass(i) }, cell)))))));
+    return h("div", { class: "table-wrap" }, h("table", { ...attrs, "aria-label": caption ? null : label }, caption ? h("caption", { class: "c2-caption" }, label) : null, h("thead", {}, h("tr", {}, headers.map((text, i) => h("th", { scope: "col", class: cellClass(i) }, text)))), h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell, i) => h("td", { class: cellClass(i) }, cell)))))));
 }
 /** Two-column facts (name, value) as a description list. */
 export function facts(entries) {

@@ -126,7 +126,7 @@ async function renderView(view, ctx, main) {
     main.append(root);
     return await view.render(root, ctx);
 }
-export function parseHash(hash) {
+function parseHash(hash) {
     const text = hash.replace(/^#\/?/, "");
     const [path, query = ""] = text.split("?", 2);
     return { path, params: new URLSearchParams(query) };

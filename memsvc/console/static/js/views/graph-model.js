@@ -7,7 +7,7 @@
 /** Paths asked per exploration: each is one query, so the page stays bounded whatever `related` answers. */
 const MAX_PATH_QUERIES = 40;
 const PARALLEL_QUERIES = 4;
-export function edgeKey(edge) {
+function edgeKey(edge) {
     return `${edge.source}\u0000${edge.type}\u0000${edge.target}`;
 }
 export function emptyModel(centre) {

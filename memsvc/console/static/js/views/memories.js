@@ -2,9 +2,10 @@
  * Memories: the caller's namespaces as a tree with how many memories each holds, and the memories
  * under the chosen one (a filter search on that prefix: newest first, paged by offset).
  */
-import { errorText, formatNamespace, memoryHref, parseFilter, parseNamespace } from "../api.js";
+import { formatNamespace, memoryHref, parseFilter, parseNamespace } from "../api.js";
 import { Latest } from "../latest.js";
 import { field, h, notice, preview, replace, table, time } from "../dom.js";
+import { errorNotice } from "./c2-ui.js";
 /** The most namespaces one call counts. */
 const NAMESPACE_PAGE = 100;
 const PAGE_SIZES = [10, 25, 50, 100];
@@ -67,7 +68,7 @@ function drawTree(box, ctx, under, selected) {
             replace(tree, h("ul", {}, [...root.children.values()].map((node) => drawNode(node, under, current, listed.count_cap))));
         }
         catch (error) {
-            replace(tree, notice(errorText(error), "error"));
+            replace(tree, errorNotice(error));
         }
         finally {
             more.disabled = false;
@@ -157,7 +158,7 @@ function drawList(box, ctx, namespace) {
         catch (error) {
             if (!isLatest())
                 return;
-            replace(status, notice(errorText(error), "error"));
+            replace(status, errorNotice(error));
             replace(results, "");
         }
     }

@@ -2,8 +2,9 @@
  * One memory: its value, attributes, typed fields, valid time, TTL, where it came from, and every
  * version of it (GET /v1/memories/history, newest first, paged by its cursor).
  */
-import { errorText, formatNamespace, memoryHref, parseNamespace } from "../api.js";
+import { formatNamespace, memoryHref, parseNamespace } from "../api.js";
 import { append, facts, h, notice, preview, pretty, replace, table, time } from "../dom.js";
+import { errorNotice } from "./c2-ui.js";
 /** A typed memory's fields (remember, extraction, feedback keep them in the value). */
 const TYPE_FIELDS = ["type", "kind", "importance", "pinned", "tags", "category", "archived"];
 /** Where a typed memory came from and what became of it. */
@@ -19,7 +20,7 @@ export const memoryView = {
             namespace = parseNamespace(ctx.params.get("ns") ?? "");
         }
         catch (error) {
-            root.append(notice(errorText(error), "error"));
+            root.append(errorNotice(error));
             return;
         }
         if (!key || !namespace.length) {
@@ -32,7 +33,7 @@ export const memoryView = {
             memory = await ctx.api.get("/v1/memories", { ns: namespace, key });
         }
         catch (error) {
-            root.append(h("h2", {}, h("code", {}, key)), notice(errorText(error), "error"), historySection(ctx, namespace, key));
+            root.append(h("h2", {}, h("code", {}, key)), errorNotice(error), historySection(ctx, namespace, key));
             return;
         }
         append(root, [describeMemory(memory), historySection(ctx, namespace, key)]);
@@ -100,7 +101,7 @@ function historySection(ctx, namespace, key) {
             more.hidden = cursor === null;
         }
         catch (error) {
-            replace(status, notice(errorText(error), "error"));
+            replace(status, errorNotice(error));
         }
         finally {
             more.disabled = false;
@@ -120,5 +121,5 @@ function historyTable(versions, namespace) {
         v.value ? h("code", { class: "preview" }, preview(v.value, 200)) : h("span", { class: "muted" }, "none"),
         [v.replaced_by ? `v${v.replaced_by.version} (${v.replaced_by.kind})` : "—",
             v.superseded_by ? h("div", {}, "superseded by ", h("a", { href: memoryHref(namespace, v.superseded_by) }, v.superseded_by)) : ""],
-    ]), [0]);
+    ]), { numeric: [0] });
 }

@@ -6,6 +6,7 @@
 import { errorText, formatNamespace, memoryHref, parseFilter, parseNamespace } from "../api.js";
 import { Latest } from "../latest.js";
 import { facts, field, h, notice, preview, replace, score, table } from "../dom.js";
+import { errorNotice } from "./c2-ui.js";
 const LAYERS = ["agent", "user", "session", "project", "team", "org", "company"];
 const TYPES = ["fact", "preference", "decision", "note"];
 /** Why recall left a candidate out, in words. */
@@ -110,7 +111,7 @@ async function run(ctx, request, status, results, isLatest) {
     }
     catch (error) {
         if (isLatest())
-            replace(status, notice(errorText(error), "error"));
+            replace(status, errorNotice(error));
     }
 }
 function withoutUndefined(body) {
@@ -126,7 +127,7 @@ function searchTable(items) {
         String(i + 1), keyLink(item.namespace, item.key), h("code", {}, formatNamespace(item.namespace)),
         h("code", { class: "preview" }, preview(item.value)),
         score(item.score), score(item.scores?.semantic), score(item.scores?.keyword),
-    ]), [0, 4, 5, 6]));
+    ]), { numeric: [0, 4, 5, 6] }));
 }
 function recallResults(answer) {
     const meta = answer.metadata;
@@ -149,14 +150,14 @@ function recallResults(answer) {
                 m.layer ?? "—", m.type ?? "—", score(m.relevance),
                 score(m.explain?.keyword), score(m.explain?.semantic), score(m.explain?.fused), score(m.explain?.match),
                 score(m.explain?.importance), score(m.explain?.recency), m.explain ? String(m.explain.pinned) : "—",
-            ]), [0, 4, 5, 6, 7, 8, 9, 10, 11]))
+            ]), { numeric: [0, 4, 5, 6, 7, 8, 9, 10, 11] }))
             : notice("Nothing recalled."),
         h("h2", {}, "Left out"),
         cut.length
             ? h("div", { "data-testid": "recall-cut" }, table("Candidates left out and why", ["Key", "Namespace", "Layer", "Relevance", "Match", "Why left out"], cut.map((c) => [
                 keyLink(c.namespace, c.key), h("code", {}, formatNamespace(c.namespace)), c.layer ?? "—",
                 score(c.relevance), score(c.match), CUT_REASONS[c.reason] ?? c.reason,
-            ]), [3, 4]))
+            ]), { numeric: [3, 4] }))
             : h("p", { class: "muted" }, "No candidate was left out."),
     ];
 }

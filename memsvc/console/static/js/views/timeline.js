@@ -3,8 +3,9 @@
  * chosen start to the present, then asks again every 2 s from where it stopped (`resume_cursor`),
  * so a change shows up without a reload. The page keeps the newest 500 rows.
  */
-import { errorText, formatNamespace, memoryHref, parseNamespace } from "../api.js";
-import { field, h, notice, preview, replace, time } from "../dom.js";
+import { formatNamespace, memoryHref, parseNamespace } from "../api.js";
+import { field, h, preview, replace, time } from "../dom.js";
+import { errorNotice } from "./c2-ui.js";
 const KINDS = ["add", "update", "delete", "expired", "index_failed"];
 const MAX_ROWS = 500;
 const PAGE = 200;
@@ -40,7 +41,7 @@ export const timelineView = {
                 };
             }
             catch (error) {
-                replace(status, notice(errorText(error), "error"));
+                replace(status, errorNotice(error));
                 return;
             }
             follower = new Follower(ctx, query, body, live, status);
@@ -102,7 +103,7 @@ class Follower {
         catch (error) {
             if (this.stopped)
                 return;
-            replace(this.status, notice(errorText(error), "error"));
+            replace(this.status, errorNotice(error));
         }
         if (!this.stopped)
             this.timer = window.setTimeout(() => void this.tick(), POLL_MS);
