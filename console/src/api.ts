@@ -72,7 +72,7 @@ export class Api {
 }
 
 /** `{ns: ["user","alice"], limit: 10}` -> `?ns=user&ns=alice&limit=10` (repeated keys for lists, as the API reads them). */
-export function queryString(query?: Query): string {
+function queryString(query?: Query): string {
   if (!query) return "";
   const params = new URLSearchParams();
   for (const [key, value] of Object.entries(query)) {

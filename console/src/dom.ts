@@ -81,11 +81,16 @@ export function notice(text: string, kind: "error" | "info" = "info"): HTMLEleme
   return h("p", { class: `notice ${kind}`, role: kind === "error" ? "alert" : "status" }, text);
 }
 
-/** A table with column headers; `numeric` names the columns whose cells align as numbers. */
-export function table(label: string, headers: string[], rows: Child[][], numeric: number[] = []): HTMLElement {
+/**
+ * A table with column headers, named by `label`: shown as its caption when `caption` is set, else
+ * only its accessible name. `numeric` names the columns whose cells align as numbers.
+ */
+export function table(label: string, headers: string[], rows: Child[][],
+  { numeric = [], caption = false, attrs = {} }: { numeric?: number[]; caption?: boolean; attrs?: Attrs } = {}): HTMLElement {
   const cellClass = (index: number) => (numeric.includes(index) ? "num" : null);
   return h("div", { class: "table-wrap" },
-    h("table", { "aria-label": label },
+    h("table", { ...attrs, "aria-label": caption ? null : label },
+      caption ? h("caption", { class: "c2-caption" }, label) : null,
       h("thead", {}, h("tr", {}, headers.map((text, i) => h("th", { scope: "col", class: cellClass(i) }, text)))),
       h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell, i) => h("td", { class: cellClass(i) }, cell)))))));
 }

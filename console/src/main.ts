@@ -134,7 +134,7 @@ async function renderView(view: View, ctx: Context, main: HTMLElement): Promise<
   return await view.render(root, ctx);
 }
 
-export function parseHash(hash: string): { path: string; params: URLSearchParams } {
+function parseHash(hash: string): { path: string; params: URLSearchParams } {
   const text = hash.replace(/^#\/?/, "");
   const [path, query = ""] = text.split("?", 2);
   return { path, params: new URLSearchParams(query) };

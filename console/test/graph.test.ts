@@ -1,8 +1,8 @@
 /** The graph explorer: find an entity, see its neighbourhood drawn, select an edge and reach the memory behind it, find a path. */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { seeText, skipReason, startWorld, type World } from "./harness.js";
+import { describe, it } from "node:test";
+import { seeText, skipReason, type World, withWorld } from "./harness.js";
 
 const skip = skipReason();
 const NOTES = ["user", "alice", "notes"];
@@ -12,9 +12,8 @@ interface Related { memories: { key: string }[] }
 describe("graph", { skip: skip ?? false }, () => {
   let world: World;
   let alice: string;
-  before(async () => {
-    world = await startWorld();
-    console.log(`screenshots: ${world.shots}`);
+  withWorld(async (started) => {
+    world = started;
     alice = await world.token({ sub: "alice" });
     await world.api(alice, "PUT", "/v1/memories", { namespace: NOTES, key: "n1", value: { text: "Alice works on Project A." } });
     await world.api(alice, "PUT", "/v1/memories", { namespace: NOTES, key: "n2", value: { text: "Project A caused the memory leak." } });
@@ -28,7 +27,6 @@ describe("graph", { skip: skip ?? false }, () => {
       await new Promise((r) => setTimeout(r, 100));
     }
   });
-  after(async () => { await world?.stop(); });
 
   it("draws an entity's neighbourhood and names the memory behind an edge", async () => {
     const page = await world.page(alice);

@@ -15,6 +15,7 @@ import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { after, before } from "node:test";
 import { chromium, type Browser, type Page } from "playwright-core";
 
 const run = promisify(execFile);
@@ -64,7 +65,7 @@ async function freePort(): Promise<number> {
   });
 }
 
-export async function startWorld(): Promise<World> {
+async function startWorld(): Promise<World> {
   const root = mkdtempSync(join(tmpdir(), "memsvc-console-"));
   const dataDir = join(root, "data");
   const shots = join(root, "screenshots");
@@ -169,6 +170,20 @@ export async function startWorld(): Promise<World> {
     },
   };
   return world;
+}
+
+/**
+ * One World for the enclosing describe block: started before its tests (its screenshot folder
+ * logged), handed to `setup` (to keep and to seed), stopped after them, even when `setup` failed.
+ */
+export function withWorld(setup: (world: World) => Promise<void> | void): void {
+  let world: World | undefined;
+  before(async () => {
+    world = await startWorld();
+    console.log(`screenshots: ${world.shots}`);
+    await setup(world);
+  });
+  after(async () => { await world?.stop(); });
 }
 
 /** Waits (up to `timeout`) until `page` shows `text` somewhere visible, and answers that element's locator. */

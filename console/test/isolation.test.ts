@@ -5,23 +5,21 @@
  */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { seeText, signInAs, skipReason, startWorld, type World } from "./harness.js";
+import { describe, it } from "node:test";
+import { seeText, signInAs, skipReason, type World, withWorld } from "./harness.js";
 
 const skip = skipReason();
 const SECRET = "alice's private travel plans";
 
 describe("isolation", { skip: skip ?? false }, () => {
   let world: World;
-  before(async () => {
-    world = await startWorld();
-    console.log(`screenshots: ${world.shots}`);
+  withWorld(async (started) => {
+    world = started;
     const alice = await world.token({ sub: "alice" });
     const bob = await world.token({ sub: "bob" });
     await world.api(alice, "PUT", "/v1/memories", { namespace: ["user", "alice", "trips"], key: "plan", value: { text: SECRET } });
     await world.api(bob, "PUT", "/v1/memories", { namespace: ["user", "bob", "notes"], key: "todo", value: { text: "bob's own" } });
   });
-  after(async () => { await world?.stop(); });
 
   it("shows bob only his own namespaces and refuses alice's memory by URL", async () => {
     const page = await world.page();

@@ -1,8 +1,8 @@
 /** Memories: the namespace tree with counts, a namespace's list, a memory's page with its history; and a phone-sized screen. */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { seeText, skipReason, startWorld, type World } from "./harness.js";
+import { describe, it } from "node:test";
+import { seeText, skipReason, type World, withWorld } from "./harness.js";
 
 const skip = skipReason();
 const NOTES = ["user", "alice", "notes"];
@@ -12,9 +12,8 @@ const MANY = ["user", "alice", "many"];
 describe("memories", { skip: skip ?? false }, () => {
   let world: World;
   let alice: string;
-  before(async () => {
-    world = await startWorld();
-    console.log(`screenshots: ${world.shots}`);
+  withWorld(async (started) => {
+    world = started;
     alice = await world.token({ sub: "alice" });
     const put = (namespace: string[], key: string, value: unknown, extra: object = {}) =>
       world.api(alice, "PUT", "/v1/memories", { namespace, key, value, ...extra });
@@ -24,7 +23,6 @@ describe("memories", { skip: skip ?? false }, () => {
     await put(TRIPS, "lisbon", { text: "Lisbon in May", city: "Lisbon" });
     for (let i = 1; i <= 12; i += 1) await put(MANY, `item_${String(i).padStart(2, "0")}`, { n: i });
   });
-  after(async () => { await world?.stop(); });
 
   it("browses from the tree to a memory, and reads its value and history", async () => {
     const page = await world.page(alice);

@@ -1,8 +1,8 @@
 /** The search and recall playground: scores broken down, recall's explain parts and what it left out, a bad filter refused. */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { seeText, skipReason, startWorld, type World } from "./harness.js";
+import { describe, it } from "node:test";
+import { seeText, skipReason, type World, withWorld } from "./harness.js";
 
 const skip = skipReason();
 const LEFT_OUT_WORDS = [
@@ -16,9 +16,8 @@ const LEFT_OUT_WORDS = [
 describe("search and recall", { skip: skip ?? false }, () => {
   let world: World;
   let alice: string;
-  before(async () => {
-    world = await startWorld();
-    console.log(`screenshots: ${world.shots}`);
+  withWorld(async (started) => {
+    world = started;
     alice = await world.token({ sub: "alice" });
     for (const content of ["I live in Berlin", "I prefer window seats on long flights"]) {
       await world.api(alice, "POST", "/v1/memories/remember", { content });
@@ -27,7 +26,6 @@ describe("search and recall", { skip: skip ?? false }, () => {
       namespace: ["user", "alice", "notes"], key: "py_tip", value: { text: "Python uses indentation for blocks" }, sync_index: true,
     });
   });
-  after(async () => { await world?.stop(); });
 
   it("recalls with every score part explained, and says in words why a candidate was left out", async () => {
     const page = await world.page(alice);

@@ -2,18 +2,14 @@
 
 import assert from "node:assert/strict";
 import { createHash } from "node:crypto";
-import { after, before, describe, it } from "node:test";
-import { seeText, signInAs, skipReason, startWorld, type World } from "./harness.js";
+import { describe, it } from "node:test";
+import { seeText, signInAs, skipReason, type World, withWorld } from "./harness.js";
 
 const skip = skipReason();
 
 describe("sign-in", { skip: skip ?? false }, () => {
   let world: World;
-  before(async () => {
-    world = await startWorld();
-    console.log(`screenshots: ${world.shots}`);
-  });
-  after(async () => { await world?.stop(); });
+  withWorld((started) => { world = started; });
 
   it("signs in as an admin through 'sign in as' and shows who that is", async () => {
     const page = await world.page();

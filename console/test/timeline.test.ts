@@ -1,8 +1,8 @@
 /** The timeline follows new events: a change made while the view is open shows up on top without a reload. */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { skipReason, startWorld, type World } from "./harness.js";
+import { describe, it } from "node:test";
+import { skipReason, type World, withWorld } from "./harness.js";
 
 const skip = skipReason();
 const NOTES = ["user", "alice", "notes"];
@@ -10,13 +10,11 @@ const NOTES = ["user", "alice", "notes"];
 describe("timeline", { skip: skip ?? false }, () => {
   let world: World;
   let alice: string;
-  before(async () => {
-    world = await startWorld();
-    console.log(`screenshots: ${world.shots}`);
+  withWorld(async (started) => {
+    world = started;
     alice = await world.token({ sub: "alice" });
     await world.api(alice, "PUT", "/v1/memories", { namespace: NOTES, key: "first", value: { text: "already there" } });
   });
-  after(async () => { await world?.stop(); });
 
   it("shows a new event without a reload, newest first", async () => {
     const page = await world.page(alice);

@@ -1,17 +1,16 @@
 /** Sessions and workflow: a session's messages, a task context found by its sub-task, a plan with its working memory. */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
-import { seeText, skipReason, startWorld, type World } from "./harness.js";
+import { describe, it } from "node:test";
+import { seeText, skipReason, type World, withWorld } from "./harness.js";
 
 const skip = skipReason();
 
 describe("sessions and workflow", { skip: skip ?? false }, () => {
   let world: World;
   let alice: string;
-  before(async () => {
-    world = await startWorld();
-    console.log(`screenshots: ${world.shots}`);
+  withWorld(async (started) => {
+    world = started;
     alice = await world.token({ sub: "alice", roles: ["service"] });
     await world.api(alice, "POST", "/v1/memory/sessions", { session_id: "trip-42", agent_id: "planner", title: "Lisbon" });
     await world.api(alice, "POST", "/v1/memory/sessions/trip-42/messages", { role: "user", content: "Book a hotel near Alfama for May 3-6" });
@@ -21,7 +20,6 @@ describe("sessions and workflow", { skip: skip ?? false }, () => {
     await world.api(alice, "POST", "/v1/memory/plans", { plan_id: "plan-7", goal_event: "trip.booked", goal_data: { city: "Lisbon" } });
     await world.api(alice, "PUT", "/v1/memory/working/plan-7/hotel", { value: { name: "Alfama Inn", nights: 3 } });
   });
-  after(async () => { await world?.stop(); });
 
   it("lists sessions and shows one's messages in order, as text", async () => {
     const page = await world.page(alice);

@@ -5,9 +5,9 @@
  */
 
 import assert from "node:assert/strict";
-import { after, before, describe, it } from "node:test";
+import { describe, it } from "node:test";
 import type { Page } from "playwright-core";
-import { skipReason, startWorld, type World } from "./harness.js";
+import { skipReason, type World, withWorld } from "./harness.js";
 
 const skip = skipReason();
 const IMG = '<img src=x onerror="window.__xss=1">';
@@ -19,13 +19,11 @@ const VALUE = { text: `hostile ${IMG} ${SCRIPT}` };
 describe("stored markup is shown as text", { skip: skip ?? false }, () => {
   let world: World;
   let alice: string;
-  before(async () => {
-    world = await startWorld();
-    console.log(`screenshots: ${world.shots}`);
+  withWorld(async (started) => {
+    world = started;
     alice = await world.token({ sub: "alice" });
     await world.api(alice, "PUT", "/v1/memories", { namespace: NS, key: KEY, value: VALUE, sync_index: true });
   });
-  after(async () => { await world?.stop(); });
 
   async function nothingRan(page: Page): Promise<void> {
     assert.equal(await page.evaluate(() => (window as unknown as { __xss?: number }).__xss), undefined, "no injected code ran");

@@ -1,7 +1,7 @@
-/** Small pieces the graph, workflow and admin views share: built with dom.ts, never from HTML. */
+/** Small pieces the views share: built with dom.ts, never from HTML. */
 
 import { errorText, memoryHref } from "../api.js";
-import { h, notice, pretty, replace, type Child } from "../dom.js";
+import { h, notice, pretty, replace, table as domTable, type Child } from "../dom.js";
 
 export function memoryLink(namespace: string[], key: string): HTMLAnchorElement {
   return h("a", { href: memoryHref(namespace, key) }, `${namespace.join(" / ")} : ${key}`);
@@ -44,13 +44,9 @@ function valueCell(value: unknown): Child {
   return String(value);
 }
 
-/** A table with a header row; `rows` are cells. */
+/** A table with a header row, its caption shown above it (dom.ts's table, captioned). */
 export function table(caption: string, headers: string[], rows: Child[][], attrs: Record<string, string> = {}): HTMLElement {
-  return h("div", { class: "table-wrap" },
-    h("table", attrs,
-      h("caption", { class: "c2-caption" }, caption),
-      h("thead", {}, h("tr", {}, headers.map((title) => h("th", { scope: "col" }, title)))),
-      h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell)))))));
+  return domTable(caption, headers, rows, { caption: true, attrs });
 }
 
 /** Runs `load` and shows its result in `target`, or the error; the busy state is announced. */

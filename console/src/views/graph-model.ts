@@ -84,7 +84,7 @@ export interface GraphModel {
 const MAX_PATH_QUERIES = 40;
 const PARALLEL_QUERIES = 4;
 
-export function edgeKey(edge: { source: string; type: string; target: string }): string {
+function edgeKey(edge: { source: string; type: string; target: string }): string {
   return `${edge.source}\u0000${edge.type}\u0000${edge.target}`;
 }
 

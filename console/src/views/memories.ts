@@ -3,10 +3,11 @@
  * under the chosen one (a filter search on that prefix: newest first, paged by offset).
  */
 
-import { errorText, formatNamespace, memoryHref, parseFilter, parseNamespace } from "../api.js";
+import { formatNamespace, memoryHref, parseFilter, parseNamespace } from "../api.js";
 import type { Context, View } from "../context.js";
 import { Latest } from "../latest.js";
 import { field, h, notice, preview, replace, table, time } from "../dom.js";
+import { errorNotice } from "./c2-ui.js";
 
 interface NamespacesAnswer {
   namespaces: string[][];
@@ -87,7 +88,7 @@ function drawTree(box: HTMLElement, ctx: Context, under: string, selected: strin
       const root = buildTree(listed);
       replace(tree, h("ul", {}, [...root.children.values()].map((node) => drawNode(node, under, current, listed.count_cap))));
     } catch (error) {
-      replace(tree, notice(errorText(error), "error"));
+      replace(tree, errorNotice(error));
     } finally {
       more.disabled = false;
     }
@@ -192,7 +193,7 @@ function drawList(box: HTMLElement, ctx: Context, namespace: string[]): void {
       next.disabled = answer.items.length < size;
     } catch (error) {
       if (!isLatest()) return;
-      replace(status, notice(errorText(error), "error"));
+      replace(status, errorNotice(error));
       replace(results, "");
     }
   }

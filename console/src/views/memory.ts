@@ -3,9 +3,10 @@
  * version of it (GET /v1/memories/history, newest first, paged by its cursor).
  */
 
-import { errorText, formatNamespace, memoryHref, parseNamespace } from "../api.js";
+import { formatNamespace, memoryHref, parseNamespace } from "../api.js";
 import type { Context, View } from "../context.js";
 import { append, type Child, facts, h, notice, preview, pretty, replace, table, time } from "../dom.js";
+import { errorNotice } from "./c2-ui.js";
 
 interface Memory {
   id: string;
@@ -56,7 +57,7 @@ export const memoryView: View = {
     try {
       namespace = parseNamespace(ctx.params.get("ns") ?? "");
     } catch (error) {
-      root.append(notice(errorText(error), "error"));
+      root.append(errorNotice(error));
       return;
     }
     if (!key || !namespace.length) {
@@ -69,7 +70,7 @@ export const memoryView: View = {
     try {
       memory = await ctx.api.get<Memory>("/v1/memories", { ns: namespace, key });
     } catch (error) {
-      root.append(h("h2", {}, h("code", {}, key)), notice(errorText(error), "error"), historySection(ctx, namespace, key));
+      root.append(h("h2", {}, h("code", {}, key)), errorNotice(error), historySection(ctx, namespace, key));
       return;
     }
     append(root, [describeMemory(memory), historySection(ctx, namespace, key)]);
@@ -140,7 +141,7 @@ function historySection(ctx: Context, namespace: string[], key: string): HTMLEle
         : "");
       more.hidden = cursor === null;
     } catch (error) {
-      replace(status, notice(errorText(error), "error"));
+      replace(status, errorNotice(error));
     } finally {
       more.disabled = false;
     }
@@ -162,5 +163,5 @@ function historyTable(versions: HistoryVersion[], namespace: string[]): HTMLElem
       v.value ? h("code", { class: "preview" }, preview(v.value, 200)) : h("span", { class: "muted" }, "none"),
       [v.replaced_by ? `v${v.replaced_by.version} (${v.replaced_by.kind})` : "—",
         v.superseded_by ? h("div", {}, "superseded by ", h("a", { href: memoryHref(namespace, v.superseded_by) }, v.superseded_by)) : ""],
-    ]), [0]);
+    ]), { numeric: [0] });
 }

@@ -8,6 +8,7 @@ import { errorText, formatNamespace, memoryHref, parseFilter, parseNamespace } f
 import type { Context, View } from "../context.js";
 import { Latest } from "../latest.js";
 import { type Child, facts, field, h, notice, preview, replace, score, table } from "../dom.js";
+import { errorNotice } from "./c2-ui.js";
 
 interface SearchItem {
   namespace: string[];
@@ -185,7 +186,7 @@ async function run(ctx: Context, request: Request, status: HTMLElement, results:
       replace(results, recallResults(answer));
     }
   } catch (error) {
-    if (isLatest()) replace(status, notice(errorText(error), "error"));
+    if (isLatest()) replace(status, errorNotice(error));
   }
 }
 
@@ -205,7 +206,7 @@ function searchTable(items: SearchItem[]): Child {
         String(i + 1), keyLink(item.namespace, item.key), h("code", {}, formatNamespace(item.namespace)),
         h("code", { class: "preview" }, preview(item.value)),
         score(item.score), score(item.scores?.semantic), score(item.scores?.keyword),
-      ]), [0, 4, 5, 6]));
+      ]), { numeric: [0, 4, 5, 6] }));
 }
 
 function recallResults(answer: RecallAnswer): Child {
@@ -232,7 +233,7 @@ function recallResults(answer: RecallAnswer): Child {
             m.layer ?? "—", m.type ?? "—", score(m.relevance),
             score(m.explain?.keyword), score(m.explain?.semantic), score(m.explain?.fused), score(m.explain?.match),
             score(m.explain?.importance), score(m.explain?.recency), m.explain ? String(m.explain.pinned) : "—",
-          ]), [0, 4, 5, 6, 7, 8, 9, 10, 11]))
+          ]), { numeric: [0, 4, 5, 6, 7, 8, 9, 10, 11] }))
       : notice("Nothing recalled."),
     h("h2", {}, "Left out"),
     cut.length
@@ -241,7 +242,7 @@ function recallResults(answer: RecallAnswer): Child {
           cut.map((c) => [
             keyLink(c.namespace, c.key), h("code", {}, formatNamespace(c.namespace)), c.layer ?? "—",
             score(c.relevance), score(c.match), CUT_REASONS[c.reason] ?? c.reason,
-          ]), [3, 4]))
+          ]), { numeric: [3, 4] }))
       : h("p", { class: "muted" }, "No candidate was left out."),
   ];
 }

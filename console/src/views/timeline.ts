@@ -4,9 +4,10 @@
  * so a change shows up without a reload. The page keeps the newest 500 rows.
  */
 
-import { errorText, formatNamespace, memoryHref, parseNamespace, type Query } from "../api.js";
+import { formatNamespace, memoryHref, parseNamespace, type Query } from "../api.js";
 import type { Context, View } from "../context.js";
-import { field, h, notice, preview, replace, time } from "../dom.js";
+import { field, h, preview, replace, time } from "../dom.js";
+import { errorNotice } from "./c2-ui.js";
 
 interface TimelineEvent {
   id: string;
@@ -72,7 +73,7 @@ export const timelineView: View = {
           limit: PAGE,
         };
       } catch (error) {
-        replace(status, notice(errorText(error), "error"));
+        replace(status, errorNotice(error));
         return;
       }
       follower = new Follower(ctx, query, body, live, status);
@@ -122,7 +123,7 @@ class Follower {
       this.loaded = true;
     } catch (error) {
       if (this.stopped) return;
-      replace(this.status, notice(errorText(error), "error"));
+      replace(this.status, errorNotice(error));
     }
     if (!this.stopped) this.timer = window.setTimeout(() => void this.tick(), POLL_MS);
   }
