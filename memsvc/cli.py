@@ -37,6 +37,10 @@ def main(argv: list[str] | None = None) -> int:
                        help="HTTP worker processes sharing the data dir (one Python process answers on one "
                             "core: its GIL); with more than 1, this process runs the indexer, the timeline "
                             "and the sweeper, and the workers answer requests")
+    serve.add_argument("--no-console-sign-in", dest="console_sign_in", action="store_false",
+                       default=env.console_sign_in,
+                       help="turn off the console's loopback sign-in helper, which mints a token for any "
+                            "user (also MEMSVC_CONSOLE_SIGN_IN=off); the console then takes pasted tokens only")
 
     token = sub.add_parser("token", help="print a bearer token the local server accepts")
     token.add_argument("--sub", required=True, help="the user id (JWT subject)")
@@ -195,11 +199,13 @@ def _serve_data_dir(args: argparse.Namespace) -> int:
     try:
         if args.workers == 1:
             uvicorn.run(LocalServer(app.router, app.issuer, threads=LocalSettings(args.data_dir).request_threads(),
-                                    on_shutdown=app.close, console=console_site(), docs=docs_site()),
+                                    on_shutdown=app.close, console=console_site(), docs=docs_site(),
+                                    console_sign_in=args.console_sign_in),
                         host=args.host, port=args.port,
                         log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on")
         else:
-            LocalSettings(data_dir=args.data_dir, events_file=args.events_file, workers=args.workers).export()
+            LocalSettings(data_dir=args.data_dir, events_file=args.events_file, workers=args.workers,
+                          console_sign_in=args.console_sign_in).export()
             _serve_workers(uvicorn.Config("memsvc.cli:worker_server", factory=True, workers=args.workers,
                                           host=args.host, port=args.port, log_level=args.log_level,
                                           access_log=args.log_level == "debug", lifespan="on"))
@@ -240,7 +246,7 @@ def worker_server():
                       reranker=local_reranker(env), llm=local_language_model(env), model=env.local_embedder)
     app.accesses.start()
     return LocalServer(app.router, app.issuer, threads=env.request_threads(), on_shutdown=app.close,
-                       console=console_site(), docs=docs_site())
+                       console=console_site(), docs=docs_site(), console_sign_in=env.console_sign_in)
 
 
 def _reindex(args: argparse.Namespace, env: LocalSettings) -> int:

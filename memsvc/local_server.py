@@ -45,14 +45,16 @@ log = logging.getLogger(__name__)
 
 class LocalServer:
     """An ASGI application, answering on `threads` threads (`LocalSettings.request_threads`);
-    with `console` and `docs` (memsvc.console_assets), it serves those sites too."""
+    with `console` and `docs` (memsvc.console_assets), it serves those sites too, and with
+    `console_sign_in` the console's loopback sign-in helper."""
 
     def __init__(self, router: Router, issuer: LocalIssuer, *, threads: int,
                  on_shutdown: Callable[[], None] = lambda: None, console: StaticSite | None = None,
-                 docs: StaticSite | None = None) -> None:
+                 docs: StaticSite | None = None, console_sign_in: bool = True) -> None:
         self._router = router
         self._issuer = issuer
         self._console = console
+        self._console_sign_in = console_sign_in
         self._sites = tuple(site for site in (console, docs) if site is not None)
         self._on_shutdown = on_shutdown
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="memsvc-api")
@@ -133,12 +135,13 @@ class LocalServer:
         loop = asyncio.get_running_loop()
         relative = site.relative(path)
         readable = method in ("GET", "HEAD")
-        if site is self._console and path == SIGN_IN_PATH and method == "POST" and sign_in_reachable(client, headers):
+        if (site is self._console and path == SIGN_IN_PATH and method == "POST" and self._console_sign_in
+                and sign_in_reachable(client, headers)):
             response = await loop.run_in_executor(self._pool, self._sign_in, site, body)
         elif path == site.prefix:
             response = site.redirect_to_directory() if readable else site.method_not_allowed(method)
         elif site is self._console and relative == "config.json":
-            response = (site.json(200, config_json(sign_in_helper=loopback_request(client, headers)), cache="no-cache")
+            response = (site.json(200, config_json(sign_in_helper=self._console_sign_in and loopback_request(client, headers)), cache="no-cache")
                         if readable else site.method_not_allowed(method))
         else:
             # A name that is no file is 404 whatever the method, so a refused sign-in answers

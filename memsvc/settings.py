@@ -35,6 +35,9 @@ class LocalSettings:
     # The local embedding model: e5-small or minilm; auto: the one the data dir's vectors were made
     # with, e5-small for a new data dir (`bootstrap.local_embedder`).
     local_embedder: str = "auto"
+    # The console's loopback sign-in helper (`POST /console/sign-in`): off on a machine shared with
+    # people who may not act as any user (docs/console.md).
+    console_sign_in: bool = True
 
     @classmethod
     def from_env(cls) -> "LocalSettings":
@@ -58,6 +61,7 @@ class LocalSettings:
             llm_api_key=os.environ.get("MEMSVC_LLM_API_KEY") or None,
             llm_timeout_seconds=float(os.environ.get("MEMSVC_LLM_TIMEOUT_SECONDS", "30")),
             local_embedder=_one_of("MEMSVC_LOCAL_EMBEDDER", ("auto", "e5-small", "minilm"), "auto"),
+            console_sign_in=_one_of("MEMSVC_CONSOLE_SIGN_IN", ("on", "off"), "on") == "on",
         )
 
     def export(self) -> None:
@@ -65,6 +69,7 @@ class LocalSettings:
         `memsvc serve --workers N` (started afresh, not forked) read them back with `from_env`."""
         os.environ["MEMSVC_DATA_DIR"] = str(self.data_dir)
         os.environ["MEMSVC_WORKERS"] = str(self.workers)
+        os.environ["MEMSVC_CONSOLE_SIGN_IN"] = "on" if self.console_sign_in else "off"
         if self.events_file is not None:
             os.environ["MEMSVC_EVENTS_FILE"] = str(self.events_file)
         else:

@@ -416,6 +416,20 @@ def test_memsvc_serve_prints_where_the_console_is_and_signs_in_over_a_real_loopb
     assert signed.json()["token"] not in printed
 
 
+def test_with_the_helper_turned_off_config_offers_none_and_sign_in_is_a_missing_name(app, static_dir, minted):
+    server = LocalServer(app.router, app.issuer, threads=1, console=console_site(static_dir), docs=docs_site(),
+                         console_sign_in=False)
+    try:
+        config = call(server, "GET", "/console/config.json")
+        refused = sign_in(server, {"sub": "mallory", "roles": ["admin"]})
+        missing = call(server, "POST", "/console/no-such-file", body=b"{}", headers=JSON)
+    finally:
+        server._pool.shutdown()
+    assert config.json()["auth"]["sign_in_helper"] is False
+    assert_envelope(refused, 404, "NOT_FOUND") == assert_envelope(missing, 404, "NOT_FOUND")
+    assert minted == []
+
+
 # --- /docs -------------------------------------------------------------------------------------
 
 

@@ -32,3 +32,16 @@ def test_the_rerank_api_is_one_of_the_shapes_and_a_typo_stops_the_start(monkeypa
     monkeypatch.setenv("MEMSVC_RERANK_API", "cohre")
     with pytest.raises(ValueError, match="MEMSVC_RERANK_API"):
         LocalSettings.from_env()
+
+
+def test_the_console_sign_in_helper_is_on_unless_turned_off_and_workers_read_the_choice(monkeypatch, tmp_path):
+    for name in ("MEMSVC_CONSOLE_SIGN_IN", "MEMSVC_WORKERS", "MEMSVC_DATA_DIR"):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    assert LocalSettings.from_env().console_sign_in is True
+    monkeypatch.setenv("MEMSVC_CONSOLE_SIGN_IN", "of")
+    with pytest.raises(ValueError, match="MEMSVC_CONSOLE_SIGN_IN"):
+        LocalSettings.from_env()
+    monkeypatch.delenv("MEMSVC_CONSOLE_SIGN_IN")
+    LocalSettings(tmp_path, workers=2, console_sign_in=False).export()
+    assert LocalSettings.from_env().console_sign_in is False
