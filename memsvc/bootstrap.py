@@ -319,7 +319,7 @@ def _services(items: ItemStore, backlog: IndexBacklog, vectors: VectorIndex, key
                     rerank=Rerank(reranker=reranker, settings=settings, sealer=sealer, metrics=metrics),
                     timeline=event_log)
     cursors = CursorCodec(sealer)
-    knowledge = Graph(store=graph[0], items=items, sealer=sealer, access=access, clock=clock,
+    knowledge = Graph(store=graph[0], items=items, sealer=sealer, cursors=cursors, access=access, clock=clock,
                       metrics=metrics)
     sessions = Sessions(store=sessions_store, items=items, memories=memories, sealer=sealer, cursors=cursors,
                         access=access, clock=clock,

@@ -366,7 +366,7 @@ class GraphQuerySample:
     """One knowledge-graph query, as seed 001's graph metrics see it (`graph_query_duration_seconds`,
     `graph_query_result_count`, `graph_traversal_depth`)."""
 
-    query: str  # entities, related, path, or recall (recall's graph expansion)
+    query: str  # entities, related, path, neighbours, or recall (recall's graph expansion)
     tenant: str
     duration_seconds: float
     results: int  # entities, memories, or a path's entities
@@ -617,6 +617,18 @@ class GraphStore(Protocol):
         batched read: the traversals call it once per hop), at most `limit` of them, in no set
         order. An edge touching two of the ids is returned once. With `valid`, only the edges it
         admits (and `limit` counts those)."""
+
+    def neighbours(self, tenant: str, prefix: tuple[str, ...], entity_id: str, *, direction: str,
+                   relation: str | None, valid: ValidAt, limit: int, after: list[str | int] | None
+                   ) -> tuple[list[GraphEdge], list[str | int] | None]:
+        """A page of the edges in namespaces under `prefix` with `entity_id` at the end `direction`
+        names (`out`: the source, `in`: the target, `both`), of type `relation` when given, that
+        `valid` admits, in an order the store fixes (the same while nothing is written), starting
+        after `after` (a position this method returned for the same arguments; None: the first
+        page). At most `limit` edges, from at most `limit + 1` rows read through an index of the
+        entity's edges: never a scan of all of them. Returns the page and the position after it,
+        None at the end; a page may hold fewer than `limit` edges, or none, before the end (the
+        rows read were of other types, directions or times)."""
 
     def memories_of(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str], *,
                     limit: int) -> list[Mention]:

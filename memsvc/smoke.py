@@ -347,6 +347,11 @@ class _Run:
         with self.step("path", "POST /v1/graph/path") as s:
             s.expect(self.http.post("/v1/graph/path", json={
                 "namespace_prefix": self.prefix, "from": {"entity": "Smoke Test"}, "to": {"entity": "memsvc"}}), 200)
+        with self.step("neighbours", "POST /v1/graph/neighbours") as s:
+            edges = s.expect(self.http.post("/v1/graph/neighbours", json={
+                "namespace_prefix": self.prefix, "entity": {"entity": "Smoke Test"}}), 200).json()["edges"]
+            s.check([(e["relation"], e["direction"], e["entity"]["name"]) for e in edges] == [("USES", "out", "memsvc")],
+                    "the relation was not among the entity's neighbours")
 
     def _admin(self) -> None:
         with self.step("index status", "GET /admin/v1/memories/index/status") as s:

@@ -33,8 +33,8 @@ from memsvc.service.langgraph_store_api import (LangGraphStoreApi, StoreDeleteIt
                                                 StoreListNamespaces, StorePutItem, StoreSearchItems)
 from memsvc.service.data_export import DataExports, ExportPartQuery, StartExport
 from memsvc.service.data_import import CreateImport, DataImports, ImportPart, StartImport
-from memsvc.service.graph import (EntityRef, FindEntities, Graph, PathQuery, PutEntity, PutRelation, RelatedQuery,
-                                  RelationRef)
+from memsvc.service.graph import (EntityRef, FindEntities, Graph, NeighboursQuery, PathQuery, PutEntity, PutRelation,
+                                  RelatedQuery, RelationRef)
 from memsvc.service.memories import Memories
 from memsvc.service.profile import ProfileQuery, Profiles
 from memsvc.service.recall import Recall
@@ -375,6 +375,10 @@ def _path(app: Services, c: Call) -> s.PathOut:
     return s.PathOut.of(app.graph.path(c.caller, c.body))
 
 
+def _neighbours(app: Services, c: Call) -> s.NeighboursOut:
+    return s.NeighboursOut.of(app.graph.neighbours(c.caller, c.body))
+
+
 def _integrity_scan(app: Services, c: Call) -> s.IntegrityScanOut:
     return s.IntegrityScanOut(removed=app.graph.integrity_scan(c.caller))
 
@@ -563,6 +567,8 @@ ROUTES: tuple[Route, ...] = (
           body=RelatedQuery, response=s.RelatedOut),
     Route("POST", "/v1/graph/path", "The shortest path between two entities or memories", _path, body=PathQuery,
           response=s.PathOut),
+    Route("POST", "/v1/graph/neighbours", "An entity's relations, each with the entity at its other end, a page "
+          "at a time", _neighbours, body=NeighboursQuery, response=s.NeighboursOut),
     Route("POST", "/admin/v1/graph/integrity-scan", "Remove orphaned graph rows of the tenant", _integrity_scan,
           response=s.IntegrityScanOut),
     # Reflection, archive and profile (issue 24).

@@ -19,7 +19,7 @@ from memsvc.service.extraction import Extracted, ExtractMemories
 from memsvc.service.feedback import FeedbackGiven, GiveFeedback
 from memsvc.service.history import HistoryPage
 from memsvc.service.memories import PutMemory
-from memsvc.service.graph import Entity, PathAnswer, Related
+from memsvc.service.graph import Entity, Neighbours, PathAnswer, Related
 from memsvc.service.recall import MAX_CUT, CutReason, Explanation, LeftOut, RecallQuery, RecallResult, Recalled
 from memsvc.service.profile import Profile
 from memsvc.service.reflection import ReflectionRun, ReflectUser
@@ -819,6 +819,32 @@ class PathOut(Answer):
                    steps=[PathStepOut(source=GraphEntityOut.of(st.source), target=GraphEntityOut.of(st.target),
                                       edges=[GraphEdgeOut.of(e) for e in st.edges]) for st in p.steps],
                    truncated=p.truncated)
+
+
+class NeighbourOut(Answer):
+    relation: str = Field(description="the relation's type")
+    direction: Literal["out", "in"] = Field(description="out: from the entity asked about to `entity`; in: the reverse")
+    entity: GraphEntityOut = Field(description="the entity at the other end")
+    namespace: list[str] = Field(description="where the relation was written or derived")
+    memory: JustifyingMemoryOut | None = Field(description="the memory that justifies it; null: written explicitly")
+    valid_from: str | None = Field(None, json_schema_extra={"format": "date-time"}, description=(
+        "RFC 3339: it holds from then (a derived relation: as its memory does); null: no start recorded"))
+    valid_to: str | None = Field(None, json_schema_extra={"format": "date-time"}, description=(
+        "RFC 3339: it held until then (a derived relation: as its memory did); null: open"))
+
+
+class NeighboursOut(Answer):
+    edges: list[NeighbourOut] = Field(description=(
+        "one per relation as stored: a relation two memories justify is two edges"))
+    next_cursor: str | None = Field(description="for the next page of this query; null: the last page")
+
+    @classmethod
+    def of(cls, n: Neighbours) -> Self:
+        return cls(edges=[NeighbourOut(relation=x.edge.type, direction=x.direction, entity=GraphEntityOut.of(x.entity),
+                                       namespace=list(x.edge.namespace),
+                                       memory=GraphEdgeOut.of(x.edge).memory, valid_from=x.edge.valid_from,
+                                       valid_to=x.edge.valid_to) for x in n.edges],
+                   next_cursor=n.next_cursor)
 
 
 class GraphRelationOut(Answer):

@@ -15,11 +15,16 @@ Valid time (issue 25). A relation holds over [valid_from, valid_to): an explicit
 every one not ended by now. With `as_of`, the relations that held then, and the related memories
 that held then (`HeldAt`). The check is a condition of each hop's read, so the bounds count only
 the relations walked.
+
+Neighbours. An entity's relations, each with the entity at its other end, a page at a time in
+the store's order: a page reads at most `limit + 1` relation rows of each start entity
+(`GraphStore.neighbours`), so a hub entity costs a page what any entity does.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -34,16 +39,17 @@ from memsvc.core.graph import (ENTITY_TYPES, MAX_NAME_CHARS, RELATION_TYPES, Gra
                                PathResult, ValidAt, display_name, normalise_name, reach, shortest_path)
 from memsvc.core.models import Caller, Memory, StoredItem, to_rfc3339
 from memsvc.core.namespaces import MAX_KEY_BYTES, encode_namespace, is_under, validate_key
-from memsvc.core.validation import WHITESPACE, Command, Integer, Namespace, NamespacePrefix, Timestamp, non_blank
+from memsvc.core.validation import (WHITESPACE, Command, Cursor, Integer, Namespace, NamespacePrefix, Timestamp,
+                                    non_blank)
 from memsvc.ports import Clock, GraphQuerySample, GraphStore, ItemStore, Metrics
 from memsvc.service.access import Access
 from memsvc.service.memories import KEY_RULES, open_memory
 from memsvc.service.search import HeldAt
-from memsvc.service.sealing import Sealer
+from memsvc.service.sealing import CursorCodec, Sealer
 
-__all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "PutEntity", "EntityRef", "PutRelation",
-           "RelationRef", "Entity", "RelatedMemory", "Related", "PathAnswer", "MAX_NODES", "MAX_EDGES_PER_HOP",
-           "CANDIDATES_PER_LIMIT"]
+__all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "NeighboursQuery", "PutEntity",
+           "EntityRef", "PutRelation", "RelationRef", "Entity", "RelatedMemory", "Related", "PathAnswer", "Neighbour",
+           "Neighbours", "MAX_NODES", "MAX_EDGES_PER_HOP", "CANDIDATES_PER_LIMIT"]
 
 MAX_NODES = 5000  # entities one traversal may visit
 MAX_EDGES_PER_HOP = 20_000  # edges one hop may read
@@ -105,6 +111,25 @@ class PathQuery(Command):
     max_hops: Integer = Field(4, ge=1, le=6, description="relation edges, at most")
     as_of: Timestamp | None = Field(None, description=(
         "RFC 3339: only relations that held then (issue 25); without it, every relation not ended by now"))
+
+
+class NeighboursQuery(Command):
+    """`POST /v1/graph/neighbours`."""
+
+    namespace_prefix: NamespacePrefix
+    entity: Endpoint = Field(description=(
+        "an entity by name, or a memory (under namespace_prefix): then the relations of each entity it names"))
+    direction: Literal["out", "in", "both"] = Field("both", description=(
+        "out: relations from the entity; in: relations to it; both"))
+    relation: Literal[RELATION_TYPES] | None = Field(  # type: ignore[valid-type]
+        None, description="only relations of this type")
+    as_of: Timestamp | None = Field(None, description=(
+        "RFC 3339: only relations that held then (issue 25); without it, every relation not ended by now"))
+    limit: Integer = Field(50, ge=1, le=100, description=(
+        "at most this many relations; a page may hold fewer (even none) and still have a next_cursor"))
+    cursor: Cursor | None = Field(None, description=(
+        "next_cursor of the previous page of this same query; only a cursor this service gave this caller (400 "
+        "otherwise)"))
 
 
 class PutEntity(Command):
@@ -186,6 +211,19 @@ class PathAnswer:
 
 
 @dataclass(frozen=True)
+class Neighbour:
+    edge: GraphEdge
+    direction: Literal["out", "in"]  # out: the start entity is the edge's source
+    entity: Entity  # the other end
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    edges: list[Neighbour]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
 class GraphScope:
     """What a read may see: rows under `prefix`, memories whose policy attributes `filter` admits."""
 
@@ -212,11 +250,12 @@ class _Expander:
 
 
 class Graph:
-    def __init__(self, *, store: GraphStore, items: ItemStore, sealer: Sealer, access: Access, clock: Clock,
-                 metrics: Metrics) -> None:
+    def __init__(self, *, store: GraphStore, items: ItemStore, sealer: Sealer, cursors: CursorCodec, access: Access,
+                 clock: Clock, metrics: Metrics) -> None:
         self._store = store
         self._items = items
         self._sealer = sealer
+        self._cursors = cursors
         self._access = access
         self._clock = clock
         self._metrics = metrics
@@ -327,8 +366,79 @@ class Graph:
         entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix, ids))
         if not all(i in entities for i in ids):  # from and to name one entity, which is not in scope
             return PathAnswer(False, 0, [], [], cut)
-        steps = [PathStep(entities[s.from_id], entities[s.to_id], s.edges) for s in result.path.steps]
+        shown = self._justified(scope, [(s.from_id, e) for s in result.path.steps for e in s.edges])
+        visible = {id(edge) for _, edge in shown}
+        steps = [PathStep(entities[s.from_id], entities[s.to_id], tuple(e for e in s.edges if id(e) in visible))
+                 for s in result.path.steps]
+        if not all(step.edges for step in steps):
+            # a step rests only on memories the caller may not see, or that have expired: no path to
+            # show, and none hinted at (the traversal is not tried again without those relations)
+            return PathAnswer(False, 0, [], [], cut)
         return PathAnswer(True, len(steps), [entities[i] for i in ids], steps, False)
+
+    def neighbours(self, caller: Caller, q: NeighboursQuery) -> Neighbours:
+        """A page of the start entity's relations (of each of a memory's entities, by entity id),
+        each with the entity at its other end. The cursor is bound to the caller and to the query
+        as asked, and holds the entity being paged and the store's position in it."""
+        started = time.perf_counter()
+        scope = self._scope(caller, q.namespace_prefix)
+        start, _ = self._start(caller, scope, q.entity, "entity")
+        purpose = json.dumps(["graph-neighbours", caller.user_id, list(scope.prefix),
+                              q.entity.model_dump(mode="json", exclude_none=True), q.direction, q.relation,
+                              None if q.as_of is None else to_rfc3339(q.as_of)], separators=(",", ":"))
+        entity_ids = sorted(set(start))
+        after: list[str | int] | None = None
+        if q.cursor is not None:
+            position = self._cursors.decode(caller.tenant_id, purpose, q.cursor, field="cursor")
+            paged, after = position.get("e"), position.get("p")
+            if not isinstance(paged, str) or not (after is None or isinstance(after, list)):
+                raise InvalidArgument("cursor is not a cursor this service gave this caller",
+                                      details={"field": "cursor"})
+            entity_ids = [e for e in entity_ids if e >= paged]
+            if entity_ids[:1] != [paged]:
+                after = None  # the memory no longer names the entity being paged: go on with the next
+        valid = self._valid(q.as_of)
+        found: list[tuple[str, GraphEdge]] = []
+        next_position: dict[str, Any] | None = None
+        for at, entity_id in enumerate(entity_ids):
+            if len(found) == q.limit:
+                next_position = {"e": entity_id, "p": None}
+                break
+            edges, rest = self._store.neighbours(scope.tenant, scope.prefix, entity_id, direction=q.direction,
+                                                 relation=q.relation, valid=valid, limit=q.limit - len(found),
+                                                 after=after if at == 0 else None)
+            found += [(entity_id, e) for e in edges]
+            if rest is not None:
+                next_position = {"e": entity_id, "p": rest}
+                break
+        found = self._justified(scope, found)
+        others = {e.target_id if e.source_id == start_id else e.source_id for start_id, e in found}
+        entities = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix, sorted(others)))
+        page = [Neighbour(e, "out" if e.source_id == start_id else "in", entities[other])
+                for start_id, e in found
+                if (other := e.target_id if e.source_id == start_id else e.source_id) in entities]
+        cursor = (self._cursors.encode(caller.tenant_id, purpose, next_position)
+                  if next_position is not None else None)
+        self.observe("neighbours", caller.tenant_id, started, len(page), 1)
+        return Neighbours(page, cursor)
+
+    def _justified(self, scope: GraphScope, found: list[tuple[str, GraphEdge]]) -> list[tuple[str, GraphEdge]]:
+        """The edges a caller may see as `related` would show their memories: a derived edge only
+        while its memory is live (an expired memory's relations may outlast it until the sweep),
+        still the version it came from and admitted by the scope's filter (one read of at most a
+        page's memories); an explicit one by its namespace alone."""
+        refs = list(dict.fromkeys((e.namespace, e.key) for _, e in found if e.key is not None))
+        items = self._items.get_many(scope.tenant, refs) if refs else {}
+        now = self._clock.now()
+
+        def admitted(edge: GraphEdge) -> bool:
+            if edge.key is None:
+                return True
+            item = items.get((edge.namespace, edge.key))
+            return (item is not None and item.is_live(now) and item.id == edge.memory_id
+                    and scope.filter.matches(lookup_in(item.policy_attributes)))
+
+        return [(start_id, e) for start_id, e in found if admitted(e)]
 
     # -- explicit writes ------------------------------------------------------------------------
 

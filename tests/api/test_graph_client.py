@@ -37,6 +37,10 @@ def test_client_methods_sync(client, uid):
     assert client.put_entity(ns, "Dana", "PERSON")["explicit"] is True
     client.put_relation(ns, "Dana", "REPORTS_TO", "Alice")
     assert client.path(ns, "Dana", "memory leak")["hops"] == 3
+    (reports,) = client.neighbours(ns, "Dana", direction="out", relation="REPORTS_TO")["edges"]
+    assert (reports["direction"], reports["entity"]["name"]) == ("out", "Alice")
+    page = client.neighbours(ns, (ns, "a"), limit=1)
+    assert len(page["edges"]) == 1 and client.neighbours(ns, (ns, "a"), limit=1, cursor=page["next_cursor"])["edges"]
     assert client.delete_relation(ns, "Dana", "REPORTS_TO", "Alice") is None
     assert client.delete_entity(ns, "Dana") is None
     assert client.find_entities(ns, ["Dana"])["entities"] == []

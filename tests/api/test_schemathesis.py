@@ -51,6 +51,7 @@ NOT_IN_SCHEMA: dict[tuple[str, str], set[str]] = {
     ("PUT", "/v1/graph/relations"): {"target", "valid_to"},
     ("POST", "/v1/graph/related"): {"from.memory.namespace"},  # a memory under namespace_prefix
     ("POST", "/v1/graph/path"): {"from.memory.namespace", "to.memory.namespace"},
+    ("POST", "/v1/graph/neighbours"): {"entity.memory.namespace", "cursor"},  # and a cursor of this query
     ("POST", "/v1/memories/remember"): {"valid_to"},  # after valid_from
     # known_at: not in the future, within the event retention, few enough changes since; not with
     # refresh_ttl (search) or graph_hops (recall)

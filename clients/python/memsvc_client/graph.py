@@ -2,12 +2,12 @@
 `AsyncMemsvcClient` take these methods from `GraphMethods`; each builds one request and hands it
 to the client's `_run` (the answer, or a coroutine of it on the async client).
 
-An endpoint of `related` and `path` is an entity's name (a `str`) or a memory, given as its
+An endpoint of `related`, `path` and `neighbours` is an entity's name (a `str`) or a memory, given as its
 `(namespace, key)`. Errors are the store's: `NotFoundError` (404: a relation's entity is missing,
 `details.missing` says which; a memory endpoint that does not exist), `InvalidArgumentError`
 (400), `AuthError` (403: not yours to read or write).
 
-Valid time (issue 25): `as_of` (RFC 3339 with an offset) on `related` and `path` walks the
+Valid time (issue 25): `as_of` (RFC 3339 with an offset) on `related`, `path` and `neighbours` walks the
 relations that held then and answers the memories that held then; without it, the relations not
 ended by now. `put_relation` takes `valid_from`/`valid_to`; writing a relation again replaces them."""
 
@@ -62,6 +62,16 @@ class GraphMethods:
         body = {"namespace_prefix": list(namespace_prefix), "from": _endpoint(start), "to": _endpoint(goal),
                 "max_hops": max_hops, **_body(as_of=as_of)}
         return self._run(("POST", "/v1/graph/path", (), body))
+
+    def neighbours(self, namespace_prefix: Sequence[str], entity: Endpoint, *,
+                   direction: Literal["out", "in", "both"] = "both", relation: RelationType | None = None,
+                   as_of: str | None = None, limit: int = 50, cursor: str | None = None) -> Any:
+        """`POST /v1/graph/neighbours`: `{"edges": [{"relation", "direction", "entity", "namespace", "memory",
+        "valid_from", "valid_to"}], "next_cursor"}`, a page of the entity's relations (of each entity a
+        memory names); pass `next_cursor` back as `cursor` for the next page of the same query."""
+        body = {"namespace_prefix": list(namespace_prefix), "entity": _endpoint(entity), "direction": direction,
+                "limit": limit, **_body(relation=relation, as_of=as_of, cursor=cursor)}
+        return self._run(("POST", "/v1/graph/neighbours", (), body))
 
     def put_entity(self, namespace: Sequence[str], name: str, type: EntityType = "CONCEPT") -> Any:
         """`PUT /v1/graph/entities`: the entity, written explicitly."""

@@ -346,6 +346,14 @@ export class MemsvcClient {
     }));
   }
 
+  /** `POST /v1/graph/neighbours`: a page of an entity's relations, each with the entity at its other end; pass `next_cursor` back as `cursor`. */
+  neighbours(namespacePrefix: readonly string[], entity: T.GraphEndpoint, options: { direction?: "out" | "in" | "both"; relation?: T.RelationType; asOf?: string; limit?: number; cursor?: string } = {}): Promise<Json> {
+    return this.run("POST", "/v1/graph/neighbours", undefined, body({
+      namespace_prefix: [...namespacePrefix], entity: endpoint(entity), direction: options.direction ?? "both", relation: options.relation,
+      as_of: options.asOf, limit: options.limit ?? 50, cursor: options.cursor,
+    }));
+  }
+
   // -- administration (roles admin/service) --
 
   getPolicies(): Promise<Json> {

@@ -80,6 +80,7 @@ const ROUTES: Record<string, Method> = {
   "DELETE /v1/graph/relations": (c) => c.deleteRelation(NS, "Ada", "WORKS_ON", "Engine"),
   "POST /v1/graph/related": (c) => c.related(["user"], "Ada"),
   "POST /v1/graph/path": (c) => c.path(["user"], "Ada", { namespace: NS, key: "k" }),
+  "POST /v1/graph/neighbours": (c) => c.neighbours(["user"], "Ada", { direction: "out", relation: "WORKS_ON" }),
   "POST /admin/v1/graph/integrity-scan": (c) => c.graphIntegrityScan(),
   "POST /v1/memories/restore": (c) => c.restore(UUID),
   "GET /v1/memory/profile": (c) => c.profile({ tokenBudget: 200 }),

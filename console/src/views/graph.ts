@@ -34,7 +34,6 @@ class GraphExplorer {
   private readonly canvas = h("div", { class: "c2-graph" });
   private readonly detail = h("div", { class: "card c2-detail", "aria-live": "polite", "data-testid": "graph-detail" });
   private readonly edgeTable = h("div");
-  private foundEntities: GraphEntity[] = [];
   private model: GraphModel | null = null;
   private highlighted = new Set<string>();
   private selection: Selection = null;
@@ -47,7 +46,7 @@ class GraphExplorer {
     const findForm = h("form", { class: "card", "aria-label": "Find entities", onsubmit: (event: Event) => { event.preventDefault(); void this.find(); } },
       h("div", { class: "row" },
         field("Entity names (comma separated)", this.namesInput,
-          "The graph reaches an entity through the memories nearest to it; one named here is drawn whenever it lies within the depth."),
+          "Explore one of the entities found to draw its relations and, at depth 2, theirs."),
         field("Namespace prefix", this.prefixInput, "Segments separated by /, or a JSON array"),
         field("Depth", this.depthSelect)),
       h("button", { type: "submit" }, "Find entities"));
@@ -75,7 +74,6 @@ class GraphExplorer {
     }
     try {
       const answer = await this.ctx.api.post<{ entities: GraphEntity[] }>("/v1/graph/entities/find", { namespace_prefix: this.prefix(), names });
-      this.foundEntities = answer.entities;
       if (!answer.entities.length) {
         replace(this.found, notice("No entity of these names under this prefix."));
         return;
@@ -94,7 +92,7 @@ class GraphExplorer {
     const isLatest = this.drawing.begin();
     replace(this.status, notice(`Exploring around ${centre.name}…`));
     try {
-      const model = await explore(this.ctx.api, this.prefix(), centre, Number(this.depthSelect.value), this.foundEntities);
+      const model = await explore(this.ctx.api, this.prefix(), centre, Number(this.depthSelect.value));
       if (!isLatest()) return;
       this.model = model;
       this.highlighted = new Set();
@@ -164,7 +162,7 @@ class GraphExplorer {
 
     const notes: HTMLElement[] = [];
     if (layout.dropped) notes.push(notice(`Showing the nearest ${layout.kept.length} of ${layout.kept.length + layout.dropped} entities.`));
-    if (model.unexplored) notes.push(notice(`${model.unexplored} more entities are related; explore from a nearer one to see them.`));
+    if (model.unexplored) notes.push(notice(`The relations of ${model.unexplored} entities within this depth were not asked; explore from one of them to see its relations.`));
     if (model.truncated) notes.push(notice("A traversal limit was reached: more may be related than is drawn."));
     if (!drawn.length) notes.push(notice(`No relations of ${model.centre.name} found within this depth.`));
     replace(this.canvas, notes, picture,
@@ -241,7 +239,7 @@ class GraphExplorer {
       h("h3", {}, "Memories that name it"),
       memories.length
         ? h("ul", {}, memories.map((m) => h("li", {}, memoryLink(m.namespace, m.key))))
-        : h("p", { class: "muted" }, "None found within this depth."));
+        : h("p", { class: "muted" }, "None found."));
   }
 }
 

@@ -482,21 +482,45 @@ class DynamoGraphStore:
         did, and `limit` counts the edges kept."""
         out: list[GraphEdge] = []
         for row in self._adjacency(tenant, prefix, eid):
-            ns_text, kind, rest = _split(row["sk"]["S"])
-            ns = decode_namespace(ns_text)
-            if kind == "M":
-                edges = [GraphEdge(tenant, ns, e[0]["S"], e[1]["S"], e[2]["S"], row["k"]["S"], row["mid"]["S"],
-                                   *(_text(v) for v in e[3:5]))
-                         for e in (x["L"] for x in row.get("ed", {}).get("L", []))]
-            else:
-                direction, kind_type, other = rest.split(_END)
-                source, target = (eid, other) if direction == "O" else (other, eid)
-                edges = [GraphEdge(tenant, ns, source, kind_type, target, valid_from=_text(row.get("vf")),
-                                   valid_to=_text(row.get("vt")))]
-            out += [e for e in edges if valid is None or valid.admits(e)]
+            out += [e for e in _row_edges(tenant, eid, row) if valid is None or valid.admits(e)]
             if len(out) >= limit:
                 break
         return out
+
+    def neighbours(self, tenant: str, prefix: tuple[str, ...], entity_id: str, *, direction: str,
+                   relation: str | None, valid: ValidAt, limit: int, after: list[str | int] | None
+                   ) -> tuple[list[GraphEdge], list[str | int] | None]:
+        """One Query of the entity's adjacency with `Limit` `limit + 1`, in sort-key order (by
+        namespace, then a memory's mention row with the edges it carries, then explicit edges by
+        direction, type and other end). A mention row may carry several edges, so a page can end
+        inside one: a position is a row's sort key, where the next Query starts (inclusive), and
+        how many of its edges were gone through."""
+        start, skip = (str(after[0]), int(after[1])) if after is not None else (None, 0)
+        condition, values = "pk = :p", {":p": {"S": _adjacency_pk(tenant, entity_id)}}
+        if prefix:  # as `_adjacency`: the namespace's rows and those below it
+            exact = encode_namespace(prefix)
+            condition += " AND #sk BETWEEN :lo AND :hi"
+            values |= {":lo": {"S": start or exact + "\x1e"}, ":hi": {"S": exact + _END + _LAST}}
+        elif start is not None:
+            condition += " AND #sk >= :lo"
+            values[":lo"] = {"S": start}
+        page = self._call("Query", KeyConditionExpression=condition, ExpressionAttributeValues=values,
+                          Limit=limit + 1, **({"ExpressionAttributeNames": _SK} if ":lo" in values else {}))
+        rows = page.get("Items", [])
+        out: list[GraphEdge] = []
+        for row in rows:
+            sk = row["sk"]["S"]
+            edges = _row_edges(tenant, entity_id, row)
+            for at in range(skip if sk == start else 0, len(edges)):
+                if len(out) == limit:
+                    return out, [sk, at]
+                edge = edges[at]
+                if (direction in ("both", "out" if edge.source_id == entity_id else "in")
+                        and relation in (None, edge.type) and valid.admits(edge)):
+                    out.append(edge)
+        if rows and "LastEvaluatedKey" in page:
+            return out, [rows[-1]["sk"]["S"], len(_row_edges(tenant, entity_id, rows[-1]))]
+        return out, None
 
     def _mentions_of(self, tenant: str, prefix: tuple[str, ...], eid: str, limit: int) -> list[Mention]:
         out = []
@@ -727,6 +751,20 @@ def _mirror(ns: tuple[str, ...], eid: str, sk: str) -> tuple[str, str]:
     """The other end of an explicit edge row of `eid`, and that end's row's sort key."""
     direction, kind, other = _split(sk)[2].split(_END)
     return other, _explicit_sk(ns, "I" if direction == "O" else "O", kind, eid)
+
+
+def _row_edges(tenant: str, eid: str, row: dict[str, Any]) -> list[GraphEdge]:
+    """The edges an adjacency row of `eid` holds: a mention row's derived edges, or its one explicit edge."""
+    ns_text, kind, rest = _split(row["sk"]["S"])
+    ns = decode_namespace(ns_text)
+    if kind == "M":
+        return [GraphEdge(tenant, ns, e[0]["S"], e[1]["S"], e[2]["S"], row["k"]["S"], row["mid"]["S"],
+                          *(_text(v) for v in e[3:5]))
+                for e in (x["L"] for x in row.get("ed", {}).get("L", []))]
+    direction, kind_type, other = rest.split(_END)
+    source, target = (eid, other) if direction == "O" else (other, eid)
+    return [GraphEdge(tenant, ns, source, kind_type, target, valid_from=_text(row.get("vf")),
+                      valid_to=_text(row.get("vt")))]
 
 
 def _node_key(tenant: str, ns: tuple[str, ...], eid: str) -> dict[str, Any]:

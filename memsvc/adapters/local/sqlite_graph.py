@@ -8,6 +8,9 @@ namespace prefix, which under a broad prefix is the tenant's whole graph. A hop 
 queries (by source, by target) per 400 ids, so a traversal makes a handful of queries whatever its fan-out. Explicit
 edges have the empty key (a memory key is never empty). An edge's `valid_from`/`valid_to` (NULL: open) are
 `to_rfc3339` text, which orders as time does, so a hop's `ValidAt` is a condition of its query.
+An entity's neighbours are paged through the same two indexes in their order: outgoing edges by
+(namespace, type, target, key), then incoming ones by (namespace, source, type, key); a position
+is the last row read, and a page reads at most `limit + 1` rows whatever it keeps.
 """
 
 from __future__ import annotations
@@ -54,6 +57,10 @@ _CHUNK = 400  # ids per IN (...): far below SQLite's 32,766 variables, small eno
 _EDGE_COLUMNS = "tenant, ns, source_id, type, target_id, key, memory_id, valid_from, valid_to"
 # Added after the first release: a graph.db from before gets them at open (NULL: open, as before).
 _ADDED_EDGE_COLUMNS = {"valid_from": "TEXT", "valid_to": "TEXT"}
+# A neighbours page's reads per direction: the index, the end it fixes, and the columns after the
+# namespace in its order (the primary key's; graph_edges_target's, which ends with the key's).
+_NEIGHBOUR_READS = {"out": ("", "source_id", ("type", "target_id", "key")),
+                    "in": (" INDEXED BY graph_edges_target", "target_id", ("source_id", "type", "key"))}
 
 
 class SqliteGraphStore:
@@ -228,6 +235,42 @@ class SqliteGraphStore:
                     if len(found) >= limit:
                         return list(found.values())
         return list(found.values())
+
+    def neighbours(self, tenant: str, prefix: tuple[str, ...], entity_id: str, *, direction: str,
+                   relation: str | None, valid: ValidAt, limit: int, after: list[str | int] | None
+                   ) -> tuple[list[GraphEdge], list[str | int] | None]:
+        phases = [phase for phase in ("out", "in") if direction in (phase, "both")]
+        if after is not None:
+            phases = phases[phases.index(str(after[0])):] if after[0] in phases else []
+        bounds = prefix_range(prefix)
+        scope, args = _scope(prefix)
+        if bounds is not None:  # the prefix's end as a bound of the index range, which `scope` alone is not
+            scope += " AND ns < ?"
+            args += (bounds[2],)
+        out: list[GraphEdge] = []
+        read = 0
+        last: list[str | int] = []
+        for phase in phases:
+            index, end, order = _NEIGHBOUR_READS[phase]
+            columns = ("ns", *order)
+            # The range's start: after the position (one row value, so the index seeks to it), else the prefix's.
+            start, start_args = (" AND ns >= ?", (bounds[0],)) if bounds is not None else ("", ())
+            if after is not None and after[0] == phase:
+                start, start_args = f" AND ({', '.join(columns)}) > ({_marks(columns)})", tuple(after[1:])
+            rows = self._db.conn().execute(
+                f"SELECT {_EDGE_COLUMNS} FROM graph_edges{index} WHERE tenant = ? AND {end} = ?{scope}{start}"
+                f" ORDER BY {', '.join(columns)} LIMIT ?", (tenant, entity_id, *args, *start_args, limit + 1 - read))
+            for row in rows:
+                if read == limit:  # a row past the page: the page ends at the last one kept
+                    return out, last
+                read += 1
+                edge = _edge(row)
+                position = {"ns": row[1], "source_id": edge.source_id, "type": edge.type,
+                            "target_id": edge.target_id, "key": row[5]}
+                last = [phase, *(position[c] for c in columns)]
+                if (relation is None or edge.type == relation) and valid.admits(edge):
+                    out.append(edge)
+        return out, None
 
     def memories_of(self, tenant: str, prefix: tuple[str, ...], entity_ids: Sequence[str], *,
                     limit: int) -> list[Mention]:

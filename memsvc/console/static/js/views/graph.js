@@ -30,7 +30,6 @@ class GraphExplorer {
     canvas = h("div", { class: "c2-graph" });
     detail = h("div", { class: "card c2-detail", "aria-live": "polite", "data-testid": "graph-detail" });
     edgeTable = h("div");
-    foundEntities = [];
     model = null;
     highlighted = new Set();
     selection = null;
@@ -41,7 +40,7 @@ class GraphExplorer {
         this.ctx = ctx;
     }
     start() {
-        const findForm = h("form", { class: "card", "aria-label": "Find entities", onsubmit: (event) => { event.preventDefault(); void this.find(); } }, h("div", { class: "row" }, field("Entity names (comma separated)", this.namesInput, "The graph reaches an entity through the memories nearest to it; one named here is drawn whenever it lies within the depth."), field("Namespace prefix", this.prefixInput, "Segments separated by /, or a JSON array"), field("Depth", this.depthSelect)), h("button", { type: "submit" }, "Find entities"));
+        const findForm = h("form", { class: "card", "aria-label": "Find entities", onsubmit: (event) => { event.preventDefault(); void this.find(); } }, h("div", { class: "row" }, field("Entity names (comma separated)", this.namesInput, "Explore one of the entities found to draw its relations and, at depth 2, theirs."), field("Namespace prefix", this.prefixInput, "Segments separated by /, or a JSON array"), field("Depth", this.depthSelect)), h("button", { type: "submit" }, "Find entities"));
         const pathForm = h("form", { class: "card", "aria-label": "Path between two entities", onsubmit: (event) => { event.preventDefault(); void this.findPath(); } }, h("div", { class: "row" }, field("Path from", this.pathFrom), field("Path to", this.pathTo)), h("button", { type: "submit" }, "Find path"));
         this.root.append(findForm, this.found, pathForm, this.status, this.canvas, this.detail, this.edgeTable);
         this.detail.hidden = true;
@@ -62,7 +61,6 @@ class GraphExplorer {
         }
         try {
             const answer = await this.ctx.api.post("/v1/graph/entities/find", { namespace_prefix: this.prefix(), names });
-            this.foundEntities = answer.entities;
             if (!answer.entities.length) {
                 replace(this.found, notice("No entity of these names under this prefix."));
                 return;
@@ -82,7 +80,7 @@ class GraphExplorer {
         const isLatest = this.drawing.begin();
         replace(this.status, notice(`Exploring around ${centre.name}…`));
         try {
-            const model = await explore(this.ctx.api, this.prefix(), centre, Number(this.depthSelect.value), this.foundEntities);
+            const model = await explore(this.ctx.api, this.prefix(), centre, Number(this.depthSelect.value));
             if (!isLatest())
                 return;
             this.model = model;
@@ -155,7 +153,7 @@ class GraphExplorer {
         if (layout.dropped)
             notes.push(notice(`Showing the nearest ${layout.kept.length} of ${layout.kept.length + layout.dropped} entities.`));
         if (model.unexplored)
-            notes.push(notice(`${model.unexplored} more entities are related; explore from a nearer one to see them.`));
+            notes.push(notice(`The relations of ${model.unexplored} entities within this depth were not asked; explore from one of them to see its relations.`));
         if (model.truncated)
             notes.push(notice("A traversal limit was reached: more may be related than is drawn."));
         if (!drawn.length)
@@ -218,7 +216,7 @@ class GraphExplorer {
         const memories = model.memoriesOf.get(entity.id) ?? [];
         replace(this.detail, h("h2", {}, `${entity.name} (${entity.type})`), h("p", {}, `Named in: ${entity.namespaces.map((ns) => ns.join(" / ")).join("; ") || "—"}${entity.explicit ? " · written explicitly" : ""}`), h("h3", {}, "Memories that name it"), memories.length
             ? h("ul", {}, memories.map((m) => h("li", {}, memoryLink(m.namespace, m.key))))
-            : h("p", { class: "muted" }, "None found within this depth."));
+            : h("p", { class: "muted" }, "None found."));
     }
 }
 function edgeLabel(model, group) {
