@@ -17,12 +17,18 @@ Checks that the choice does not over-fit the conversations' paraphrases (`--sets
 benchmark stores it), and `lexical-plain` and `lexical-common-plain` (plain turns, the questions
 asked again in their evidence's words by eval/build_lexical_questions.py, its `rare` and `common`
 modes, built in memory).
+
+`--part signals` (not in `all`): the fifth round's new signals over each question's candidates,
+from what search has (query text and vector, candidate texts and vectors, BM25's statistics),
+against the fourth round's fusion; `--dev-only` prints the dev halves alone, to choose by.
+benchmarks/README.md, "New signals (fifth round)", has the results.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import hashlib
 import json
 import pickle
@@ -38,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from memsvc.core import keywords
-from memsvc.core.ranking import MINILM, Fusion, fusion_for, separation
+from memsvc.core.ranking import COMMONNESS_MIN_PAGE, MINILM, Fusion, fusion_for, separation
 from memsvc.core.unicode_text import normalize
 
 K = 5
@@ -278,7 +284,8 @@ def _biased(s, k, kin, sin, cal, bias=1.0, floor=0.0):
 
 def fusions(model: str = "minilm") -> dict[str, Callable[..., np.ndarray]]:
     """name -> f(cosine, keyword match, in keyword list, in semantic list) over the candidates;
-    "memsvc now" is the service's fusion for `model`."""
+    "memsvc now" is the service's fusion for `model` of those two signals (e5-small's distinct
+    cosine needs the candidates' vectors: `--part signals` scores it)."""
     shipped = fusion_for(MODEL_IDS[model])
     out: dict[str, Callable[..., np.ndarray]] = {
         "semantic": lambda s, k, kin, sin: s,
@@ -327,6 +334,8 @@ class Candidates:
     match: np.ndarray  # BM25 on 0..1, 0 where the keyword retriever did not find it
     by_keyword: np.ndarray
     by_meaning: np.ndarray
+    vectors: np.ndarray  # every text of the scope's, unit length (`ids` index it)
+    query_vector: np.ndarray
 
 
 def candidates(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: Bm25, pool: int) -> Iterator[Candidates]:
@@ -344,7 +353,7 @@ def candidates(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: 
             cands = np.array(sorted(set(sem_top) | set(kw_top)), dtype=int)
             sin, kin = np.isin(cands, sem_top), np.isin(cands, kw_top)
             yield Candidates(question, index, raw, cands, np.where(sin, cos[cands], -1.0),
-                             np.where(kin, match[cands], 0.0), kin, sin)
+                             np.where(kin, match[cands], 0.0), kin, sin, docs, qv)
 
 
 def signals(scopes: list[Scope], vectors: Vectors, analyzer: Analyzer, bm25: Bm25, pool: int) -> Prepared:
@@ -414,6 +423,265 @@ KEYWORD_VARIANTS: dict[str, tuple[Analyzer, Bm25]] = {
 }
 
 
+# -- new signals (fifth round) -----------------------------------------------------------------------
+# Each variant scores one question's candidates from what search already has: the query's text and
+# vector, the candidates' texts and vectors, and BM25's statistics of the scope. Most change one of
+# the two signals and then fuse as the fourth round did (`_fused`); the agreement variants add a
+# bonus to the fused score and rescale it onto 0..1.
+
+def _fused(c: Candidates, fusion: Fusion, *, cos: np.ndarray | None = None, match: np.ndarray | None = None,
+           by_keyword: np.ndarray | None = None, weight: float | None = None) -> np.ndarray:
+    """The fourth round's fusion over `c` (search's, before the distinct cosine), with a signal
+    swapped; `weight`: the query's semantic weight (else read from the signals, as search does)."""
+    cos = c.cos if cos is None else cos
+    match = c.match if match is None else match
+    by_keyword = c.by_keyword if by_keyword is None else by_keyword
+    if weight is None:
+        meanings = sorted((fusion.semantic_match(x) for x in cos[c.by_meaning]), reverse=True)
+        weight = fusion.semantic_weight(separation(meanings, 0.0),
+                                        separation(sorted(match[by_keyword], reverse=True), 0.0))
+    semantic = np.array([fusion.semantic_match(x) if i else 0.0 for x, i in zip(cos, c.by_meaning)])
+    return weight * semantic + (1 - weight) * match
+
+
+def _plain_weight(c: Candidates, fusion: Fusion) -> float:
+    meanings = sorted((fusion.semantic_match(x) for x in c.cos[c.by_meaning]), reverse=True)
+    return fusion.semantic_weight(separation(meanings, 0.0),
+                                  separation(sorted(c.match[c.by_keyword], reverse=True), 0.0))
+
+
+def _semantic_top(c: Candidates, m: int) -> np.ndarray:
+    """Positions (in `c.ids`) of the semantic retriever's best `m`."""
+    found = np.flatnonzero(c.by_meaning)
+    return found[np.argsort(-c.cos[found], kind="stable")][:m]
+
+
+def _fused_top(c: Candidates, fused: np.ndarray, m: int) -> np.ndarray:
+    closer = np.where(c.by_meaning, -c.cos, 0.0)
+    return np.lexsort((-c.ids, closer, -np.round(fused, 6)))[:m]
+
+
+@functools.cache
+def _stemmed_stop_words() -> frozenset[str]:
+    return frozenset(keywords._stem(w) for w in QUERY_STOP) | QUERY_STOP
+
+
+def _query_terms(c: Candidates) -> list[str]:
+    _, bm25 = KEYWORD_VARIANTS["memsvc now"]
+    return list(dict.fromkeys(dataclasses.replace(c.index.analyze, stop=bm25.query_stop)(c.question.query)))
+
+
+def _feedback_terms(c: Candidates, feedback: np.ndarray, count: int) -> dict[str, float]:
+    """RM3's expansion terms: each term of the feedback memories (positions in `c.ids`) weighed by
+    its share of the memory (tf / length) times its IDF in the scope, summed over them; neither the
+    query's own terms nor stop words; the `count` heaviest."""
+    n = len(c.index.docs)
+    asked = set(_query_terms(c))
+    stop = _stemmed_stop_words()
+    weights: Counter[str] = Counter()
+    for position in feedback:
+        doc = c.index.docs[c.ids[position]]
+        length = sum(doc.values()) or 1
+        for term, tf in doc.items():
+            if term not in asked and term not in stop:
+                weights[term] += tf / length * keywords.idf(len(c.index.postings[term]), n)
+    return dict(weights.most_common(count))
+
+
+def _terms_match(c: Candidates, terms: dict[str, float]) -> np.ndarray:
+    """BM25 (b 0) of weighted terms over the candidates, as a share of a full match, capped at 1."""
+    n = len(c.index.docs)
+    k1 = keywords.BM25_K1
+    idfs = {t: keywords.idf(len(c.index.postings.get(t, ())), n) for t in terms}
+    full = sum(w * idfs[t] for t, w in terms.items())
+    if full <= 0:
+        return np.zeros(len(c.ids))
+    got = np.zeros(len(c.ids))
+    for j, i in enumerate(c.ids):
+        doc = c.index.docs[i]
+        got[j] = sum(w * idfs[t] * doc[t] * (k1 + 1) / (doc[t] + k1) for t, w in terms.items() if doc.get(t))
+    return np.minimum(1.0, got / full)
+
+
+def _keyword_feedback(c: Candidates, fusion: Fusion, m: int, count: int, share: float, keep_weight: bool) -> np.ndarray:
+    """Idea 1: the keyword signal with the query expanded by the most telling terms of meaning's
+    best `m` (RM3-like), `share` of it the expansion's match; every candidate rescored (no second
+    keyword query), one that holds an expansion term counts as handed over by keywords."""
+    expansion = _terms_match(c, _feedback_terms(c, _semantic_top(c, m), count))
+    match = (1 - share) * c.match + share * expansion
+    weight = _plain_weight(c, fusion) if keep_weight else None
+    return _fused(c, fusion, match=match, by_keyword=c.by_keyword | (expansion > 0), weight=weight)
+
+
+def _rocchio(c: Candidates, fusion: Fusion, m: int, beta: float, mix: float, by: str = "semantic") -> np.ndarray:
+    """Idea 2: a second cosine, of q' = normalize(q + beta * the mean vector of the best `m` (of
+    meaning, or of the fused ranking)); the cosine used is (1 - mix) * q's + mix * q''s."""
+    top = _semantic_top(c, m) if by == "semantic" else _fused_top(c, _fused(c, fusion), m)
+    moved = c.query_vector + beta * c.vectors[c.ids[top]].mean(axis=0)
+    moved /= np.linalg.norm(moved)
+    second = c.vectors[c.ids] @ moved
+    cos = np.where(c.by_meaning, (1 - mix) * c.cos + mix * second, -1.0)
+    return _fused(c, fusion, cos=cos)
+
+
+def _agreement(c: Candidates, fusion: Fusion, k: int, bonus: float, everyone: bool) -> np.ndarray:
+    """Idea 3: the fused score plus `bonus` times each candidate's mean cosine (on the model's
+    range) to the fused ranking's best `k`, rescaled onto 0..1; `everyone`: keyword-only
+    candidates get it too (the service would have to read their vectors)."""
+    fused = _fused(c, fusion)
+    top = _fused_top(c, fused, k)
+    agree = (c.vectors[c.ids] @ c.vectors[c.ids[top]].T).mean(axis=1)
+    held = np.ones(len(c.ids), dtype=bool) if everyone else c.by_meaning
+    agree = np.array([fusion.semantic_match(a) if h else 0.0 for a, h in zip(agree, held)])
+    return (fused + bonus * agree) / (1 + bonus)
+
+
+def _gated(c: Candidates, fusion: Fusion, rank: int, kept: float) -> np.ndarray:
+    """Idea 4a: the keyword match counted in full only for meaning's best `rank`, `kept` of it for
+    the others."""
+    near = np.zeros(len(c.ids), dtype=bool)
+    near[_semantic_top(c, rank)] = True
+    return _fused(c, fusion, match=np.where(near, c.match, kept * c.match))
+
+
+def _rarest_term(c: Candidates, fusion: Fusion, bonus: float) -> np.ndarray:
+    """Idea 4b: the fused score plus `bonus` for holding the query's rarest term in the scope
+    (its highest IDF), rescaled onto 0..1."""
+    terms = [t for t in _query_terms(c) if c.index.postings.get(t)]
+    if not terms:
+        return _fused(c, fusion)
+    rarest = min(terms, key=lambda t: len(c.index.postings[t]))
+    holds = np.array([1.0 if c.index.docs[i].get(rarest) else 0.0 for i in c.ids])
+    return (_fused(c, fusion) + bonus * holds) / (1 + bonus)
+
+
+def _full_cosine(c: Candidates, fusion: Fusion) -> np.ndarray:
+    """A control: every candidate gets its cosine, also those only keywords handed over."""
+    everyone = dataclasses.replace(c, cos=c.vectors[c.ids] @ c.query_vector, by_meaning=np.ones(len(c.ids), dtype=bool))
+    return _fused(everyone, fusion)
+
+
+def _commonness(c: Candidates) -> np.ndarray:
+    """Each candidate's cosine to the mean direction of the vectors meaning handed over: how much
+    of it is what all of them share (for a question naming Oliver, `Oliver said,` and small talk)."""
+    handed = c.vectors[c.ids[c.by_meaning]]
+    centre = handed.mean(axis=0)
+    return c.vectors[c.ids] @ (centre / np.linalg.norm(centre))
+
+
+def _distinct(c: Candidates, fusion: Fusion, penalty: float, above: float, cal: tuple[float, float] | None = None,
+              bias: float | None = None, floor: float | None = None) -> np.ndarray:
+    """Idea 5 (the reverse of 3): the cosine less `penalty` times the candidate's commonness beyond
+    `above` (never more than the cosine, so an unseen memory stays bounded by the retriever's
+    lowest cosine), fused as the service does on the cosine range `cal`."""
+    fusion = Fusion(*(cal or (fusion.cosine_none, fusion.cosine_full)),
+                    fusion.semantic_bias if bias is None else bias, fusion.semantic_floor if floor is None else floor)
+    cos = np.where(c.by_meaning, c.cos - penalty * np.maximum(0.0, _commonness(c) - above), -1.0)
+    return _fused(c, fusion, cos=cos)
+
+
+def _local_scaling(c: Candidates, fusion: Fusion, k: int, cal: tuple[float, float]) -> np.ndarray:
+    """A control for idea 5: CSLS's hubness correction over meaning's candidates, 2 cos less the
+    mean cosine to the candidate's `k` nearest others among them, halved onto the cosine scale."""
+    handed = c.vectors[c.ids[c.by_meaning]]
+    near = c.vectors[c.ids] @ handed.T
+    near[near > 0.99999] = -1.0  # itself, and any word-for-word duplicate
+    crowd = np.sort(near, axis=1)[:, -k:].mean(axis=1)
+    fusion = Fusion(*cal, fusion.semantic_bias, fusion.semantic_floor)
+    return _fused(c, fusion, cos=np.where(c.by_meaning, c.cos - 0.5 * crowd, -1.0))
+
+
+def _shipped(c: Candidates, fusion: Fusion) -> np.ndarray:
+    """What search scores in hybrid mode: the fused distinct cosine (idea 5) where the model's
+    fusion has a commonness penalty (`Fusion.distinct_cosine`), else the fourth round's fusion."""
+    if not fusion.commonness_penalty or c.by_meaning.sum() < COMMONNESS_MIN_PAGE:
+        return _fused(c, fusion)
+    return _distinct(c, fusion, fusion.commonness_penalty, fusion.commonness_above)
+
+
+def new_signals() -> dict[str, Callable[[Candidates, Fusion], np.ndarray]]:
+    """name -> f(candidates, the model's fusion) -> their scores; "memsvc now" is what ships,
+    "fourth round" the fusion before this round (the others change it)."""
+    out: dict[str, Callable[[Candidates, Fusion], np.ndarray]] = {
+        "fourth round": lambda c, f: _fused(c, f),
+        "memsvc now": _shipped,
+        "full cosine (control)": _full_cosine,
+    }
+    for m in (3, 5):
+        for count in (5, 10, 20):
+            for share in (0.1, 0.2, 0.3, 0.5):
+                for keep in (False, True):
+                    out[f"kw-prf m{m} t{count} a{share}{' w' if keep else ''}"] = (
+                        lambda c, f, m=m, n=count, a=share, w=keep: _keyword_feedback(c, f, m, n, a, w))
+    for by in ("semantic", "fused"):
+        for m in (3, 5):
+            for beta in (0.3, 0.5, 1.0):
+                for mix in (0.5, 1.0):
+                    out[f"rocchio {by} m{m} b{beta} mix{mix}"] = (
+                        lambda c, f, m=m, b=beta, x=mix, by=by: _rocchio(c, f, m, b, x, by))
+    for k in (3, 5, 10):
+        for bonus in (0.1, 0.2, 0.3, 0.5):
+            for everyone in (False, True):
+                out[f"agree k{k} l{bonus}{' all' if everyone else ''}"] = (
+                    lambda c, f, k=k, b=bonus, e=everyone: _agreement(c, f, k, b, e))
+    for rank in (5, 10, 20, 30):
+        for kept in (0.0, 0.5):
+            out[f"gate n{rank} g{kept}"] = lambda c, f, n=rank, g=kept: _gated(c, f, n, g)
+    for bonus in (0.05, 0.1, 0.2):
+        out[f"rarest term l{bonus}"] = lambda c, f, b=bonus: _rarest_term(c, f, b)
+    for penalty in (0.3, 0.5, 0.7, 1.0):
+        for above in (0.85, 0.9):
+            for cal in ((0.75, 0.9), (0.7, 0.9), (0.7, 0.85), (0.65, 0.85), (0.6, 0.8)):
+                out[f"distinct p{penalty} h{above} cal{list(cal)}"] = (
+                    lambda c, f, p=penalty, h=above, r=cal: _distinct(c, f, p, h, r))
+    for k in (3, 5, 10):
+        for cal in ((0.3, 0.45), (0.35, 0.5), (0.3, 0.5)):
+            out[f"csls k{k} cal{list(cal)}"] = lambda c, f, k=k, r=cal: _local_scaling(c, f, k, r)
+    return out
+
+
+def _per_question(found: list[Candidates], scores: list[np.ndarray], split: str) -> list[float]:
+    """Each of the split's questions' recall at 5, ties as in `recall_at_k`."""
+    got = []
+    for c, score in zip(found, scores):
+        if c.question.split != split:
+            continue
+        closer = np.where(c.by_meaning, -c.cos, 0.0)
+        top = c.ids[np.lexsort((-c.ids, closer, -np.round(score, 6)))[:K]]
+        got.append(len(c.question.expected & set(top.tolist())) / len(c.question.expected))
+    return got
+
+
+def signal_table(sets: dict[str, list[Candidates]], model: str, names: list[str] | None, dev_only: bool) -> None:
+    """Dev / test R@5 of each variant, and per set how many test questions it answers better /
+    worse than the fourth round's fusion (`--dev-only`: the dev halves alone, to choose by)."""
+    fusion = fusion_for(MODEL_IDS[model])
+    widths = [max(len(name), 13) for name in sets]
+    print(f"\nnew signals, R@{K}, {'dev' if dev_only else 'dev / test'}\n{'variant':<36} "
+          + " ".join(f"{n:>{w}}" for n, w in zip(sets, widths)) + "  mean dev")
+    before = {name: [_fused(c, fusion) for c in found] for name, found in sets.items()}
+    for label, score in new_signals().items():
+        if names and not label.startswith(tuple(names)) and label not in ("fourth round", "memsvc now"):
+            continue
+        cells, devs, paired = [], [], []
+        for name, found in sets.items():
+            scores = [score(c, fusion) for c in found]
+            dev = np.mean(_per_question(found, scores, "dev"))
+            devs.append(dev)
+            if dev_only:
+                cells.append(f"{dev:.3f}")
+                continue
+            test = _per_question(found, scores, "test")
+            base = _per_question(found, before[name], "test")
+            cells.append(f"{dev:.3f} / {np.mean(test):.3f}")
+            paired.append(f"{sum(a > b for a, b in zip(test, base))}/{sum(a < b for a, b in zip(test, base))}")
+        print(f"{label:<36} " + " ".join(f"{x:>{w}}" for x, w in zip(cells, widths)) + f"  {np.mean(devs):.4f}",
+              flush=True)
+        if paired and label != "fourth round":
+            print(f"{'  test better/worse than 4th round':<36} "
+                  + " ".join(f"{x:>{w}}" for x, w in zip(paired, widths)))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", choices=SETS, default=["golden", "golden+50", "conversations"])
@@ -422,9 +690,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", type=Path, default=Path("/tmp/memsvc-retrieval-lab"))
     parser.add_argument("--model", choices=sorted(EMBEDDERS), default="minilm", help="the embedder (cached per model)")
     parser.add_argument("--pool", type=int, default=50, help="candidates per retriever, as search's first page")
-    parser.add_argument("--part", choices=["keyword", "fusion", "all"], default="all")
+    parser.add_argument("--part", choices=["keyword", "fusion", "signals", "all"], default="all",
+                        help="`signals`: the fifth round's new signals (not in `all`)")
     parser.add_argument("--keyword", default="memsvc now", help="the keyword variant fusions use")
     parser.add_argument("--fusions", nargs="*", help="only these fusions (default: all)")
+    parser.add_argument("--signals", nargs="*", help="only the new signals whose names start with these (default: all)")
+    parser.add_argument("--dev-only", action="store_true", help="new signals: the dev halves alone, to choose by")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sets = load(args.sets, args.golden, args.conversations)
@@ -454,6 +725,10 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             cells = [recall_at_k(p, fuse, s) for p in prepared.values() for s in splits]
             print(row(name, cells), flush=True)
+    if args.part == "signals":
+        analyzer, bm25 = KEYWORD_VARIANTS[args.keyword]
+        found = {name: list(candidates(scopes, vectors, analyzer, bm25, args.pool)) for name, scopes in sets.items()}
+        signal_table(found, args.model, args.signals, args.dev_only)
     print(f"\n({time.perf_counter() - started:.0f} s)")
     return 0
 

@@ -16,11 +16,11 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qsl
 
+from memsvc.adapters.local.fair_pool import FairPool
 from memsvc.adapters.local.issuer import InvalidToken, LocalIssuer
 from memsvc.api.router import Router
 from memsvc.console_assets import (
@@ -57,7 +57,7 @@ class LocalServer:
         self._console_sign_in = console_sign_in
         self._sites = tuple(site for site in (console, docs) if site is not None)
         self._on_shutdown = on_shutdown
-        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="memsvc-api")
+        self._pool = FairPool(threads, name="memsvc-api")  # one tenant's burst never queues another's requests
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -67,7 +67,7 @@ class LocalServer:
                     await send({"type": "lifespan.startup.complete"})
                 elif message["type"] == "lifespan.shutdown":
                     # uvicorn re-raises SIGTERM after this, so this is where the data is closed
-                    self._pool.shutdown(wait=True)
+                    self._pool.shutdown()
                     self._on_shutdown()
                     await send({"type": "lifespan.shutdown.complete"})
                     return
@@ -98,6 +98,7 @@ class LocalServer:
         if site is not None:  # static files and the sign-in helper: no bearer token to check
             return await self._site(site, scope, path, headers, bytes(body), send)
         authorizer: dict[str, Any] | None = None
+        tenant = ""  # whose turn this request waits for: no token, or no tenant claim, is the default tenant's
         auth = headers.get("authorization", "")
         if auth:
             scheme, _, token = auth.partition(" ")
@@ -108,6 +109,7 @@ class LocalServer:
             except InvalidToken as exc:  # its text is ours (see LocalIssuer)
                 return await _send(send, _error(401, "UNAUTHORIZED", f"invalid token: {exc}"))
             authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
+            tenant = str(claims.get("tenant_id") or claims.get("custom:tenant_id") or "")
         event = build_event(
             method=scope["method"],
             path=path,
@@ -117,8 +119,7 @@ class LocalServer:
             source_ip=(scope.get("client") or ("127.0.0.1", 0))[0],
             authorizer=authorizer,
         )
-        loop = asyncio.get_running_loop()
-        response = await loop.run_in_executor(self._pool, self._router.handle, event)
+        response = await asyncio.wrap_future(self._pool.submit(tenant, self._router.handle, event))
         await _send(send, response)
 
     def _site_of(self, path: str) -> StaticSite | None:
@@ -132,12 +133,11 @@ class LocalServer:
     async def _site(self, site: StaticSite, scope, path: str, headers: dict[str, str], body: bytes, send) -> None:
         method = scope["method"].upper()
         client = scope.get("client")
-        loop = asyncio.get_running_loop()
         relative = site.relative(path)
         readable = method in ("GET", "HEAD")
         if (site is self._console and path == SIGN_IN_PATH and method == "POST" and self._console_sign_in
                 and sign_in_reachable(client, headers)):
-            response = await loop.run_in_executor(self._pool, self._sign_in, site, body)
+            response = await asyncio.wrap_future(self._pool.submit("", self._sign_in, site, body))
         elif path == site.prefix:
             response = site.redirect_to_directory() if readable else site.method_not_allowed(method)
         elif site is self._console and relative == "config.json":
@@ -152,7 +152,7 @@ class LocalServer:
             elif not readable:
                 response = site.method_not_allowed(method)
             else:
-                response = await loop.run_in_executor(self._pool, site.file_response, found)
+                response = await asyncio.wrap_future(self._pool.submit("", site.file_response, found))
         await _send(send, response, head=method == "HEAD")
 
     def _sign_in(self, site: StaticSite, body: bytes) -> dict[str, Any]:

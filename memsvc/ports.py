@@ -286,6 +286,12 @@ class VectorIndex(Protocol):
     def vectors_of(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
         """The stored vectors of these (memory id, field) pairs, unit length; absent ones are left out."""
 
+    def commonness(self, tenant: str, page: Sequence[tuple[str, str]],
+                   refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
+        """Each of `refs`' stored vector's cosine with the mean direction of `page`'s
+        (`core.ranking.commonness`, hybrid's distinct cosine); absent refs are left out, absent
+        page entries do not count."""
+
     def ping(self) -> None: ...
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import json
 import logging
-import math
 import re
 import time
 import uuid
@@ -25,6 +24,7 @@ from urllib.parse import parse_qsl
 from pydantic import BaseModel
 
 from memsvc.api.metering import operation_sample
+from memsvc.core import strict_json
 from memsvc.core.errors import InvalidArgument, MemsvcError, NotFound, RateLimited
 from memsvc.core.models import Caller
 from memsvc.core.validation import Command
@@ -66,61 +66,18 @@ class Request:
                 raise InvalidArgument("request body is not valid UTF-8", details={"field": "body"}) from None
         if not body:
             raise InvalidArgument("a JSON request body is required", details={"field": "body"})
-        refused: list[_Refused] = []
-
-        def refuse(why: str) -> _Refused:
-            refused.append(_Refused(why))
-            return refused[-1]
-
-        def parse_int(text: str) -> int | _Refused:
-            if len(text.lstrip("-")) > _MAX_INT_DIGITS:
-                return refuse(f"an integer of {len(text)} digits is longer than {_MAX_INT_DIGITS}")
-            return int(text)
-
-        def parse_float(text: str) -> float | _Refused:
-            number = float(text)
-            if not math.isfinite(number) or (number == 0 and _NONZERO_DIGIT.search(_MANTISSA.match(text)[0])):
-                # Too big, or so small it would be read as 0: refused rather than changed.
-                return refuse(f"{text[:32]} is out of a double's range")
-            return number
-
         try:
-            parsed = json.loads(body, parse_int=parse_int, parse_float=parse_float,
-                                parse_constant=lambda token: refuse(f"{token} is not a JSON number"))
+            return strict_json.loads(body)
         except json.JSONDecodeError as exc:  # where, not why: exc.msg is the json module's text
             raise InvalidArgument(f"request body is not valid JSON (line {exc.lineno}, column {exc.colno})",
                                   details={"field": "body", "line": exc.lineno, "column": exc.colno}) from None
         except RecursionError:
             raise InvalidArgument("request body is nested too deeply", details={"field": "body"}) from None
-        if refused:
-            path, why = _find_refused(parsed)
-            raise InvalidArgument(f"{path}: {why}", details={"field": path})
-        return parsed
+        except strict_json.Refused as exc:
+            raise InvalidArgument(str(exc), details={"field": exc.path}) from None
 
 
 _INTEGER = re.compile(r"-?[0-9]+", re.ASCII)
-_MANTISSA = re.compile(r"[^eE]*")  # of a JSON number: what comes before its exponent
-_NONZERO_DIGIT = re.compile(r"[1-9]")
-_MAX_INT_DIGITS = 4300  # Python's limit for int(str) (sys.int_info.default_max_str_digits)
-
-
-class _Refused(str):
-    """Stands in for a token json.loads takes but the API refuses (NaN, Infinity, 1e999, an
-    integer too long for int()), until its place in the body is known."""
-
-
-def _find_refused(root: Any) -> tuple[str, str]:
-    """The first refused token's path (`value.a.0`; `body` for the root) and why."""
-    stack: list[tuple[Any, str]] = [(root, "")]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, _Refused):
-            return path or "body", str(node)
-        if isinstance(node, dict):
-            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(node.items()))
-        elif isinstance(node, list):
-            stack.extend((v, f"{path}.{i}" if path else str(i)) for i, v in reversed(list(enumerate(node))))
-    raise AssertionError("a refused token was parsed but is not in the result")
 
 
 @dataclass
@@ -248,7 +205,10 @@ class Router:
         path = event.get("rawPath") or "/"
         body = event.get("body")
         if body is not None and event.get("isBase64Encoded"):
-            body = base64.b64decode(body)  # decoded as UTF-8, strictly, by Request.json
+            try:
+                body = base64.b64decode(body, validate=True)  # decoded as UTF-8, strictly, by Request.json
+            except ValueError:  # binascii.Error, or a str that is not ASCII
+                raise InvalidArgument("request body is not valid base64", details={"field": "body"}) from None
         allowed: list[str] = []
         for route in self.routes:
             match = route.pattern.match(path)
@@ -260,7 +220,7 @@ class Router:
             request = Request(
                 method=method,
                 path=path,
-                query=parse_qsl(event.get("rawQueryString") or "", keep_blank_values=True),
+                query=_query_pairs(event.get("rawQueryString") or ""),
                 headers={k.lower(): v for k, v in (event.get("headers") or {}).items()},
                 body=body,
                 event=event,
@@ -293,6 +253,15 @@ class Router:
         raise NotFound(f"no route for {path}")
 
 
+def _query_pairs(raw_query: str) -> list[tuple[str, str]]:
+    """The query string's parameters, decoded strictly: `%FF` is refused, not read as U+FFFD (which
+    would name another key than the one sent)."""
+    try:
+        return parse_qsl(raw_query, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError:
+        raise InvalidArgument("the query string is not percent-encoded UTF-8", details={"field": "query"}) from None
+
+
 def query_fields(model: type[Command], request: Request) -> dict[str, Any]:
     """The query parameters a model declares, typed for it: a list field takes every repeat of
     its parameter; any other field exactly one value, an integer as ASCII digits and a boolean
@@ -308,7 +277,7 @@ def query_fields(model: type[Command], request: Request) -> dict[str, Any]:
             continue
         if kind == "integer":
             # ASCII digits only (int() also takes " 5" and "٥"); the model says what range it takes.
-            if not _INTEGER.fullmatch(raw) or len(raw) > _MAX_INT_DIGITS:
+            if not _INTEGER.fullmatch(raw) or len(raw) > strict_json.MAX_INT_DIGITS:
                 raise InvalidArgument(f"query parameter {wire!r} must be an integer", details={"field": wire})
             out[wire] = int(raw)
         elif kind == "boolean":

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from memsvc.core import strict_json
 from memsvc.core.errors import InvalidArgument
 
 __all__ = ["FORMAT_NAME", "FORMAT_VERSION", "READ_VERSIONS", "RECORD_KINDS",
@@ -139,9 +140,11 @@ class LineChecker:
         if self.ended:
             raise BadExportFile("the file goes on after its trailer", details={"line": self.line_number})
         try:
-            doc = json.loads(line)
+            doc = strict_json.loads(line.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
             raise BadExportFile(f"line {self.line_number} is not JSON", details={"line": self.line_number}) from None
+        except strict_json.Refused as exc:  # what the API refuses in a request body, never imported
+            raise BadExportFile(f"line {self.line_number}: {exc}", details={"line": self.line_number}) from None
         if not isinstance(doc, dict):
             raise BadExportFile(f"line {self.line_number} is not a JSON object", details={"line": self.line_number})
         if self.header is None:

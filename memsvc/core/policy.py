@@ -42,7 +42,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import cache, lru_cache
 from importlib import resources
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import regorus
 from regorus import _native as regorus_vm  # celine-regorus re-exports only Engine; Program and Rvm live here
@@ -365,7 +365,10 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
     """
     _check_sources(policies)
     sources = dict(policies)
-    packages = set(_build_engine(sources).get_packages())  # the compiler's messages name the file
+    engine = _build_engine(sources)  # the compiler's messages name the file
+    packages, modules = set(engine.get_packages()), json.loads(engine.get_ast_as_json())
+    del engine
+    _refuse_recursion(modules)
     missing = [p for p in _REQUIRED_PACKAGES if f"data.{p}" not in packages]
     if missing:
         raise InvalidArgument(
@@ -388,6 +391,123 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
     compiled = CompiledPolicies(PolicyBundle(version=version, policies=sources), digest)
     compiled._smoke_test()
     return compiled
+
+
+def _refuse_recursion(modules: list[dict[str, Any]]) -> None:
+    """Rego forbids a rule or function that reaches itself, but regorus does not check it: both
+    its interpreter and its VM recurse until the native stack overflows, which kills the process
+    (every tenant's requests) before any budget counts. Refused here, from the modules' syntax
+    trees: each rule's references to rules, then a depth-first search. O(size of the trees + the
+    references between rules).
+
+    A name a rule mentions is taken for the rule of that name in its package, so a local variable
+    of the same name makes the check stricter than Rego; a reference through a computed index
+    (`data[x]`) reaches every rule under its literal prefix."""
+    defined: dict[str, str] = {}  # "data.<package>.<rule>" -> its file
+    mentions: dict[str, set[str]] = {}
+    for module in modules:
+        tree = module["ast"]
+        package = ".".join(["data", *(_ref_path(tree["package"]["refr"]) or [])])
+        aliases = _imported(module)
+        for rule in tree["rules"]:
+            ((kind, spec),) = rule.items()
+            head = spec if kind == "Default" else next(iter(spec["head"].values()))
+            name = ".".join([package, *(_ref_path(head["refr"]) or [])])
+            defined.setdefault(name, module["source"]["file"])
+            found = mentions.setdefault(name, set())
+            parts = [{k: v for k, v in head.items() if k != "refr"}, *([] if kind == "Default" else [spec["bodies"]])]
+            for path in _ref_paths(parts):
+                path = [*aliases[path[0]], *path[1:]] if path[0] in aliases else path
+                found.add(".".join(path) if path[0] == "data" else ".".join([package, *path]))
+    under: dict[str, list[str]] = {}  # every prefix of a rule's name ("data" too) -> the rules it names
+    for name in defined:
+        segments = name.split(".")
+        for end in range(1, len(segments) + 1):
+            under.setdefault(".".join(segments[:end]), []).append(name)
+    edges = {name: {target for ref in refs for target in _rules_named(ref, defined, under)}
+             for name, refs in mentions.items()}
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    for root in edges:
+        stack = [(root, iter(edges[root]))]
+        state.setdefault(root, 1)
+        if state[root] == 2:
+            continue
+        while stack:
+            name, targets = stack[-1]
+            target = next(targets, None)
+            if target is None:
+                state[name] = 2
+                stack.pop()
+            elif state.get(target) == 1:
+                raise InvalidArgument(
+                    f"policy {defined[target]}: {target} reaches itself (recursion), which Rego does not allow",
+                    details={"policy_file": defined[target], "rule": target})
+            elif target not in state:
+                state[target] = 1
+                stack.append((target, iter(edges[target])))
+
+
+def _imported(module: dict[str, Any]) -> dict[str, list[str]]:
+    """The names a module's `import data...` statements give (`as x`, or the path's last name)."""
+    source = module["source"]["contents"].encode("utf-8", "surrogatepass")  # spans count bytes
+    aliases: dict[str, list[str]] = {}
+    for imported in module["ast"].get("imports", []):
+        path = _ref_path(imported["refr"])
+        if path and path[0] == "data":
+            alias = imported.get("as")
+            name = source[alias["start"]:alias["end"]].decode("utf-8", "surrogatepass") if alias else path[-1]
+            aliases[name] = path
+    return aliases
+
+
+def _rules_named(ref: str, defined: Mapping[str, str], under: Mapping[str, list[str]]) -> list[str]:
+    """The rules a reference may evaluate: a rule it names or reaches into (`data.p.r.field`), or
+    every rule under the package it names."""
+    segments = ref.split(".")
+    named = [".".join(segments[:end]) for end in range(2, len(segments) + 1)]
+    return [name for name in named if name in defined] + list(under.get(ref, ()))
+
+
+def _ref_path(node: Any) -> list[str] | None:
+    """A reference's names (`data.memories.authz.allow` -> its four), as far as they are literal
+    (`data.p[x].r` -> `data.p`); None for what is not a reference. Iterative: a chain may be long."""
+    names: list[str] = []  # from the outermost in
+    while isinstance(node, dict) and len(node) == 1:
+        ((kind, ref),) = node.items()
+        if kind == "Var":
+            return [ref["value"], *reversed(names)]
+        if kind == "RefDot":
+            names.append(ref["field"][1])
+        elif kind == "RefBrack":
+            index = ref["index"]
+            if isinstance(index, dict) and "String" in index:
+                names.append(index["String"]["value"])
+            else:
+                names.clear()  # what follows a computed index is not literal
+        else:
+            return None
+        node = ref["refr"]
+    return None
+
+
+def _ref_paths(tree: Any) -> Iterator[list[str]]:
+    """Every reference in a syntax tree, as its names (the longest literal prefix)."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+        elif isinstance(node, dict):
+            path = _ref_path(node)
+            if path is None:
+                stack.extend(node.values())
+                continue
+            yield path
+            while "Var" not in node:  # an index along the chain may itself mention rules
+                ((kind, ref),) = node.items()
+                if kind == "RefBrack":
+                    stack.append(ref["index"])
+                node = ref["refr"]
 
 
 def _check_sources(policies: Any) -> None:

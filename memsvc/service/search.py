@@ -24,14 +24,14 @@ from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictFloat,
 
 from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
 from memsvc.core.filters import MAX_CONDITIONS, NON_FINITE_TAG, OPERATORS, Filter, lookup_in, parse_filter
-from memsvc.core.models import Caller, Memory, StoredItem
+from memsvc.core.models import Caller, Memory, StoredItem, VectorHit
 from memsvc.core.namespaces import match_namespace_pattern
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix, NonBlank, Segment, Timestamp
 from memsvc.core.validity import typed_in, valid_at
 from memsvc.core.time_boost import BOOST_DEPTH, FIRST_PAGE, TEMPORAL_DESCRIPTION, TimeBoost, time_boost
 from memsvc.core.keywords import query_terms
-from memsvc.core.ranking import (SEPARATION_HITS, Fusion, fusion_for, keyword_match,
-                                 separation)
+from memsvc.core.ranking import (COMMONNESS_MIN_PAGE, SEPARATION_HITS, Fusion, commonness, fusion_for,
+                                 keyword_match, separation)
 from memsvc.ports import Clock, Embedder, EventLog, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.known_at import (KNOWN_AT_DESCRIPTION, KnownAt, KnownAtView, embedded_texts_of, keyword_scores,
@@ -378,17 +378,21 @@ class Search:
         least 50): recall searches several layers per request, and every candidate is read and
         decrypted; fewer admitted than `limit` widens the search as usual. No rerank step: recall
         ranks by its own relevance, and a reranker call per layer would hold recall's shared
-        threads for as long as the reranker takes."""
+        threads for as long as the reranker takes. Nor the distinct cosine (`core.ranking`):
+        recall's cut (`min_score`, `recall_min_match`, the adaptive cut) is calibrated on the
+        plain one, and with the distinct one the golden set's recall fell from R@5 0.905 to 0.782
+        (benchmarks/README.md, "New signals (fifth round)")."""
         return self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=limit, min_score=None,
                                   embed=embed, first_page=limit if admit is None else limit * ADMIT_OVERFETCH,
-                                  rerank=False, admit=admit, at=at, boost=boost)
+                                  rerank=False, admit=admit, at=at, boost=boost, distinct=False)
 
     def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, *,
                       offset: int, limit: int, min_score: float | None,
                       embed: Callable[[], list[float]], first_page: int | None = None,
                       rerank: bool = True, admit: Admit | None = None,
                       at: KnownAtView | None = None, boost: TimeBoost | None = None,
-                      live_at: datetime | None = None, noted: KnownAtView | None = None) -> list["Ranked"]:
+                      live_at: datetime | None = None, noted: KnownAtView | None = None,
+                      distinct: bool = True) -> list["Ranked"]:
         """Rank by the mode's relevance. Each retriever (semantic, keyword) hands over its best
         candidates; those are fused and admitted. When too few are admitted, both retrievers are
         asked for more, until enough, or none is left that could score `min_score`. A query that
@@ -397,21 +401,22 @@ class Search:
         by the whole query's vector (`QueryEmbedding.whole`) when none of its first page is of it.
 
         At `known_at` (`at`): the unchanged keys' current items (live then) ranked so, merged with
-        the changed keys' versions then, scored on the same scale (`_ranked_versions`); no rerank step."""
+        the changed keys' versions then, scored on the same scale (`_ranked_versions`); no rerank step.
+        `distinct`: hybrid mode ranks by the distinct cosine where the model's fusion has one."""
         # A query embedded without its time's words may rank again with them (below): decided on the
         # ranking's first page whatever page was asked, so its pages still partition one ranking.
         whole = _whole_query(embed, boost, mode)
         if at is not None:
             depth = max(offset + limit, FIRST_PAGE) if whole is not None else offset + limit
             merged = self._ranked_at(tenant, scope, plan, query, mode, depth, min_score, embed, first_page, admit, at,
-                                     boost)
+                                     boost, distinct)
             # As without known_at, but over both parts: the named time meets none of the best, so the
             # query's whole vector (its time's words kept) ranks both again, as a query naming no time.
             if whole is not None and _time_meets_none(embed, boost, merged):
                 merged = self._ranked_at(tenant, scope, plan, query, mode, offset + limit, min_score, whole,
-                                         first_page, admit, at, None)
+                                         first_page, admit, at, None, distinct)
             return merged[offset:offset + limit]
-        retrievers = self._retrievers(tenant, scope, plan, query, mode, embed)
+        retrievers = self._retrievers(tenant, scope, plan, query, mode, embed, distinct)
         if self._pool is None and len(retrievers) > 1 and isinstance(embed, QueryEmbedding):
             embed.start()  # the model runs while the keyword retriever reads its postings
         top_k = first_page or max(50, (offset + limit) * 4)
@@ -442,6 +447,8 @@ class Search:
                                                       meaning=meaning)
                 if noted is not None:  # known_at's versions are fused with it, and scored by this vector
                     noted.weight, noted.embed = weight, embed
+                    noted.first_page = next((r.first_page for r in retrievers if isinstance(r, _SemanticRetriever)),
+                                            None)
             best: dict[str, tuple[tuple[str, ...], str]] = {}
             for retriever, page in zip(asked, pages):
                 for memory_id, (ref, signal) in page.items():
@@ -478,7 +485,7 @@ class Search:
             # (no boost, no fixed reach): one embedding and one ordinary ranking more.
             return self._by_relevance(tenant, scope, plan, query, mode, offset=offset, limit=limit,
                                       min_score=min_score, embed=whole, first_page=first_page, rerank=rerank,
-                                      admit=admit, live_at=live_at)
+                                      admit=admit, live_at=live_at, distinct=distinct)
         if offset < depth:  # a page past the reranked window would be the same without the call
             ranked = self._rerank.reorder(tenant, query, mode, ranked)
         return ranked[offset:offset + limit]
@@ -557,7 +564,7 @@ class Search:
         return [pages[n] for n in range(len(retrievers))]
 
     def _retrievers(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str,
-                    mode: str, embed: Callable[[], list[float]]) -> list["_Retriever"]:
+                    mode: str, embed: Callable[[], list[float]], distinct: bool) -> list["_Retriever"]:
         keyword_on = self._access.settings.get(tenant).keyword_index
         if mode == "keyword" and not keyword_on:
             raise InvalidArgument("keyword indexing is off for this tenant (setting keyword_index)",
@@ -566,8 +573,9 @@ class Search:
         if mode in ("hybrid", "semantic"):
             # Without the query's vector a hybrid query ranks by keywords alone (seed 004's failure
             # table); it cannot when the tenant keeps no keyword index.
+            distinct = distinct and mode == "hybrid" and self._fusion.commonness_penalty > 0
             out.append(_SemanticRetriever(self._vectors, tenant, scope, plan.scope, embed, self._fusion,
-                                          optional=mode == "hybrid" and keyword_on))
+                                          optional=mode == "hybrid" and keyword_on, distinct=distinct))
         if mode in ("hybrid", "keyword") and keyword_on:
             try:
                 terms = self._sealer.term_ids(tenant, query_terms(query)[:MAX_QUERY_TERMS], create=False)
@@ -656,22 +664,24 @@ class Search:
 
     def _ranked_at(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, depth: int,
                    min_score: float | None, embed: Callable[[], list[float]], first_page: int | None,
-                   admit: Admit | None, at: KnownAtView, boost: TimeBoost | None) -> list["Ranked"]:
+                   admit: Admit | None, at: KnownAtView, boost: TimeBoost | None,
+                   distinct: bool) -> list["Ranked"]:
         """The best `depth` at `known_at`, best first: the current items held then, ranked by the
         indexes, merged with the changed keys' versions then, scored with their weight and vector."""
         current = self._by_relevance(tenant, scope, plan, query, mode, offset=0, limit=depth, min_score=min_score,
                                      embed=embed, first_page=first_page, rerank=False, admit=at.admit(admit),
-                                     boost=boost, live_at=at.known_at, noted=at)
+                                     boost=boost, live_at=at.known_at, noted=at, distinct=distinct)
         versions = self._ranked_versions(tenant, at.versions(plan.condition_given, admit), query, mode,  # after:
                                          at.weight, at.embed or embed, min_score, boost,  # the late keys known
-                                         at.text_vectors)
+                                         at.text_vectors, at.first_page)
         now = self._clock.now()
         return merge_ranked([Ranked(dataclasses.replace(r.memory, current=_unexpired(r.memory, now)), r.field)
                              for r in current], versions, lambda r: r.memory.score)[:depth]
 
     def _ranked_versions(self, tenant: str, versions: list[Memory], query: str, mode: str, weight: float | None,
                          embed: Callable[[], list[float]], min_score: float | None, boost: TimeBoost | None,
-                         text_vectors: dict[tuple[str, int], list[list[float]]]) -> list["Ranked"]:
+                         text_vectors: dict[tuple[str, int], list[list[float]]],
+                         first_page: list[tuple[str, str]] | None = None) -> list["Ranked"]:
         """`known_at`'s versions no longer current, scored as the current items beside them: they
         left the indexes, so their signals are made here. Semantic: the cosine of the query's
         vector with their texts' (`embedded_texts_of`, embedded now, max-pooled as the index's
@@ -679,7 +689,9 @@ class Search:
         query) over their texts. Fused with the current items' `weight`, then boosted for a time
         the query names. Bounded: at most 2 x MAX_KNOWN_AT_EVENTS versions (changed and late keys),
         MAX_VERSION_TEXTS texts each, in one embedder call; kept in `text_vectors` (the view's), so
-        a ranking again by the whole query's vector embeds none of them again."""
+        a ranking again by the whole query's vector embeds none of them again. In hybrid mode the
+        cosine is made distinct against the current items' `first_page` (their semantic
+        retriever's, as (memory id, field)), as theirs is."""
         if not versions:
             return []
         signals: list[dict[str, _Signal]] = [{} for _ in versions]
@@ -688,9 +700,13 @@ class Search:
             for found, (match, raw) in zip(signals, keyword_scores(terms, [texts_of(m.value) for m in versions])):
                 found["keyword"] = _Signal(match, raw)
         if mode != "keyword":
-            for found, cosine in zip(signals, self._version_cosines(versions, embed, text_vectors)):
-                if cosine is not None:
-                    found["semantic"] = _Signal(cosine, cosine)
+            stored = self._vectors.vectors_of(tenant, first_page) if mode == "hybrid" and first_page else {}
+            page = [stored[ref] for ref in first_page or () if ref in stored]
+            for found, best in zip(signals, self._version_cosines(versions, embed, text_vectors)):
+                if best is not None:
+                    cosine, vector = best
+                    common = commonness(page, [vector])[0] if page else 0.0
+                    found["semantic"] = _Signal(self._fusion.distinct_cosine(cosine, common), cosine)
         if weight is None:  # no current search ran (it always does: a safe default all the same)
             weight = self._fusion.semantic_weight(0.0, 0.0)
         ranked = []
@@ -702,10 +718,12 @@ class Search:
         return ranked
 
     def _version_cosines(self, versions: list[Memory], embed: Callable[[], list[float]],
-                         text_vectors: dict[tuple[str, int], list[list[float]]]) -> list[float | None]:
-        """Each version's best cosine with the query's vector; None for all when the query has no
-        vector (a degraded hybrid query: the current items rank without one too). The vectors of
-        versions' texts not in `text_vectors` yet are embedded (in one call) and added to it."""
+                         text_vectors: dict[tuple[str, int], list[list[float]]]
+                         ) -> list[tuple[float, list[float]] | None]:
+        """Each version's best cosine with the query's vector, and that text's vector; None for all
+        when the query has no vector (a degraded hybrid query: the current items rank without one
+        too). The vectors of versions' texts not in `text_vectors` yet are embedded (in one call)
+        and added to it."""
         try:
             vector = embed()
         except (EmbeddingFailed, RateLimited):
@@ -716,10 +734,10 @@ class Search:
         vectors = iter(self._within_deadline(lambda: self._embedder.embed(flat)) if flat else [])
         for m, each in zip(missing, texts):
             text_vectors[(m.id, m.version)] = [next(vectors) for _ in each]
-        out: list[float | None] = []
+        out: list[tuple[float, list[float]] | None] = []
         for m in versions:
-            cosines = [sum(a * b for a, b in zip(vector, v)) for v in text_vectors[(m.id, m.version)]]
-            out.append(max(cosines) if cosines else None)
+            scored = [(sum(a * b for a, b in zip(vector, v)), v) for v in text_vectors[(m.id, m.version)]]
+            out.append(max(scored, key=lambda pair: pair[0]) if scored else None)
         return out
 
     def list_namespaces(self, caller: Caller, q: ListNamespaces) -> list[tuple[str, ...]]:
@@ -906,12 +924,18 @@ class _SemanticRetriever(_Retriever):
     name = "semantic"
 
     def __init__(self, vectors: VectorIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
-                 embed: Callable[[], list[float]], fusion: Fusion, *, optional: bool) -> None:
+                 embed: Callable[[], list[float]], fusion: Fusion, *, optional: bool, distinct: bool = False) -> None:
         self._args = (vectors, tenant, scope, pushdown)
         self._fusion = fusion
         self._embed = embed  # called in the first page, beside the keyword retriever's query
         self._optional = optional  # when the embedding fails: hand over nothing rather than fail the query
         self._vector: list[float] | None = None
+        # Hybrid's distinct cosine (`Fusion.distinct_cosine`): the first page's (memory id, field)
+        # of each memory, at most SEPARATION_HITS, whose mean direction every page's commonness
+        # is read against (fixed then: one scale for the query's pages), and each memory's.
+        self._distinct = distinct
+        self.first_page: list[tuple[str, str]] | None = None
+        self._common: dict[str, float] = {}
 
     def page(self, top_k):
         vectors, tenant, scope, pushdown = self._args
@@ -924,24 +948,47 @@ class _SemanticRetriever(_Retriever):
                 self.exhausted = True  # the keyword retriever ranks alone
                 return {}
         hits = vectors.query(tenant, scope, pushdown, self._vector, top_k)
-        best: dict[str, tuple[tuple[tuple[str, ...], str], _Signal]] = {}
+        firsts: dict[str, VectorHit] = {}
         for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
-            best.setdefault(hit.memory_id, ((hit.namespace, hit.key), _Signal(hit.score, hit.score, hit.field)))
+            firsts.setdefault(hit.memory_id, hit)
+        common = self._commonness(firsts) if self._distinct else {}
+        best: dict[str, tuple[tuple[tuple[str, ...], str], _Signal]] = {
+            memory_id: ((hit.namespace, hit.key),
+                        _Signal(self._fusion.distinct_cosine(hit.score, common[memory_id]) if common else hit.score,
+                                hit.score, hit.field))
+            for memory_id, hit in firsts.items()}
         # A short page ends the search only where the index says so: S3 Vectors may return
-        # fewer than top_k hits when a filter applies, with more to be found.
+        # fewer than top_k hits when a filter applies, with more to be found. The floor is the
+        # lowest cosine: a distinct cosine is never above its cosine, so it bounds both.
         self.exhausted = len(hits) < top_k and vectors.short_page_is_end
         self.floor = hits[-1].score if hits else 0.0
         prefix = hits[:SEPARATION_HITS]
-        firsts: dict[str, float] = {}
-        for hit in prefix:
-            firsts.setdefault(hit.memory_id, self._fusion.semantic_match(hit.score))
+        matches = sorted((self._fusion.semantic_match(best[memory_id][1].value)
+                          for memory_id in dict.fromkeys(hit.memory_id for hit in prefix)), reverse=True)
         # A short page ends the memories for this measure even where the index may hold more
         # (S3 Vectors under a filter): a few memories must not read as no separation at all.
         ended = len(hits) < top_k and len(prefix) == len(hits)
         self.handed_over = self.handed_over or bool(best)
-        self.separation = separation(list(firsts.values()),
-                                     0.0 if ended or not prefix else self._fusion.semantic_match(prefix[-1].score))
+        rest = 0.0 if ended or not prefix else self._fusion.semantic_match(prefix[-1].score)
+        self.separation = separation(matches, rest)
         return best
+
+    def _commonness(self, firsts: dict[str, VectorHit]) -> dict[str, float]:
+        """Each memory's commonness (`VectorIndex.commonness`) against the first page, asked of
+        the index once per memory and search (a memory whose vector is gone: 0, no penalty); none
+        when the first page is shorter than `COMMONNESS_MIN_PAGE` (then `first_page` is empty)."""
+        vectors, tenant, _, _ = self._args
+        if self.first_page is None:
+            page = [(hit.memory_id, hit.field) for hit in list(firsts.values())[:SEPARATION_HITS]]
+            self.first_page = page if len(page) >= COMMONNESS_MIN_PAGE else []
+        if not self.first_page:
+            return {}
+        missing = [(hit.memory_id, hit.field) for memory_id, hit in firsts.items() if memory_id not in self._common]
+        if missing:
+            found = vectors.commonness(tenant, self.first_page, missing)
+            for ref in missing:
+                self._common[ref[0]] = found.get(ref, 0.0)
+        return {memory_id: self._common[memory_id] for memory_id in firsts}
 
 
 class _KeywordRetriever(_Retriever):

@@ -48,6 +48,7 @@ from memsvc.core.errors import InternalError, InvalidArgument
 from memsvc.core.filters import Condition, Filter, condition_matches
 from memsvc.core.models import VectorHit, VectorRef, VectorWrite
 from memsvc.core.namespaces import ancestors, encode_namespace, is_under
+from memsvc.core.ranking import commonness
 
 __all__ = [
     "S3VectorsIndex",
@@ -190,6 +191,14 @@ class S3VectorsIndex:
                     norm = math.sqrt(sum(x * x for x in data)) or 1.0
                     out[ref] = [x / norm for x in data]
         return out
+
+    def commonness(self, tenant: str, page: Sequence[tuple[str, str]],
+                   refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
+        """From `vectors_of` (both sets in one read), in `core.ranking`."""
+        stored = self.vectors_of(tenant, list(dict.fromkeys([*page, *refs])))
+        held = [ref for ref in refs if ref in stored]
+        return dict(zip(held, commonness([stored[ref] for ref in page if ref in stored],
+                                         [stored[ref] for ref in held])))
 
     @property
     def short_page_is_end(self) -> bool:

@@ -471,6 +471,29 @@ class LocalVectorIndex:
                     out[(memory_id, field_name)] = t.matrix[slot].tolist()
             return out
 
+    def commonness(self, tenant, page, refs):
+        """In numpy over the stored rows: no vector leaves the matrix as a list."""
+        self._catch_up()
+        with self._lock.reading():
+            t = self._tenants.get(tenant)
+            if t is None:
+                return {}
+
+            def slot_of(memory_id: str, field_name: str) -> int | None:
+                memory = t.memories.get(memory_id)
+                return memory.slots.get(field_name) if memory else None
+
+            page_slots = [s for s in (slot_of(*ref) for ref in page) if s is not None]
+            held = [(ref, s) for ref in refs if (s := slot_of(*ref)) is not None]
+            if not held:
+                return {}
+            centre = t.matrix[page_slots].sum(axis=0, dtype=np.float64) if page_slots else None
+            norm = float(np.linalg.norm(centre)) if centre is not None else 0.0
+            if norm == 0.0:
+                return {ref: 0.0 for ref, _ in held}
+            cosines = t.matrix[[s for _, s in held]] @ (centre / norm)
+            return {ref: float(c) for (ref, _), c in zip(held, cosines)}
+
     @staticmethod
     def _hits(t: _TenantVectors, rows, scores, order, pushdown: Filter, top_k: int) -> list[VectorHit]:
         hits: list[VectorHit] = []
