@@ -22,6 +22,7 @@ from urllib.parse import parse_qsl
 
 from memsvc.adapters.local.fair_pool import FairPool
 from memsvc.adapters.local.issuer import InvalidToken, LocalIssuer
+from memsvc.api.identity import LOCAL_DEFAULT_TENANT, claimed_tenant
 from memsvc.api.router import Router
 from memsvc.console_assets import (
     SIGN_IN_PATH,
@@ -98,7 +99,7 @@ class LocalServer:
         if site is not None:  # static files and the sign-in helper: no bearer token to check
             return await self._site(site, scope, path, headers, bytes(body), send)
         authorizer: dict[str, Any] | None = None
-        tenant = ""  # whose turn this request waits for: no token, or no tenant claim, is the default tenant's
+        tenant = ""  # whose turn this request waits for; without a token, no tenant's
         auth = headers.get("authorization", "")
         if auth:
             scheme, _, token = auth.partition(" ")
@@ -109,7 +110,7 @@ class LocalServer:
             except InvalidToken as exc:  # its text is ours (see LocalIssuer)
                 return await _send(send, _error(401, "UNAUTHORIZED", f"invalid token: {exc}"))
             authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
-            tenant = str(claims.get("tenant_id") or claims.get("custom:tenant_id") or "")
+            tenant = str(claimed_tenant(claims, LOCAL_DEFAULT_TENANT))  # as the router will read it
         event = build_event(
             method=scope["method"],
             path=path,
@@ -141,7 +142,8 @@ class LocalServer:
         elif path == site.prefix:
             response = site.redirect_to_directory() if readable else site.method_not_allowed(method)
         elif site is self._console and relative == "config.json":
-            response = (site.json(200, config_json(sign_in_helper=self._console_sign_in and loopback_request(client, headers)), cache="no-cache")
+            helper = self._console_sign_in and loopback_request(client, headers)
+            response = (site.json(200, config_json(sign_in_helper=helper), cache="no-cache")
                         if readable else site.method_not_allowed(method))
         else:
             # A name that is no file is 404 whatever the method, so a refused sign-in answers

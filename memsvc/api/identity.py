@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from memsvc.core.errors import InvalidArgument, Unauthorized
 from memsvc.core.models import Caller
 
 __all__ = ["Identity", "caller_from_event", "parse_roles", "parse_ids", "is_tenant_id", "MEMBERSHIP_CLAIMS",
-           "LOCAL_DEFAULT_TENANT", "presented_claims", "IAM_PRINCIPAL_FIELDS"]
+           "LOCAL_DEFAULT_TENANT", "presented_claims", "IAM_PRINCIPAL_FIELDS", "claimed_tenant"]
 
 LOCAL_DEFAULT_TENANT = "default"  # `memsvc serve`: a `memsvc token` without --tenant lands here
 _TENANT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}")
@@ -59,12 +59,8 @@ class Identity:
         sub = claims.get("sub")
         if not isinstance(sub, str) or not sub:
             raise Unauthorized("the token has no subject")
-        present = [name for name in _TENANT_CLAIMS if name in claims]
-        if present:
-            tenant = claims[present[0]]
-        elif self.default_tenant is not None:
-            tenant = self.default_tenant
-        else:
+        tenant = claimed_tenant(claims, self.default_tenant)
+        if tenant is _NO_TENANT:
             raise Unauthorized(
                 "the token has no tenant_id (or custom:tenant_id) claim; with Cognito, send the ID token")
         if not isinstance(tenant, str) or not _TENANT_RE.fullmatch(tenant):
@@ -97,6 +93,19 @@ class Identity:
             principal_type="iam",
             jwt_claims={},
         )
+
+
+_NO_TENANT = object()  # `claimed_tenant` of a token without a tenant claim, where no default tenant stands in
+
+
+def claimed_tenant(claims: Mapping[str, Any], default_tenant: str | None) -> Any:
+    """The token's tenant, not yet checked: its `tenant_id` claim, else its `custom:tenant_id`,
+    else `default_tenant` (`_NO_TENANT` when that is None). `memsvc serve` shares its request
+    threads by this, so they go by the tenant the request will act in."""
+    present = [name for name in _TENANT_CLAIMS if name in claims]
+    if present:
+        return claims[present[0]]
+    return default_tenant if default_tenant is not None else _NO_TENANT
 
 
 def presented_claims(event: dict[str, Any]) -> dict[str, Any]:

@@ -393,6 +393,9 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
     return compiled
 
 
+_Node = str | tuple[str]  # `_refuse_recursion`'s graph: a rule by its name, or a prefix of rules' names
+
+
 def _refuse_recursion(modules: list[dict[str, Any]]) -> None:
     """Rego forbids a rule or function that reaches itself, but regorus does not check it: both
     its interpreter and its VM recurse until the native stack overflows, which kills the process
@@ -419,32 +422,41 @@ def _refuse_recursion(modules: list[dict[str, Any]]) -> None:
             for path in _ref_paths(parts):
                 path = [*aliases[path[0]], *path[1:]] if path[0] in aliases else path
                 found.add(".".join(path) if path[0] == "data" else ".".join([package, *path]))
-    under: dict[str, list[str]] = {}  # every prefix of a rule's name ("data" too) -> the rules it names
+    # A reference to a package, or to `data`, reaches every rule under it: through one node per
+    # prefix of the rules' names (a 1-tuple; a rule is its name), each leading to the prefixes one
+    # name longer and to the rule it names, so a rule's edges grow with its references, not with
+    # the rules they reach (edges to each rule would be rules x rules).
+    edges: dict[_Node, set[_Node]] = {}
     for name in defined:
         segments = name.split(".")
-        for end in range(1, len(segments) + 1):
-            under.setdefault(".".join(segments[:end]), []).append(name)
-    edges = {name: {target for ref in refs for target in _rules_named(ref, defined, under)}
-             for name, refs in mentions.items()}
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    for root in edges:
+        prefixes = [(".".join(segments[:end]),) for end in range(1, len(segments) + 1)]
+        for shorter, longer in zip(prefixes, prefixes[1:]):
+            edges.setdefault(shorter, set()).add(longer)
+        edges.setdefault(prefixes[-1], set()).add(name)
+    for name, refs in mentions.items():
+        edges[name] = {target for ref in refs for target in _reached(ref, defined, edges)}
+    state: dict[_Node, int] = {}  # 1: on the current path, 2: done
+    for root in mentions:
         stack = [(root, iter(edges[root]))]
         state.setdefault(root, 1)
         if state[root] == 2:
             continue
         while stack:
-            name, targets = stack[-1]
+            node, targets = stack[-1]
             target = next(targets, None)
             if target is None:
-                state[name] = 2
+                state[node] = 2
                 stack.pop()
             elif state.get(target) == 1:
+                # The path from `target` up the stack is a cycle, and holds a rule: a prefix leads
+                # only to longer prefixes and rules. Named: `target`, or the last rule before it closes.
+                rule = target if isinstance(target, str) else next(n for n, _ in reversed(stack) if isinstance(n, str))
                 raise InvalidArgument(
-                    f"policy {defined[target]}: {target} reaches itself (recursion), which Rego does not allow",
-                    details={"policy_file": defined[target], "rule": target})
+                    f"policy {defined[rule]}: {rule} reaches itself (recursion), which Rego does not allow",
+                    details={"policy_file": defined[rule], "rule": rule})
             elif target not in state:
                 state[target] = 1
-                stack.append((target, iter(edges[target])))
+                stack.append((target, iter(edges.get(target, ()))))
 
 
 def _imported(module: dict[str, Any]) -> dict[str, list[str]]:
@@ -460,12 +472,12 @@ def _imported(module: dict[str, Any]) -> dict[str, list[str]]:
     return aliases
 
 
-def _rules_named(ref: str, defined: Mapping[str, str], under: Mapping[str, list[str]]) -> list[str]:
-    """The rules a reference may evaluate: a rule it names or reaches into (`data.p.r.field`), or
-    every rule under the package it names."""
+def _reached(ref: str, defined: Mapping[str, str], edges: Mapping[_Node, set[_Node]]) -> list[_Node]:
+    """What a reference may evaluate: a rule it names or reaches into (`data.p.r.field`), and the
+    prefix node of the rules under the name it gives, if any (`_refuse_recursion`)."""
     segments = ref.split(".")
-    named = [".".join(segments[:end]) for end in range(2, len(segments) + 1)]
-    return [name for name in named if name in defined] + list(under.get(ref, ()))
+    named: list[_Node] = [".".join(segments[:end]) for end in range(2, len(segments) + 1)]
+    return [name for name in named if name in defined] + [prefix for prefix in [(ref,)] if prefix in edges]
 
 
 def _ref_path(node: Any) -> list[str] | None:

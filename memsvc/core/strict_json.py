@@ -66,26 +66,41 @@ def loads(text: str) -> Any:
     # Checked first: a refused token's path may run through a key that is not text, and a path
     # naming it could not be sent back.
     if _MAY_HOLD_SURROGATE.search(text):
-        for node, path in _nodes(parsed):
+        for node, place in _nodes(parsed):
             # A key holding one is named by its object's path.
             if ((isinstance(node, str) and _SURROGATE.search(node))
                     or (isinstance(node, dict) and any(_SURROGATE.search(k) for k in node))):
-                raise Refused(path, "holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text")
+                raise Refused(_path(place), "holds a lone UTF-16 surrogate (\\ud800-\\udfff), which is not text")
     if refused:
-        for node, path in _nodes(parsed):
+        for node, place in _nodes(parsed):
             if isinstance(node, _RefusedToken):
-                raise Refused(path, str(node))
+                raise Refused(_path(place), str(node))
         raise AssertionError("a refused token was parsed but is not in the result")
     return parsed
 
 
-def _nodes(root: Any) -> Iterator[tuple[Any, str]]:
-    """Every value of a parsed text with its path (`value.a.0`; `body` for the root), in document order."""
-    stack: list[tuple[Any, str]] = [(root, "")]
+# Where a value is: its parent's place and its key or index, None for the root. The text of a
+# path is made only for the value refused: made for every value, the paths below a long key would
+# repeat it once per value (quadratic in the body).
+_Place = tuple["_Place", str | int] | None
+
+
+def _nodes(root: Any) -> Iterator[tuple[Any, _Place]]:
+    """Every value of a parsed text with its place, in document order."""
+    stack: list[tuple[Any, _Place]] = [(root, None)]
     while stack:
-        node, path = stack.pop()
-        yield node, path or "body"
+        node, place = stack.pop()
+        yield node, place
         if isinstance(node, dict):
-            stack.extend((v, f"{path}.{k}" if path else str(k)) for k, v in reversed(node.items()))
+            stack.extend((v, (place, k)) for k, v in reversed(node.items()))
         elif isinstance(node, list):
-            stack.extend((v, f"{path}.{i}" if path else str(i)) for i, v in reversed(list(enumerate(node))))
+            stack.extend((v, (place, i)) for i, v in reversed(list(enumerate(node))))
+
+
+def _path(place: _Place) -> str:
+    """A place as a path: `value.a.0`; `body` for the root."""
+    names: list[str] = []
+    while place is not None:
+        place, name = place
+        names.append(str(name))
+    return ".".join(reversed(names)) or "body"

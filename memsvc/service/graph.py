@@ -330,9 +330,7 @@ class Graph:
             items = self._items.get_many(scope.tenant, page)
             for ref in page:
                 item = items.get(ref)
-                if (item is None or not item.is_live(now) or item.id != versions[ref]
-                        or not scope.filter.matches(lookup_in(item.policy_attributes))
-                        or (held is not None and held.rules_out(item))):
+                if not _shown(scope, item, versions[ref], now) or (held is not None and held.rules_out(item)):
                     continue
                 memory = open_memory(self._sealer, item)
                 if held is None or held(memory):
@@ -430,15 +428,8 @@ class Graph:
         refs = list(dict.fromkeys((e.namespace, e.key) for _, e in found if e.key is not None))
         items = self._items.get_many(scope.tenant, refs) if refs else {}
         now = self._clock.now()
-
-        def admitted(edge: GraphEdge) -> bool:
-            if edge.key is None:
-                return True
-            item = items.get((edge.namespace, edge.key))
-            return (item is not None and item.is_live(now) and item.id == edge.memory_id
-                    and scope.filter.matches(lookup_in(item.policy_attributes)))
-
-        return [(start_id, e) for start_id, e in found if admitted(e)]
+        return [(start_id, e) for start_id, e in found
+                if e.key is None or _shown(scope, items.get((e.namespace, e.key)), e.memory_id, now)]
 
     # -- explicit writes ------------------------------------------------------------------------
 
@@ -576,3 +567,10 @@ class Graph:
 
     def observe(self, query: str, tenant: str, started: float, results: int, depth: int) -> None:
         self._metrics.graph_query(GraphQuerySample(query, tenant, time.perf_counter() - started, results, depth))
+
+
+def _shown(scope: GraphScope, item: StoredItem | None, memory_id: str | None, now: datetime) -> bool:
+    """Whether a graph read may show what a memory says: it is live, still the version `memory_id`
+    (what the graph row came from) and admitted by the scope's filter."""
+    return (item is not None and item.is_live(now) and item.id == memory_id
+            and scope.filter.matches(lookup_in(item.policy_attributes)))

@@ -702,11 +702,13 @@ class Search:
         if mode != "keyword":
             stored = self._vectors.vectors_of(tenant, first_page) if mode == "hybrid" and first_page else {}
             page = [stored[ref] for ref in first_page or () if ref in stored]
-            for found, best in zip(signals, self._version_cosines(versions, embed, text_vectors)):
+            bests = self._version_cosines(versions, embed, text_vectors)
+            held = [best[1] for best in bests if best is not None]
+            commons = iter(commonness(page, held) if page else [0.0] * len(held))  # one mean for all
+            for found, best in zip(signals, bests):
                 if best is not None:
-                    cosine, vector = best
-                    common = commonness(page, [vector])[0] if page else 0.0
-                    found["semantic"] = _Signal(self._fusion.distinct_cosine(cosine, common), cosine)
+                    cosine = best[0]
+                    found["semantic"] = _Signal(self._fusion.distinct_cosine(cosine, next(commons)), cosine)
         if weight is None:  # no current search ran (it always does: a safe default all the same)
             weight = self._fusion.semantic_weight(0.0, 0.0)
         ranked = []
@@ -930,8 +932,8 @@ class _SemanticRetriever(_Retriever):
         self._embed = embed  # called in the first page, beside the keyword retriever's query
         self._optional = optional  # when the embedding fails: hand over nothing rather than fail the query
         self._vector: list[float] | None = None
-        # Hybrid's distinct cosine (`Fusion.distinct_cosine`): the first page's (memory id, field)
-        # of each memory, at most SEPARATION_HITS, whose mean direction every page's commonness
+        # Hybrid's distinct cosine (`Fusion.distinct_cosine`): the (memory id, field) of each memory
+        # in the first SEPARATION_HITS hits, whose mean direction every page's commonness
         # is read against (fixed then: one scale for the query's pages), and each memory's.
         self._distinct = distinct
         self.first_page: list[tuple[str, str]] | None = None
@@ -951,7 +953,7 @@ class _SemanticRetriever(_Retriever):
         firsts: dict[str, VectorHit] = {}
         for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
             firsts.setdefault(hit.memory_id, hit)
-        common = self._commonness(firsts) if self._distinct else {}
+        common = self._commonness(firsts, hits[:SEPARATION_HITS]) if self._distinct else {}
         best: dict[str, tuple[tuple[tuple[str, ...], str], _Signal]] = {
             memory_id: ((hit.namespace, hit.key),
                         _Signal(self._fusion.distinct_cosine(hit.score, common[memory_id]) if common else hit.score,
@@ -973,13 +975,16 @@ class _SemanticRetriever(_Retriever):
         self.separation = separation(matches, rest)
         return best
 
-    def _commonness(self, firsts: dict[str, VectorHit]) -> dict[str, float]:
+    def _commonness(self, firsts: dict[str, VectorHit], prefix: list[VectorHit]) -> dict[str, float]:
         """Each memory's commonness (`VectorIndex.commonness`) against the first page, asked of
         the index once per memory and search (a memory whose vector is gone: 0, no penalty); none
-        when the first page is shorter than `COMMONNESS_MIN_PAGE` (then `first_page` is empty)."""
+        when the first page is shorter than `COMMONNESS_MIN_PAGE` (then `first_page` is empty).
+        The first page is the memories of the first SEPARATION_HITS hits (`prefix`), as the
+        separation's: the same for every page of a query, however many hits the page asked."""
         vectors, tenant, _, _ = self._args
         if self.first_page is None:
-            page = [(hit.memory_id, hit.field) for hit in list(firsts.values())[:SEPARATION_HITS]]
+            page = [(memory_id, firsts[memory_id].field)
+                    for memory_id in dict.fromkeys(hit.memory_id for hit in prefix)]
             self.first_page = page if len(page) >= COMMONNESS_MIN_PAGE else []
         if not self.first_page:
             return {}

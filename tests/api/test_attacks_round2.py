@@ -12,7 +12,8 @@ the request could have changed.
 - A policy bundle with a rule or function that reaches itself (Rego forbids it; regorus does not
   check): its dry-run check overflowed the native stack and killed the server, every tenant's.
 - One tenant's burst of slow requests held every other tenant's request until the whole burst was
-  answered (`memsvc serve` answered in arrival order): checked in process, in order, not by time.
+  answered (`memsvc serve` answered in arrival order): checked in process, in order, not by time;
+  a token without a tenant claim takes the default tenant's turns, the tenant it acts in.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import httpx
 import pytest
 
 from memsvc.adapters.local.issuer import LocalIssuer
+from memsvc.api.identity import LOCAL_DEFAULT_TENANT
 from memsvc.local_server import LocalServer
 from tests.api.helpers import assert_error, get, put_ok
 from tests.api.test_export_import_api import refused
@@ -187,13 +189,16 @@ class _RecordingRouter:
         return {"statusCode": 200, "headers": {"content-type": "application/json"}, "body": "{}"}
 
 
-def test_another_tenants_request_is_answered_before_a_tenants_queued_burst(tmp_path):
+def _answer_order(tmp_path, tokens: dict[str, dict[str, Any]], requests: list[tuple[str, str]]) -> list[str]:
+    """The order a one-thread `memsvc serve` answers `requests` ((token, label), each token named
+    in `tokens` by its `LocalIssuer.mint` arguments) in, the first one holding the thread while
+    the others are taken in, one after another."""
     issuer = LocalIssuer(tmp_path / "keys")
     router = _RecordingRouter()
     server = LocalServer(router, issuer, threads=1)  # type: ignore[arg-type]
-    tokens = {tenant: issuer.mint(sub="u", tenant=tenant) for tenant in ("busy", "quiet")}
+    minted = {name: issuer.mint(**claims) for name, claims in tokens.items()}
 
-    async def request(tenant: str, label: str) -> int:
+    async def request(token: str, label: str) -> int:
         sent: list[dict[str, Any]] = []
 
         async def receive() -> dict[str, Any]:
@@ -204,22 +209,39 @@ def test_another_tenants_request_is_answered_before_a_tenants_queued_burst(tmp_p
 
         scope = {"type": "http", "method": "GET", "path": "/v1/identity", "raw_path": b"/v1/identity",
                  "query_string": label.encode(), "client": ("127.0.0.1", 1),
-                 "headers": [(b"authorization", f"Bearer {tokens[tenant]}".encode())]}
+                 "headers": [(b"authorization", f"Bearer {minted[token]}".encode())]}
         await server(scope, receive, send)
         return sent[0]["status"]
 
-    async def burst_then_another_tenant() -> list[int]:
-        first = asyncio.create_task(request("busy", "busy-1"))
+    async def first_then_the_rest() -> list[int]:
+        first = asyncio.create_task(request(*requests[0]))
         assert await asyncio.to_thread(router.started.wait, 60)
         queued = []
-        for tenant, label in (("busy", "busy-2"), ("busy", "busy-3"), ("quiet", "quiet-1")):
-            queued.append(asyncio.create_task(request(tenant, label)))
+        for token, label in requests[1:]:
+            queued.append(asyncio.create_task(request(token, label)))
             await asyncio.sleep(0)  # the request is taken in and waits for a thread, in this order
         router.release.set()
         return await asyncio.gather(first, *queued)
 
     try:
-        assert asyncio.run(burst_then_another_tenant()) == [200, 200, 200, 200]
+        assert asyncio.run(first_then_the_rest()) == [200] * len(requests)
     finally:
         server._pool.shutdown()
-    assert router.order == ["busy-1", "quiet-1", "busy-2", "busy-3"]
+    return router.order
+
+
+def test_another_tenants_request_is_answered_before_a_tenants_queued_burst(tmp_path):
+    tokens = {tenant: {"sub": "u", "tenant": tenant} for tenant in ("busy", "quiet")}
+    order = _answer_order(tmp_path, tokens, [("busy", "busy-1"), ("busy", "busy-2"), ("busy", "busy-3"),
+                                             ("quiet", "quiet-1")])
+    assert order == ["busy-1", "quiet-1", "busy-2", "busy-3"]
+
+
+def test_a_token_without_a_tenant_claim_waits_in_the_default_tenants_turn(tmp_path):
+    # It acts in the default tenant (`Identity`), so it shares that tenant's turns: it used to get
+    # turns of its own beside the tenant's other requests, and went before another tenant's.
+    tokens = {"unclaimed": {"sub": "u"}, "default": {"sub": "u", "tenant": LOCAL_DEFAULT_TENANT},
+              "quiet": {"sub": "u", "tenant": "quiet"}}
+    order = _answer_order(tmp_path, tokens, [("unclaimed", "unclaimed-1"), ("default", "default-2"),
+                                             ("unclaimed", "unclaimed-3"), ("quiet", "quiet-1")])
+    assert order == ["unclaimed-1", "quiet-1", "default-2", "unclaimed-3"]

