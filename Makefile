@@ -14,10 +14,11 @@ run: $(RUN_STAMP)  ## set up and start the service on http://127.0.0.1:8000 (dat
 # one by one, except the groups a conftest names (tests/infra: one synthesis, one layer resolution).
 TEST_WORKERS ?= 2
 
+# The two npm suites run side by side (one per core): each starts its own servers on free ports
+# in temporary data dirs, and most of their time is spent waiting on those servers and the browser.
 test: $(STAMP)  ## every test (what .ci/run calls)
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS) --dist loadgroup
-	$(MAKE) test-ts
-	$(MAKE) test-console
+	$(MAKE) -j2 --output-sync=target test-ts test-console
 
 # The TypeScript client (clients/typescript): built with tsc, tested with node --test against a
 # live `memsvc serve` it starts itself; its npm dependencies are pinned in its package-lock.json.
