@@ -246,11 +246,20 @@ class Router:
         if allowed:
             return Response(
                 405,
-                {"error": {"code": "INVALID_ARGUMENT", "message": f"method {method} not allowed here",
+                {"error": {"code": "INVALID_ARGUMENT", "message": f"method {_echoed(method)} not allowed here",
                            "retryable": False, "details": {"allowed": sorted(set(allowed))}}},
                 {"allow": ", ".join(sorted(set(allowed)))},
             )
-        raise NotFound(f"no route for {path}")
+        raise NotFound(f"no route for {_echoed(path)}")
+
+
+ECHOED_CHARS = 200
+
+
+def _echoed(text: str) -> str:
+    """The client's text as an error message repeats it: cut short, so a long path or method name
+    is not sent back whole."""
+    return text if len(text) <= ECHOED_CHARS else text[:ECHOED_CHARS] + "…"
 
 
 def _query_pairs(raw_query: str) -> list[tuple[str, str]]:

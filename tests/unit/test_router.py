@@ -49,6 +49,14 @@ def test_repeated_params_come_from_the_raw_query_string(local_app):
     assert status == 200 and body["namespace"] == ns
 
 
+def test_a_long_unknown_path_or_method_is_cut_short_in_the_message(local_app):
+    status, body, _ = call(local_app, "GET", "/nope/" + "x" * 8000)
+    assert status == 404 and len(body["error"]["message"]) < 250
+    assert body["error"]["message"].startswith("no route for /nope/xxx")
+    status, body, _ = call(local_app, "Y" * 8000, "/v1/memories", "ns=a&key=k", claims=ALICE)
+    assert status == 405 and len(body["error"]["message"]) < 250
+
+
 def test_unknown_route_and_missing_identity(local_app):
     assert call(local_app, "GET", "/nope")[0] == 404
     status, body, _ = call(local_app, "GET", "/v1/memories", "ns=a&key=k")
