@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memsvc.api.identity import is_tenant_id
-from memsvc.core.errors import InvalidArgument
+from memsvc.core.errors import InvalidArgument, echoed
 
 __all__ = [
     "AssetRoot",
@@ -129,8 +129,8 @@ class StaticSite:
 
     def method_not_allowed(self, method: str) -> dict[str, Any]:
         allowed = ["GET", "HEAD"]
-        shown = method[:MAX_METHOD_CHARS]  # the client's text, cut short before it is echoed
-        response = error_response(405, "INVALID_ARGUMENT", f"method {shown} not allowed here", {"allowed": allowed})
+        response = error_response(405, "INVALID_ARGUMENT", f"method {echoed(method, MAX_METHOD_CHARS)} not allowed here",
+                                  {"allowed": allowed})
         return {**response, "headers": {**self._error_headers(), "allow": ", ".join(allowed)}}
 
     def json(self, status: int, body: Any, *, cache: str = "no-store") -> dict[str, Any]:

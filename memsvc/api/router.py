@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from memsvc.api.metering import operation_sample
 from memsvc.core import strict_json
-from memsvc.core.errors import InvalidArgument, MemsvcError, NotFound, RateLimited
+from memsvc.core.errors import InvalidArgument, MemsvcError, NotFound, RateLimited, echoed
 from memsvc.core.models import Caller
 from memsvc.core.validation import Command
 from memsvc.ports import Metrics
@@ -246,20 +246,11 @@ class Router:
         if allowed:
             return Response(
                 405,
-                {"error": {"code": "INVALID_ARGUMENT", "message": f"method {_echoed(method)} not allowed here",
+                {"error": {"code": "INVALID_ARGUMENT", "message": f"method {echoed(method)} not allowed here",
                            "retryable": False, "details": {"allowed": sorted(set(allowed))}}},
                 {"allow": ", ".join(sorted(set(allowed)))},
             )
-        raise NotFound(f"no route for {_echoed(path)}")
-
-
-ECHOED_CHARS = 200
-
-
-def _echoed(text: str) -> str:
-    """The client's text as an error message repeats it: cut short, so a long path or method name
-    is not sent back whole."""
-    return text if len(text) <= ECHOED_CHARS else text[:ECHOED_CHARS] + "…"
+        raise NotFound(f"no route for {echoed(path)}")
 
 
 def _query_pairs(raw_query: str) -> list[tuple[str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 __all__ = [
+    "echoed",
     "MemsvcError",
     "PreconditionFailed",
     "StoreUnavailable",
@@ -141,3 +142,9 @@ class StoreUnavailable(MemsvcError):
     """The store refused or failed a write it should have taken; nothing was written."""
 
     code, status, retryable = "STORE_UNAVAILABLE", 503, True
+
+
+def echoed(text: str, limit: int = 200) -> str:
+    """The client's text as an error message repeats it: cut short at `limit` characters, so a
+    long path or method name is not sent back whole."""
+    return text if len(text) <= limit else text[:limit] + "…"
