@@ -47,7 +47,8 @@ from typing import Any, Iterator, Mapping, Sequence
 import regorus
 from regorus import _native as regorus_vm  # celine-regorus re-exports only Engine; Program and Rvm live here
 
-from memsvc.core.errors import InvalidArgument
+from memsvc.core import policy_sandbox
+from memsvc.core.errors import InvalidArgument, echoed
 
 __all__ = [
     "POLICY_FILE_NAME",
@@ -58,7 +59,7 @@ __all__ = [
     "CompiledPolicies",
     "compile_bundle",
     "MAX_FILES",
-    "MAX_FILE_BYTES",
+    "MAX_BUNDLE_BYTES",
     "INSTRUCTION_BUDGET",
     "PolicyBudgetExceeded",
     "DECISIONS_PER_BUNDLE",
@@ -67,7 +68,9 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_FILES = 64
-MAX_FILE_BYTES = 256 * 1024
+# Compiling costs about 4 s per MB of source (a 15 MB bundle took 74 s and a 2 GB syntax tree), so a
+# bundle is small enough to compile well within policy_sandbox.COMPILE_DEADLINE_S.
+MAX_BUNDLE_BYTES = 256 * 1024
 
 _DEFAULT_FILES = ("authz.rego", "attributes.rego", "search.rego", "governance.rego")
 _REQUIRED_PACKAGES = ("memories.authz", "memories.attributes", "memories.search")
@@ -160,14 +163,23 @@ def __getattr__(name: str) -> Any:
 
 
 class PolicyBudgetExceeded(InvalidArgument):
-    """A policy evaluation ran past `INSTRUCTION_BUDGET`: only the request that asked fails."""
+    """A policy evaluation ran past `INSTRUCTION_BUDGET`, its deadline or its worker's memory:
+    only the request that asked fails."""
 
-    def __init__(self, rule: str) -> None:
-        super().__init__(
-            f"the tenant's policy {rule} exceeded its evaluation budget of {INSTRUCTION_BUDGET} Rego VM "
-            "instructions; an admin must simplify it",
-            details={"rule": rule, "budget_instructions": INSTRUCTION_BUDGET},
-        )
+    def __init__(self, rule: str, *, limit: str = "instructions") -> None:
+        budget, details = {
+            "instructions": (f"its evaluation budget of {INSTRUCTION_BUDGET} Rego VM instructions",
+                             {"budget_instructions": INSTRUCTION_BUDGET}),
+            "deadline": (f"its evaluation deadline of {policy_sandbox.RUN_DEADLINE_S:g} s",
+                         {"budget_seconds": policy_sandbox.RUN_DEADLINE_S}),
+            "died": ("the memory or stack an evaluation may use", {}),
+        }[limit]
+        super().__init__(f"the tenant's policy {rule} exceeded {budget}; an admin must simplify it",
+                         details={"rule": rule, **details})
+
+
+class _EngineError(Exception):
+    """regorus's error text, from a worker (`_is_engine_error` and `_policy_error` read it)."""
 
 
 @dataclass(frozen=True)
@@ -181,10 +193,11 @@ class PolicyBundle:
 class CompiledPolicies:
     """A validated bundle, safe to evaluate from any number of threads at once."""
 
-    def __init__(self, bundle: PolicyBundle, digest: str) -> None:
+    def __init__(self, bundle: PolicyBundle, digest: str, *, sandboxed: bool = False) -> None:
         self._bundle = bundle
         self._sources = dict(bundle.policies)  # what engines are built from, whatever callers do to bundle
         self._digest = digest
+        self._sandboxed = sandboxed
         pure = not any(_IMPURE_BUILTINS.search(source) for source in self._sources.values())
         self._decide = lru_cache(maxsize=DECISIONS_PER_BUNDLE)(self._run) if pure else self._run
 
@@ -192,6 +205,11 @@ class CompiledPolicies:
     def bundle(self) -> PolicyBundle:
         """The bundle these policies were compiled from."""
         return self._bundle
+
+    @property
+    def digest(self) -> str:
+        """The sha256 of the bundle's sources."""
+        return self._digest
 
     def allow(self, operation: str, namespace: Sequence[str], key: str | None, context: dict) -> bool:
         """Whether the authz policy allows this; undefined, non-true or any error is a deny."""
@@ -312,29 +330,18 @@ class CompiledPolicies:
         return None if output == _UNDEFINED else json.loads(output)
 
     def _run(self, rule: str, input_json: str) -> str:
-        # The rule's value as regorus's JSON text: metered on the Rego VM, answered by the interpreter.
-        engine, meters = _thread_engine(self._digest, self._sources)
-        meter = meters[rule]
-        over_budget = False
+        # The rule's value as regorus's JSON text.
+        if not self._sandboxed:
+            return _run_here(self._digest, self._sources, rule, input_json)
         try:
-            if meter is not None:  # None: the rule has no definitions, so it is undefined at no cost
-                meter.set_input_json(input_json)
-                try:
-                    meter.execute_entry_point(rule)
-                except BaseException as exc:
-                    if _OVER_BUDGET not in str(exc):
-                        raise
-                    over_budget = True
-            if not over_budget:
-                engine.set_input_json(input_json)
-                output = engine.eval_rule_as_json(rule)
-        except BaseException:
-            _forget_thread_engine(self._digest)  # never reuse an engine that failed mid-evaluation
-            del engine, meters, meter  # the traceback must not keep them alive (see _build_engine)
-            raise
-        if over_budget:
+            answer = policy_sandbox.run_in_worker(self._digest, self._sources, rule, input_json)
+        except policy_sandbox.WorkerFailed as failed:
+            raise PolicyBudgetExceeded(rule, limit=failed.reason) from None
+        if "engine_error" in answer:
+            raise _EngineError(answer["engine_error"])
+        if answer.get("over_budget"):
             raise PolicyBudgetExceeded(rule)
-        return output
+        return answer["output"]
 
     def _eval_or_raise(self, rule: str, inp: dict[str, Any], what: str, *, remember: bool = False) -> Any:
         try:
@@ -361,8 +368,29 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
     """Validate and compile a bundle (file name -> Rego source); InvalidArgument on any problem.
 
     Without `version`, the built-in sources are "builtin" and anything else is named by the
-    first 16 hex digits of the sha256 of its sources.
+    first 16 hex digits of the sha256 of its sources. The built-in bundle is compiled and
+    evaluated in this process; any other in `policy_sandbox`'s workers, with deadlines.
     """
+    _check_sources(policies)
+    if dict(policies) == default_bundle():
+        return compile_here(policies, version)
+    try:
+        answer = policy_sandbox.compile_in_worker(policies, version)
+    except policy_sandbox.WorkerFailed as failed:
+        why = (f"it did not compile within {policy_sandbox.COMPILE_DEADLINE_S:g} s" if failed.reason == "deadline"
+               else "compiling it took more memory or stack than a bundle may")
+        raise InvalidArgument(f"the policy bundle was refused: {why}") from None
+    if "invalid" in answer:
+        refused = answer["invalid"]
+        if answer["over_budget"]:
+            raise PolicyBudgetExceeded(refused["details"]["rule"])
+        raise InvalidArgument(refused["message"], details=refused["details"])
+    return CompiledPolicies(PolicyBundle(version=answer["version"], policies=answer["sources"]),
+                            answer["digest"], sandboxed=True)
+
+
+def compile_here(policies: dict[str, str], version: str | None) -> CompiledPolicies:
+    """compile_bundle in this process."""
     _check_sources(policies)
     sources = dict(policies)
     engine = _build_engine(sources)  # the compiler's messages name the file
@@ -527,18 +555,20 @@ def _check_sources(policies: Any) -> None:
         raise InvalidArgument("a policy bundle must be a non-empty object of file name -> Rego source")
     if len(policies) > MAX_FILES:
         raise InvalidArgument(f"a policy bundle holds at most {MAX_FILES} files, got {len(policies)}")
+    size = 0
     for name, source in policies.items():
         if not isinstance(name, str) or not _FILE_NAME.fullmatch(name):
+            shown = echoed(str(name), 100)
             raise InvalidArgument(
-                f"invalid policy file name {name!r}: expected letters, digits, '.', '_' or '-' ending in .rego",
-                details={"policy_file": str(name)},
+                f"invalid policy file name {shown!r}: expected letters, digits, '.', '_' or '-' ending in .rego",
+                details={"policy_file": shown},
             )
         if not isinstance(source, str):
             raise InvalidArgument(f"policy {name} must be a string of Rego source", details={"policy_file": name})
-        if len(source.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
-            raise InvalidArgument(
-                f"policy {name} is larger than {MAX_FILE_BYTES} bytes", details={"policy_file": name}
-            )
+        size += len(source.encode("utf-8", "surrogatepass"))
+        if size > MAX_BUNDLE_BYTES:
+            raise InvalidArgument(f"a policy bundle's files hold at most {MAX_BUNDLE_BYTES} bytes together",
+                                  details={"policy_file": name, "max_bytes": MAX_BUNDLE_BYTES})
 
 
 def _build_engine(sources: Mapping[str, str]) -> regorus.Engine:
@@ -586,6 +616,44 @@ def _build_meter(sources: Mapping[str, str], rule: str) -> Any:
     vm = regorus_vm.Rvm()
     vm.load_program(program)
     return vm
+
+
+def _run_here(digest: str, sources: Mapping[str, str], rule: str, input_json: str) -> str:
+    """The rule's value as regorus's JSON text: metered on the Rego VM, answered by the interpreter."""
+    engine, meters = _thread_engine(digest, sources)
+    meter = meters[rule]
+    over_budget = False
+    try:
+        if meter is not None:  # None: the rule has no definitions, so it is undefined at no cost
+            meter.set_input_json(input_json)
+            try:
+                meter.execute_entry_point(rule)
+            except BaseException as exc:
+                if _OVER_BUDGET not in str(exc):
+                    raise
+                over_budget = True
+        if not over_budget:
+            engine.set_input_json(input_json)
+            output = engine.eval_rule_as_json(rule)
+    except BaseException:
+        _forget_thread_engine(digest)  # never reuse an engine that failed mid-evaluation
+        del engine, meters, meter  # the traceback must not keep them alive (see _build_engine)
+        raise
+    if over_budget:
+        raise PolicyBudgetExceeded(rule)
+    return output
+
+
+def run_here_as_answer(digest: str, sources: Mapping[str, str], rule: str, input_json: str) -> dict[str, Any]:
+    """`_run_here` as a worker's answer (policy_sandbox): its output, or how it failed."""
+    try:
+        return {"output": _run_here(digest, sources, rule, input_json)}
+    except PolicyBudgetExceeded:
+        return {"over_budget": True}
+    except BaseException as exc:
+        if not _is_engine_error(exc):
+            raise
+        return {"engine_error": str(exc)}
 
 
 _local = threading.local()  # module-level, so each thread's engines are dropped by that thread

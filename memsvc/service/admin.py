@@ -10,7 +10,7 @@ from pydantic import Field, StrictBool, StrictStr, StringConstraints, field_vali
 
 from memsvc.core.errors import NotFound
 from memsvc.core.models import Caller, StoredItem
-from memsvc.core.policy import MAX_FILE_BYTES, MAX_FILES, POLICY_FILE_NAME, CompiledPolicies
+from memsvc.core.policy import MAX_BUNDLE_BYTES, MAX_FILES, POLICY_FILE_NAME, CompiledPolicies
 from memsvc.core.validation import Command
 from memsvc.ports import Clock, Embedder, IndexBacklog, ItemStore, KeywordIndex
 from memsvc.service.access import Access
@@ -31,8 +31,8 @@ class PolicyBundle(Command):
 
     policies: dict[StrictStr, StrictStr] = Field(
         min_length=1, max_length=MAX_FILES,
-        description=f"file name (letters, digits, '.', '_' or '-', ending in .rego) -> Rego source, at most "
-                    f"{MAX_FILE_BYTES} bytes of UTF-8. The bundle must compile, and must still allow you the admin "
+        description=f"file name (letters, digits, '.', '_' or '-', ending in .rego) -> Rego source; the files "
+                    f"together at most {MAX_BUNDLE_BYTES} bytes of UTF-8. The bundle must compile, and must still allow you the admin "
                     "operation (400 naming the file otherwise).",
         json_schema_extra={"propertyNames": {"pattern": POLICY_FILE_NAME}},
     )

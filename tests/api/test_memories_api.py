@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from datetime import timedelta
 
+import httpx
 import pytest
 
 from memsvc.api.openapi import openapi_document
@@ -480,6 +482,32 @@ def test_a_policy_over_its_budget_fails_only_its_own_requests(make_client, uid):
     put_ok(mine, ns, "fine", {"x": 2})
     put_ok(theirs, ns, "boom", {"x": 3})
     assert get(theirs, ns, "boom").json()["value"] == {"x": 3}
+
+
+def test_a_policy_call_that_never_ends_fails_its_request_at_the_deadline_and_no_other(make_client, uid):
+    """One builtin call is one VM instruction, however long it runs (`units.parse` of a number with a
+    billion-digit exponent takes hours): a tenant's policy runs in a worker process, killed at
+    the deadline; the server's other requests never wait for it."""
+    bad, good = unique_tenant(), unique_tenant()
+    bad_admin = make_client("root", tenant=bad, roles=["admin"])
+    policies = dict(bad_admin.get("/admin/v1/memories/policies").json()["policies"])
+    policies["attributes.rego"] = (
+        "package memories.attributes\n\nimport rego.v1\n\ndefault attributes := {}\n\n"
+        'attributes := {"bytes": units.parse_bytes(input.attributes.size)} if input.attributes.size\n')
+    assert bad_admin.put("/admin/v1/memories/policies", json={"policies": policies}).status_code == 200
+    ns = ["user", uid]
+    mine, theirs = make_client(uid, tenant=bad), make_client(uid, tenant=good)
+    hung: list[httpx.Response] = []
+    thread = threading.Thread(target=lambda: hung.append(
+        put(mine, ns, "boom", {"x": 1}, attributes={"size": "1e999999999"})))
+    thread.start()
+    put_ok(theirs, ns, "k", {"x": 2})
+    assert get(theirs, ns, "k").json()["value"] == {"x": 2}
+    thread.join(120)
+    err = assert_error(hung[0], 400, "INVALID_ARGUMENT")
+    assert err["details"] == {"rule": "data.memories.attributes.attributes", "budget_seconds": 2}
+    assert_error(get(mine, ns, "boom"), 404, "NOT_FOUND")  # nothing was written
+    put_ok(mine, ns, "fine", {"x": 3}, attributes={"size": "2KB"})  # the same policy, on a sane input
 
 
 # -- admin ---------------------------------------------------------------------------------------

@@ -363,11 +363,16 @@ def test_malformed_bundles_are_rejected(policies):
         compile_bundle(policies)
 
 
-def test_a_file_of_exactly_the_size_limit_is_accepted():
-    source = default_bundle()["authz.rego"]
-    padded = source + "#" * (policy.MAX_FILE_BYTES - len(source.encode()) - 1) + "\n"
-    assert len(padded.encode()) == policy.MAX_FILE_BYTES
-    compile_bundle({**default_bundle(), "authz.rego": padded})
+def test_a_bundle_of_exactly_the_size_limit_is_accepted_and_one_byte_more_is_not():
+    bundle = default_bundle()
+    others = sum(len(source.encode()) for name, source in bundle.items() if name != "authz.rego")
+    source = bundle["authz.rego"]
+    padded = source + "#" * (policy.MAX_BUNDLE_BYTES - others - len(source.encode()) - 1) + "\n"
+    assert sum(len(s.encode()) for s in {**bundle, "authz.rego": padded}.values()) == policy.MAX_BUNDLE_BYTES
+    compile_bundle({**bundle, "authz.rego": padded})
+    with pytest.raises(InvalidArgument) as refused:
+        compile_bundle({**bundle, "authz.rego": padded + "#"})
+    assert refused.value.details["max_bytes"] == policy.MAX_BUNDLE_BYTES
 
 
 def test_custom_bundle_shares_a_namespace_with_agents():

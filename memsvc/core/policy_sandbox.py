@@ -1,0 +1,278 @@
+"""Tenants' policy bundles are compiled and evaluated in worker processes, each call with a deadline.
+
+Some of regorus's work is unbounded in one step the instruction budget cannot see: parsing nested
+arrays takes twice as long with each level (`[[[...]]]` 25 deep never finishes), and one builtin
+call can run for minutes or allocate gigabytes (`units.parse("1e9999999")`,
+`bits.lsh(1, 1e8)`, `net.cidr_expand("0.0.0.0/0")`). In the server's own process that would
+hold the GIL, and every tenant's requests with it. In a worker, the server's thread only waits on a
+pipe: past the deadline the worker is killed, and the caller gets a `400`; a worker that runs out
+of memory or stack dies alone. The built-in bundle, which we wrote, stays in-process.
+
+A worker serves one call at a time: a line of JSON in, a line of JSON out. The pool starts
+workers when calls need them, at most `MAX_WORKERS` at once (more callers wait for one), and keeps
+them for the next call with the engines they have compiled. Run as `python -m
+memsvc.core.policy_sandbox`, this module is the worker.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import os
+import resource
+import select
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Mapping
+
+from memsvc.core.errors import InvalidArgument
+
+COMPILE_DEADLINE_S = 10.0  # the largest bundle (policy.MAX_BUNDLE_BYTES) compiles in about 1 s
+RUN_DEADLINE_S = 2.0  # an evaluation within the instruction budget takes milliseconds
+MAX_WORKERS = 8
+_START_DEADLINE_S = 60.0  # a cold start on a loaded machine: Python and regorus load in about 0.1 s
+_MEMORY_HEADROOM = 1 << 30  # bytes of address space a worker may take beyond what it starts with
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+_PARENT = "MEMSVC_POLICY_SANDBOX_PARENT"
+_SOURCES_KEPT = 16  # bundles a worker keeps the sources of, to rebuild engines without asking
+
+
+class WorkerFailed(Exception):
+    """A worker died ("died") or missed its deadline ("deadline")."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class _Worker:
+    def __init__(self) -> None:
+        # The child finds memsvc where this process did: on Lambda it lives in a layer that only
+        # the runtime's bootstrap puts on sys.path.
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **{_PARENT: str(os.getpid())})
+        # stderr is dropped: a Rust panic's text may quote what it failed on (a memory's value).
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "memsvc.core.policy_sandbox"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+        self._buffer = b""
+        try:
+            ready = self._read_line(time.monotonic() + _START_DEADLINE_S)
+        except WorkerFailed as failed:
+            self.kill()
+            raise RuntimeError(f"a policy worker did not start ({failed.reason})") from None
+        if ready != b"ready":
+            self.kill()
+            raise RuntimeError("a policy worker started with an unexpected greeting")
+
+    def call(self, request: dict[str, Any], deadline: float) -> dict[str, Any]:
+        """The worker's answer to `request`; WorkerFailed, the worker killed, past `deadline`."""
+        try:
+            self._process.stdin.write(json.dumps(request).encode() + b"\n")
+            self._process.stdin.flush()
+        except OSError:
+            raise WorkerFailed("gone") from None  # it died before this call: killed from outside
+        line = self._read_line(deadline)
+        return json.loads(line)
+
+    def _read_line(self, deadline: float) -> bytes:
+        out = self._process.stdout.fileno()
+        while b"\n" not in self._buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([out], [], [], remaining)[0]:
+                raise WorkerFailed("deadline")
+            chunk = os.read(out, 1 << 16)
+            if not chunk:
+                raise WorkerFailed("died")
+            self._buffer += chunk
+        line, _, self._buffer = self._buffer.partition(b"\n")
+        return line
+
+    def end(self) -> None:
+        """Kill the process; a call in progress on another thread sees it die."""
+        self._process.kill()
+        self._process.wait()
+
+    def kill(self) -> None:
+        """End the process and close its pipes (only by the thread that called it, or when idle)."""
+        self.end()
+        for pipe in (self._process.stdin, self._process.stdout):
+            try:
+                pipe.close()
+            except OSError:  # the buffered request it never read
+                pass
+
+
+class Sandbox:
+    """The pool of workers of this process. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Condition()
+        self._idle: list[_Worker] = []
+        self._count = 0  # workers started or starting, idle or serving a call
+        self._running: set[_Worker] = set()
+        self._pid = os.getpid()
+        self._spawner = ThreadPoolExecutor(1, thread_name_prefix="policy-sandbox-spawner")
+
+    def call(self, request: dict[str, Any], deadline_s: float) -> dict[str, Any]:
+        deadline = time.monotonic() + deadline_s
+        while True:
+            worker, fresh = self._take()
+            try:
+                answer = worker.call(request, deadline)
+            except WorkerFailed as failed:
+                self._discard(worker)
+                if failed.reason == "gone" and not fresh:
+                    continue  # the request gets a fresh one
+                if failed.reason == "gone":
+                    raise WorkerFailed("died") from None
+                raise
+            except BaseException:
+                self._discard(worker)
+                raise
+            self._give_back(worker)
+            return answer
+
+    def busy(self) -> int:
+        """Workers serving a call now (not counting those starting)."""
+        with self._lock:
+            return len(self._running) - len(self._idle)
+
+    def close(self) -> None:
+        """Kill every worker: a call in progress fails with WorkerFailed("died")."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+            self._running.difference_update(idle)
+            self._count -= len(idle)
+            busy = list(self._running)
+            self._lock.notify_all()
+        for worker in idle:
+            worker.kill()
+        for worker in busy:
+            worker.end()  # its caller discards it
+
+    def _take(self) -> tuple[_Worker, bool]:
+        """An idle worker, or a new one (True)."""
+        with self._lock:
+            if self._pid != os.getpid():  # a forked server process: the workers are its parent's
+                self._idle, self._count, self._running, self._pid = [], 0, set(), os.getpid()
+                self._spawner = ThreadPoolExecutor(1, thread_name_prefix="policy-sandbox-spawner")
+            while not self._idle and self._count >= MAX_WORKERS:
+                self._lock.wait()
+            if self._idle:
+                return self._idle.pop(), False
+            self._count += 1
+        try:
+            worker = self._spawner.submit(_Worker).result()
+        except BaseException:
+            with self._lock:
+                self._count -= 1
+                self._lock.notify()
+            raise
+        with self._lock:
+            self._running.add(worker)
+        return worker, True
+
+    def _give_back(self, worker: _Worker) -> None:
+        with self._lock:
+            self._idle.append(worker)
+            self._lock.notify()
+
+    def _discard(self, worker: _Worker) -> None:
+        with self._lock:
+            self._running.discard(worker)
+            self._count -= 1
+            self._lock.notify()
+        worker.kill()
+
+
+SANDBOX = Sandbox()
+
+
+def compile_in_worker(policies: Mapping[str, str], version: str | None) -> dict[str, Any]:
+    """`policy.compile_here` in a worker: `{"version", "digest", "sources"}`, or `{"invalid":
+    {"message", "details"}, "over_budget": bool}` for the InvalidArgument it raised; WorkerFailed
+    past the deadline or if the worker died."""
+    return SANDBOX.call({"op": "compile", "policies": dict(policies), "version": version}, COMPILE_DEADLINE_S)
+
+
+def run_in_worker(digest: str, sources: Mapping[str, str], rule: str, input_json: str) -> dict[str, Any]:
+    """One evaluation in a worker: `{"output": json text}`, `{"over_budget": true}` or
+    `{"engine_error": regorus's text}`; WorkerFailed past the deadline or if the worker died."""
+    deadline = time.monotonic() + RUN_DEADLINE_S
+    request: dict[str, Any] = {"op": "run", "digest": digest, "rule": rule, "input": input_json}
+    answer = SANDBOX.call(request, deadline - time.monotonic())
+    if answer.get("need_sources"):
+        answer = SANDBOX.call({**request, "sources": dict(sources)}, deadline - time.monotonic())
+    return answer
+
+
+def _serve() -> None:
+    # Imported here: the server side of this module must not import the policy module (it imports us).
+    from memsvc.core import policy
+
+    known: dict[str, dict[str, str]] = {}  # digest -> sources, least recently used first
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        answer: dict[str, Any]
+        if request["op"] == "compile":
+            try:
+                compiled = policy.compile_here(request["policies"], request["version"])
+            except InvalidArgument as exc:
+                answer = {"invalid": {"message": exc.message, "details": exc.details},
+                          "over_budget": isinstance(exc, policy.PolicyBudgetExceeded)}
+            else:
+                sources = compiled.bundle.policies
+                known[compiled.digest] = sources
+                answer = {"version": compiled.bundle.version, "digest": compiled.digest, "sources": sources}
+        else:
+            digest = request["digest"]
+            sources = request.get("sources") or known.pop(digest, None)
+            if sources is None:
+                answer = {"need_sources": True}
+            else:
+                known[digest] = sources
+                answer = policy.run_here_as_answer(digest, sources, request["rule"], request["input"])
+        while len(known) > _SOURCES_KEPT:
+            del known[next(iter(known))]
+        sys.stdout.write(json.dumps(answer) + "\n")
+        sys.stdout.flush()
+
+
+def _die_with_parent() -> None:
+    # A worker stuck in one builtin call never reads its stdin's end: the kernel ends it with the server
+    # (strictly, with the thread that started it: Sandbox's spawner, which lives as long as the server).
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    except OSError:
+        return
+    prctl = getattr(libc, "prctl", None)
+    if prctl is not None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if str(os.getppid()) != os.environ.get(_PARENT):  # the server died before the line above
+        os._exit(1)
+
+
+def _limit_memory() -> None:
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            size_kb = next(int(line.split()[1]) for line in status if line.startswith("VmSize:"))
+    except OSError:  # not Linux: the worker runs without a memory limit
+        return
+    limit = size_kb * 1024 + _MEMORY_HEADROOM
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+if __name__ == "__main__":
+    from memsvc.core import policy as _warm  # noqa: F401  (imported before the limit counts its size)
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C stops the server; a worker ends with its stdin
+    _die_with_parent()
+    _limit_memory()
+    _serve()

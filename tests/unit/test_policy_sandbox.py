@@ -1,0 +1,132 @@
+"""A tenant's bundle is compiled and evaluated in a worker process with a deadline
+(memsvc/core/policy_sandbox.py): work regorus cannot bound in one step (a builtin call, the parser)
+fails that request alone, and never holds up the server's other requests."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from memsvc.core import policy, policy_sandbox
+from memsvc.core.errors import InvalidArgument
+from memsvc.core.policy import PolicyBudgetExceeded, compile_bundle, default_bundle
+
+CONTEXT = {"tenant_id": "default", "user_id": "alice", "client_id": "t", "roles": ["user"],
+           "principal_type": "user", "jwt_claims": {"sub": "alice"}}
+NAMESPACE = ["user", "alice", "notes"]
+
+
+def with_size_attribute(expression: str) -> policy.CompiledPolicies:
+    """The built-in bundle, but the attributes policy computes `big` from the write's `size` attribute."""
+    return compile_bundle({**default_bundle(), "attributes.rego": (
+        "package memories.attributes\nimport rego.v1\n\n"
+        f'attributes := {{"big": {expression}}} if {{ input.attributes.size }}\n')})
+
+
+def extract(compiled: policy.CompiledPolicies, size: str) -> dict:
+    return compiled.extract_attributes(NAMESPACE, "k", {"text": "hi"}, {"size": size}, CONTEXT)
+
+
+@pytest.fixture
+def short_deadlines(monkeypatch):
+    monkeypatch.setattr(policy_sandbox, "RUN_DEADLINE_S", 1.0)
+    monkeypatch.setattr(policy_sandbox, "COMPILE_DEADLINE_S", 1.0)
+
+
+def test_the_built_in_bundle_stays_in_process_and_a_tenants_goes_to_a_worker():
+    assert compile_bundle(default_bundle())._sandboxed is False
+    tenants = with_size_attribute("units.parse(input.attributes.size)")
+    assert tenants._sandboxed is True
+    assert extract(tenants, "5k") == {"big": 5000}
+    assert tenants.allow("read", NAMESPACE, "k", CONTEXT) is True
+    assert tenants.allow("read", ["user", "bob", "notes"], "k", CONTEXT) is False
+
+
+@pytest.mark.parametrize("expression, size", [
+    ("units.parse(input.attributes.size)", "1e99999999"),  # minutes in one call
+    ("bits.lsh(1, to_number(input.attributes.size))", "100000000"),
+    ("count(net.cidr_expand(input.attributes.size))", "0.0.0.0/0"),  # four billion addresses
+])
+def test_a_builtin_call_past_the_deadline_fails_that_request_alone(short_deadlines, expression, size):
+    compiled = with_size_attribute(expression)
+    with pytest.raises(PolicyBudgetExceeded) as over:
+        extract(compiled, size)
+    assert over.value.details == {"rule": "data.memories.attributes.attributes", "budget_seconds": 1.0}
+    assert "deadline of 1 s" in over.value.message
+    # the worker was killed; the next evaluation gets a fresh one
+    assert extract(with_size_attribute("units.parse(input.attributes.size)"), "2k") == {"big": 2000}
+    assert policy_sandbox.SANDBOX.busy() == 0
+
+
+def test_an_evaluation_that_runs_out_of_memory_kills_its_worker_only():
+    compiled = with_size_attribute("count(numbers.range(1, to_number(input.attributes.size)))")
+    with pytest.raises(PolicyBudgetExceeded) as over:
+        extract(compiled, "1e10")  # 240 GB
+    assert "memory or stack" in over.value.message
+    assert extract(compiled, "10") == {"big": 10}
+
+
+def test_a_bundle_the_parser_cannot_finish_is_refused_within_the_deadline(short_deadlines):
+    nested = "[" * 40 + "1" + "]" * 40  # regorus's parser takes twice as long for each level
+    bundle = {**default_bundle(), "extra.rego": f"package extra\nimport rego.v1\n\nx := {nested}\n"}
+    with pytest.raises(InvalidArgument) as refused:
+        compile_bundle(bundle)
+    assert refused.value.message == "the policy bundle was refused: it did not compile within 1 s"
+    assert policy_sandbox.SANDBOX.busy() == 0
+
+
+def test_errors_from_a_worker_keep_their_kind_and_our_words():
+    bundle = {**default_bundle(), "authz.rego": "package memories.authz\nimport rego.v1\n\nallow if {\n"}
+    with pytest.raises(InvalidArgument) as refused:
+        compile_bundle(bundle)
+    assert refused.value.details["policy_file"] == "authz.rego"
+    assert "regorus" not in refused.value.message and "-->" not in refused.value.message
+    heavy = "count([x | some x in numbers.range(1, 1000); some y in numbers.range(1, 1000)])"
+    with pytest.raises(PolicyBudgetExceeded):  # over the instruction budget on the upload's test evaluation
+        compile_bundle({**default_bundle(), "attributes.rego": (
+            f'package memories.attributes\nimport rego.v1\n\nattributes := {{"n": {heavy}}}\n')})
+    failing = with_size_attribute("to_number(input.attributes.size)")
+    with pytest.raises(InvalidArgument) as failed:
+        extract(failing, "not a number")
+    assert failed.value.message.startswith("attribute extraction policy failed: ")
+    assert "not a number" not in failed.value.message
+
+
+def test_a_hung_evaluation_does_not_hold_up_another_bundles(monkeypatch):
+    monkeypatch.setattr(policy_sandbox, "RUN_DEADLINE_S", 600.0)
+    hung = with_size_attribute("units.parse(input.attributes.size)")
+    other = with_size_attribute("units.parse(input.attributes.size)")
+    outcome: list[BaseException] = []
+
+    def evaluate_forever() -> None:
+        try:
+            extract(hung, "1e999999999")
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=evaluate_forever)
+    thread.start()
+    try:
+        for _ in range(6000):  # until the hung call is in its worker (a minute at most)
+            if policy_sandbox.SANDBOX.busy() == 1:
+                break
+            threading.Event().wait(0.01)
+        assert policy_sandbox.SANDBOX.busy() == 1
+        assert extract(other, "3k") == {"big": 3000}  # answered while the other call still runs
+        assert thread.is_alive() and not outcome
+    finally:
+        policy_sandbox.SANDBOX.close()  # kills the hung worker
+        thread.join(60)
+    assert not thread.is_alive()
+    assert isinstance(outcome[0], PolicyBudgetExceeded)
+    assert policy_sandbox.SANDBOX.busy() == 0
+
+
+def test_a_worker_killed_while_idle_is_replaced_without_failing_the_request():
+    compiled = with_size_attribute("units.parse(input.attributes.size)")
+    assert extract(compiled, "1k") == {"big": 1000}
+    for worker in list(policy_sandbox.SANDBOX._idle):
+        worker._process.kill()
+        worker._process.wait()
+    assert extract(compiled, "4k") == {"big": 4000}
