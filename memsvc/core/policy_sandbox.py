@@ -17,7 +17,6 @@ memsvc.core.policy_sandbox`, this module is the worker.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import json
 import os
 import resource
@@ -81,15 +80,16 @@ class _Worker:
 
     def _read_line(self, deadline: float) -> bytes:
         out = self._process.stdout.fileno()
-        while b"\n" not in self._buffer:
+        chunks = [self._buffer]
+        while b"\n" not in chunks[-1]:  # a worker writes one line and waits: nothing follows it
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not select.select([out], [], [], remaining)[0]:
                 raise WorkerFailed("deadline")
             chunk = os.read(out, 1 << 16)
             if not chunk:
                 raise WorkerFailed("died")
-            self._buffer += chunk
-        line, _, self._buffer = self._buffer.partition(b"\n")
+            chunks.append(chunk)
+        line, _, self._buffer = b"".join(chunks).partition(b"\n")
         return line
 
     def end(self) -> None:
@@ -119,11 +119,12 @@ class Sandbox:
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="policy-sandbox-spawner")
 
     def call(self, request: dict[str, Any], deadline_s: float) -> dict[str, Any]:
-        deadline = time.monotonic() + deadline_s
+        """The answer of a worker given `deadline_s` seconds for `request` (waiting for one to be
+        free or to start does not count)."""
         while True:
             worker, fresh = self._take()
             try:
-                answer = worker.call(request, deadline)
+                answer = worker.call(request, time.monotonic() + deadline_s)
             except WorkerFailed as failed:
                 self._discard(worker)
                 if failed.reason == "gone" and not fresh:
@@ -203,11 +204,10 @@ def compile_in_worker(policies: Mapping[str, str], version: str | None) -> dict[
 def run_in_worker(digest: str, sources: Mapping[str, str], rule: str, input_json: str) -> dict[str, Any]:
     """One evaluation in a worker: `{"output": json text}`, `{"over_budget": true}` or
     `{"engine_error": regorus's text}`; WorkerFailed past the deadline or if the worker died."""
-    deadline = time.monotonic() + RUN_DEADLINE_S
     request: dict[str, Any] = {"op": "run", "digest": digest, "rule": rule, "input": input_json}
-    answer = SANDBOX.call(request, deadline - time.monotonic())
+    answer = SANDBOX.call(request, RUN_DEADLINE_S)
     if answer.get("need_sources"):
-        answer = SANDBOX.call({**request, "sources": dict(sources)}, deadline - time.monotonic())
+        answer = SANDBOX.call({**request, "sources": dict(sources)}, RUN_DEADLINE_S)
     return answer
 
 
@@ -248,11 +248,7 @@ def _serve() -> None:
 def _die_with_parent() -> None:
     # A worker stuck in one builtin call never reads its stdin's end: the kernel ends it with the server
     # (strictly, with the thread that started it: Sandbox's spawner, which lives as long as the server).
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
-    except OSError:
-        return
-    prctl = getattr(libc, "prctl", None)
+    prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux's C library; elsewhere no such call
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
     if str(os.getppid()) != os.environ.get(_PARENT):  # the server died before the line above
