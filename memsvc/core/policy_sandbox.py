@@ -10,8 +10,8 @@ of memory or stack dies alone. The built-in bundle, which we wrote, stays in-pro
 
 A worker serves one call at a time: a line of JSON in, a line of JSON out. The pool starts
 workers when calls need them, at most `MAX_WORKERS` at once (more callers wait for one), and keeps
-them for the next call with the engines they have compiled. Run as `python -m
-memsvc.core.policy_sandbox`, this module is the worker.
+them for the next call with the engines they have compiled. Run as a program (`_START`), this
+module is the worker.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ MAX_WORKERS = 8
 _START_DEADLINE_S = 60.0  # a cold start on a loaded machine: Python and regorus load in about 0.1 s
 _MEMORY_HEADROOM = 1 << 30  # bytes of address space a worker may take beyond what it starts with
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
-_PARENT = "MEMSVC_POLICY_SANDBOX_PARENT"
+# A worker's command: `python -c _START <server pid> <the server's sys.path>...`.
+_START = "import runpy, sys; sys.path[:0] = sys.argv[2:]; runpy.run_module('memsvc.core.policy_sandbox', run_name='__main__')"
 _SOURCES_KEPT = 16  # bundles a worker keeps the sources of, to rebuild engines without asking
 
 
@@ -51,13 +52,12 @@ class WorkerFailed(Exception):
 
 class _Worker:
     def __init__(self) -> None:
-        # The child finds memsvc where this process did: on Lambda it lives in a layer that only
-        # the runtime's bootstrap puts on sys.path.
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p), **{_PARENT: str(os.getpid())})
+        # The child finds memsvc where this process did (on Lambda it lives in a layer that only
+        # the runtime's bootstrap puts on sys.path) and learns which process is its server.
         # stderr is dropped: a Rust panic's text may quote what it failed on (a memory's value).
         self._process = subprocess.Popen(
-            [sys.executable, "-m", "memsvc.core.policy_sandbox"],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, close_fds=True)
+            [sys.executable, "-c", _START, str(os.getpid()), *(path for path in sys.path if path)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
         self._buffer = b""
         try:
             ready = self._read_line(time.monotonic() + _START_DEADLINE_S)
@@ -251,7 +251,7 @@ def _die_with_parent() -> None:
     prctl = getattr(ctypes.CDLL(None), "prctl", None)  # Linux's C library; elsewhere no such call
     if prctl is not None:
         prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    if str(os.getppid()) != os.environ.get(_PARENT):  # the server died before the line above
+    if str(os.getppid()) != sys.argv[1]:  # the server died before the line above
         os._exit(1)
 
 
