@@ -109,12 +109,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     return response
 
 
-def _without_stage(event: dict[str, Any]) -> dict[str, Any]:
+def _without_stage(event: Any) -> Any:
     """An HTTP API on a named stage puts the stage in `rawPath` (`/prod/v1/memories`); the
-    `$default` stage does not. Routes are matched without it."""
-    stage = (event.get("requestContext") or {}).get("stage")
-    path = event.get("rawPath") or "/"
-    if stage and stage != "$default" and (path == f"/{stage}" or path.startswith(f"/{stage}/")):
+    `$default` stage does not. Routes are matched without it. An event of another shape is left
+    as it is, for the router to refuse (`memsvc.api.router.check_event`)."""
+    stage = _context_field(event, "stage")
+    path = event.get("rawPath") if isinstance(event, dict) else None
+    if stage and path and stage != "$default" and (path == f"/{stage}" or path.startswith(f"/{stage}/")):
         return {**event, "rawPath": path[len(stage) + 1:] or "/"}
     return event
 
@@ -127,9 +128,16 @@ def _error_code(response: dict[str, Any]) -> str:
     return code if isinstance(code, str) and code.isupper() and len(code) <= 64 else "UNKNOWN"
 
 
-def _internal_error(event: dict[str, Any]) -> dict[str, Any]:
-    request_id = (event.get("requestContext") or {}).get("requestId") or ""
+def _internal_error(event: Any) -> dict[str, Any]:
+    request_id = _context_field(event, "requestId")
     body = {"error": {"code": "INTERNAL", "message": "internal error", "retryable": True,
                       "details": {"request_id": request_id}}}
     return {"statusCode": 500, "headers": {"content-type": "application/json", "x-request-id": request_id},
             "body": json.dumps(body, separators=(",", ":")), "isBase64Encoded": False}
+
+
+def _context_field(event: Any, name: str) -> str:
+    """A string of the event's request context; "" when the event has no such string."""
+    ctx = event.get("requestContext") if isinstance(event, dict) else None
+    value = ctx.get(name) if isinstance(ctx, dict) else None
+    return value if isinstance(value, str) else ""

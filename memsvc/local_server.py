@@ -4,6 +4,11 @@ Each request becomes the API Gateway HTTP API (payload 2.0) event the real servi
 deliver, after the bearer token has been verified as the JWT authorizer would verify it. Before
 that, `/console` and `/docs` are answered here: the console's files and config, its loopback
 sign-in helper, and the API reference (docs/console.md).
+
+A token's signature is checked on one thread of its own, never on the event loop, so a flood of
+bad tokens costs at most that thread and every request with a known token goes on being taken
+in. Each verdict, valid or not, is kept by the token's SHA-256 (`TokenVerdicts`), and one token
+sent many times at once is verified once (docs/api.md, "Identity").
 """
 
 from __future__ import annotations
@@ -15,13 +20,15 @@ import json
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qsl
 
 from memsvc.adapters.local.fair_pool import FairPool
-from memsvc.adapters.local.issuer import InvalidToken, LocalIssuer
+from memsvc.adapters.local.issuer import LEEWAY_SECONDS, InvalidToken, LocalIssuer
 from memsvc.api.identity import LOCAL_DEFAULT_TENANT, claimed_tenant
 from memsvc.api.router import Router
 from memsvc.console_assets import (
@@ -36,10 +43,14 @@ from memsvc.console_assets import (
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.models import to_rfc3339
 
-__all__ = ["LocalServer", "build_event", "stringify_claims", "MAX_BODY_BYTES"]
+__all__ = ["LocalServer", "TokenVerdicts", "build_event", "stringify_claims", "MAX_BODY_BYTES", "MAX_TOKEN_BYTES"]
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_TOKEN_BYTES = 8 * 1024  # a token we mint is under 1 KiB; anything longer is refused unread
 SIGN_IN_TTL_SECONDS = 3600
+VERDICTS_KEPT = 4096  # of each kind: a flood of bad tokens never pushes out the good ones
+INVALID_VERDICT_SECONDS = 60.0  # how long a refused token stays refused without a second look
+MAX_VERIFYING = 256  # distinct tokens waiting for the verifying thread; past that, 429
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +58,13 @@ log = logging.getLogger(__name__)
 class LocalServer:
     """An ASGI application, answering on `threads` threads (`LocalSettings.request_threads`);
     with `console` and `docs` (memsvc.console_assets), it serves those sites too, and with
-    `console_sign_in` the console's loopback sign-in helper."""
+    `console_sign_in` the console's loopback sign-in helper. `clock` (epoch seconds) ages the
+    token verdicts; `max_verifying` bounds the tokens waiting to be verified."""
 
     def __init__(self, router: Router, issuer: LocalIssuer, *, threads: int,
                  on_shutdown: Callable[[], None] = lambda: None, console: StaticSite | None = None,
-                 docs: StaticSite | None = None, console_sign_in: bool = True) -> None:
+                 docs: StaticSite | None = None, console_sign_in: bool = True,
+                 clock: Callable[[], float] = time.time, max_verifying: int = MAX_VERIFYING) -> None:
         self._router = router
         self._issuer = issuer
         self._console = console
@@ -59,6 +72,10 @@ class LocalServer:
         self._sites = tuple(site for site in (console, docs) if site is not None)
         self._on_shutdown = on_shutdown
         self._pool = FairPool(threads, name="memsvc-api")  # one tenant's burst never queues another's requests
+        self._verdicts = TokenVerdicts(clock=clock)
+        self._verifier = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memsvc-verify")
+        self._verifying: dict[bytes, asyncio.Future] = {}  # by token digest: one check for every copy waiting
+        self._max_verifying = max_verifying
 
     async def __call__(self, scope, receive, send) -> None:
         if scope["type"] == "lifespan":
@@ -69,6 +86,7 @@ class LocalServer:
                 elif message["type"] == "lifespan.shutdown":
                     # uvicorn re-raises SIGTERM after this, so this is where the data is closed
                     self._pool.shutdown()
+                    self._verifier.shutdown(wait=True)
                     self._on_shutdown()
                     await send({"type": "lifespan.shutdown.complete"})
                     return
@@ -106,9 +124,11 @@ class LocalServer:
             if scheme.lower() != "bearer" or not token:
                 return await _send(send, _error(401, "UNAUTHORIZED", "expected 'Authorization: Bearer <token>'"))
             try:
-                claims = self._issuer.verify(token.strip())
+                claims = await self._claims(token.strip())
             except InvalidToken as exc:  # its text is ours (see LocalIssuer)
                 return await _send(send, _error(401, "UNAUTHORIZED", f"invalid token: {exc}"))
+            except _Busy:
+                return await _send(send, _busy())
             authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
             tenant = str(claimed_tenant(claims, LOCAL_DEFAULT_TENANT))  # as the router will read it
         event = build_event(
@@ -122,6 +142,38 @@ class LocalServer:
         )
         response = await asyncio.wrap_future(self._pool.submit(tenant, self._router.handle, event))
         await _send(send, response)
+
+    async def _claims(self, token: str) -> dict[str, Any]:
+        """The token's claims, or InvalidToken: from its kept verdict, else from the verifying
+        thread, whose verdict is then kept (`TokenVerdicts`). Runs on the event loop only."""
+        if len(token) > MAX_TOKEN_BYTES:
+            raise InvalidToken("the token is too long")
+        digest = hashlib.sha256(token.encode("latin-1")).digest()
+        kept = self._verdicts.get(digest)
+        if kept is None:
+            checking = self._verifying.get(digest)
+            if checking is None:
+                if len(self._verifying) >= self._max_verifying:
+                    raise _Busy
+                checking = asyncio.get_running_loop().run_in_executor(self._verifier, self._verdict_of, token)
+                self._verifying[digest] = checking
+                checking.add_done_callback(lambda done: self._settle(digest, done))
+            kept = await asyncio.shield(checking)  # a caller that hangs up leaves the check to the others
+        if isinstance(kept, str):
+            raise InvalidToken(kept)
+        return dict(kept)
+
+    def _verdict_of(self, token: str) -> dict[str, Any] | str:
+        """On the verifying thread: the claims, or why the token is refused."""
+        try:
+            return self._issuer.verify(token)
+        except InvalidToken as exc:
+            return str(exc)
+
+    def _settle(self, digest: bytes, done: asyncio.Future) -> None:
+        del self._verifying[digest]
+        if not done.cancelled() and done.exception() is None:
+            self._verdicts.put(digest, done.result())
 
     def _site_of(self, path: str) -> StaticSite | None:
         return next((site for site in self._sites if site.owns(path)), None)
@@ -169,6 +221,62 @@ class LocalServer:
         log.info("console sign-in: minted a token for sub sha256:%s, tenant %s, roles %s",
                  hashlib.sha256(who.sub.encode()).hexdigest()[:16], who.tenant or "(default)", who.roles)
         return site.json(200, {"token": token, "expires_at": to_rfc3339(expires)})
+
+
+class _Busy(Exception):
+    """More distinct tokens are waiting for the verifying thread than `max_verifying`."""
+
+
+class TokenVerdicts:
+    """What verifying each recently seen token said, by its SHA-256 digest (never the token):
+    its claims until it expires (`exp` and the issuer's leeway), or why it was refused (in the
+    issuer's words, which are ours) for `invalid_seconds`. Two LRUs of `kept` entries each, so
+    refused tokens only ever push out refused ones. Not thread-safe: the server uses it on its
+    event loop alone."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.time, kept: int = VERDICTS_KEPT,
+                 invalid_seconds: float = INVALID_VERDICT_SECONDS) -> None:
+        self._clock = clock
+        self._kept = kept
+        self._invalid_seconds = invalid_seconds
+        self._valid: OrderedDict[bytes, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._invalid: OrderedDict[bytes, tuple[float, str]] = OrderedDict()
+
+    def get(self, digest: bytes) -> dict[str, Any] | str | None:
+        """The kept verdict, None when there is none (or it ran out). A valid token kept past its
+        expiry is refused as expired, as the issuer would refuse it."""
+        now = self._clock()
+        for verdicts in (self._valid, self._invalid):
+            kept = verdicts.get(digest)
+            if kept is None:
+                continue
+            until, verdict = kept
+            if now > until:
+                del verdicts[digest]
+                return "the token has expired" if verdicts is self._valid else None
+            verdicts.move_to_end(digest)
+            return verdict
+        return None
+
+    def put(self, digest: bytes, verdict: dict[str, Any] | str) -> None:
+        if isinstance(verdict, str):
+            self._keep(self._invalid, digest, self._clock() + self._invalid_seconds, verdict)
+        else:
+            self._keep(self._valid, digest, float(verdict["exp"]) + LEEWAY_SECONDS, verdict)
+
+    def _keep(self, verdicts: OrderedDict, digest: bytes, until: float, verdict: Any) -> None:
+        verdicts[digest] = (until, verdict)
+        verdicts.move_to_end(digest)
+        while len(verdicts) > self._kept:
+            verdicts.popitem(last=False)
+
+
+def _busy() -> dict[str, Any]:
+    """429 with the envelope, retryable: the verifying thread has `max_verifying` tokens waiting."""
+    body = {"error": {"code": "RATE_LIMITED", "message": "too many new tokens are waiting to be checked; try again "
+                      "shortly", "retryable": True, "details": {"retry_after_seconds": 1}}}
+    return {"statusCode": 429, "headers": {"content-type": "application/json", "retry-after": "1"},
+            "body": json.dumps(body, separators=(",", ":"))}
 
 
 def _raw_path(scope) -> str:

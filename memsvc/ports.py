@@ -286,11 +286,14 @@ class VectorIndex(Protocol):
     def vectors_of(self, tenant: str, refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
         """The stored vectors of these (memory id, field) pairs, unit length; absent ones are left out."""
 
-    def commonness(self, tenant: str, page: Sequence[tuple[str, str]],
+    def mean_direction(self, tenant: str, page: Sequence[tuple[str, str]]) -> list[float] | None:
+        """The unit mean direction of `page`'s stored vectors (`core.ranking.mean_direction`,
+        hybrid's distinct cosine); absent entries do not count; None when none is stored."""
+
+    def commonness(self, tenant: str, direction: Sequence[float],
                    refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """Each of `refs`' stored vector's cosine with the mean direction of `page`'s
-        (`core.ranking.commonness`, hybrid's distinct cosine); absent refs are left out, absent
-        page entries do not count."""
+        """Each of `refs`' stored vector's cosine with `direction` (a `mean_direction`,
+        `core.ranking.commonness`); absent refs are left out."""
 
     def ping(self) -> None: ...
 
@@ -315,6 +318,15 @@ class KeywordIndex(Protocol):
         """Index these memory versions' documents and field tokens (one already indexed is left as
         it is). A version counts as holding field tokens (`field_holders`) only once all its tokens
         are readable, so a search never sees part of them."""
+
+    def replace_many(self, docs: Sequence[KeywordDoc], fields: Sequence[FieldDoc] = ()) -> None:
+        """Index these memory versions' documents in place of the ones they have (a message whose
+        turn before changed), and their field tokens as `put_many` does; an absent one is put. A
+        search at any moment finds the version by its old document or by its new one, never by
+        neither: the new postings land before the stale ones (old terms not in the new document)
+        go. A delete of the version that overlaps a replacement wins: nothing of either document
+        is left. Of two replacements of one version at once, the one that finishes last stands,
+        whole (docs/search-and-retrieval.md, "Replacing a keyword document")."""
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
         """Remove these memory versions' documents and field tokens (absent ones are fine)."""

@@ -30,7 +30,7 @@ from memsvc.core.models import Caller
 from memsvc.core.validation import Command
 from memsvc.ports import Metrics
 
-__all__ = ["Request", "Response", "Router", "Route", "Call", "Handled", "query_fields", "query_kind"]
+__all__ = ["Request", "Response", "Router", "Route", "Call", "Handled", "query_fields", "query_kind", "check_event"]
 
 log = logging.getLogger(__name__)
 
@@ -171,10 +171,12 @@ class Router:
         `on_route` is told which route matched (before it runs), so a caller can label metrics
         and logs with the route template (`route.method`, `route.path`), never the raw path."""
         started = time.perf_counter()
-        ctx = event.get("requestContext") or {}
-        request_id = ctx.get("requestId") or str(uuid.uuid4())
+        ctx = event.get("requestContext") if isinstance(event, dict) else None
+        given_id = ctx.get("requestId") if isinstance(ctx, dict) else None
+        request_id = given_id if isinstance(given_id, str) and given_id else str(uuid.uuid4())
         handled = Handled()
         try:
+            check_event(event)
             response = self._dispatch(event, request_id, on_route, handled)
         except MemsvcError as exc:
             response = _error_response(exc)
@@ -251,6 +253,51 @@ class Router:
                 {"allow": ", ".join(sorted(set(allowed)))},
             )
         raise NotFound(f"no route for {echoed(path)}")
+
+
+_OBJECTS_OF_STRINGS = ("headers", "queryStringParameters", "pathParameters")
+_STRINGS = ("rawPath", "rawQueryString", "body")
+
+
+def check_event(event: Any) -> None:
+    """Refuse an event of a shape API Gateway never sends (a hand-made or corrupted invocation):
+    the parts the router and `Identity` read must be objects, and headers and parameters must map
+    strings to strings. Linear in the event's top-level parts; nothing is echoed."""
+    if not isinstance(event, dict):
+        raise _malformed("event", "the event is not an object")
+    for name in _OBJECTS_OF_STRINGS:
+        part = event.get(name)
+        if part is None:
+            continue
+        if not isinstance(part, dict):
+            raise _malformed(name, f"{name} is not an object")
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in part.items()):
+            raise _malformed(name, f"{name} must map strings to strings")
+    for name in _STRINGS:
+        if event.get(name) is not None and not isinstance(event[name], str):
+            raise _malformed(name, f"{name} is not a string")
+    if not isinstance(event.get("isBase64Encoded", False), bool):
+        raise _malformed("isBase64Encoded", "isBase64Encoded is not a boolean")
+    ctx = event.get("requestContext")
+    if ctx is None:
+        return
+    if not isinstance(ctx, dict):
+        raise _malformed("requestContext", "requestContext is not an object")
+    http = ctx.get("http")
+    if http is not None and not (isinstance(http, dict) and isinstance(http.get("method", ""), str)):
+        raise _malformed("requestContext.http", "requestContext.http is not an object with a string method")
+    authorizer = ctx.get("authorizer")
+    if authorizer is None:
+        return
+    if not isinstance(authorizer, dict):
+        raise _malformed("requestContext.authorizer", "requestContext.authorizer is not an object")
+    jwt = authorizer.get("jwt")
+    if isinstance(jwt, dict) and not isinstance(jwt.get("claims") or {}, dict):
+        raise _malformed("requestContext.authorizer.jwt.claims", "the JWT claims are not an object")
+
+
+def _malformed(field: str, message: str) -> InvalidArgument:
+    return InvalidArgument(f"malformed request event: {message}", details={"field": field})
 
 
 def _query_pairs(raw_query: str) -> list[tuple[str, str]]:

@@ -32,8 +32,10 @@ e5-small's hybrid cosine is also made *distinct* (`Fusion.distinct_cosine`): les
 memory's vector leans toward what the semantic retriever's first page has in common, the mean
 direction of its vectors (`commonness`). For a question that names Oliver that page is mostly
 `Oliver said, ...` small talk, whose vectors sit close to its mean and to the query alike; the
-answer's own words pull its vector away from it. Chosen on the dev halves of six sets (`python
--m benchmarks.retrieval_lab --part signals`, benchmarks/README.md, "New signals (fifth round)").
+answer's own words pull its vector away from it (`mean_direction`: of the memories of the first
+`SEPARATION_HITS` hits, whatever page was asked, read once per query). Chosen on the dev halves of
+six sets (`python -m benchmarks.retrieval_lab --part signals`, benchmarks/README.md, "New signals
+(fifth round)").
 The distinct cosine never exceeds the cosine, so the retriever's lowest cosine still bounds any
 memory it has not handed over. Semantic mode keeps the plain cosine, and recall the plain
 fusion (its cut was calibrated on it).
@@ -46,8 +48,8 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMMONNESS_MIN_PAGE", "Fusion", "MINILM", "commonness", "fusion_for", "keyword_match", "separation",
-           "SEPARATION_RANK", "SEPARATION_HITS"]
+__all__ = ["COMMONNESS_MIN_PAGE", "Fusion", "MINILM", "commonness", "fusion_for", "keyword_match", "mean_direction",
+           "separation", "SEPARATION_RANK", "SEPARATION_HITS"]
 
 SEPARATION_RANK = 5  # a signal's best is compared with its fifth best: recall@5 is what we measure
 # A signal's separation is read from its retriever's first hits, as many as this whatever the page
@@ -66,14 +68,19 @@ def keyword_match(bm25: float, query_weight: float) -> float:
     return min(1.0, bm25 / query_weight) if query_weight > 0 else 0.0
 
 
-def commonness(page: Sequence[Sequence[float]], vectors: Sequence[Sequence[float]]) -> list[float]:
-    """Each of `vectors`' cosine with the mean direction of `page`'s (unit vectors: the semantic
-    retriever's first page, one per memory); 0 for all when `page` is empty or cancels out."""
+def mean_direction(page: Sequence[Sequence[float]]) -> list[float] | None:
+    """The unit mean direction of `page`'s vectors (unit vectors: the semantic retriever's first
+    page, one per memory); None when `page` is empty or cancels out."""
     centre = [sum(column) for column in zip(*page)]
     norm = math.sqrt(sum(x * x for x in centre))
-    if norm == 0.0:
+    return [x / norm for x in centre] if norm > 0.0 else None
+
+
+def commonness(direction: Sequence[float] | None, vectors: Sequence[Sequence[float]]) -> list[float]:
+    """Each of `vectors`' cosine with `direction` (a `mean_direction`); 0 for all without one."""
+    if direction is None:
         return [0.0] * len(vectors)
-    return [sum(map(operator.mul, vector, centre)) / norm for vector in vectors]
+    return [sum(map(operator.mul, vector, direction)) for vector in vectors]
 
 
 def separation(best_first: Sequence[float], rest: float) -> float:

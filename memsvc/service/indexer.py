@@ -605,9 +605,7 @@ class Indexer:
                 again = self._embedded([chunk.refs[at]], [item], [prepared], watch)
                 if again.faults:
                     raise next(iter(again.faults.values()))
-                if item.indexed_fields is None:  # (`_write` replaces a marked version's document itself)
-                    self._keywords.delete_many(item.tenant, [item.id])  # a put leaves an existing one as it is
-                self._write(again)
+                self._write(again, replacing=True)
                 chunk.fields[at], chunk.turns_before[at], chunk.written[at] = (prepared.texts, prepared.turn_before,
                                                                                again.written[0])
 
@@ -745,8 +743,9 @@ class Indexer:
             self._fault(outcome, [ref], exc, alone, probe)
         return [chunk]
 
-    def _write(self, chunk: _Embedded) -> None:
-        """The pipeline's last stage: write the derived indexes (`_mark` marks the items indexed)."""
+    def _write(self, chunk: _Embedded, *, replacing: bool = False) -> None:
+        """The pipeline's last stage: write the derived indexes (`_mark` marks the items indexed).
+        `replacing`: every item's keyword document may be there already (`_reread_turns`)."""
         todo, fields, vectors = chunk.items, chunk.fields, chunk.vectors
         if not todo:
             return
@@ -760,17 +759,27 @@ class Indexer:
             writes.append(VectorWrite(item.tenant, item.namespace, item.key, item.id, item.version,
                                       item.policy_attributes, named))
         refused = self._put([w for w in writes if w.vectors])
-        # A version indexed already is indexed again (a message whose turn before changed): its
-        # document is replaced, since a put leaves an existing one as it is, and vectors the index
-        # now refuses are not left as they were.
-        again = [item for item in todo if item.indexed_fields is not None]
+        # A version indexed already is indexed again (a message whose turn before changed): vectors
+        # the index now refuses are not left as they were, and its keyword document is replaced in
+        # place (a put leaves an existing one as it is; a delete first would hide the message
+        # from keyword search until the put), or deleted when it now has none.
+        again = {item.id for item in todo if replacing or item.indexed_fields is not None}
         if stale := [VectorRef(i.tenant, i.id, name)
-                     for i in again if i.id in refused for name in i.indexed_fields or ()]:
+                     for i in todo if i.id in again and i.id in refused for name in i.indexed_fields or ()]:
             self._vectors.delete_many(stale)
-        for tenant in {item.tenant for item in again}:
-            self._keywords.delete_many(tenant, [item.id for item in again if item.tenant == tenant])
-        self._keywords.put_many([doc for doc in chunk.keyword_docs if doc is not None],
-                                [doc for doc in chunk.field_docs if doc is not None])
+        docs = [doc for doc in chunk.keyword_docs if doc is not None]
+        tokens = [doc for doc in chunk.field_docs if doc is not None]
+        self._keywords.put_many([d for d in docs if d.memory_id not in again],
+                                [t for t in tokens if t.memory_id not in again])
+        self._keywords.replace_many([d for d in docs if d.memory_id in again],
+                                    [t for t in tokens if t.memory_id in again])
+        documented = {doc.memory_id for doc in docs}
+        gone: dict[str, list[str]] = {}
+        for item in todo:
+            if item.id in again and item.id not in documented:
+                gone.setdefault(item.tenant, []).append(item.id)
+        for tenant, memory_ids in gone.items():
+            self._keywords.delete_many(tenant, memory_ids)
         chunk.written = [[] if item.id in refused else [name for name, _ in w.vectors] for item, w in zip(todo, writes)]
         chunk.write_seconds = self._timer() - started
 

@@ -235,9 +235,9 @@ class KnownAtView:
     # search: the versions are scored with the same, so both parts are on one scale.
     weight: float | None = None
     embed: Callable[[], list[float]] | None = None
-    # Their semantic retriever's first page, as (memory id, field), which hybrid's distinct cosine
+    # The mean direction of their semantic retriever's first page, which hybrid's distinct cosine
     # reads the versions' commonness against too (`core.ranking.commonness`); None: plain cosines.
-    first_page: list[tuple[str, str]] | None = None
+    direction: list[float] | None = None
 
     def read(self, refs: list[Ref]) -> None:
         held, gone = self.owner.read(self.tenant, refs, self.known_at, self.changed)

@@ -141,10 +141,11 @@ def _ruled_out(admit: Admit | None, item: StoredItem) -> bool:
 
 
 def _deeper(top_k: int, wanted: int, passed: int) -> int:
-    """The next round's depth when `passed` of the `wanted` came out of `top_k`: as deep again as
-    the rate so far says fills the page, and half that again (rejection is rarely even), between
-    1.5 and 4 times as deep. A rejection rate that `as_of` or a filter shows in the first round
-    mostly holds in the next, so the usual shortfall costs a few more rows, not four times as many."""
+    """Recall's next round's depth (a search's are fixed: `Search._by_relevance`) when `passed` of
+    the `wanted` came out of `top_k`: as deep again as the rate so far says fills the page, and
+    half that again (rejection is rarely even), between 1.5 and 4 times as deep. A rejection rate
+    that `as_of` or a filter shows in the first round mostly holds in the next, so the usual
+    shortfall costs a few more rows, not four times as many."""
     if passed == 0:
         return top_k * 4
     more = (wanted - passed) * top_k / passed * 1.5
@@ -374,8 +375,8 @@ class Search:
                at: KnownAtView | None = None, boost: TimeBoost | None = None) -> list["Ranked"]:
         """The best `limit` memories under an authorized `scope` by the mode's score (recall's
         retrieval, one layer at a time). `embed` gives the query's vector (recall embeds it once
-        for every layer). Each retriever first hands over `limit` candidates (search asks for at
-        least 50): recall searches several layers per request, and every candidate is read and
+        for every layer). Each retriever first hands over `limit` candidates (search asks for
+        50): recall searches several layers per request, and every candidate is read and
         decrypted; fewer admitted than `limit` widens the search as usual. No rerank step: recall
         ranks by its own relevance, and a reranker call per layer would hold recall's shared
         threads for as long as the reranker takes. Nor the distinct cosine (`core.ranking`):
@@ -419,11 +420,17 @@ class Search:
         retrievers = self._retrievers(tenant, scope, plan, query, mode, embed, distinct)
         if self._pool is None and len(retrievers) > 1 and isinstance(embed, QueryEmbedding):
             embed.start()  # the model runs while the keyword retriever reads its postings
-        top_k = first_page or max(50, (offset + limit) * 4)
-        # A query that names a time: its first round is the boost's reach whatever the page asked
-        # (`BOOST_DEPTH`; recall, without pages, 4 x its first page), its candidates kept with the
-        # signals found then (`window`), so that the pages of one query partition one ranking.
-        window: dict[str, dict[str, _Signal]] | None = None
+        # The ranking is the first round's candidates, then each deeper round's new ones (`rounds`),
+        # each scored by the signals of the round that found it, so that it depends on the query
+        # alone: a search's rounds are of fixed depths whatever the page asked (the first
+        # SEPARATION_HITS, the distinct cosine's group, then 4 times deeper each), and a deeper
+        # round changes nothing before it. Read deeper, a memory can score more (a signal it had not
+        # handed over yet; a distinct cosine, which does not follow the cosine's order), so a page
+        # sorted over whatever its depth read disagreed with a longer page of the same query.
+        # Recall, without pages, reads its first `first_page` and as deep again as it needs.
+        # A query that names a time: its first round is the boost's reach (`BOOST_DEPTH`; recall 4 x
+        # its first page), boosted.
+        top_k = first_page or SEPARATION_HITS
         if boost is not None:
             top_k = min(self._vectors.max_top_k, BOOST_DEPTH if first_page is None else first_page * 4)
         # The rerank step reorders the fused ranking's first `depth`, whatever the page asked.
@@ -432,11 +439,28 @@ class Search:
         if whole is not None:
             wanted = max(wanted, FIRST_PAGE)
         # By memory id, so a wider query never reads or opens one twice: the current items that
-        # their plaintext attributes admit, with what is left to check on their values.
+        # their plaintext attributes admit, with what is left to check on their values. A
+        # candidate's item is read when the ranking reaches it (`decide`), a batch at a time.
         decided: dict[str, tuple[StoredItem, Filter] | None] = {}
         opened: dict[str, Memory | None] = {}
-        signals: dict[str, dict[str, _Signal]] = {}
+        signals: dict[str, dict[str, _Signal]] = {}  # each candidate's, as the round that found it has them
+        refs: dict[str, tuple[tuple[str, ...], str]] = {}  # each candidate's (namespace, key)
+        rounds: list[list[str]] = []  # each round's new candidates
         weight: float | None = None  # the semantic signal's share of this query's hybrid score
+
+        def decide(memory_ids: list[str]) -> None:
+            items = self._items.get_many(tenant, list({refs[memory_id] for memory_id in memory_ids}))
+            now = live_at or self._clock.now()
+            for memory_id in memory_ids:
+                ref = refs[memory_id]
+                item = items.get(ref)
+                # Not current: a version whose index entries await cleanup, or one deleted or expired.
+                current = item is not None and item.id == memory_id and item.is_live(now)
+                if not current and noted is not None and item is not None and item.updated_at > noted.known_at:
+                    noted.note_late(ref)  # an older version's entries, the key written since: its version then
+                condition = plan.value_condition(item) if current and not _ruled_out(admit, item) else None
+                decided[memory_id] = (item, condition) if condition is not None else None
+
         while True:
             asked = [r for r in retrievers if not r.exhausted]
             pages = self._pages(asked, top_k)
@@ -447,28 +471,20 @@ class Search:
                                                       meaning=meaning)
                 if noted is not None:  # known_at's versions are fused with it, and scored by this vector
                     noted.weight, noted.embed = weight, embed
-                    noted.first_page = next((r.first_page for r in retrievers if isinstance(r, _SemanticRetriever)),
-                                            None)
-            best: dict[str, tuple[tuple[str, ...], str]] = {}
+                    noted.direction = next((r.direction for r in retrievers if isinstance(r, _SemanticRetriever)),
+                                           None)
+            fresh: dict[str, tuple[tuple[str, ...], str]] = {}
             for retriever, page in zip(asked, pages):
                 for memory_id, (ref, signal) in page.items():
-                    signals.setdefault(memory_id, {})[retriever.name] = signal
-                    if memory_id not in decided:
-                        best[memory_id] = ref
-            items = self._items.get_many(tenant, list(set(best.values())))
-            now = live_at or self._clock.now()
-            for memory_id, ref in best.items():
-                item = items.get(ref)
-                # Not current: a version whose index entries await cleanup, or one deleted or expired.
-                current = item is not None and item.id == memory_id and item.is_live(now)
-                if not current and noted is not None and item is not None and item.updated_at > noted.known_at:
-                    noted.note_late(ref)  # an older version's entries, the key written since: its version then
-                condition = plan.value_condition(item) if current and not _ruled_out(admit, item) else None
-                decided[memory_id] = (item, condition) if condition is not None else None
-            if boost is not None and window is None:
-                window = {memory_id: dict(found) for memory_id, found in signals.items()}
-            ranked = self._best_opened(decided, opened, signals, mode, weight, wanted, min_score, admit, boost,
-                                       window)
+                    if memory_id in fresh or memory_id not in signals:
+                        signals.setdefault(memory_id, {})[retriever.name] = signal
+                        fresh[memory_id] = ref
+            rounds.append(list(fresh))
+            refs.update(fresh)
+            if noted is not None:  # known_at notes every candidate whose key was written since
+                decide(list(fresh))
+            ranked = self._best_opened(decided, decide, opened, signals, rounds, mode, weight, wanted, min_score,
+                                       admit, boost)
             exhausted = all(r.exhausted for r in retrievers)
             # What a memory that no retriever has handed over yet could score at most (past the
             # boost's reach, so unboosted).
@@ -477,7 +493,8 @@ class Search:
             hopeless = min_score is not None and ceiling < min_score
             if len(ranked) >= wanted or exhausted or hopeless or top_k >= self._vectors.max_top_k:
                 break
-            top_k = min(self._vectors.max_top_k, _deeper(top_k, wanted, len(ranked)))
+            deeper = top_k * 4 if first_page is None else _deeper(top_k, wanted, len(ranked))
+            top_k = min(self._vectors.max_top_k, deeper)
         if whole is not None and noted is None and _time_meets_none(embed, boost, ranked):
             # The named time meets none of the best: the boost lifts nothing, and the time's words may
             # be all that ties the query to its answer (a memory that says "in July" in its words,
@@ -490,38 +507,42 @@ class Search:
             ranked = self._rerank.reorder(tenant, query, mode, ranked)
         return ranked[offset:offset + limit]
 
-    def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
-                     signals: dict[str, dict[str, "_Signal"]], mode: str, weight: float, wanted: int,
-                     min_score: float | None, admit: Admit | None = None, boost: TimeBoost | None = None,
-                     window: dict[str, dict[str, "_Signal"]] | None = None) -> list["Ranked"]:
-        """The best `wanted` candidates that pass the filter, best first. The ranking needs only
-        the retrievers' signals and the items' heads, so values are decrypted in rank order, and
-        only until `wanted` pass: a page of 10 opens about 10 memories, not every candidate.
+    def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], decide: Callable[[list[str]], None],
+                     opened: dict[str, Memory | None], signals: dict[str, dict[str, "_Signal"]],
+                     rounds: list[list[str]], mode: str, weight: float, wanted: int, min_score: float | None,
+                     admit: Admit | None = None, boost: TimeBoost | None = None) -> list["Ranked"]:
+        """The best `wanted` candidates that pass the filter: each round's, best first, after the
+        rounds before it. The ranking needs only the retrievers' signals and the items' heads, so
+        items are read (`decide`) and values decrypted in rank order, and only until `wanted` pass:
+        a page of 10 reads and opens about 10 memories, not every candidate.
 
-        With a `boost` (its time is in the value): the candidates of its reach (`window`, each with
-        the signals found in that round, so a deeper page's wider rounds change none of their
-        scores) come first, by the boosted score, opened until none left could outrank the
-        `wanted`th even boosted; those of wider rounds follow, unboosted, opened as without it."""
-        if boost is None or window is None:
-            return self._opened_in_order(decided, opened, signals, mode, weight, wanted, min_score, admit)
-        reach = {memory_id: entry for memory_id, entry in decided.items() if memory_id in window}
-        ranked = self._opened_in_order(reach, opened, window, mode, weight, wanted, min_score, admit, boost)
-        if len(ranked) < wanted:
-            rest = {memory_id: entry for memory_id, entry in decided.items() if memory_id not in window}
-            ranked += self._opened_in_order(rest, opened, signals, mode, weight, wanted - len(ranked), min_score,
-                                            admit)
+        With a `boost` (its time is in the value): the first round's candidates (the boost's reach)
+        by the boosted score, opened until none left could outrank the `wanted`th even boosted;
+        those of wider rounds follow, unboosted."""
+        ranked: list[Ranked] = []
+        for n, found in enumerate(rounds):
+            if len(ranked) >= wanted:
+                break
+            ranked += self._opened_in_order(found, decided, decide, opened, signals, mode, weight,
+                                            wanted - len(ranked), min_score, admit, boost if n == 0 else None)
         return ranked
 
-    def _opened_in_order(self, decided: dict[str, tuple[StoredItem, Filter] | None], opened: dict[str, Memory | None],
+    def _opened_in_order(self, candidates: list[str], decided: dict[str, tuple[StoredItem, Filter] | None],
+                         decide: Callable[[list[str]], None], opened: dict[str, Memory | None],
                          signals: dict[str, dict[str, "_Signal"]], mode: str, weight: float, wanted: int,
                          min_score: float | None, admit: Admit | None,
                          boost: TimeBoost | None = None) -> list["Ranked"]:
-        """`_best_opened` of one set of candidates, boosted or not. Boosted, a min-heap holds the
-        best `wanted` scores opened so far: its least is the `wanted`th best, O(log wanted) per
-        candidate."""
+        """`_best_opened` of one round's candidates, boosted or not. Their items are read as the
+        ranking reaches them, as many at a time as could complete the page, or as were read before
+        when more (so a boosted ranking reads on in few calls), and the rest of a tie (which the
+        newer memory wins); a value is opened only where the filter or `admit` needs it
+        (`_admitted`), or to be returned. Boosted, a min-heap holds the best `wanted` scores so
+        far: its least is the `wanted`th best, O(log wanted) per candidate; a row's plaintext
+        valid time says whether the boost is its (`_boosted`), so the candidates read to rule out
+        a boost above the page are not decrypted (a time-naming query read about 200 of them)."""
         scored = []
-        for memory_id, entry in decided.items():
-            if entry is None:
+        for memory_id in candidates:
+            if memory_id in decided and decided[memory_id] is None:
                 continue
             score = _fused(signals[memory_id], mode, weight, self._fusion)
             if min_score is not None and (score if boost is None else boost.ceiling(score)) < min_score:
@@ -529,30 +550,77 @@ class Search:
             semantic, keyword = signals[memory_id].get("semantic"), signals[memory_id].get("keyword")
             # Scores equal to 6 decimals are ties (float32 sums differ in the last bits by row
             # order); a tie goes to the closer meaning, then to the higher BM25 (a keyword match is
-            # capped at 1), then to the newer memory, then by id.
+            # capped at 1), then to the newer memory (once read), then by id.
             tie = (-round(score, 6), -round((semantic.raw if semantic else None) or -1.0, 6),
-                   -round(keyword.raw if keyword else 0.0, 6), -entry[0].updated_at.timestamp())
-            scored.append((tie, memory_id, entry))
-        scored.sort(key=lambda s: s[:2])  # last, the memory id: pages of one query agree on ties
-        ranked: list[Ranked] = []
+                   -round(keyword.raw if keyword else 0.0, 6))
+            scored.append((tie, memory_id))
+
+        def newer_first(entry: tuple[tuple[float, float, float], str]) -> tuple[Any, ...]:
+            """The order: a tie's memories are read together (below), so each is ordered whole."""
+            found = decided.get(entry[1])
+            return entry[0], -found[0].updated_at.timestamp() if found else 0.0, entry[1]
+
+        scored.sort(key=newer_first)  # last, the memory id: pages of one query agree on ties
+
+        kept: list[tuple[float, str, StoredItem]] = []
         best: list[float] = []  # boosted: the best `wanted` scores so far, least first
-        for tie, memory_id, (item, condition) in scored:
-            if len(ranked) >= wanted and (boost is None or best[0] >= boost.ceiling(-tie[0])):
+        at = 0
+        while at < len(scored):
+            if len(kept) >= wanted and (boost is None or best[0] >= boost.ceiling(-scored[at][0][0])):
                 break
-            if memory_id not in opened:
-                memory = open_memory(self._sealer, item)
-                passes = condition.matches(lookup_in(memory.value)) and _admits(admit, item, memory)
-                opened[memory_id] = memory if passes else None
-            if opened[memory_id] is not None:
-                found = self._scored(opened[memory_id], signals[memory_id], mode, weight, boost)
-                if min_score is None or boost is None or found.memory.score >= min_score:
-                    ranked.append(found)
-                    if boost is not None:
-                        score = found.memory.score or 0.0
-                        (heapq.heappush if len(best) < wanted else heapq.heappushpop)(best, score)
+            if scored[at][1] not in decided:  # as many as could complete the page, and twice as many each time after
+                end = min(len(scored), at + max(wanted - len(kept), at, 1))
+                while end < len(scored) and scored[end][0] == scored[end - 1][0]:
+                    end += 1
+                decide([memory_id for _, memory_id in scored[at:end] if memory_id not in decided])
+                scored[at:end] = sorted(scored[at:end], key=newer_first)
+            tie, memory_id = scored[at]
+            at += 1
+            entry = decided[memory_id]
+            if entry is None or not self._admitted(memory_id, *entry, opened, admit):
+                continue
+            item = entry[0]
+            score = -tie[0] if boost is None else self._boosted(memory_id, item, opened, signals[memory_id], mode,
+                                                                  weight, boost)
+            if min_score is None or boost is None or score >= min_score:
+                kept.append((score, memory_id, item))
+                if boost is not None:
+                    (heapq.heappush if len(best) < wanted else heapq.heappushpop)(best, score)
         if boost is not None:  # by the boosted score; equal ones keep the order above
-            ranked = sorted(ranked, key=lambda r: -round(r.memory.score, 6))[:wanted]
-        return ranked
+            kept = sorted(kept, key=lambda k: -round(k[0], 6))[:wanted]
+        return [self._scored(self._opened(memory_id, item, opened), signals[memory_id], mode, weight, boost)
+                for _, memory_id, item in kept]
+
+    def _admitted(self, memory_id: str, item: StoredItem, condition: Filter, opened: dict[str, Memory | None],
+                  admit: Admit | None) -> bool:
+        """Whether a candidate passes what is left of the filter on its value and `admit`, its value
+        opened only when one of them needs it (a `HeldAt` has decided a row with bounds already)."""
+        if memory_id in opened:
+            return opened[memory_id] is not None
+        if condition.is_empty and (admit is None or (isinstance(admit, HeldAt) and item.valid_start is not None)):
+            return True
+        memory = open_memory(self._sealer, item)
+        passes = condition.matches(lookup_in(memory.value)) and _admits(admit, item, memory)
+        opened[memory_id] = memory if passes else None
+        return passes
+
+    def _opened(self, memory_id: str, item: StoredItem, opened: dict[str, Memory | None]) -> Memory:
+        """An admitted candidate's memory, opened once."""
+        memory = opened.get(memory_id)
+        if memory is None:
+            memory = opened[memory_id] = open_memory(self._sealer, item)
+        return memory
+
+    def _boosted(self, memory_id: str, item: StoredItem, opened: dict[str, Memory | None],
+                 signals: dict[str, "_Signal"], mode: str, weight: float, boost: TimeBoost) -> float:
+        """An admitted candidate's boosted score: whether its time meets the named one from its
+        row's plaintext valid time, which is the interval its value states (`StoredItem.valid_start`);
+        from the opened value for a row written before those bounds."""
+        if item.valid_start is not None:
+            holds = boost.named.overlaps(item.valid_start, item.valid_end)
+        else:
+            holds = boost.holds_for(self._opened(memory_id, item, opened))
+        return boost.score(_fused(signals, mode, weight, self._fusion), holds)
 
     def _pages(self, retrievers: list["_Retriever"], top_k: int) -> list[dict[str, Any]]:
         """Each retriever's next page, in their order: side by side on the pool where there is one;
@@ -673,7 +741,7 @@ class Search:
                                      boost=boost, live_at=at.known_at, noted=at, distinct=distinct)
         versions = self._ranked_versions(tenant, at.versions(plan.condition_given, admit), query, mode,  # after:
                                          at.weight, at.embed or embed, min_score, boost,  # the late keys known
-                                         at.text_vectors, at.first_page)
+                                         at.text_vectors, at.direction)
         now = self._clock.now()
         return merge_ranked([Ranked(dataclasses.replace(r.memory, current=_unexpired(r.memory, now)), r.field)
                              for r in current], versions, lambda r: r.memory.score)[:depth]
@@ -681,7 +749,7 @@ class Search:
     def _ranked_versions(self, tenant: str, versions: list[Memory], query: str, mode: str, weight: float | None,
                          embed: Callable[[], list[float]], min_score: float | None, boost: TimeBoost | None,
                          text_vectors: dict[tuple[str, int], list[list[float]]],
-                         first_page: list[tuple[str, str]] | None = None) -> list["Ranked"]:
+                         direction: list[float] | None = None) -> list["Ranked"]:
         """`known_at`'s versions no longer current, scored as the current items beside them: they
         left the indexes, so their signals are made here. Semantic: the cosine of the query's
         vector with their texts' (`embedded_texts_of`, embedded now, max-pooled as the index's
@@ -690,8 +758,8 @@ class Search:
         the query names. Bounded: at most 2 x MAX_KNOWN_AT_EVENTS versions (changed and late keys),
         MAX_VERSION_TEXTS texts each, in one embedder call; kept in `text_vectors` (the view's), so
         a ranking again by the whole query's vector embeds none of them again. In hybrid mode the
-        cosine is made distinct against the current items' `first_page` (their semantic
-        retriever's, as (memory id, field)), as theirs is."""
+        cosine is made distinct against the `direction` of the current items' first page (their
+        semantic retriever's), as theirs is."""
         if not versions:
             return []
         signals: list[dict[str, _Signal]] = [{} for _ in versions]
@@ -700,11 +768,9 @@ class Search:
             for found, (match, raw) in zip(signals, keyword_scores(terms, [texts_of(m.value) for m in versions])):
                 found["keyword"] = _Signal(match, raw)
         if mode != "keyword":
-            stored = self._vectors.vectors_of(tenant, first_page) if mode == "hybrid" and first_page else {}
-            page = [stored[ref] for ref in first_page or () if ref in stored]
             bests = self._version_cosines(versions, embed, text_vectors)
             held = [best[1] for best in bests if best is not None]
-            commons = iter(commonness(page, held) if page else [0.0] * len(held))  # one mean for all
+            commons = iter(commonness(direction if mode == "hybrid" else None, held))  # one mean for all
             for found, best in zip(signals, bests):
                 if best is not None:
                     cosine = best[0]
@@ -933,10 +999,11 @@ class _SemanticRetriever(_Retriever):
         self._optional = optional  # when the embedding fails: hand over nothing rather than fail the query
         self._vector: list[float] | None = None
         # Hybrid's distinct cosine (`Fusion.distinct_cosine`): the (memory id, field) of each memory
-        # in the first SEPARATION_HITS hits, whose mean direction every page's commonness
-        # is read against (fixed then: one scale for the query's pages), and each memory's.
+        # in the first SEPARATION_HITS hits, their mean direction, read once and every round's
+        # commonness read against it (one scale for the query's pages), and each memory's.
         self._distinct = distinct
         self.first_page: list[tuple[str, str]] | None = None
+        self.direction: list[float] | None = None
         self._common: dict[str, float] = {}
 
     def page(self, top_k):
@@ -976,21 +1043,23 @@ class _SemanticRetriever(_Retriever):
         return best
 
     def _commonness(self, firsts: dict[str, VectorHit], prefix: list[VectorHit]) -> dict[str, float]:
-        """Each memory's commonness (`VectorIndex.commonness`) against the first page, asked of
-        the index once per memory and search (a memory whose vector is gone: 0, no penalty); none
-        when the first page is shorter than `COMMONNESS_MIN_PAGE` (then `first_page` is empty).
-        The first page is the memories of the first SEPARATION_HITS hits (`prefix`), as the
-        separation's: the same for every page of a query, however many hits the page asked."""
+        """Each memory's commonness (`VectorIndex.commonness`) against the first page's mean
+        direction (`VectorIndex.mean_direction`, read at the first round), asked of the index
+        once per memory and search (a memory whose vector is gone: 0, no penalty); none when the
+        first page is shorter than `COMMONNESS_MIN_PAGE` (then `first_page` is empty) or has no
+        direction. The first page is the memories of the first SEPARATION_HITS hits (`prefix`), as
+        the separation's: the same for every page of a query, however many hits the page asked."""
         vectors, tenant, _, _ = self._args
         if self.first_page is None:
             page = [(memory_id, firsts[memory_id].field)
                     for memory_id in dict.fromkeys(hit.memory_id for hit in prefix)]
             self.first_page = page if len(page) >= COMMONNESS_MIN_PAGE else []
-        if not self.first_page:
+            self.direction = vectors.mean_direction(tenant, self.first_page) if self.first_page else None
+        if self.direction is None:
             return {}
         missing = [(hit.memory_id, hit.field) for memory_id, hit in firsts.items() if memory_id not in self._common]
         if missing:
-            found = vectors.commonness(tenant, self.first_page, missing)
+            found = vectors.commonness(tenant, self.direction, missing)
             for ref in missing:
                 self._common[ref[0]] = found.get(ref, 0.0)
         return {memory_id: self._common[memory_id] for memory_id in firsts}

@@ -217,9 +217,13 @@ def _answer_order(tmp_path, tokens: dict[str, dict[str, Any]], requests: list[tu
         first = asyncio.create_task(request(*requests[0]))
         assert await asyncio.to_thread(router.started.wait, 60)
         queued = []
-        for token, label in requests[1:]:
+        for n, (token, label) in enumerate(requests[1:], start=1):
             queued.append(asyncio.create_task(request(token, label)))
-            await asyncio.sleep(0)  # the request is taken in and waits for a thread, in this order
+            # taken in (its token checked off the loop: docs/api.md) and waiting for a thread, in this order
+            deadline = asyncio.get_running_loop().time() + 60
+            while sum(len(waiting) for waiting in server._pool._waiting.values()) < n:
+                assert asyncio.get_running_loop().time() < deadline, f"{label} never reached the request threads"
+                await asyncio.sleep(0)
         router.release.set()
         return await asyncio.gather(first, *queued)
 

@@ -1,13 +1,14 @@
-"""`VectorIndex.commonness` (hybrid's distinct cosine, issue 23) on both backends: each stored
-vector's cosine with the mean direction of a page of others, as `core.ranking.commonness` reads
-it from the stored vectors; absent memories left out; another tenant's vectors never read."""
+"""`VectorIndex.mean_direction` and `commonness` (hybrid's distinct cosine, issue 23) on both
+backends: each stored vector's cosine with the mean direction of a page of others, as
+`core.ranking` reads it from the stored vectors; absent memories left out; another tenant's
+vectors never read."""
 
 from __future__ import annotations
 
 import pytest
 
 from memsvc.core.filters import parse_filter
-from memsvc.core.ranking import commonness
+from memsvc.core.ranking import commonness, mean_direction
 from memsvc.service.memories import PutMemory
 from tests.conftest import alice
 
@@ -28,8 +29,10 @@ def test_is_the_cosine_with_the_pages_mean_direction(backend, refs):
     tenant = alice().tenant_id
     page, asked = refs[:3], refs
     stored = backend.vectors.vectors_of(tenant, refs)
-    expected = commonness([stored[ref] for ref in page], [stored[ref] for ref in asked])
-    found = backend.vectors.commonness(tenant, page, asked)
+    expected = commonness(mean_direction([stored[ref] for ref in page]), [stored[ref] for ref in asked])
+    direction = backend.vectors.mean_direction(tenant, page)
+    assert direction == pytest.approx(mean_direction([stored[ref] for ref in page]), abs=1e-6)
+    found = backend.vectors.commonness(tenant, direction, asked)
     assert list(found) == asked
     assert [found[ref] for ref in asked] == pytest.approx(expected, abs=1e-5)
     assert found[page[0]] > min(found.values())  # the page's own lean toward its mean more than some others
@@ -38,6 +41,10 @@ def test_is_the_cosine_with_the_pages_mean_direction(backend, refs):
 def test_absent_memories_are_left_out_and_other_tenants_see_nothing(backend, refs):
     tenant = alice().tenant_id
     gone = ("no-such-memory", refs[0][1])
-    found = backend.vectors.commonness(tenant, [*refs[:2], gone], [refs[0], gone])
+    stored = backend.vectors.vectors_of(tenant, refs[:2])
+    direction = backend.vectors.mean_direction(tenant, [*refs[:2], gone])
+    assert direction == pytest.approx(mean_direction([stored[ref] for ref in refs[:2]]), abs=1e-6)
+    found = backend.vectors.commonness(tenant, direction, [refs[0], gone])
     assert list(found) == [refs[0]]
-    assert backend.vectors.commonness("another-tenant", refs, refs) == {}
+    assert backend.vectors.mean_direction("another-tenant", refs) is None
+    assert backend.vectors.commonness("another-tenant", direction, refs) == {}

@@ -11,7 +11,7 @@ import pytest
 
 from memsvc.bootstrap import build_local
 from memsvc.core.models import to_rfc3339
-from memsvc.core.ranking import COMMONNESS_MIN_PAGE, MINILM, Fusion, commonness, fusion_for
+from memsvc.core.ranking import COMMONNESS_MIN_PAGE, MINILM, Fusion, commonness, fusion_for, mean_direction
 from memsvc.service.memories import PutMemory
 from memsvc.service.recall import RecallQuery
 from memsvc.service.search import SearchQuery
@@ -30,12 +30,13 @@ def _unit(vector: list[float]) -> list[float]:
 class TestCommonness:
     def test_is_the_cosine_with_the_pages_mean_direction(self):
         page = [[1.0, 0.0], [0.0, 1.0]]
-        assert commonness(page, [[1.0, 0.0], _unit([1.0, 1.0]), [1.0, -1.0]]) == pytest.approx(
+        assert commonness(mean_direction(page), [[1.0, 0.0], _unit([1.0, 1.0]), [1.0, -1.0]]) == pytest.approx(
             [math.sqrt(0.5), 1.0, 0.0])
 
     def test_an_empty_or_cancelling_page_has_nothing_in_common(self):
-        assert commonness([], [[1.0, 0.0]]) == [0.0]
-        assert commonness([[1.0, 0.0], [-1.0, 0.0]], [[1.0, 0.0]]) == [0.0]
+        assert mean_direction([]) is None
+        assert mean_direction([[1.0, 0.0], [-1.0, 0.0]]) is None
+        assert commonness(None, [[1.0, 0.0]]) == [0.0]
 
 
 class TestDistinctCosine:

@@ -7,7 +7,9 @@ Three kinds of record, every key starting with the tenant:
   the term's frequency, the document's length, version, key and policy attributes. One term's
   postings under a prefix are one sort-key range of one partition, and carry all a query needs.
 - a **document record** per memory version: `T#<tenant>#D#<shard>` / `<memory id>`, with its
-  terms (what a delete must remove) and `counted`: whether the statistics include it.
+  terms, `counted`: whether the statistics include it, and while a replacement runs `more`: the
+  terms whose postings it may have written beyond them (a delete removes both), and `rev`, which
+  every replacement step moves on.
 - **statistics**: `T#<tenant>#S#<shard>` / `P#<encoded prefix>`: documents (`n`) and total length
   (`len`) under that prefix, for the tenant root (`P#`) and every ancestor of every namespace, so
   any scope's figures are 16 rows, however many namespaces it holds. Sharded by memory id, so
@@ -18,6 +20,15 @@ with its statistics. A delete removes the postings, then the record, in one tran
 its statistics if it was counted. Every step is idempotent and `counted` decides each
 transaction, so a retry after a crash anywhere finishes the work, the statistics count each
 document exactly once, and no posting outlives its record.
+
+A replacement (`replace_many`: a message whose turn before changed) never leaves the version
+without postings: it widens the record (`more`, `rev`), writes the new postings, deletes the stale
+ones (old terms not in the new document), then narrows the record to the new terms in one
+transaction with the length's change to the statistics, if `rev` is still its own. A delete
+conditions on `rev` too, so one that overlaps a replacement removes whatever the record then
+covers, and the replacement, finding no record, removes its own postings: the delete wins. Two
+replacements of one version at once: the one whose narrowing fails starts again from the record
+as it then is, so the last to finish stands, whole.
 """
 
 from __future__ import annotations
@@ -85,6 +96,13 @@ class _Record:
 
     doc: KeywordDoc
     counted: bool
+    more: frozenset[str] = frozenset()  # terms a replacement may have written postings for
+    rev: int = 0  # moved on by each replacement step (0: never replaced)
+
+    @property
+    def covered(self) -> frozenset[str]:
+        """Every term this version may have a posting for: what a delete removes."""
+        return frozenset(self.doc.terms) | self.more
 
 
 @dataclass(frozen=True)
@@ -125,6 +143,11 @@ class DynamoKeywordIndex:
         claimed = [d for d in self._map(self._claim, list(unique.values())) if d is not None]
         self._map(self._batch_write, _chunks([_posting_put(d, t, tf) for d in claimed for t, tf in d.terms.items()]))
         self._map(self._count, _transaction_groups([_Record(d, counted=False) for d in claimed]))
+
+    def replace_many(self, docs: Sequence[KeywordDoc], fields: Sequence[FieldDoc] = ()) -> None:
+        self._fields.put(fields)  # a version's field tokens never change: put again, as they are
+        unique = {(d.tenant, d.memory_id): self._capped(d) for d in docs}
+        self._map(self._replace, list(unique.values()))
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
         self._fields.delete(tenant, memory_ids)
@@ -177,6 +200,77 @@ class DynamoKeywordIndex:
         record = _record_of(doc.tenant, old) if old else self._records(doc.tenant, [doc.memory_id]).get(doc.memory_id)
         return None if record is None or record.counted else record.doc
 
+    def _replace(self, doc: KeywordDoc) -> None:
+        """One version's replacement (see the module's docstring): put when it has no record,
+        a put that stopped before counting finished first, and started again from the record as
+        it is when another replacement moved it meanwhile; a record that goes meanwhile was
+        deleted, and the delete wins. Runs on a pool thread: no `_map`."""
+        for attempt in range(MAX_ATTEMPTS):
+            record = self._records(doc.tenant, [doc.memory_id]).get(doc.memory_id)
+            if record is None:
+                if attempt:
+                    return
+                if self._claim(doc) is doc:
+                    self._write_each([_posting_put(doc, t, tf) for t, tf in doc.terms.items()])
+                    self._count([_Record(doc, counted=False)])
+                    return
+            elif not record.counted:  # a put stopped (or runs) before its count: finish it, then replace
+                self._write_each([_posting_put(record.doc, t, tf) for t, tf in record.doc.terms.items()])
+                self._count([record])
+            elif record.doc.terms == doc.terms and record.doc.length == doc.length and not record.more:
+                return
+            elif self._swap(record, doc):
+                return
+            else:
+                self._backoff(attempt)
+        raise _busy()
+
+    def _swap(self, record: _Record, doc: KeywordDoc) -> bool:
+        """Widen the record to cover the new terms, write the new postings, delete the stale ones,
+        narrow the record to the new document. False when the record moved first (another
+        replacement, or a put's count): the caller starts again. True when done, or when the
+        version was deleted meanwhile (its delete wins: the postings written here go too)."""
+        widened = record.rev + 1
+        more = sorted((record.more | frozenset(doc.terms)) - frozenset(record.doc.terms))
+        names = {"#m": "more"}
+        values: dict[str, Any] = {":w": {"N": str(widened)}}
+        if more:
+            values[":m"] = {"SS": more}
+        if not self._update_if({**self._if_counted(record), "UpdateExpression": (
+                "SET #rv = :w, #m = :m" if more else "SET #rv = :w REMOVE #m")}, names, values):
+            return False
+        self._write_each([_posting_put(doc, t, tf) for t, tf in doc.terms.items()])
+        self._write_each(_posting_deletes(doc, record.covered - frozenset(doc.terms)))
+        narrow = {"Update": {
+            "TableName": self._table, "Key": _record_key(doc.tenant, doc.memory_id),
+            "UpdateExpression": "SET #t = :t, #dl = :dl, #rv = :n REMOVE #m", "ConditionExpression": "#rv = :w",
+            "ExpressionAttributeNames": {"#t": "terms", "#dl": "dl", "#rv": "rev", "#m": "more"},
+            "ExpressionAttributeValues": {":t": _terms_map(doc.terms), ":dl": {"N": str(doc.length)},
+                                          ":n": {"N": str(widened + 1)}, ":w": {"N": str(widened)}}}}
+        change = doc.length - record.doc.length
+        totals = {prefix: (0, change) for prefix in ["", *ancestors(doc.namespace)]} if change else {}
+        if self._transact([narrow, *self._statistics_rows(doc.tenant, doc.memory_id, totals)]):
+            return True
+        if doc.memory_id not in self._records(doc.tenant, [doc.memory_id]):
+            self._write_each(_posting_deletes(doc))
+            return True
+        return False
+
+    def _update_if(self, update: dict[str, Any], names: dict[str, str], values: dict[str, Any]) -> bool:
+        """One conditional UpdateItem (`update`: `_if_counted`'s target and condition, and the
+        expression; `names` and `values` added to its own); False when the condition failed."""
+        request = {**update, "ExpressionAttributeNames": {**update["ExpressionAttributeNames"], **names},
+                   "ExpressionAttributeValues": {**update["ExpressionAttributeValues"], **values}}
+        try:
+            self._db.update_item(**request)
+            return True
+        except ClientError as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                return False
+            raise aws_error(exc, service="DynamoDB", operation="UpdateItem") from None
+        except BotoCoreError as exc:
+            raise aws_error(exc, service="DynamoDB", operation="UpdateItem") from None
+
     def _count(self, group: list[_Record]) -> None:
         """Step 3 of a put, for uncounted records of one tenant and shard: marked counted, and added
         to the statistics, in one transaction. When DynamoDB cancels it, the records say why: one
@@ -185,9 +279,7 @@ class DynamoKeywordIndex:
         busy in another transaction, or throttled: back off)."""
         pending = group
         for attempt in range(MAX_ATTEMPTS):
-            marks = [{"Update": {**self._if_counted(r), "UpdateExpression": "SET #c = :t",
-                                 "ExpressionAttributeValues": {":c": {"BOOL": False}, ":t": {"BOOL": True}}}}
-                     for r in pending]
+            marks = [{"Update": self._counting(r)} for r in pending]
             if self._transact(marks + self._statistics([r.doc for r in pending], +1)):
                 return
             now = self._records(pending[0].doc.tenant, [r.doc.memory_id for r in pending])
@@ -203,25 +295,26 @@ class DynamoKeywordIndex:
         raise _busy()
 
     def _remove(self, records: list[_Record]) -> None:
-        self._map(self._batch_write, _chunks([p for r in records for p in _posting_deletes(r.doc)]))
+        self._map(self._batch_write, _chunks([p for r in records for p in _posting_deletes(r.doc, r.covered)]))
         self._map(self._uncount, _transaction_groups(records))
 
     def _uncount(self, group: list[_Record]) -> None:
         """The last step of a delete, for records of one tenant and shard whose postings are
         removed: the records deleted if still as read, and those counted taken out of the
         statistics, in one transaction. When DynamoDB cancels it, the records say why: one is gone
-        (another delete), one was counted meanwhile (by a put, which may have written postings
-        after they were removed: they are removed again), or none changed (back off)."""
+        (another delete), one was counted or replaced meanwhile (by a put or a replacement, which
+        may have written postings after they were removed: whatever the record now covers is
+        removed again), or none changed (back off)."""
         pending = group
         for attempt in range(MAX_ATTEMPTS):
             deletes = [{"Delete": self._if_counted(r)} for r in pending]
             if self._transact(deletes + self._statistics([r.doc for r in pending if r.counted], -1)):
                 return
             now = self._records(pending[0].doc.tenant, [r.doc.memory_id for r in pending])
-            moved = [now[r.doc.memory_id] for r in pending
-                     if r.doc.memory_id in now and now[r.doc.memory_id].counted != r.counted]
+            moved = [now[r.doc.memory_id] for r in pending if r.doc.memory_id in now
+                     and (now[r.doc.memory_id].counted, now[r.doc.memory_id].rev) != (r.counted, r.rev)]
             for r in moved:
-                self._write_each(_posting_deletes(r.doc))
+                self._write_each(_posting_deletes(r.doc, r.covered))
             still = [now[r.doc.memory_id] for r in pending if r.doc.memory_id in now]
             if not still:
                 return
@@ -230,11 +323,23 @@ class DynamoKeywordIndex:
             pending = still
         raise _busy()
 
+    def _counting(self, record: _Record) -> dict[str, Any]:
+        """An update marking the uncounted record counted, if it is still as read."""
+        target = self._if_counted(record)
+        return {**target, "UpdateExpression": "SET #c = :t",
+                "ExpressionAttributeValues": {**target["ExpressionAttributeValues"], ":t": {"BOOL": True}}}
+
     def _if_counted(self, record: _Record) -> dict[str, Any]:
-        """A transaction action's target and condition: the record, still counted as read."""
+        """A transaction action's target and condition: the record, still counted and replaced
+        (`rev`) as read."""
+        if record.rev:
+            rev_condition, values = "#rv = :rv", {":rv": {"N": str(record.rev)}}
+        else:
+            rev_condition, values = "attribute_not_exists(#rv)", {}
         return {"TableName": self._table, "Key": _record_key(record.doc.tenant, record.doc.memory_id),
-                "ConditionExpression": "#c = :c", "ExpressionAttributeNames": {"#c": "counted"},
-                "ExpressionAttributeValues": {":c": {"BOOL": record.counted}}}
+                "ConditionExpression": f"#c = :c AND {rev_condition}",
+                "ExpressionAttributeNames": {"#c": "counted", "#rv": "rev"},
+                "ExpressionAttributeValues": {":c": {"BOOL": record.counted}, **values}}
 
     def _statistics(self, docs: list[KeywordDoc], sign: int) -> list[dict[str, Any]]:
         """A transaction's updates of the statistics rows of these documents (one tenant, one shard):
@@ -243,13 +348,19 @@ class DynamoKeywordIndex:
         for d in docs:
             for prefix in ["", *ancestors(d.namespace)]:
                 n, length = totals.get(prefix, (0, 0))
-                totals[prefix] = (n + 1, length + d.length)
+                totals[prefix] = (n + sign, length + sign * d.length)
+        return self._statistics_rows(docs[0].tenant, docs[0].memory_id, totals) if docs else []
+
+    def _statistics_rows(self, tenant: str, memory_id: str,
+                         totals: dict[str, tuple[int, int]]) -> list[dict[str, Any]]:
+        """Updates adding (documents, length) to each prefix's statistics row, in the shard of
+        `memory_id`."""
         return [{"Update": {
             "TableName": self._table,
-            "Key": {"pk": {"S": f"T#{docs[0].tenant}#S#{_shard(docs[0].memory_id)}"}, "sk": {"S": _ROOT + prefix}},
+            "Key": {"pk": {"S": f"T#{tenant}#S#{_shard(memory_id)}"}, "sk": {"S": _ROOT + prefix}},
             "UpdateExpression": "ADD #n :n, #len :len",
             "ExpressionAttributeNames": {"#n": "n", "#len": "len"},
-            "ExpressionAttributeValues": {":n": {"N": str(sign * n)}, ":len": {"N": str(sign * length)}},
+            "ExpressionAttributeValues": {":n": {"N": str(n)}, ":len": {"N": str(length)}},
         }} for prefix, (n, length) in totals.items()]
 
     def _transact(self, actions: list[dict[str, Any]]) -> bool:
@@ -397,7 +508,7 @@ def _record_item(doc: KeywordDoc, *, counted: bool) -> dict[str, Any]:
     item = {
         **_record_key(doc.tenant, doc.memory_id),
         "ns": {"S": encode_namespace(doc.namespace)}, "k": {"S": doc.key}, "v": {"N": str(doc.version)},
-        "terms": {"M": {t: {"N": str(tf)} for t, tf in doc.terms.items()}}, "dl": {"N": str(doc.length)},
+        "terms": _terms_map(doc.terms), "dl": {"N": str(doc.length)},
         "counted": {"BOOL": counted},
     }
     if doc.policy_attributes:
@@ -410,7 +521,12 @@ def _record_of(tenant: str, row: dict[str, Any]) -> _Record:
         tenant=tenant, namespace=decode_namespace(row["ns"]["S"]), key=row["k"]["S"], memory_id=row["sk"]["S"],
         version=int(row["v"]["N"]), policy_attributes=json.loads(row["pa"]["S"]) if "pa" in row else {},
         terms={t: int(tf["N"]) for t, tf in row["terms"]["M"].items()}, length=int(row["dl"]["N"]))
-    return _Record(doc, row["counted"]["BOOL"])
+    return _Record(doc, row["counted"]["BOOL"], frozenset(row.get("more", {}).get("SS", ())),
+                   int(row.get("rev", {}).get("N", "0")))
+
+
+def _terms_map(terms: dict[str, int]) -> dict[str, Any]:
+    return {"M": {t: {"N": str(tf)} for t, tf in terms.items()}}
 
 
 def _posting_key(doc: KeywordDoc, term: str) -> dict[str, Any]:
@@ -426,8 +542,9 @@ def _posting_put(doc: KeywordDoc, term: str, tf: int) -> dict[str, Any]:
     return {"PutRequest": {"Item": item}}
 
 
-def _posting_deletes(doc: KeywordDoc) -> list[dict[str, Any]]:
-    return [{"DeleteRequest": {"Key": _posting_key(doc, term)}} for term in doc.terms]
+def _posting_deletes(doc: KeywordDoc, terms: Iterable[str] | None = None) -> list[dict[str, Any]]:
+    """Deletes of the version's postings of `terms` (by default, its document's)."""
+    return [{"DeleteRequest": {"Key": _posting_key(doc, term)}} for term in (doc.terms if terms is None else terms)]
 
 
 def _posting_of(row: dict[str, Any]) -> _Posting:

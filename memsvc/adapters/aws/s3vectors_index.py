@@ -48,7 +48,7 @@ from memsvc.core.errors import InternalError, InvalidArgument
 from memsvc.core.filters import Condition, Filter, condition_matches
 from memsvc.core.models import VectorHit, VectorRef, VectorWrite
 from memsvc.core.namespaces import ancestors, encode_namespace, is_under
-from memsvc.core.ranking import commonness
+from memsvc.core.ranking import commonness, mean_direction
 
 __all__ = [
     "S3VectorsIndex",
@@ -192,13 +192,17 @@ class S3VectorsIndex:
                     out[ref] = [x / norm for x in data]
         return out
 
-    def commonness(self, tenant: str, page: Sequence[tuple[str, str]],
+    def mean_direction(self, tenant: str, page: Sequence[tuple[str, str]]) -> list[float] | None:
+        """From `vectors_of`, in `core.ranking` (a search reads it once, `GetVectors` of its first page)."""
+        stored = self.vectors_of(tenant, page)
+        return mean_direction([stored[ref] for ref in page if ref in stored])
+
+    def commonness(self, tenant: str, direction: Sequence[float],
                    refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """From `vectors_of` (both sets in one read), in `core.ranking`."""
-        stored = self.vectors_of(tenant, list(dict.fromkeys([*page, *refs])))
+        """From `vectors_of` of `refs` alone, in `core.ranking`."""
+        stored = self.vectors_of(tenant, refs)
         held = [ref for ref in refs if ref in stored]
-        return dict(zip(held, commonness([stored[ref] for ref in page if ref in stored],
-                                         [stored[ref] for ref in held])))
+        return dict(zip(held, commonness(direction, [stored[ref] for ref in held])))
 
     @property
     def short_page_is_end(self) -> bool:

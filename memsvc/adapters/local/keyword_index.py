@@ -124,6 +124,15 @@ class _TenantKeywords:
             self.live[slot] = False
             self.dead += 1
 
+    def replace(self, doc: KeywordDoc) -> None:
+        """The document in a new slot, then its old slot (if any) masked out: the postings of the
+        new one exist before the stale ones stop counting."""
+        old = self.slot_of.get(doc.memory_id)
+        self.add(doc)
+        if old is not None:
+            self.live[old] = False
+            self.dead += 1
+
     def scope_mask(self, prefix: tuple[str, ...], pushdown: Filter) -> np.ndarray:
         mask = self.live[: self.size].copy()
         if prefix:
@@ -164,15 +173,15 @@ class LocalKeywordIndex:
     def _reload_memories(self, changed: dict[str, set[str]]) -> None:
         for tenant, memory_ids in changed.items():
             t = self._tenants.get(tenant)  # made when a document comes back, not for a delete
-            for memory_id in memory_ids:  # a document never changes: it is in the file or it is not
+            for memory_id in memory_ids:
                 row = self._db.conn().execute(f"SELECT {_ROW} FROM docs WHERE tenant = ? AND memory_id = ?",
                                               (tenant, memory_id)).fetchone()
                 if row is None:
                     if t is not None:
                         t.drop(memory_id)
-                elif t is None or memory_id not in t.slot_of:
+                else:  # new, or replaced (`replace_many`): the row is the document as it stands
                     t = self._tenant(tenant)
-                    t.add(_doc(tenant, *row))
+                    t.replace(_doc(tenant, *row))
             self._compact(tenant)
 
     def _compact(self, tenant: str) -> None:
@@ -200,6 +209,30 @@ class LocalKeywordIndex:
                     self._fields.put_in(conn, fields)
             for doc in fresh:
                 self._tenant(doc.tenant).add(doc)
+            self._fields.hold(fields)
+
+    def replace_many(self, docs: Sequence[KeywordDoc], fields: Sequence[FieldDoc] = ()) -> None:
+        """Each row replaced in one transaction of the file, and the postings swapped under the
+        write lock, so neither this process's searches nor another's catching up (`_reload_memories`)
+        ever see the version without a document. Writes of one file are serialized, so a delete
+        and a replacement of one version apply one after the other, whole."""
+        if not docs and not fields:
+            return
+        with self._lock.writing(), self._fields.lock:
+            unique = list({(d.tenant, d.memory_id): d for d in docs}.values())
+            with self._db.tx() as conn, self._changes.own_write(conn):
+                conn.executemany(
+                    "INSERT OR REPLACE INTO docs (tenant, memory_id, ns, key, version, policy_attributes, length, "
+                    "terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(d.tenant, d.memory_id, encode_namespace(d.namespace), d.key, d.version,
+                      json.dumps(d.policy_attributes), d.length, json.dumps(d.terms)) for d in unique],
+                )
+                if fields:
+                    self._fields.put_in(conn, fields)
+            for doc in unique:
+                self._tenant(doc.tenant).replace(doc)
+            for tenant in {doc.tenant for doc in unique}:
+                self._compact(tenant)
             self._fields.hold(fields)
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
