@@ -591,6 +591,22 @@ def _local_scaling(c: Candidates, fusion: Fusion, k: int, cal: tuple[float, floa
     return _fused(c, fusion, cos=np.where(c.by_meaning, c.cos - 0.5 * crowd, -1.0))
 
 
+def _keyword_held_distinct(c: Candidates, fusion: Fusion, least_match: float) -> np.ndarray:
+    """Idea 6 (sixth round): what ships, but a candidate only keywords handed over, with a keyword
+    match of at least `least_match`, gets its distinct cosine too (read from its stored vector),
+    where the shipped fusion counts its meaning as no evidence. The query's weight stays the
+    shipped one (from what meaning handed over)."""
+    if not fusion.commonness_penalty or c.by_meaning.sum() < COMMONNESS_MIN_PAGE:
+        return _fused(c, fusion)
+    cosine = c.vectors[c.ids] @ c.query_vector
+    distinct = cosine - fusion.commonness_penalty * np.maximum(0.0, _commonness(c) - fusion.commonness_above)
+    handed = np.where(c.by_meaning, distinct, -1.0)
+    weight = _plain_weight(dataclasses.replace(c, cos=handed), fusion)
+    given = c.by_meaning | (c.by_keyword & (c.match >= least_match))
+    everyone = dataclasses.replace(c, by_meaning=np.ones(len(c.ids), dtype=bool))
+    return _fused(everyone, fusion, cos=np.where(given, distinct, -1.0), weight=weight)
+
+
 def _shipped(c: Candidates, fusion: Fusion) -> np.ndarray:
     """What search scores in hybrid mode: the fused distinct cosine (idea 5) where the model's
     fusion has a commonness penalty (`Fusion.distinct_cosine`), else the fourth round's fusion."""
@@ -637,6 +653,8 @@ def new_signals() -> dict[str, Callable[[Candidates, Fusion], np.ndarray]]:
     for k in (3, 5, 10):
         for cal in ((0.3, 0.45), (0.35, 0.5), (0.3, 0.5)):
             out[f"csls k{k} cal{list(cal)}"] = lambda c, f, k=k, r=cal: _local_scaling(c, f, k, r)
+    for least in (0.0, 0.3, 0.35, 0.4, 0.45, 0.5, 0.7):
+        out[f"keyword-held distinct m{least}"] = lambda c, f, m=least: _keyword_held_distinct(c, f, m)
     return out
 
 
