@@ -115,7 +115,8 @@ def _without_stage(event: Any) -> Any:
     as it is, for the router to refuse (`memsvc.api.router.check_event`)."""
     stage = _context_field(event, "stage")
     path = event.get("rawPath") if isinstance(event, dict) else None
-    if stage and path and stage != "$default" and (path == f"/{stage}" or path.startswith(f"/{stage}/")):
+    named = stage and stage != "$default"
+    if named and isinstance(path, str) and (path == f"/{stage}" or path.startswith(f"/{stage}/")):
         return {**event, "rawPath": path[len(stage) + 1:] or "/"}
     return event
 

@@ -677,6 +677,16 @@ def engines_on_this_thread() -> int:
     return len(getattr(_local, "engines", {}))
 
 
+def has_thread_engine(digest: str) -> bool:
+    """Whether this thread keeps the engines of the bundle `digest` (`policy_sandbox`'s worker)."""
+    return digest in getattr(_local, "engines", {})
+
+
+def build_thread_engine(digest: str, sources: Mapping[str, str]) -> None:
+    """Build and keep this thread's engines of the bundle, as its first evaluation would."""
+    _thread_engine(digest, sources)
+
+
 def _forget_thread_engine(digest: str) -> None:
     getattr(_local, "engines", {}).pop(digest, None)
 

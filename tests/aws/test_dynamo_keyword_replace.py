@@ -210,3 +210,20 @@ def test_a_delete_that_read_the_record_before_a_replacement_that_then_failed_lea
     assert hook.done
     assert statistics(client) == {}
     assert [k for k in rows(client) if "#S#" not in k[0]] == []
+
+
+@pytest.mark.parametrize("step", [("batch_write_item", 0), ("transact_write_items", 0)],
+                         ids=["before-its-postings", "before-its-count"])
+def test_a_put_whose_postings_land_after_a_replacement_leaves_the_replacement_whole(client, step):
+    # A put's postings are written without a condition: ones that land after a replacement of the
+    # version (a second indexer run) would bring back the old document's terms and lengths.
+    old = doc(("user", "alice", "sessions"), OLD)
+    new = rewritten(old, NEW)
+    hook = Once(step[0], lambda: DynamoKeywordIndex(client, TABLE).replace_many([new]), nth=step[1])
+    put = DynamoKeywordIndex(Before(client, WRITES, hook), TABLE)
+    put.sleep = lambda seconds: None
+    put.put_many([old])
+    assert hook.done
+    assert_whole(client, new)
+    searcher = DynamoKeywordIndex(client, TABLE)
+    assert found(searcher, new, "herons pier") and not found(searcher, new, "flamingos lagoon")

@@ -64,3 +64,13 @@ def test_an_event_api_gateway_never_sends_is_a_400_envelope(stack, case):
 def test_an_event_that_is_not_an_object_is_a_400_envelope(stack, event):
     status, body, _ = call_api(event)  # type: ignore[arg-type]
     assert (status, body["error"]["code"], body["error"]["details"]) == (400, "INVALID_ARGUMENT", {"field": "event"})
+
+
+@pytest.mark.parametrize("raw_path", [12, ["/prod/v1/memories"], {"path": "/prod"}])
+def test_a_path_that_is_no_string_on_a_named_stage_is_a_400_envelope(stack, raw_path):
+    event = copy.deepcopy(load_event("api_jwt_put"))
+    event["requestContext"]["stage"] = "prod"  # the stage is cut from a string path before routing
+    event["rawPath"] = raw_path
+    status, body, _ = call_api(event)
+    assert (status, body["error"]["code"], body["error"]["details"]) == (400, "INVALID_ARGUMENT", {"field": "rawPath"})
+    assert stack.app.store.get(TENANT, NS, "hotel") is None

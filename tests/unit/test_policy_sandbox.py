@@ -130,3 +130,17 @@ def test_a_worker_killed_while_idle_is_replaced_without_failing_the_request():
         worker._process.kill()
         worker._process.wait()
     assert extract(compiled, "4k") == {"big": 4000}
+
+
+def test_a_worker_without_the_bundles_engine_builds_it_within_the_compile_deadline(monkeypatch):
+    # Building the engine of this bundle takes several times the run deadline (nested brackets: the
+    # parser's cost doubles with each level), yet it compiles within the compile deadline: a worker
+    # that must build it again (a fresh worker, after another call's was killed) still answers.
+    monkeypatch.setattr(policy_sandbox, "RUN_DEADLINE_S", 1.0)
+    monkeypatch.setattr(policy_sandbox, "COMPILE_DEADLINE_S", 120.0)
+    nested = "[" * 15 + "1" + "]" * 15
+    compiled = compile_bundle({**default_bundle(), "extra.rego": f"package extra\nimport rego.v1\n\nx := {nested}\n"})
+    policy_sandbox.SANDBOX.close()  # the engine the compiling worker built goes with it
+    assert compiled.allow("write", NAMESPACE, "k", CONTEXT) is True
+    assert compiled.allow("read", ["user", "bob", "notes"], "k", CONTEXT) is False
+    assert policy_sandbox.SANDBOX.busy() == 0

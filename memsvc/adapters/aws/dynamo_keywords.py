@@ -28,7 +28,9 @@ transaction with the length's change to the statistics, if `rev` is still its ow
 conditions on `rev` too, so one that overlaps a replacement removes whatever the record then
 covers, and the replacement, finding no record, removes its own postings: the delete wins. Two
 replacements of one version at once: the one whose narrowing fails starts again from the record
-as it then is, so the last to finish stands, whole.
+as it then is, so the last to finish stands, whole. A put's postings, written without a condition,
+can land after a replacement of the version (another indexer run) wrote its own: the put, finding
+the record replaced when it counts, writes the record's document again over them (`_rewrite`).
 """
 
 from __future__ import annotations
@@ -256,6 +258,22 @@ class DynamoKeywordIndex:
             return True
         return False
 
+    def _rewrite(self, written: KeywordDoc, record: _Record) -> None:
+        """A put's postings of `written` landed while or after a replacement of the version ran
+        (`record`, read since): the record's document is written again over them, as a replacement
+        of it by itself whose record also covers `written`'s terms, so their stale postings go and
+        theirs are made whole. Its races are a replacement's."""
+        for attempt in range(MAX_ATTEMPTS):
+            if self._swap(replace(record, more=record.more | frozenset(written.terms)), record.doc):
+                return
+            self._backoff(attempt)
+            now = self._records(written.tenant, [written.memory_id]).get(written.memory_id)
+            if now is None:  # deleted meanwhile: perhaps from what it covered before our terms
+                self._write_each(_posting_deletes(written))
+                return
+            record = now
+        raise _busy()
+
     def _update_if(self, update: dict[str, Any], names: dict[str, str], values: dict[str, Any]) -> bool:
         """One conditional UpdateItem (`update`: `_if_counted`'s target and condition, and the
         expression; `names` and `values` added to its own); False when the condition failed."""
@@ -275,8 +293,9 @@ class DynamoKeywordIndex:
         """Step 3 of a put, for uncounted records of one tenant and shard: marked counted, and added
         to the statistics, in one transaction. When DynamoDB cancels it, the records say why: one
         is gone (deleted meanwhile, perhaps before our postings landed: they are removed), one is
-        counted (by another writer of the same version), or none changed (a statistics row was
-        busy in another transaction, or throttled: back off)."""
+        counted (by another writer of the same version; when by a replacement, our postings may have
+        landed after its own: `_rewrite`), or none changed (a statistics row was busy in another
+        transaction, or throttled: back off)."""
         pending = group
         for attempt in range(MAX_ATTEMPTS):
             marks = [{"Update": self._counting(r)} for r in pending]
@@ -286,6 +305,8 @@ class DynamoKeywordIndex:
             for r in pending:
                 if r.doc.memory_id not in now:
                     self._write_each(_posting_deletes(r.doc))
+                elif now[r.doc.memory_id].rev != r.rev:
+                    self._rewrite(r.doc, now[r.doc.memory_id])
             still = [r for r in pending if r.doc.memory_id in now and not now[r.doc.memory_id].counted]
             if not still:
                 return
