@@ -364,18 +364,20 @@ class CompiledPolicies:
             self.violations(namespace, "k", {"text": "hello"}, {"topic": "smoke"}, context)
 
 
-def compile_bundle(policies: dict[str, str], version: str | None = None) -> CompiledPolicies:
+def compile_bundle(policies: dict[str, str], version: str | None = None, *, stored: bool = False) -> CompiledPolicies:
     """Validate and compile a bundle (file name -> Rego source); InvalidArgument on any problem.
 
     Without `version`, the built-in sources are "builtin" and anything else is named by the
     first 16 hex digits of the sha256 of its sources. The built-in bundle is compiled and
     evaluated in this process; any other in `policy_sandbox`'s workers, with deadlines.
+    `stored`: a tenant's bundle as stored, which may be larger than `MAX_BUNDLE_BYTES` (uploaded
+    when files were limited one by one); it keeps working while it compiles within the deadline.
     """
-    _check_sources(policies)
+    _check_sources(policies, stored=stored)
     if dict(policies) == default_bundle():
         return compile_here(policies, version)
     try:
-        answer = policy_sandbox.compile_in_worker(policies, version)
+        answer = policy_sandbox.compile_in_worker(policies, version, stored=stored)
     except policy_sandbox.WorkerFailed as failed:
         why = (f"it did not compile within {policy_sandbox.COMPILE_DEADLINE_S:g} s" if failed.reason == "deadline"
                else "compiling it took more memory or stack than a bundle may")
@@ -389,9 +391,9 @@ def compile_bundle(policies: dict[str, str], version: str | None = None) -> Comp
                             answer["digest"], sandboxed=True)
 
 
-def compile_here(policies: dict[str, str], version: str | None) -> CompiledPolicies:
+def compile_here(policies: dict[str, str], version: str | None, *, stored: bool = False) -> CompiledPolicies:
     """compile_bundle in this process."""
-    _check_sources(policies)
+    _check_sources(policies, stored=stored)
     sources = dict(policies)
     engine = _build_engine(sources)  # the compiler's messages name the file
     packages, modules = set(engine.get_packages()), json.loads(engine.get_ast_as_json())
@@ -550,7 +552,7 @@ def _ref_paths(tree: Any) -> Iterator[list[str]]:
                 node = ref["refr"]
 
 
-def _check_sources(policies: Any) -> None:
+def _check_sources(policies: Any, *, stored: bool = False) -> None:
     if not isinstance(policies, Mapping) or not policies:
         raise InvalidArgument("a policy bundle must be a non-empty object of file name -> Rego source")
     if len(policies) > MAX_FILES:
@@ -566,7 +568,7 @@ def _check_sources(policies: Any) -> None:
         if not isinstance(source, str):
             raise InvalidArgument(f"policy {name} must be a string of Rego source", details={"policy_file": name})
         size += len(source.encode("utf-8", "surrogatepass"))
-        if size > MAX_BUNDLE_BYTES:
+        if size > MAX_BUNDLE_BYTES and not stored:
             raise InvalidArgument(f"a policy bundle's files hold at most {MAX_BUNDLE_BYTES} bytes together",
                                   details={"policy_file": name, "max_bytes": MAX_BUNDLE_BYTES})
 

@@ -205,11 +205,12 @@ class Sandbox:
 SANDBOX = Sandbox()
 
 
-def compile_in_worker(policies: Mapping[str, str], version: str | None) -> dict[str, Any]:
+def compile_in_worker(policies: Mapping[str, str], version: str | None, *, stored: bool) -> dict[str, Any]:
     """`policy.compile_here` in a worker: `{"version", "digest", "sources"}`, or `{"invalid":
     {"message", "details"}, "over_budget": bool}` for the InvalidArgument it raised; WorkerFailed
     past the deadline or if the worker died."""
-    return SANDBOX.call({"op": "compile", "policies": dict(policies), "version": version}, COMPILE_DEADLINE_S)
+    return SANDBOX.call({"op": "compile", "policies": dict(policies), "version": version, "stored": stored},
+                        COMPILE_DEADLINE_S)
 
 
 def run_in_worker(digest: str, sources: Mapping[str, str], rule: str, input_json: str) -> dict[str, Any]:
@@ -239,7 +240,7 @@ def _serve() -> None:
         answer: dict[str, Any]
         if request["op"] == "compile":
             try:
-                compiled = policy.compile_here(request["policies"], request["version"])
+                compiled = policy.compile_here(request["policies"], request["version"], stored=request["stored"])
             except InvalidArgument as exc:
                 answer = {"invalid": {"message": exc.message, "details": exc.details},
                           "over_budget": isinstance(exc, policy.PolicyBudgetExceeded)}

@@ -343,7 +343,7 @@ class PolicyRegistry:
         with self._lock:
             compiled = self._compiled_by_version.get(version)
         if compiled is None:
-            compiled = compile_bundle(policies, version=version)
+            compiled = compile_bundle(policies, version=version, stored=True)
             with self._lock:
                 self._compiled_by_version[version] = compiled
         return compiled

@@ -144,3 +144,25 @@ def test_a_worker_without_the_bundles_engine_builds_it_within_the_compile_deadli
     assert compiled.allow("write", NAMESPACE, "k", CONTEXT) is True
     assert compiled.allow("read", ["user", "bob", "notes"], "k", CONTEXT) is False
     assert policy_sandbox.SANDBOX.busy() == 0
+
+
+def test_a_stored_bundle_larger_than_todays_limit_keeps_working_and_can_be_replaced():
+    """Bundles were limited file by file (256 KiB each) before they were limited as a whole: one
+    stored then keeps compiling, so its tenant is not locked out (an upload asks the stored
+    bundle whether the admin may upload)."""
+    from tests.unit.test_governance import DictConfigStore
+    from memsvc.service.tenant_config import PolicyRegistry
+
+    bundle = default_bundle()
+    bundle["notes.rego"] = "package notes\n\n" + "# an old, long comment\n" * (policy.MAX_BUNDLE_BYTES // 23)
+    assert sum(len(source.encode()) for source in bundle.values()) > policy.MAX_BUNDLE_BYTES
+    with pytest.raises(InvalidArgument) as refused:
+        compile_bundle(bundle)  # as an upload
+    assert refused.value.details["max_bytes"] == policy.MAX_BUNDLE_BYTES
+    store = DictConfigStore()
+    store.put_config("t1", "policies", {"version": "0123456789abcdef", "policies": bundle})
+    registry = PolicyRegistry(store)
+    assert registry.get("t1").allow("read", NAMESPACE, "k", CONTEXT) is True
+    admin = {**CONTEXT, "roles": ["admin"], "jwt_claims": {"sub": "alice", "roles": ["admin"]}}
+    assert registry.get("t1").allow("admin", [], None, admin) is True
+    assert registry.replace("t1", default_bundle(), admin).bundle.version == "builtin"
