@@ -36,6 +36,8 @@ the stacks' clients now come from one `_session()`. moto serialises each DynamoD
 value of a response through a generic, shape-driven path (`_fast_attribute_values` writes the
 same bytes directly: a third of a stream-heavy test's time). And moto's KMS generates an RSA-2048 key
 pair for every key it creates, even a symmetric one, which never uses it (`_no_rsa_for_symmetric_keys`).
+moto answers a Query by sorting the whole table first (`_partition_queries` hands it the asked
+partition: the live AWS server's tables grow through the session).
 """
 
 from __future__ import annotations
@@ -478,7 +480,7 @@ def keyword_table_on_moto(table: str) -> Iterator[SerialisedClient]:
     """The keyword index's table (which the graph shares) on moto, with item-level transaction
     rollback, reached through a `SerialisedClient`, for tests that run an adapter without a stack."""
     with mock.patch.dict(os.environ, {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}):
-        with mock_aws(), _item_rollback_transactions():
+        with mock_aws(), _item_rollback_transactions(), _partition_queries():
             client = SerialisedClient(moto_client("dynamodb"))
             client.create_table(**keyword_table_definition(table))
             yield client
@@ -555,6 +557,46 @@ def _fast_attribute_values() -> Iterator[None]:
 
 
 @contextmanager
+def _partition_queries() -> Iterator[None]:
+    """moto answers a Query from `Table.all_items()`, every item of the table sorted by its key
+    (comparing `DynamoType`s, which convert their value on every comparison), and then keeps
+    those of the asked partition: on tables that grow through a test, or through the session on
+    the live AWS server, that sort is most of a query's time. While a query runs, `all_items`
+    hands it only the asked partition's items (a table query), or every item unsorted (an index
+    query, which sorts what it keeps by the index's key and the table's, a total order). moto's
+    query filters and sorts them as before: what it answers is unchanged."""
+    from moto.dynamodb.models.table import Table
+
+    original_query, original_all_items = Table.query, Table.all_items
+    asked = threading.local()
+
+    def query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = args[6] if len(args) > 6 else kwargs.get("index_name")
+        asked.query = (self, hash_key, index_name)
+        try:
+            return original_query(self, hash_key, *args, **kwargs)
+        finally:
+            asked.query = None
+
+    def all_items(self: Any) -> list[Any]:
+        table, hash_key, index_name = getattr(asked, "query", None) or (None, None, None)
+        if table is not self:
+            return original_all_items(self)
+        if index_name is not None:
+            return [item for partition in self.items.values()
+                    for item in (partition.values() if self.range_key_attr else (partition,))]
+        if hash_key is None or not self.range_key_attr:
+            return original_all_items(self)
+        return list(self.items.get(hash_key, {}).values())
+
+    Table.query, Table.all_items = query, all_items
+    try:
+        yield
+    finally:
+        Table.query, Table.all_items = original_query, original_all_items
+
+
+@contextmanager
 def _cached_jsonpath() -> Iterator[None]:
     """moto's EventBridge parses its fixed input paths (`$.detail`, `$.source`, ...) anew for every
     event and target, ~10 ms each time; compiled expressions are immutable, so keep them."""
@@ -582,7 +624,7 @@ def aws_stack(*, dimension: int = 64, embedder: Any = None, clock: Any = None,
     fake_credentials = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": REGION}
     with mock.patch.dict(os.environ, fake_credentials):
         with mock_aws(), _item_rollback_transactions(), _cached_jsonpath(), _no_rsa_for_symmetric_keys(), \
-                _fast_attribute_values():
+                _fast_attribute_values(), _partition_queries():
             session = _session()
             clients = {name: session.client(name, region_name=REGION, config=Config(retries=RETRIES[name]))
                        for name in ("dynamodb", "s3vectors", "kms", "bedrock-runtime", "events")}
