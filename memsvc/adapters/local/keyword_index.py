@@ -199,12 +199,7 @@ class LocalKeywordIndex:
             fresh = [d for d in {(d.tenant, d.memory_id): d for d in docs}.values()
                      if d.memory_id not in self._tenant(d.tenant).slot_of]
             with self._db.tx() as conn, self._changes.own_write(conn):
-                conn.executemany(
-                    "INSERT OR IGNORE INTO docs (tenant, memory_id, ns, key, version, policy_attributes, length, terms) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(d.tenant, d.memory_id, encode_namespace(d.namespace), d.key, d.version,
-                      json.dumps(d.policy_attributes), d.length, json.dumps(d.terms)) for d in fresh],
-                )
+                _write_rows(conn, "IGNORE", fresh)
                 if fields:
                     self._fields.put_in(conn, fields)
             for doc in fresh:
@@ -221,12 +216,7 @@ class LocalKeywordIndex:
         with self._lock.writing(), self._fields.lock:
             unique = list({(d.tenant, d.memory_id): d for d in docs}.values())
             with self._db.tx() as conn, self._changes.own_write(conn):
-                conn.executemany(
-                    "INSERT OR REPLACE INTO docs (tenant, memory_id, ns, key, version, policy_attributes, length, "
-                    "terms) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(d.tenant, d.memory_id, encode_namespace(d.namespace), d.key, d.version,
-                      json.dumps(d.policy_attributes), d.length, json.dumps(d.terms)) for d in unique],
-                )
+                _write_rows(conn, "REPLACE", unique)
                 if fields:
                     self._fields.put_in(conn, fields)
             for doc in unique:
@@ -307,3 +297,13 @@ class LocalKeywordIndex:
         if t is None:
             t = self._tenants[tenant] = _TenantKeywords()
         return t
+
+
+def _write_rows(conn: Any, conflict: str, docs: Sequence[KeywordDoc]) -> None:
+    """The documents' rows, `conflict` ("IGNORE" or "REPLACE") deciding what a row already there becomes."""
+    conn.executemany(
+        f"INSERT OR {conflict} INTO docs (tenant, memory_id, ns, key, version, policy_attributes, length, terms) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        [(d.tenant, d.memory_id, encode_namespace(d.namespace), d.key, d.version,
+          json.dumps(d.policy_attributes), d.length, json.dumps(d.terms)) for d in docs],
+    )
