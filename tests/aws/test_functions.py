@@ -664,7 +664,7 @@ def test_indexer_metrics_count_embedding_calls_cache_hits_and_vectors(titan_stac
     assert metric(second, "EmbeddingCalls") == [] and metric(second, "EmbeddedTexts") == [0.0]
     assert metric(second, "ReusedTexts") == [1.0]
     assert metric(second, "VectorsWritten") == [1.0] and metric(second, "VectorsDeleted") == [1.0]
-    batch = [line for line in log_lines(out) if line["message"] == "batch"]
+    batch = [line for line in log_lines(out) if line["message"] == "batch" and line.get("service") == "memsvc-indexer"]
     assert batch[-1]["changes"] == {"update": 1} and "embedding" not in batch[-1]
 
     # a text the cache holds, for a key whose previous version is not the same: the cache answers
