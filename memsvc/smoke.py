@@ -374,6 +374,15 @@ class _Run:
             checked = s.expect(self.http.put("/admin/v1/memories/policies", params={"dry_run": "true"},
                                              json={"policies": bundle}), 200).json()
             s.check(checked == {"valid": True}, "the bundle in force does not check as valid")
+        with self.step("check a tenant's bundle", "PUT /admin/v1/memories/policies") as s:
+            # A bundle of the tenant's own is compiled in a policy worker process (the built-in one
+            # in the server's): this proves the deployment can start one. A dry run stores nothing.
+            if bundle is None:
+                raise _Skipped("policies failed")
+            own = {**bundle, "memsvc_smoke.rego": "package memsvc_smoke\n\nchecked := true\n"}
+            checked = s.expect(self.http.put("/admin/v1/memories/policies", params={"dry_run": "true"},
+                                             json={"policies": own}), 200).json()
+            s.check(checked == {"valid": True}, "a tenant's bundle does not check as valid in a policy worker")
         export_id = None
         with self.step("export", "POST /admin/v1/exports") as s:
             export_id = s.expect(self.http.post("/admin/v1/exports", json={

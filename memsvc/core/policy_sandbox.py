@@ -39,7 +39,8 @@ _START_DEADLINE_S = 60.0  # a cold start on a loaded machine: Python and regorus
 _MEMORY_HEADROOM = 1 << 30  # bytes of address space a worker may take beyond what it starts with
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # A worker's command: `python -c _START <server pid> <the server's sys.path>...`.
-_START = "import runpy, sys; sys.path[:0] = sys.argv[2:]; runpy.run_module('memsvc.core.policy_sandbox', run_name='__main__')"
+_START = ("import runpy, sys; sys.path[:0] = sys.argv[2:]; "
+          "runpy.run_module('memsvc.core.policy_sandbox', run_name='__main__')")
 _SOURCES_KEPT = 16  # bundles a worker keeps the sources of, to rebuild engines without asking
 
 

@@ -18,7 +18,8 @@ from memsvc.smoke import Bearer, SigV4, run_smoke
 from tests.api.helpers import client_for, unique_tenant
 from tests.langgraph.test_sigv4 import reference_signature
 
-ADMIN_ONLY = {"index trigger", "settings", "policies", "check policies", "export", "export status", "erase user", "erasure receipt",
+ADMIN_ONLY = {"index trigger", "settings", "policies", "check policies", "check a tenant's bundle",
+              "export", "export status", "erase user", "erasure receipt",
               "force delete by id"}
 
 
