@@ -126,7 +126,7 @@ class Sandbox:
         self._lock = threading.Condition()
         self._idle: list[_Worker] = []
         self._count = 0  # workers started or starting, idle or serving a call
-        self._running: set[_Worker] = set()
+        self._alive: set[_Worker] = set()  # every worker started and not discarded, idle or not
         self._pid = os.getpid()
         self._spawner = ThreadPoolExecutor(1, thread_name_prefix="policy-sandbox-spawner")
 
@@ -153,15 +153,15 @@ class Sandbox:
     def busy(self) -> int:
         """Workers serving a call now (not counting those starting)."""
         with self._lock:
-            return len(self._running) - len(self._idle)
+            return len(self._alive) - len(self._idle)
 
     def close(self) -> None:
         """Kill every worker: a call in progress fails with WorkerFailed("died")."""
         with self._lock:
             idle, self._idle = self._idle, []
-            self._running.difference_update(idle)
+            self._alive.difference_update(idle)
             self._count -= len(idle)
-            busy = list(self._running)
+            busy = list(self._alive)
             self._lock.notify_all()
         for worker in idle:
             worker.kill()
@@ -172,7 +172,7 @@ class Sandbox:
         """An idle worker, or a new one (True)."""
         with self._lock:
             if self._pid != os.getpid():  # a forked server process: the workers are its parent's
-                self._idle, self._count, self._running, self._pid = [], 0, set(), os.getpid()
+                self._idle, self._count, self._alive, self._pid = [], 0, set(), os.getpid()
                 self._spawner = ThreadPoolExecutor(1, thread_name_prefix="policy-sandbox-spawner")
             while not self._idle and self._count >= MAX_WORKERS:
                 self._lock.wait()
@@ -187,7 +187,7 @@ class Sandbox:
                 self._lock.notify()
             raise
         with self._lock:
-            self._running.add(worker)
+            self._alive.add(worker)
         return worker, True
 
     def _give_back(self, worker: _Worker) -> None:
@@ -197,7 +197,7 @@ class Sandbox:
 
     def _discard(self, worker: _Worker) -> None:
         with self._lock:
-            self._running.discard(worker)
+            self._alive.discard(worker)
             self._count -= 1
             self._lock.notify()
         worker.kill()
