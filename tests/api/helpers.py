@@ -188,3 +188,21 @@ def wait_for_events(client: httpx.Client, prefix: list[str], count: int, timeout
             return got
         assert time.monotonic() < deadline, f"{len(got)} of {count} events after {timeout}s: {got}"
         time.sleep(0.1)
+
+
+async def asgi_get(app: Any, path: str, *, query: bytes = b"",
+                   headers: Sequence[tuple[bytes, bytes]] = ()) -> list[dict[str, Any]]:
+    """The messages an ASGI `app` sends for one GET of `path` without a body, as uvicorn hands it
+    the request (the response start, then its body)."""
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "method": "GET", "path": path, "raw_path": path.encode(), "query_string": query,
+             "client": ("127.0.0.1", 1), "headers": list(headers)}
+    await app(scope, receive, send)
+    return sent

@@ -30,7 +30,7 @@ import pytest
 from memsvc.adapters.local.issuer import LocalIssuer
 from memsvc.api.identity import LOCAL_DEFAULT_TENANT
 from memsvc.local_server import LocalServer
-from tests.api.helpers import assert_error, get, put_ok
+from tests.api.helpers import asgi_get, assert_error, get, put_ok
 from tests.api.test_export_import_api import refused
 from tests.unit.test_error_text import assert_no_internal_text
 
@@ -199,18 +199,8 @@ def _answer_order(tmp_path, tokens: dict[str, dict[str, Any]], requests: list[tu
     minted = {name: issuer.mint(**claims) for name, claims in tokens.items()}
 
     async def request(token: str, label: str) -> int:
-        sent: list[dict[str, Any]] = []
-
-        async def receive() -> dict[str, Any]:
-            return {"type": "http.request", "body": b"", "more_body": False}
-
-        async def send(message: dict[str, Any]) -> None:
-            sent.append(message)
-
-        scope = {"type": "http", "method": "GET", "path": "/v1/identity", "raw_path": b"/v1/identity",
-                 "query_string": label.encode(), "client": ("127.0.0.1", 1),
-                 "headers": [(b"authorization", f"Bearer {minted[token]}".encode())]}
-        await server(scope, receive, send)
+        sent = await asgi_get(server, "/v1/identity", query=label.encode(),
+                              headers=[(b"authorization", f"Bearer {minted[token]}".encode())])
         return sent[0]["status"]
 
     async def first_then_the_rest() -> list[int]:

@@ -16,6 +16,7 @@ import pytest
 
 from memsvc.adapters.local.issuer import LEEWAY_SECONDS, InvalidToken, LocalIssuer
 from memsvc.local_server import MAX_TOKEN_BYTES, LocalServer, TokenVerdicts
+from tests.api.helpers import asgi_get
 
 
 def _b64(data: bytes) -> str:
@@ -60,18 +61,7 @@ class _HeldIssuer:
 
 
 async def _request(server: LocalServer, token: str) -> tuple[int, dict[str, Any], dict[str, str]]:
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "method": "GET", "path": "/v1/identity", "raw_path": b"/v1/identity",
-             "query_string": b"", "client": ("127.0.0.1", 1),
-             "headers": [(b"authorization", f"Bearer {token}".encode("latin-1"))]}
-    await server(scope, receive, send)
+    sent = await asgi_get(server, "/v1/identity", headers=[(b"authorization", f"Bearer {token}".encode("latin-1"))])
     headers = {k.decode(): v.decode() for k, v in sent[0]["headers"]}
     return sent[0]["status"], json.loads(sent[1]["body"]), headers
 

@@ -20,6 +20,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from memsvc.adapters.aws.errors import aws_error
 from memsvc.adapters.local.issuer import AUDIENCE, ISSUER, InvalidToken, LocalIssuer
 from memsvc.local_server import LocalServer
+from tests.api.helpers import asgi_get
 from tests.conftest import alice
 from tests.unit.test_router import ADMIN, ALICE, call
 
@@ -210,17 +211,7 @@ def test_a_refused_token_is_said_in_our_words(issuer, kind, reason):
 
 
 def _asgi(app: LocalServer, headers: list[tuple[bytes, bytes]]) -> tuple[int, dict[str, Any]]:
-    sent: list[dict[str, Any]] = []
-
-    async def receive() -> dict[str, Any]:
-        return {"type": "http.request", "body": b"", "more_body": False}
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    scope = {"type": "http", "method": "GET", "path": "/v1/memories", "raw_path": b"/v1/memories",
-             "query_string": b"", "headers": headers, "client": ("127.0.0.1", 1)}
-    asyncio.run(app(scope, receive, send))
+    sent = asyncio.run(asgi_get(app, "/v1/memories", headers=headers))
     return sent[0]["status"], json.loads(sent[1]["body"])
 
 
