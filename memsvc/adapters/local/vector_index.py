@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from memsvc.adapters.local.ann import GraphBuilder, TenantGraph
 from memsvc.adapters.local.index_changes import IndexChanges, changes_schema
@@ -202,10 +201,6 @@ class LocalVectorIndex:
         self._ann_threshold = ann_threshold
         self._graphs = GraphBuilder()
         self._closed = False
-        # A query's product reads the matrix once (memory-bound): a second BLAS thread halves little
-        # and, on cores that other work holds, waits for its turn (10k rows under load: p50 0.1 ms,
-        # p95 21 ms with two threads; 0.3 / 4.5 ms with one). Concurrent queries use the cores.
-        threadpool_limits(limits=1, user_api="blas")
         # Queries share the matrices (numpy's product releases the GIL, so two run on two cores);
         # a write, which may grow or reuse rows, has them alone.
         self._lock = ReadWriteLock()
