@@ -240,7 +240,8 @@ def _json_response(status: int, body: Any) -> dict[str, Any]:
             "body": json.dumps(body, separators=(",", ":")).encode()}
 
 
-def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None) -> dict[str, Any]:
+def error_response(status: int, code: str, message: str, details: dict[str, Any] | None = None, *,
+                   retryable: bool = False) -> dict[str, Any]:
     """The service's error envelope, for what `memsvc serve` answers outside the router."""
-    return _json_response(status, {"error": {"code": code, "message": message, "retryable": False,
+    return _json_response(status, {"error": {"code": code, "message": message, "retryable": retryable,
                                             "details": details or {}}})

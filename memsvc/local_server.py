@@ -40,7 +40,7 @@ from memsvc.console_assets import (
     parse_sign_in,
     sign_in_reachable,
 )
-from memsvc.core.errors import InvalidArgument
+from memsvc.core.errors import InvalidArgument, RateLimited
 from memsvc.core.models import to_rfc3339
 
 __all__ = ["LocalServer", "TokenVerdicts", "build_event", "stringify_claims", "MAX_BODY_BYTES", "MAX_TOKEN_BYTES"]
@@ -272,11 +272,12 @@ class TokenVerdicts:
 
 
 def _busy() -> dict[str, Any]:
-    """429 with the envelope, retryable: the verifying thread has `max_verifying` tokens waiting."""
-    body = {"error": {"code": "RATE_LIMITED", "message": "too many new tokens are waiting to be checked; try again "
-                      "shortly", "retryable": True, "details": {"retry_after_seconds": 1}}}
-    return {"statusCode": 429, "headers": {"content-type": "application/json", "retry-after": "1"},
-            "body": json.dumps(body, separators=(",", ":"))}
+    """429, retryable, as the router answers a RateLimited: the verifying thread has
+    `max_verifying` tokens waiting."""
+    busy = RateLimited("too many new tokens are waiting to be checked; try again shortly")
+    response = _error(busy.status, busy.code, busy.message, busy.details, retryable=busy.retryable)
+    response["headers"]["retry-after"] = str(busy.retry_after_seconds)
+    return response
 
 
 def _raw_path(scope) -> str:
