@@ -44,7 +44,7 @@ from pathlib import Path
 import numpy as np
 
 from memsvc.core import keywords
-from memsvc.core.ranking import COMMONNESS_MIN_PAGE, MINILM, Fusion, fusion_for, separation
+from memsvc.core.ranking import COMMONNESS_MIN_PAGE, KEYWORD_HELD_MATCH, MINILM, Fusion, fusion_for, separation
 from memsvc.core.unicode_text import normalize
 
 K = 5
@@ -592,10 +592,11 @@ def _local_scaling(c: Candidates, fusion: Fusion, k: int, cal: tuple[float, floa
 
 
 def _keyword_held_distinct(c: Candidates, fusion: Fusion, least_match: float) -> np.ndarray:
-    """Idea 6 (sixth round): what ships, but a candidate only keywords handed over, with a keyword
-    match of at least `least_match`, gets its distinct cosine too (read from its stored vector),
-    where the shipped fusion counts its meaning as no evidence. The query's weight stays the
-    shipped one (from what meaning handed over)."""
+    """Idea 6 (sixth round, ships with `least_match` = KEYWORD_HELD_MATCH): the distinct cosine
+    (idea 5), and a candidate only keywords handed over, with a keyword match of at least
+    `least_match`, gets its distinct cosine too (read from its stored vector), where idea 5
+    counts its meaning as no evidence. The query's weight stays idea 5's (from what meaning
+    handed over)."""
     if not fusion.commonness_penalty or c.by_meaning.sum() < COMMONNESS_MIN_PAGE:
         return _fused(c, fusion)
     cosine = c.vectors[c.ids] @ c.query_vector
@@ -609,10 +610,9 @@ def _keyword_held_distinct(c: Candidates, fusion: Fusion, least_match: float) ->
 
 def _shipped(c: Candidates, fusion: Fusion) -> np.ndarray:
     """What search scores in hybrid mode: the fused distinct cosine (idea 5) where the model's
-    fusion has a commonness penalty (`Fusion.distinct_cosine`), else the fourth round's fusion."""
-    if not fusion.commonness_penalty or c.by_meaning.sum() < COMMONNESS_MIN_PAGE:
-        return _fused(c, fusion)
-    return _distinct(c, fusion, fusion.commonness_penalty, fusion.commonness_above)
+    fusion has a commonness penalty (`Fusion.distinct_cosine`), given to keyword-held memories
+    from `KEYWORD_HELD_MATCH` (idea 6); else the fourth round's fusion."""
+    return _keyword_held_distinct(c, fusion, KEYWORD_HELD_MATCH)
 
 
 def new_signals() -> dict[str, Callable[[Candidates, Fusion], np.ndarray]]:

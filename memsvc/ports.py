@@ -290,10 +290,11 @@ class VectorIndex(Protocol):
         """The unit mean direction of `page`'s stored vectors (`core.ranking.mean_direction`,
         hybrid's distinct cosine); absent entries do not count; None when none is stored."""
 
-    def commonness(self, tenant: str, direction: Sequence[float],
-                   refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """Each of `refs`' stored vector's cosine with `direction` (a `mean_direction`,
-        `core.ranking.commonness`); absent refs are left out."""
+    def cosines(self, tenant: str, directions: Sequence[Sequence[float]],
+                refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
+        """Each of `refs`' stored vector's cosine with each of the unit `directions`, in their order
+        (hybrid's distinct cosine: with a `mean_direction`, `core.ranking.commonness`, and with the
+        query's vector for a memory the index did not hand over); absent refs are left out."""
 
     def ping(self) -> None: ...
 

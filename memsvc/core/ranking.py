@@ -39,6 +39,13 @@ six sets (`python -m benchmarks.retrieval_lab --part signals`, benchmarks/README
 The distinct cosine never exceeds the cosine, so the retriever's lowest cosine still bounds any
 memory it has not handed over. Semantic mode keeps the plain cosine, and recall the plain
 fusion (its cut was calibrated on it).
+
+Where the distinct cosine is on, a memory that only the keyword retriever handed over, with a
+keyword match of at least `KEYWORD_HELD_MATCH`, gets its distinct cosine too, read from its
+stored vector (`VectorIndex.cosines`): otherwise its meaning counts as no evidence, and small talk with
+a high cosine and none of the query's words outranks an answer that holds them but is not among
+meaning's first hits (where hybrid lost to keywords alone on questions that reuse the evidence's
+words). Chosen on the dev halves of six sets (benchmarks/README.md, "A sixth signal").
 """
 
 from __future__ import annotations
@@ -48,7 +55,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMMONNESS_MIN_PAGE", "Fusion", "MINILM", "commonness", "fusion_for", "keyword_match", "mean_direction",
+__all__ = ["COMMONNESS_MIN_PAGE", "Fusion", "KEYWORD_HELD_MATCH", "MINILM", "commonness", "fusion_for", "keyword_match", "mean_direction",
            "separation", "SEPARATION_RANK", "SEPARATION_HITS"]
 
 SEPARATION_RANK = 5  # a signal's best is compared with its fifth best: recall@5 is what we measure
@@ -61,6 +68,10 @@ SEPARATION_HITS = 50
 # answers of a small, one-topic scope down. Below this, hybrid keeps the plain cosine (chosen on
 # the dev halves: the golden set's cases hold 3-8 memories; its MRR fell 0.868 -> 0.827 without it).
 COMMONNESS_MIN_PAGE = 10
+# Below this keyword match a memory meaning did not hand over keeps no semantic signal: with every
+# keyword-held memory given its cosine (0), conversations-plain's dev half fell 0.836 -> 0.809
+# (memories holding a speaker's name only); 0.4 had the best dev mean, no dev half below before.
+KEYWORD_HELD_MATCH = 0.45
 
 
 def keyword_match(bm25: float, query_weight: float) -> float:

@@ -12,6 +12,7 @@ import dataclasses
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -30,8 +31,8 @@ from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix,
 from memsvc.core.validity import typed_in, valid_at
 from memsvc.core.time_boost import BOOST_DEPTH, FIRST_PAGE, TEMPORAL_DESCRIPTION, TimeBoost, time_boost
 from memsvc.core.keywords import query_terms
-from memsvc.core.ranking import (COMMONNESS_MIN_PAGE, SEPARATION_HITS, Fusion, commonness, fusion_for,
-                                 keyword_match, separation)
+from memsvc.core.ranking import (COMMONNESS_MIN_PAGE, KEYWORD_HELD_MATCH, SEPARATION_HITS, Fusion, commonness,
+                                 fusion_for, keyword_match, separation)
 from memsvc.ports import Clock, Embedder, EventLog, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.known_at import (KNOWN_AT_DESCRIPTION, KnownAt, KnownAtView, embedded_texts_of, keyword_scores,
@@ -447,6 +448,7 @@ class Search:
         refs: dict[str, tuple[tuple[str, ...], str]] = {}  # each candidate's (namespace, key)
         rounds: list[list[str]] = []  # each round's new candidates
         weight: float | None = None  # the semantic signal's share of this query's hybrid score
+        tried: set[str] = set()  # keyword-held candidates whose stored meaning was asked for
 
         def decide(memory_ids: list[str]) -> None:
             items = self._items.get_many(tenant, list({refs[memory_id] for memory_id in memory_ids}))
@@ -485,6 +487,10 @@ class Search:
                 decide(list(fresh))
             ranked = self._best_opened(decided, decide, opened, signals, rounds, mode, weight, wanted, min_score,
                                        admit, boost)
+            if self._give_keyword_held_meaning(retrievers, rounds, signals, decided, decide, weight, ranked, wanted,
+                                               boost, tried):
+                ranked = self._best_opened(decided, decide, opened, signals, rounds, mode, weight, wanted, min_score,
+                                           admit, boost)
             exhausted = all(r.exhausted for r in retrievers)
             # What a memory that no retriever has handed over yet could score at most (past the
             # boost's reach, so unboosted).
@@ -506,6 +512,53 @@ class Search:
         if offset < depth:  # a page past the reranked window would be the same without the call
             ranked = self._rerank.reorder(tenant, query, mode, ranked)
         return ranked[offset:offset + limit]
+
+    def _give_keyword_held_meaning(self, retrievers: list["_Retriever"], rounds: list[list[str]],
+                                   signals: dict[str, dict[str, "_Signal"]],
+                                   decided: dict[str, tuple[StoredItem, Filter] | None],
+                                   decide: Callable[[list[str]], None], weight: float, ranked: list["Ranked"],
+                                   wanted: int, boost: TimeBoost | None, tried: set[str]) -> bool:
+        """Hybrid's distinct cosine, from their stored vectors, for the candidates that only the
+        keyword retriever handed over, among its first SEPARATION_HITS hits (whatever the page, as
+        the distinct cosine's first page: at most that many reads a query), with a match of at
+        least `KEYWORD_HELD_MATCH` (`core.ranking`), where the distinct cosine is on (the semantic
+        retriever has a first page's direction); and only for those that could be among the best
+        `wanted`: every one ranked before the round that fills the page, and of that round those
+        whose score with meaning could reach the `wanted`th's (the semantic retriever's lowest
+        cosine bounds theirs, as they are not among its hits; meaning only raises a score, so the
+        `wanted`th's does not fall). The others rank below the page either way, so a page still
+        begins every longer page of the query. The page fills in its last round: a round before
+        it had too few, so every one of its candidates was given meaning then (`tried`). Their
+        items are read for their indexed fields (`decide`); one not current, not admitted or not
+        indexed yet keeps no meaning. Returns whether any gained meaning (then rank again)."""
+        semantic = next((r for r in retrievers if isinstance(r, _SemanticRetriever)), None)
+        keywords = next((r for r in retrievers if isinstance(r, _KeywordRetriever)), None)
+        if semantic is None or semantic.direction is None or keywords is None:
+            return False
+        round_of = {memory_id: n for n, found in enumerate(rounds) for memory_id in found}
+        last, bar = len(rounds), -math.inf  # the page is not full: every round's candidates may be on it
+        if len(ranked) >= wanted:
+            last, bar = round_of[ranked[wanted - 1].memory.id], ranked[wanted - 1].memory.score or 0.0
+        held = []
+        for n, found in enumerate(rounds[:last + 1]):
+            for memory_id in found:
+                keyword = signals[memory_id].get("keyword")
+                if memory_id in tried or "semantic" in signals[memory_id] or keyword is None \
+                        or keyword.value < KEYWORD_HELD_MATCH or memory_id not in keywords.first_hits:
+                    continue
+                if n == last:
+                    most = self._fusion.hybrid_score(semantic.floor, keyword.value, weight)
+                    if (boost.ceiling(most) if boost is not None and n == 0 else most) < bar - 1e-6:
+                        continue
+                held.append(memory_id)
+        tried.update(held)
+        decide([memory_id for memory_id in held if memory_id not in decided])
+        fields = {memory_id: entry[0].indexed_fields for memory_id in held
+                  if (entry := decided[memory_id]) is not None and entry[0].indexed_fields}
+        given = semantic.meaning_of(fields)
+        for memory_id, signal in given.items():
+            signals[memory_id]["semantic"] = signal
+        return bool(given)
 
     def _best_opened(self, decided: dict[str, tuple[StoredItem, Filter] | None], decide: Callable[[list[str]], None],
                      opened: dict[str, Memory | None], signals: dict[str, dict[str, "_Signal"]],
@@ -1042,8 +1095,30 @@ class _SemanticRetriever(_Retriever):
         self.separation = separation(matches, rest)
         return best
 
+    def meaning_of(self, fields: dict[str, tuple[str, ...]]) -> dict[str, _Signal]:
+        """The semantic signal of memories this retriever has not handed over, by memory id, from
+        their stored vectors of `fields` (each memory's indexed fields; its best field counts, as
+        the index max-pools): their distinct cosine against this query's first page direction.
+        A memory none of whose vectors is stored is left out."""
+        if not fields or self._vector is None or self.direction is None:
+            return {}
+        vectors, tenant, _, _ = self._args
+        norm = math.sqrt(sum(x * x for x in self._vector))
+        if norm == 0.0:
+            return {}
+        query = [x / norm for x in self._vector]
+        found = vectors.cosines(tenant, [query, self.direction],
+                                [(memory_id, name) for memory_id, names in fields.items() for name in names])
+        out: dict[str, _Signal] = {}
+        for memory_id, names in fields.items():
+            held = [(found[(memory_id, name)], name) for name in names if (memory_id, name) in found]
+            if held:
+                (cosine, common), name = max(held, key=lambda pair: pair[0][0])
+                out[memory_id] = _Signal(self._fusion.distinct_cosine(cosine, common), cosine, name)
+        return out
+
     def _commonness(self, firsts: dict[str, VectorHit], prefix: list[VectorHit]) -> dict[str, float]:
-        """Each memory's commonness (`VectorIndex.commonness`) against the first page's mean
+        """Each memory's commonness (`VectorIndex.cosines`) against the first page's mean
         direction (`VectorIndex.mean_direction`, read at the first round), asked of the index
         once per memory and search (a memory whose vector is gone: 0, no penalty); none when the
         first page is shorter than `COMMONNESS_MIN_PAGE` (then `first_page` is empty) or has no
@@ -1059,9 +1134,9 @@ class _SemanticRetriever(_Retriever):
             return {}
         missing = [(hit.memory_id, hit.field) for memory_id, hit in firsts.items() if memory_id not in self._common]
         if missing:
-            found = vectors.commonness(tenant, self.direction, missing)
+            found = vectors.cosines(tenant, [self.direction], missing)
             for ref in missing:
-                self._common[ref[0]] = found.get(ref, 0.0)
+                self._common[ref[0]] = found[ref][0] if ref in found else 0.0
         return {memory_id: self._common[memory_id] for memory_id in firsts}
 
 
@@ -1071,6 +1146,7 @@ class _KeywordRetriever(_Retriever):
     def __init__(self, keywords: KeywordIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
                  terms: list[str]) -> None:
         self._args = (keywords, tenant, scope, pushdown, terms)
+        self.first_hits: set[str] = set()  # the memories of its first SEPARATION_HITS hits, whatever the page
 
     def page(self, top_k):
         keywords, tenant, scope, pushdown, terms = self._args
@@ -1081,6 +1157,7 @@ class _KeywordRetriever(_Retriever):
         page = {h.memory_id: ((h.namespace, h.key), _Signal(keyword_match(h.score, result.query_weight), h.score))
                 for h in hits}
         prefix = [signal.value for _, signal in list(page.values())[:SEPARATION_HITS]]
+        self.first_hits = self.first_hits or set(list(page)[:SEPARATION_HITS])
         ended = self.exhausted and len(prefix) == len(hits)
         self.separation = separation(prefix, 0.0 if ended or not prefix else prefix[-1])
         return page

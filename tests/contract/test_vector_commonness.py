@@ -1,4 +1,4 @@
-"""`VectorIndex.mean_direction` and `commonness` (hybrid's distinct cosine, issue 23) on both
+"""`VectorIndex.mean_direction` and `cosines` (hybrid's distinct cosine, issue 23) on both
 backends: each stored vector's cosine with the mean direction of a page of others, as
 `core.ranking` reads it from the stored vectors; absent memories left out; another tenant's
 vectors never read."""
@@ -32,10 +32,14 @@ def test_is_the_cosine_with_the_pages_mean_direction(backend, refs):
     expected = commonness(mean_direction([stored[ref] for ref in page]), [stored[ref] for ref in asked])
     direction = backend.vectors.mean_direction(tenant, page)
     assert direction == pytest.approx(mean_direction([stored[ref] for ref in page]), abs=1e-6)
-    found = backend.vectors.commonness(tenant, direction, asked)
+    query = stored[refs[-1]]
+    found = backend.vectors.cosines(tenant, [direction, query], asked)
     assert list(found) == asked
-    assert [found[ref] for ref in asked] == pytest.approx(expected, abs=1e-5)
-    assert found[page[0]] > min(found.values())  # the page's own lean toward its mean more than some others
+    assert [found[ref][0] for ref in asked] == pytest.approx(expected, abs=1e-5)
+    assert [found[ref][1] for ref in asked] == pytest.approx(commonness(query, [stored[ref] for ref in asked]),
+                                                             abs=1e-5)
+    assert found[refs[-1]][1] == pytest.approx(1.0, abs=1e-5)  # a vector with itself
+    assert found[page[0]][0] > min(c for c, _ in found.values())  # the page's own lean toward its mean more
 
 
 def test_absent_memories_are_left_out_and_other_tenants_see_nothing(backend, refs):
@@ -44,7 +48,7 @@ def test_absent_memories_are_left_out_and_other_tenants_see_nothing(backend, ref
     stored = backend.vectors.vectors_of(tenant, refs[:2])
     direction = backend.vectors.mean_direction(tenant, [*refs[:2], gone])
     assert direction == pytest.approx(mean_direction([stored[ref] for ref in refs[:2]]), abs=1e-6)
-    found = backend.vectors.commonness(tenant, direction, [refs[0], gone])
+    found = backend.vectors.cosines(tenant, [direction], [refs[0], gone])
     assert list(found) == [refs[0]]
     assert backend.vectors.mean_direction("another-tenant", refs) is None
-    assert backend.vectors.commonness("another-tenant", direction, refs) == {}
+    assert backend.vectors.cosines("another-tenant", [direction], refs) == {}

@@ -197,12 +197,13 @@ class S3VectorsIndex:
         stored = self.vectors_of(tenant, page)
         return mean_direction([stored[ref] for ref in page if ref in stored])
 
-    def commonness(self, tenant: str, direction: Sequence[float],
-                   refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], float]:
-        """From `vectors_of` of `refs` alone, in `core.ranking`."""
+    def cosines(self, tenant: str, directions: Sequence[Sequence[float]],
+                refs: Sequence[tuple[str, str]]) -> dict[tuple[str, str], list[float]]:
+        """From one `vectors_of` of `refs` alone, in `core.ranking` (`commonness` per direction)."""
         stored = self.vectors_of(tenant, refs)
         held = [ref for ref in refs if ref in stored]
-        return dict(zip(held, commonness(direction, [stored[ref] for ref in held])))
+        per_direction = [commonness(direction, [stored[ref] for ref in held]) for direction in directions]
+        return {ref: [found[n] for found in per_direction] for n, ref in enumerate(held)}
 
     @property
     def short_page_is_end(self) -> bool:

@@ -483,15 +483,15 @@ class LocalVectorIndex:
             norm = float(np.linalg.norm(centre))
             return (centre / norm).tolist() if norm > 0.0 else None
 
-    def commonness(self, tenant, direction, refs):
+    def cosines(self, tenant, directions, refs):
         self._catch_up()
         with self._lock.reading():
             t = self._tenants.get(tenant)
             held = [(ref, slot) for ref in refs if t is not None and (slot := _slot_of(t, *ref)) is not None]
-            if not held:
-                return {}
-            cosines = t.matrix[[slot for _, slot in held]] @ np.asarray(direction, dtype=np.float64)
-            return {ref: float(c) for (ref, _), c in zip(held, cosines)}
+            if not held or not directions:
+                return {ref: [] for ref, _ in held}
+            found = t.matrix[[slot for _, slot in held]] @ np.asarray(directions, dtype=np.float64).T
+            return {ref: row.tolist() for (ref, _), row in zip(held, found)}
 
     @staticmethod
     def _hits(t: _TenantVectors, rows, scores, order, pushdown: Filter, top_k: int) -> list[VectorHit]:
