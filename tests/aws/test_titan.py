@@ -253,7 +253,9 @@ def test_the_first_failure_stops_new_requests(client):
     e = embedder(client, max_concurrency=2, max_attempts=2)
     with pytest.raises(RateLimited):
         e.embed([f"t{i}" for i in range(50)])
-    assert len(fake.calls) < 50  # not 100: pending texts were cancelled, not hammered
+    # Not 100: once a text has failed, no request starts, however late the caller's thread wakes.
+    # At most the failed text's two attempts and the other thread's two.
+    assert len(fake.calls) <= 4
 
 
 # -- input limits ------------------------------------------------------------------------------

@@ -255,16 +255,19 @@ class TitanEmbedder:
                 return {key: self._embed_one(text)}, None
             except MemsvcError as exc:
                 return {}, exc
-        futures: dict[str, Future] = {k: self._pool.submit(self._embed_one, t) for k, t in todo.items()}
-        # On the first failure stop starting new requests: when Titan throttles, the rest of the
-        # batch would only deepen the throttling. Requests already running finish and are kept.
+        # On the first failure stop sending requests: when Titan throttles, the rest of the batch
+        # would only deepen the throttling. The failing thread says so itself (`stop`), so no
+        # request starts after it, however late this thread wakes; requests already sent finish
+        # and are kept, and none of them is retried.
+        stop = threading.Event()
+        futures: dict[str, Future] = {k: self._pool.submit(self._embed_one, t, stop) for k, t in todo.items()}
         wait(futures.values(), return_when=FIRST_EXCEPTION)
         for f in futures.values():
             f.cancel()
         wait([f for f in futures.values() if not f.cancelled()])
         fresh, error = {}, None
         for key, f in futures.items():
-            if f.cancelled():
+            if f.cancelled() or isinstance(f.exception(), _Stopped):
                 continue
             exc = f.exception()
             if exc is None:
@@ -273,13 +276,15 @@ class TitanEmbedder:
                 error = exc if isinstance(exc, MemsvcError) else EmbeddingFailed("the embedding model failed")
         return fresh, error
 
-    def _embed_one(self, text: str) -> list[float]:
+    def _embed_one(self, text: str, stop: threading.Event | None = None) -> list[float]:
         # Hand-written rather than botocore's retries (the client makes one attempt, in adaptive
         # mode for its rate limiter): a text Titan finds too long must be shortened before it is
         # sent again, which no retry mode can do, and the throttles and retries per text are
         # counted for the embedding metrics.
         failures = shrinks = 0
         while True:
+            if stop is not None and stop.is_set():
+                raise _Stopped
             self._count(calls=1)
             try:
                 return self._invoke(text)
@@ -300,6 +305,8 @@ class TitanEmbedder:
                     self.sleep(delay)
                     continue
                 self._count(failures=1)
+                if stop is not None:
+                    stop.set()
                 log.warning("titan embedding failed: %s (%s) after %d attempt(s)", kind, code, failures)
                 raise self._error(kind, code, failures) from None
 
@@ -344,6 +351,10 @@ class TitanEmbedder:
 
 class _BadResponse(Exception):
     """Titan answered 200 with something that is not a usable embedding."""
+
+
+class _Stopped(Exception):
+    """Another text of the batch failed first: this one was not sent (`TitanEmbedder._embed_all`)."""
 
 
 def _prepare(text: Any) -> str:
