@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError, model_validator
@@ -210,6 +211,14 @@ class SettingsPatch(Command):
     profile_token_budget: Integer = Field(None, ge=1, le=8000)  # type: ignore[assignment]
 
 
+# Bounds on what a process keeps per tenant and per stored bundle, so that many tenants, or an
+# admin storing bundle after bundle, cannot grow it without end: a tenant's cached settings or
+# policies (the oldest first out, after the expired), and compiled bundles (least recently used
+# out; each holds up to `policy.MAX_BUNDLE_BYTES` of sources; one left out compiles again).
+MAX_CACHED_TENANTS = 10_000
+MAX_COMPILED_BUNDLES = 64
+
+
 class _TtlCache:
     def __init__(self, seconds: float) -> None:
         self._seconds = seconds
@@ -222,8 +231,14 @@ class _TtlCache:
             return hit[0] if hit and hit[1] > time.monotonic() else None
 
     def put(self, tenant: str, value: Any) -> None:
+        now = time.monotonic()
         with self._lock:
-            self._entries[tenant] = (value, time.monotonic() + self._seconds)
+            self._entries.pop(tenant, None)  # to the end: the oldest entries are first
+            self._entries[tenant] = (value, now + self._seconds)
+            if len(self._entries) > MAX_CACHED_TENANTS:
+                self._entries = {k: hit for k, hit in self._entries.items() if hit[1] > now}
+            while len(self._entries) > MAX_CACHED_TENANTS:
+                del self._entries[next(iter(self._entries))]
 
 
 _SETTINGS_FORMAT = 3  # stored settings since e5-small (`SettingsRegistry._stored`)
@@ -299,7 +314,7 @@ class PolicyRegistry:
         self._store = store
         self._cache = _TtlCache(cache_seconds)
         self._default: CompiledPolicies | None = None
-        self._compiled_by_version: dict[str, CompiledPolicies] = {}
+        self._compiled_by_version: OrderedDict[str, CompiledPolicies] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, tenant: str) -> CompiledPolicies:
@@ -342,8 +357,12 @@ class PolicyRegistry:
     def _compile(self, policies: dict[str, str], version: str) -> CompiledPolicies:
         with self._lock:
             compiled = self._compiled_by_version.get(version)
+            if compiled is not None:
+                self._compiled_by_version.move_to_end(version)
         if compiled is None:
             compiled = compile_bundle(policies, version=version, stored=True)
             with self._lock:
                 self._compiled_by_version[version] = compiled
+                while len(self._compiled_by_version) > MAX_COMPILED_BUNDLES:
+                    self._compiled_by_version.popitem(last=False)
         return compiled

@@ -166,3 +166,26 @@ def test_a_stored_bundle_larger_than_todays_limit_keeps_working_and_can_be_repla
     admin = {**CONTEXT, "roles": ["admin"], "jwt_claims": {"sub": "alice", "roles": ["admin"]}}
     assert registry.get("t1").allow("admin", [], None, admin) is True
     assert registry.replace("t1", default_bundle(), admin).bundle.version == "builtin"
+
+
+def test_a_process_keeps_a_bounded_number_of_compiled_bundles_and_cached_tenants(monkeypatch):
+    """An admin storing bundle after bundle, or many tenants, cannot grow a server's memory without
+    end: compiled bundles are kept least recently used first out, cached tenants oldest first out,
+    and one left out is compiled (or read) again when asked for."""
+    from tests.unit.test_governance import DictConfigStore
+    from memsvc.service import tenant_config
+    from memsvc.service.tenant_config import PolicyRegistry
+
+    monkeypatch.setattr(tenant_config, "MAX_COMPILED_BUNDLES", 2)
+    monkeypatch.setattr(tenant_config, "MAX_CACHED_TENANTS", 2)
+    store = DictConfigStore()
+    for n in range(3):
+        bundle = {**default_bundle(), "notes.rego": f"package notes\n\n# version {n}\n"}
+        store.put_config(f"t{n}", "policies", {"version": f"{n:016x}", "policies": bundle})
+    registry = PolicyRegistry(store)
+    for n in range(3):
+        assert registry.get(f"t{n}").allow("read", NAMESPACE, "k", CONTEXT) is True
+    assert list(registry._compiled_by_version) == [f"{1:016x}", f"{2:016x}"]
+    assert list(registry._cache._entries) == ["t1", "t2"]
+    assert registry.get("t0").bundle.version == f"{0:016x}"  # left out, compiled again
+    assert list(registry._compiled_by_version) == [f"{2:016x}", f"{0:016x}"]
