@@ -11,51 +11,36 @@ words. Four memories below the crowd by cosine hold the query's words: `near` (c
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from memsvc.core.models import Caller
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
 from tests.conftest import alice, local_data_dir
+from tests.contract.shaped_vectors import DIMENSION, axis, plus, unit
 from tests.fakes.aws_stack import aws_stack
 
-DIMENSION = 16
 CROWD = 55
 NS = ["user", "alice", "trips"]
 QUERY_TEXT = "zanzibar ferry harbour lighthouse"
-
-
-def _unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
-
-
-def _axis(n: int, scale: float) -> list[float]:
-    return [scale if i == n else 0.0 for i in range(DIMENSION)]
-
-
-def _plus(*vectors: list[float]) -> list[float]:
-    return [sum(column) for column in zip(*vectors)]
 
 
 def _cosine(a: list[float], b: list[float]) -> float:
     return sum(x * y for x, y in zip(a, b))
 
 
-QUERY = _axis(0, 1.0)
-VECTORS = {f"crowd{i:02d}": _unit(_plus(_axis(0, 0.82), _axis(1, 0.572), _axis(3 + i % 12, 0.02 + 0.001 * i)))
+QUERY = axis(0, 1.0)
+VECTORS = {f"crowd{i:02d}": unit(plus(axis(0, 0.82), axis(1, 0.572), axis(3 + i % 12, 0.02 + 0.001 * i)))
            for i in range(CROWD)}
-VECTORS |= {"near": _unit(_plus(_axis(0, 0.8), _axis(2, 0.6))),
-            "far": _unit(_plus(_axis(0, 0.3), _axis(15, 0.954))),
-            "faint": _unit(_plus(_axis(0, 0.3), _axis(13, 0.954))),
-            "peak": _unit(_plus(_axis(0, 0.95), _axis(12, 0.312))),
-            "weak": _unit(_plus(_axis(0, 0.8), _axis(14, 0.6))),
-            "stranger": _unit(_plus(_axis(0, 0.8), _axis(2, 0.6)))}
+VECTORS |= {"near": unit(plus(axis(0, 0.8), axis(2, 0.6))),
+            "far": unit(plus(axis(0, 0.3), axis(15, 0.954))),
+            "faint": unit(plus(axis(0, 0.3), axis(13, 0.954))),
+            "peak": unit(plus(axis(0, 0.95), axis(12, 0.312))),
+            "weak": unit(plus(axis(0, 0.8), axis(14, 0.6))),
+            "stranger": unit(plus(axis(0, 0.8), axis(2, 0.6)))}
 TEXTS = {key: key for key in VECTORS} | {
     "near": f"near {QUERY_TEXT}",
-    "far": f"far {QUERY_TEXT}",  # written after `near`: the newer memory, which wins a tie
+    "far": f"far {QUERY_TEXT}",
     "faint": "faint zanzibar ferry harbour",
     "weak": "weak ferry",
     "peak": f"peak {QUERY_TEXT}",

@@ -11,44 +11,28 @@ them by cosine, but apart from the crowd, outscores every one of them once it is
 
 from __future__ import annotations
 
-import math
-
 import pytest
 
 from memsvc.service.memories import PutMemory
 from memsvc.service.search import SearchQuery
 from tests.conftest import alice, local_data_dir
+from tests.contract.shaped_vectors import DIMENSION, axis, plus, unit
 from tests.fakes.aws_stack import aws_stack
 
-DIMENSION = 16
 CROWD = 26  # 52 hits above the outsider's: the first 50 hold 25 of them
 FAR = 13  # below everything: 40 memories, 80 vectors in all
 NS = ["user", "alice", "trips"]
 
-
-def _unit(vector: list[float]) -> list[float]:
-    norm = math.sqrt(sum(x * x for x in vector))
-    return [x / norm for x in vector]
-
-
-def _axis(n: int, scale: float) -> list[float]:
-    return [scale if i == n else 0.0 for i in range(DIMENSION)]
-
-
-def _plus(*vectors: list[float]) -> list[float]:
-    return [sum(column) for column in zip(*vectors)]
-
-
-QUERY = _axis(0, 1.0)
+QUERY = axis(0, 1.0)
 # The crowd: cosine about 0.9 with the query, all leaning along axis 1 (their commonness is about
 # 1, so their distinct cosine about 0.8); each field a little apart from every other.
-VECTORS = {f"crowd{i:02d}{field}": _unit(_plus(_axis(0, 0.9), _axis(1, 0.436),
-                                               _axis(3 + (2 * i + n) % 13, 0.02 + 0.001 * i)))
+VECTORS = {f"crowd{i:02d}{field}": unit(plus(axis(0, 0.9), axis(1, 0.436),
+                                               axis(3 + (2 * i + n) % 13, 0.02 + 0.001 * i)))
            for i in range(CROWD) for n, field in enumerate(("north", "south"))}
 # The outsider: cosine 0.85, along axis 2 (commonness about 0.77: no penalty).
-VECTORS |= {f"outsider{field}": _unit(_plus(_axis(0, 0.85), _axis(2, 0.527), _axis(15, 0.001 * n)))
+VECTORS |= {f"outsider{field}": unit(plus(axis(0, 0.85), axis(2, 0.527), axis(15, 0.001 * n)))
             for n, field in enumerate(("north", "south"))}
-VECTORS |= {f"far{i:02d}{field}": _unit(_plus(_axis(0, 0.6), _axis(3 + i, 0.8), _axis(15, 0.01 * n)))
+VECTORS |= {f"far{i:02d}{field}": unit(plus(axis(0, 0.6), axis(3 + i, 0.8), axis(15, 0.01 * n)))
             for i in range(FAR) for n, field in enumerate(("north", "south"))}
 
 
