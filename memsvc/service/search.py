@@ -524,8 +524,9 @@ class Search:
         least `KEYWORD_HELD_MATCH` (`core.ranking`), where the distinct cosine is on (the semantic
         retriever has a first page's direction); and only for those that could be among the best
         `wanted`: every one ranked before the round that fills the page, and of that round those
-        whose score with meaning could reach the `wanted`th's (the semantic retriever's lowest
-        cosine bounds theirs, as they are not among its hits; meaning only raises a score, so the
+        whose score with meaning could reach the `wanted`th's (on an exact index the semantic
+        retriever's lowest cosine bounds theirs, as they are not among its hits; on S3 Vectors,
+        approximate, only a cosine of 1 does; meaning only raises a score, so the
         `wanted`th's does not fall). The others rank below the page either way, so a page still
         begins every longer page of the query. The page fills in its last round: a round before
         it had too few, so every one of its candidates was given meaning then (`tried`). Their
@@ -546,8 +547,9 @@ class Search:
                 if memory_id in tried or "semantic" in signals[memory_id] or keyword is None \
                         or keyword.value < KEYWORD_HELD_MATCH or memory_id not in keywords.first_hits:
                     continue
-                if n == last:
-                    most = self._fusion.hybrid_score(semantic.floor, keyword.value, weight)
+                if n == last:  # bounded by the retriever's lowest cosine only where its search is exact
+                    most = self._fusion.hybrid_score(semantic.floor if self._vectors.exact else 1.0, keyword.value,
+                                                     weight)
                     if (boost.ceiling(most) if boost is not None and n == 0 else most) < bar - 1e-6:
                         continue
                 held.append(memory_id)

@@ -205,6 +205,8 @@ class S3VectorsIndex:
         per_direction = [commonness(direction, [stored[ref] for ref in held]) for direction in directions]
         return {ref: [found[n] for found in per_direction] for n, ref in enumerate(held)}
 
+    exact = False  # its search is approximate, and a CLASSIC index filters during it
+
     @property
     def short_page_is_end(self) -> bool:
         """Only an ENHANCED index filters before its search; a CLASSIC one (the default) filters

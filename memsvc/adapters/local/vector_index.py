@@ -191,6 +191,7 @@ class LocalVectorIndex:
     # Exact search: a short page holds every match. An ANN page that comes up short is never
     # returned (exact search answers instead), so this holds with the graph too.
     short_page_is_end = True
+    exact = True  # every query scores the tenant's whole matrix
 
     def __init__(self, path: Path, *, dimension: int, model_id: str, ann_threshold: int | None = None) -> None:
         """`ann_threshold`: from how many vectors a tenant's wide-scope queries use an ANN graph
