@@ -264,9 +264,9 @@ class VectorIndex(Protocol):
     # Whether a query answering fewer than `top_k` hits has found every match. An index that
     # filters during an approximate search (S3 Vectors' CLASSIC mode) can come up short.
     short_page_is_end: bool
-    # Whether `query` finds the exact best `top_k` (no vector it leaves out scores above its
-    # last hit): true of the local index; S3 Vectors' search is approximate.
-    exact: bool
+    def exact(self, tenant: str) -> bool:
+        """Whether `query` finds this tenant's exact best `top_k` (no vector it leaves out scores
+        above its last hit): the local index below its ANN graph's size; never S3 Vectors."""
 
     def put_many(self, writes: Sequence[VectorWrite]) -> None:
         """Write these memory versions' vectors, as few requests as the index allows. Idempotent.

@@ -524,9 +524,8 @@ class Search:
         least `KEYWORD_HELD_MATCH` (`core.ranking`), where the distinct cosine is on (the semantic
         retriever has a first page's direction); and only for those that could be among the best
         `wanted`: every one ranked before the round that fills the page, and of that round those
-        whose score with meaning could reach the `wanted`th's (on an exact index the semantic
-        retriever's lowest cosine bounds theirs, as they are not among its hits; on S3 Vectors,
-        approximate, only a cosine of 1 does; meaning only raises a score, so the
+        whose score with meaning could reach the `wanted`th's (`_SemanticRetriever.unseen_ceiling`
+        bounds their cosine: its lowest hit's where the index searched exactly, else 1; meaning only raises a score, so the
         `wanted`th's does not fall). The others rank below the page either way, so a page still
         begins every longer page of the query. The page fills in its last round: a round before
         it had too few, so every one of its candidates was given meaning then (`tried`). Their
@@ -547,9 +546,8 @@ class Search:
                 if memory_id in tried or "semantic" in signals[memory_id] or keyword is None \
                         or keyword.value < KEYWORD_HELD_MATCH or memory_id not in keywords.first_hits:
                     continue
-                if n == last:  # bounded by the retriever's lowest cosine only where its search is exact
-                    most = self._fusion.hybrid_score(semantic.floor if self._vectors.exact else 1.0, keyword.value,
-                                                     weight)
+                if n == last:
+                    most = self._fusion.hybrid_score(semantic.unseen_ceiling(), keyword.value, weight)
                     if (boost.ceiling(most) if boost is not None and n == 0 else most) < bar - 1e-6:
                         continue
                 held.append(memory_id)
@@ -1096,6 +1094,12 @@ class _SemanticRetriever(_Retriever):
         rest = 0.0 if ended or not prefix else self._fusion.semantic_match(prefix[-1].score)
         self.separation = separation(matches, rest)
         return best
+
+    def unseen_ceiling(self) -> float:
+        """The most cosine a memory this retriever has not handed over can have: its lowest hit's
+        where the index's search is exact (`VectorIndex.exact`), else 1."""
+        vectors, tenant, _, _ = self._args
+        return self.floor if vectors.exact(tenant) else 1.0
 
     def meaning_of(self, fields: dict[str, tuple[str, ...]]) -> dict[str, _Signal]:
         """The semantic signal of memories this retriever has not handed over, by memory id, from

@@ -51,7 +51,7 @@ def test_a_short_page_of_filtered_hits_does_not_end_the_search(stack):
                                 for i in range(60)])
     stack.s3vectors.filter_during_search = True
     assert stack.app.vectors.short_page_is_end is False  # what GetIndex says of a CLASSIC index
-    assert stack.app.vectors.exact is False  # nor is its last hit a bound on what it left out
+    assert stack.app.vectors.exact("acme") is False  # nor is its last hit a bound on what it left out
 
     found = stack.app.services.search.search(ALICE, SearchQuery(namespace_prefix=list(NS), query="quiet room"))
 

@@ -205,7 +205,9 @@ class S3VectorsIndex:
         per_direction = [commonness(direction, [stored[ref] for ref in held]) for direction in directions]
         return {ref: [found[n] for found in per_direction] for n, ref in enumerate(held)}
 
-    exact = False  # its search is approximate, and a CLASSIC index filters during it
+    def exact(self, tenant: str) -> bool:
+        """Never: its search is approximate, and a CLASSIC index filters during it."""
+        return False
 
     @property
     def short_page_is_end(self) -> bool:

@@ -191,7 +191,6 @@ class LocalVectorIndex:
     # Exact search: a short page holds every match. An ANN page that comes up short is never
     # returned (exact search answers instead), so this holds with the graph too.
     short_page_is_end = True
-    exact = True  # every query scores the tenant's whole matrix
 
     def __init__(self, path: Path, *, dimension: int, model_id: str, ann_threshold: int | None = None) -> None:
         """`ann_threshold`: from how many vectors a tenant's wide-scope queries use an ANN graph
@@ -371,6 +370,12 @@ class LocalVectorIndex:
                 if len(hits) >= top_k or k >= rows.size:
                     return hits
                 k = min(rows.size, k * 4)
+
+    def exact(self, tenant: str) -> bool:
+        """Below `ann_threshold` every query scores the tenant's rows exactly; above, a wide one
+        may search the ANN graph."""
+        t = self._tenants.get(tenant)
+        return self._ann_threshold is None or t is None or t.live_count < self._ann_threshold
 
     def _wide_for_graph(self, tenant: str, t: _TenantVectors, prefix: tuple[str, ...], top_k: int) -> bool:
         """Whether the query is one for the graph (a big tenant, a wide scope, a page of a usual
