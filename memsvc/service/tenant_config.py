@@ -213,7 +213,7 @@ class SettingsPatch(Command):
 
 # Bounds on what a process keeps per tenant and per stored bundle, so that many tenants, or an
 # admin storing bundle after bundle, cannot grow it without end: a tenant's cached settings or
-# policies (the oldest first out, after the expired), and compiled bundles (least recently used
+# policies (the least recently put first out), and compiled bundles (least recently used
 # out; each holds up to `policy.MAX_BUNDLE_BYTES` of sources; one left out compiles again).
 MAX_CACHED_TENANTS = 10_000
 MAX_COMPILED_BUNDLES = 64
@@ -231,12 +231,9 @@ class _TtlCache:
             return hit[0] if hit and hit[1] > time.monotonic() else None
 
     def put(self, tenant: str, value: Any) -> None:
-        now = time.monotonic()
         with self._lock:
-            self._entries.pop(tenant, None)  # to the end: the oldest entries are first
-            self._entries[tenant] = (value, now + self._seconds)
-            if len(self._entries) > MAX_CACHED_TENANTS:
-                self._entries = {k: hit for k, hit in self._entries.items() if hit[1] > now}
+            self._entries.pop(tenant, None)  # to the end: the least recently put entries are first
+            self._entries[tenant] = (value, time.monotonic() + self._seconds)
             while len(self._entries) > MAX_CACHED_TENANTS:
                 del self._entries[next(iter(self._entries))]
 
