@@ -185,7 +185,7 @@ def _serve_data_dir(args: argparse.Namespace) -> int:
     from memsvc.adapters.local.openai_llm import local_language_model
     from memsvc.bootstrap import build_local, local_reranker
     from memsvc.console_assets import console_site, docs_site
-    from memsvc.local_server import LocalServer
+    from memsvc.local_server import EnvelopeHttpProtocol, LocalServer
 
     # Built before any worker starts: the files, keys and schemas exist once they do.
     env = LocalSettings.from_env()
@@ -201,13 +201,14 @@ def _serve_data_dir(args: argparse.Namespace) -> int:
             uvicorn.run(LocalServer(app.router, app.issuer, threads=LocalSettings(args.data_dir).request_threads(),
                                     on_shutdown=app.close, console=console_site(), docs=docs_site(),
                                     console_sign_in=args.console_sign_in),
-                        host=args.host, port=args.port,
+                        host=args.host, port=args.port, http=EnvelopeHttpProtocol,
                         log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on")
         else:
             LocalSettings(data_dir=args.data_dir, events_file=args.events_file, workers=args.workers,
                           console_sign_in=args.console_sign_in).export()
             _serve_workers(uvicorn.Config("memsvc.cli:worker_server", factory=True, workers=args.workers,
-                                          host=args.host, port=args.port, log_level=args.log_level,
+                                          http="memsvc.local_server:EnvelopeHttpProtocol", host=args.host,
+                                          port=args.port, log_level=args.log_level,
                                           access_log=args.log_level == "debug", lifespan="on"))
     finally:
         app.close()

@@ -27,6 +27,8 @@ from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import parse_qsl
 
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
 from memsvc.adapters.local.fair_pool import FairPool
 from memsvc.adapters.local.issuer import LEEWAY_SECONDS, InvalidToken, LocalIssuer
 from memsvc.api.identity import LOCAL_DEFAULT_TENANT, claimed_tenant
@@ -43,9 +45,12 @@ from memsvc.console_assets import (
 from memsvc.core.errors import InvalidArgument, RateLimited
 from memsvc.core.models import to_rfc3339
 
-__all__ = ["LocalServer", "TokenVerdicts", "build_event", "stringify_claims", "MAX_BODY_BYTES", "MAX_TOKEN_BYTES"]
+__all__ = ["LocalServer", "TokenVerdicts", "build_event", "stringify_claims", "MAX_BODY_BYTES", "MAX_HEAD_BYTES",
+           "MAX_TOKEN_BYTES", "EnvelopeHttpProtocol"]
 
 MAX_BODY_BYTES = 1024 * 1024
+MAX_HEAD_BYTES = 32 * 1024  # the request line and headers (`EnvelopeHttpProtocol`)
+_HEAD_READ_SLACK = 1024 * 1024  # raw bytes of an open head beyond it: a read may end mid-header
 MAX_TOKEN_BYTES = 8 * 1024  # a token we mint is under 1 KiB; anything longer is refused unread
 SIGN_IN_TTL_SECONDS = 3600
 VERDICTS_KEPT = 4096  # of each kind: a flood of bad tokens never pushes out the good ones
@@ -358,3 +363,66 @@ async def _send(send, response: dict[str, Any], *, head: bool = False) -> None:
     headers.append((b"content-length", str(len(body)).encode()))
     await send({"type": "http.response.start", "status": response["statusCode"], "headers": headers})
     await send({"type": "http.response.body", "body": b"" if head else body})
+
+
+
+class EnvelopeHttpProtocol(HttpToolsProtocol):
+    """uvicorn's HTTP protocol (httptools) with a bounded request head, and the error envelope for
+    a request it cannot take, not uvicorn's plain text.
+
+    httptools buffers a header until its line ends, however long, and copies the buffer as it
+    grows: one 100 MiB header held the event loop, every tenant's requests with it, for seconds.
+    Here the request line and headers may hold `MAX_HEAD_BYTES` (API Gateway's HTTP APIs take
+    10 KiB); past that, and for a malformed request, the connection gets a `413` or a `400` and
+    closes. The headers' own sizes are counted as httptools hands them over; the raw bytes of a
+    head not yet complete are counted too, so no single header is buffered past one read beyond
+    `MAX_HEAD_BYTES + _HEAD_READ_SLACK`."""
+
+    def connection_made(self, transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._head_open, self._head_bytes, self._raw_head_bytes, self._head_too_large = True, 0, 0, False
+
+    def data_received(self, data: bytes) -> None:
+        super().data_received(data)
+        if self._head_open and not self.transport.is_closing():
+            self._raw_head_bytes += len(data)  # a head still open: every byte of this read is head
+            if self._raw_head_bytes > MAX_HEAD_BYTES + _HEAD_READ_SLACK:
+                self._head_too_large = True
+                self.send_400_response("")
+
+    def on_url(self, url: bytes) -> None:
+        self._count_head(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_head(len(name) + len(value))
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._head_open = False
+        super().on_headers_complete()
+
+    def on_message_complete(self) -> None:
+        super().on_message_complete()
+        self._head_open, self._head_bytes, self._raw_head_bytes = True, 0, 0
+
+    def _count_head(self, size: int) -> None:
+        self._head_bytes += size
+        if self._head_bytes > MAX_HEAD_BYTES:
+            self._head_too_large = True
+            raise ValueError("request head too large")  # httptools stops; uvicorn sends the 400 below
+
+    def send_400_response(self, msg: str) -> None:
+        if self._head_too_large:
+            status, error = 413, {"code": "CONTENT_TOO_LONG", "message": "request line and headers too large",
+                                  "retryable": False, "details": {"max_bytes": MAX_HEAD_BYTES}}
+        else:
+            status, error = 400, {"code": "INVALID_ARGUMENT", "message": "malformed HTTP request",
+                                  "retryable": False, "details": {}}
+        body = json.dumps({"error": error}).encode()
+        head = [STATUS_LINE[status], *(b"".join((name, b": ", value, b"\r\n"))
+                                       for name, value in self.server_state.default_headers),
+                b"content-type: application/json\r\ncache-control: no-store\r\n",
+                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)]
+        self.transport.write(b"".join(head) + body)
+        self.transport.close()
