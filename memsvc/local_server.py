@@ -51,6 +51,7 @@ __all__ = ["LocalServer", "TokenVerdicts", "build_event", "stringify_claims", "M
 MAX_BODY_BYTES = 1024 * 1024
 MAX_HEAD_BYTES = 32 * 1024  # the request line and headers (`EnvelopeHttpProtocol`)
 _HEAD_READ_SLACK = 1024 * 1024  # raw bytes of an open head beyond it: a read may end mid-header
+REQUEST_READ_SECONDS = 30.0  # to send one whole request: 1 MiB at 35 KB/s
 MAX_TOKEN_BYTES = 8 * 1024  # a token we mint is under 1 KiB; anything longer is refused unread
 SIGN_IN_TTL_SECONDS = 3600
 VERDICTS_KEPT = 4096  # of each kind: a flood of bad tokens never pushes out the good ones
@@ -113,6 +114,8 @@ class LocalServer:
         body = bytearray()
         while True:
             message = await receive()
+            if message["type"] == "http.disconnect":  # the client left mid-body: nothing to answer, nothing done
+                return
             body += message.get("body", b"")
             if len(body) > MAX_BODY_BYTES:
                 too_long = _error(413, "CONTENT_TOO_LONG", "request body too large", {"max_bytes": MAX_BODY_BYTES})
@@ -376,11 +379,28 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
     10 KiB); past that, and for a malformed request, the connection gets a `413` or a `400` and
     closes. The headers' own sizes are counted as httptools hands them over; the raw bytes of a
     head not yet complete are counted too, so no single header is buffered past one read beyond
-    `MAX_HEAD_BYTES + _HEAD_READ_SLACK`."""
+    `MAX_HEAD_BYTES + _HEAD_READ_SLACK`.
+
+    uvicorn also waits for a request's bytes without end: a connection that sends nothing, or half
+    a head, or a body a byte a minute, was held open forever (slowloris: enough of them use up the
+    server's file descriptors). Here a request must arrive whole within `REQUEST_READ_SECONDS` of
+    the connection or of its first byte; else the connection closes. Between requests, uvicorn's
+    keep-alive timeout (5 s) closes an idle connection. An answer still being computed is not
+    timed: the clock stops when the request has arrived."""
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         self._head_open, self._head_bytes, self._raw_head_bytes, self._head_too_large = True, 0, 0, False
+        self._read_timer: asyncio.TimerHandle | None = None
+        self._time_the_read()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_the_read_timer()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        self._time_the_read()  # the connection's own clock when this is its first request
+        super().on_message_begin()
 
     def data_received(self, data: bytes) -> None:
         super().data_received(data)
@@ -404,7 +424,22 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
+        self._stop_the_read_timer()
         self._head_open, self._head_bytes, self._raw_head_bytes = True, 0, 0
+
+    def _time_the_read(self) -> None:
+        if self._read_timer is None:
+            self._read_timer = self.loop.call_later(REQUEST_READ_SECONDS, self._read_too_slow)
+
+    def _stop_the_read_timer(self) -> None:
+        if self._read_timer is not None:
+            self._read_timer.cancel()
+            self._read_timer = None
+
+    def _read_too_slow(self) -> None:
+        self._read_timer = None
+        if not self.transport.is_closing():
+            self.transport.close()
 
     def _count_head(self, size: int) -> None:
         self._head_bytes += size

@@ -385,6 +385,27 @@ def test_bad_sign_in_bodies_are_refused_and_mint_nothing(server, body, field, mi
     assert minted == []
 
 
+def test_a_client_that_leaves_mid_body_gets_nothing_done(server, minted):
+    """Its body so far is a whole JSON object, but the request never ended: nothing is minted and
+    nothing answered (the server used to act on the part it had)."""
+    scope = {"type": "http", "method": "POST", "path": "/console/sign-in", "raw_path": b"/console/sign-in",
+             "query_string": b"", "client": LOOPBACK,
+             "headers": [(k.encode(), v.encode()) for k, v in {"host": HOST, **JSON}.items()]}
+    arriving = iter([{"type": "http.request", "body": json.dumps({"sub": "alice"}).encode(), "more_body": True},
+                     {"type": "http.disconnect"}])
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return next(arriving)
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    asyncio.run(server(scope, receive, send))
+    assert sent == [] and minted == []
+    assert sign_in(server, {"sub": "alice"}).status == 200 and minted == ["alice"]  # the same body, whole
+
+
 def test_a_sign_in_is_logged_without_the_token_or_the_sub(server, caplog):
     with caplog.at_level(logging.INFO, logger="memsvc.local_server"):
         reply = sign_in(server, {"sub": "frank-the-private-name", "roles": ["admin"]})
