@@ -48,7 +48,7 @@ import regorus
 from regorus import _native as regorus_vm  # celine-regorus re-exports only Engine; Program and Rvm live here
 
 from memsvc.core import policy_sandbox
-from memsvc.core.errors import InvalidArgument, echoed
+from memsvc.core.errors import InvalidArgument, ProviderError, echoed
 
 __all__ = [
     "POLICY_FILE_NAME",
@@ -178,6 +178,12 @@ class PolicyBudgetExceeded(InvalidArgument):
                          details={"rule": rule, **details})
 
 
+def _interrupted() -> ProviderError:
+    """A policy worker killed from outside mid-call (`policy_sandbox._Worker._how_it_ended`): the
+    tenant's policy did nothing wrong, and the same request may succeed when sent again."""
+    return ProviderError("the policy evaluation was interrupted; send the request again")
+
+
 class _EngineError(Exception):
     """regorus's error text, from a worker (`_is_engine_error` and `_policy_error` read it)."""
 
@@ -215,7 +221,7 @@ class CompiledPolicies:
         """Whether the authz policy allows this; undefined, non-true or any error is a deny."""
         try:
             decision = self._eval(_AUTHZ, _authz_input(operation, namespace, key, context), remember=True)
-        except PolicyBudgetExceeded:
+        except (PolicyBudgetExceeded, ProviderError):
             raise  # a clear error rather than a deny that looks like a permission problem
         except BaseException as exc:
             if not _is_engine_error(exc):
@@ -336,6 +342,8 @@ class CompiledPolicies:
         try:
             answer = policy_sandbox.run_in_worker(self._digest, self._sources, rule, input_json)
         except policy_sandbox.WorkerFailed as failed:
+            if failed.reason == "killed":
+                raise _interrupted() from None
             raise PolicyBudgetExceeded(rule, limit=failed.reason) from None
         if "engine_error" in answer:
             raise _EngineError(answer["engine_error"])
@@ -346,7 +354,7 @@ class CompiledPolicies:
     def _eval_or_raise(self, rule: str, inp: dict[str, Any], what: str, *, remember: bool = False) -> Any:
         try:
             return self._eval(rule, inp, remember=remember)
-        except PolicyBudgetExceeded:
+        except (PolicyBudgetExceeded, ProviderError):
             raise
         except BaseException as exc:
             if not _is_engine_error(exc):
@@ -379,6 +387,8 @@ def compile_bundle(policies: dict[str, str], version: str | None = None, *, stor
     try:
         answer = policy_sandbox.compile_in_worker(policies, version, stored=stored)
     except policy_sandbox.WorkerFailed as failed:
+        if failed.reason == "killed":
+            raise _interrupted() from None
         why = (f"it did not compile within {policy_sandbox.COMPILE_DEADLINE_S:g} s" if failed.reason == "deadline"
                else "compiling it took more memory or stack than a bundle may")
         raise InvalidArgument(f"the policy bundle was refused: {why}") from None

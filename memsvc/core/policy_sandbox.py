@@ -41,11 +41,14 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 # A worker's command: `python -c _START <server pid> <the server's sys.path>...`.
 _START = ("import runpy, sys; sys.path[:0] = sys.argv[2:]; "
           "runpy.run_module('memsvc.core.policy_sandbox', run_name='__main__')")
+_EXIT_WAIT_S = 5.0  # for a worker whose output has ended to be reaped
+_KILLING_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGHUP})  # a worker ignores SIGINT
 _SOURCES_KEPT = 16  # bundles a worker keeps the sources of, to rebuild engines without asking
 
 
 class WorkerFailed(Exception):
-    """A worker died ("died") or missed its deadline ("deadline")."""
+    """A worker died of what it ran ("died"), was killed from outside ("killed", `_how_it_ended`)
+    or missed its deadline ("deadline")."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -99,13 +102,24 @@ class _Worker:
                 raise WorkerFailed("deadline")
             chunk = os.read(out, 1 << 16)
             if not chunk:
-                raise WorkerFailed("died")
+                raise WorkerFailed(self._how_it_ended())
             chunks.append(chunk)
         line, _, self._buffer = b"".join(chunks).partition(b"\n")
         return line
 
+    def _how_it_ended(self) -> str:
+        """Why the worker's output ended. "died": what it ran did it in (an allocation past its
+        memory limit or a stack overflow aborts it). "killed": a signal from outside ended it (an
+        operator, the kernel's OOM killer, the server closing), which is no fault of the policy,
+        so the request may be sent again."""
+        try:
+            code = self._process.wait(_EXIT_WAIT_S)
+        except subprocess.TimeoutExpired:  # its output closed, yet it runs on: treat it as the policy's doing
+            return "died"
+        return "killed" if -code in _KILLING_SIGNALS else "died"
+
     def end(self) -> None:
-        """Kill the process; a call in progress on another thread sees it die."""
+        """Kill the process; a call in progress on another thread sees it killed."""
         self._process.kill()
         self._process.wait()
 
@@ -141,8 +155,8 @@ class Sandbox:
                 self._discard(worker)
                 if failed.reason == "gone" and not fresh:
                     continue  # the request gets a fresh one
-                if failed.reason == "gone":
-                    raise WorkerFailed("died") from None
+                if failed.reason == "gone":  # killed between its start and this call
+                    raise WorkerFailed("killed") from None
                 raise
             except BaseException:
                 self._discard(worker)

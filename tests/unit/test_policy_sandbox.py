@@ -9,7 +9,7 @@ import threading
 import pytest
 
 from memsvc.core import policy, policy_sandbox
-from memsvc.core.errors import InvalidArgument
+from memsvc.core.errors import InvalidArgument, ProviderError
 from memsvc.core.policy import PolicyBudgetExceeded, compile_bundle, default_bundle
 
 CONTEXT = {"tenant_id": "default", "user_id": "alice", "client_id": "t", "roles": ["user"],
@@ -119,7 +119,7 @@ def test_a_hung_evaluation_does_not_hold_up_another_bundles(monkeypatch):
         policy_sandbox.SANDBOX.close()  # kills the hung worker
         thread.join(60)
     assert not thread.is_alive()
-    assert isinstance(outcome[0], PolicyBudgetExceeded)
+    assert isinstance(outcome[0], ProviderError) and outcome[0].retryable  # killed by the server: not the policy's fault
     assert policy_sandbox.SANDBOX.busy() == 0
 
 
@@ -130,6 +130,30 @@ def test_a_worker_killed_while_idle_is_replaced_without_failing_the_request():
         worker._process.kill()
         worker._process.wait()
     assert extract(compiled, "4k") == {"big": 4000}
+
+
+def test_a_worker_killed_from_outside_mid_call_is_a_retryable_error_not_the_policys():
+    compiled = with_size_attribute("units.parse(input.attributes.size)")
+    assert extract(compiled, "1k") == {"big": 1000}  # a worker with this bundle's engines, idle
+    (worker,) = policy_sandbox.SANDBOX._idle
+    original = worker.call
+
+    def killed_while_evaluating(request, deadline_s):
+        worker._process.kill()  # as an operator or the kernel's OOM killer would
+        return original(request, deadline_s)
+
+    worker.call = killed_while_evaluating
+    with pytest.raises(ProviderError) as interrupted:
+        extract(compiled, "2k")
+    assert interrupted.value.retryable and interrupted.value.status == 502
+    assert "interrupted" in interrupted.value.message
+    assert extract(compiled, "3k") == {"big": 3000}  # a fresh worker
+    (worker,) = policy_sandbox.SANDBOX._idle
+    original = worker.call
+    worker.call = killed_while_evaluating
+    with pytest.raises(ProviderError):  # not a deny that would look like a missing permission
+        compiled.allow("read", NAMESPACE, "k", CONTEXT)
+    assert policy_sandbox.SANDBOX.busy() == 0
 
 
 def test_a_worker_without_the_bundles_engine_builds_it_within_the_compile_deadline(monkeypatch):
