@@ -433,10 +433,18 @@ def _write_memories(api: Api, target: Target, writer: Writer, conversations: Seq
         token, user = writer.token_of(conversation.id)
         namespace = conversation_namespace(user, target.run_id, conversation)
         prefixes[conversation.id] = namespace
-        writes += [(token, namespace, turn) for turn in conversation.turns]
+        writes.append((token, namespace, conversation.turns))
     sync = writer.admin is None
+
+    def put_in_order(token: str, namespace: list[str], turns: Sequence[Turn]) -> None:
+        # A conversation's turns one after the other, conversations side by side: each scope's
+        # write order, and so its timestamps and index rows, is the same on every run, and with
+        # it the order of equal scores (a repeated line), which decides some questions' R@k.
+        for turn in turns:
+            _put_turn(api, token, namespace, turn, sync)
+
     with ThreadPoolExecutor(options.concurrency) as workers:
-        list(workers.map(lambda w: _put_turn(api, *w, sync), writes))
+        list(workers.map(lambda w: put_in_order(*w), writes))
     return prefixes
 
 

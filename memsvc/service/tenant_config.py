@@ -312,6 +312,7 @@ class PolicyRegistry:
         self._cache = _TtlCache(cache_seconds)
         self._default: CompiledPolicies | None = None
         self._compiled_by_version: OrderedDict[str, CompiledPolicies] = OrderedDict()
+        self._compiling: dict[str, _Compiling] = {}
         self._lock = threading.Lock()
 
     def get(self, tenant: str) -> CompiledPolicies:
@@ -352,14 +353,47 @@ class PolicyRegistry:
             return self._default
 
     def _compile(self, policies: dict[str, str], version: str) -> CompiledPolicies:
+        """The stored bundle `version`, compiled once: the requests that need it while it compiles
+        wait for that compile (up to policy_sandbox.COMPILE_DEADLINE_S), instead of each taking a
+        policy worker, which all tenants share, for the same seconds of work. A failed compile is
+        every waiter's error, and the next request tries again."""
         with self._lock:
             compiled = self._compiled_by_version.get(version)
             if compiled is not None:
                 self._compiled_by_version.move_to_end(version)
-        if compiled is None:
-            compiled = compile_bundle(policies, version=version, stored=True)
+                return compiled
+            flight = self._compiling.get(version)
+            follower = flight is not None
+            if follower:
+                flight.waiting += 1
+            else:
+                flight = self._compiling[version] = _Compiling()
+        if follower:  # this request waits for another's compile
+            flight.done.wait()
+            if flight.error is not None:
+                raise flight.error
+            return flight.compiled
+        try:
+            flight.compiled = compile_bundle(policies, version=version, stored=True)
+        except BaseException as exc:
+            flight.error = exc
+            raise
+        finally:
             with self._lock:
-                self._compiled_by_version[version] = compiled
-                while len(self._compiled_by_version) > MAX_COMPILED_BUNDLES:
-                    self._compiled_by_version.popitem(last=False)
-        return compiled
+                del self._compiling[version]
+                if flight.compiled is not None:
+                    self._compiled_by_version[version] = flight.compiled
+                    while len(self._compiled_by_version) > MAX_COMPILED_BUNDLES:
+                        self._compiled_by_version.popitem(last=False)
+            flight.done.set()
+        return flight.compiled
+
+
+class _Compiling:
+    """A stored bundle's compile in progress (`PolicyRegistry._compile`)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.waiting = 0  # requests waiting for it
+        self.compiled: CompiledPolicies | None = None
+        self.error: BaseException | None = None

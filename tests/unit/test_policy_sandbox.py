@@ -213,3 +213,63 @@ def test_a_process_keeps_a_bounded_number_of_compiled_bundles_and_cached_tenants
     assert list(registry._cache._entries) == ["t1", "t2"]
     assert registry.get("t0").bundle.version == f"{0:016x}"  # left out, compiled again
     assert list(registry._compiled_by_version) == [f"{2:016x}", f"{0:016x}"]
+
+
+def test_requests_that_need_a_bundle_while_it_compiles_wait_for_that_one_compile(monkeypatch):
+    """A tenant's burst on a cold server compiles its bundle once: the others wait for it rather
+    than each taking a policy worker, which all tenants share, for the same seconds. A failed
+    compile is every waiter's error, and the next request tries again."""
+    from tests.unit.test_governance import DictConfigStore
+    from memsvc.service import tenant_config
+    from memsvc.service.tenant_config import PolicyRegistry
+
+    compiling, release, calls = threading.Event(), threading.Event(), []
+    outcome = ["fail", "compile"]
+
+    def slow_compile(policies, *, version, stored):
+        calls.append(version)
+        compiling.set()
+        release.wait(60)
+        if outcome.pop(0) == "fail":
+            raise InvalidArgument("the policy bundle was refused: it did not compile within 10 s")
+        return compile_bundle(policies, version=version, stored=stored)
+
+    monkeypatch.setattr(tenant_config, "compile_bundle", slow_compile)
+    store = DictConfigStore()
+    store.put_config("t1", "policies", {"version": "00000000000000aa", "policies": default_bundle()})
+    registry = PolicyRegistry(store)
+
+    def burst(size: int) -> list:
+        results: list = [None] * size
+
+        def ask(n: int) -> None:
+            try:
+                results[n] = registry.get("t1")
+            except InvalidArgument as exc:
+                results[n] = exc
+
+        threads = [threading.Thread(target=ask, args=(0,))]
+        threads[0].start()
+        assert compiling.wait(60)
+        threads += [threading.Thread(target=ask, args=(n,)) for n in range(1, size)]
+        for thread in threads[1:]:
+            thread.start()
+        for _ in range(6000):  # until every other request waits for the first one's compile
+            flight = registry._compiling.get("00000000000000aa")
+            if flight is not None and flight.waiting == size - 1:
+                break
+            threading.Event().wait(0.01)
+        assert registry._compiling["00000000000000aa"].waiting == size - 1
+        release.set()
+        for thread in threads:
+            thread.join(60)
+        compiling.clear()
+        release.clear()
+        return results
+
+    failed = burst(5)
+    assert len(calls) == 1 and all(isinstance(r, InvalidArgument) for r in failed)
+    assert registry._compiling == {}
+    compiled = burst(5)
+    assert len(calls) == 2 and all(r is compiled[0] for r in compiled)
+    assert compiled[0].allow("read", NAMESPACE, "k", CONTEXT) is True
