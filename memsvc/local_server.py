@@ -368,7 +368,6 @@ async def _send(send, response: dict[str, Any], *, head: bool = False) -> None:
     await send({"type": "http.response.body", "body": b"" if head else body})
 
 
-
 class EnvelopeHttpProtocol(HttpToolsProtocol):
     """uvicorn's HTTP protocol (httptools) with a bounded request head, and the error envelope for
     a request it cannot take, not uvicorn's plain text.
