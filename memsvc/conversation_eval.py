@@ -438,8 +438,9 @@ def _write_memories(api: Api, target: Target, writer: Writer, conversations: Seq
 
     def put_in_order(token: str, namespace: list[str], turns: Sequence[Turn]) -> None:
         # A conversation's turns one after the other, conversations side by side: each scope's
-        # write order, and so its timestamps and index rows, is the same on every run, and with
-        # it the order of equal scores (a repeated line), which decides some questions' R@k.
+        # timestamps follow its turns on every run, and equal scores (a repeated line) go to the
+        # newer memory. (Which of many equal scores a retriever hands over at its depth's edge
+        # still follows the index's row order, so a run may differ from the next by a question.)
         for turn in turns:
             _put_turn(api, token, namespace, turn, sync)
 
