@@ -198,17 +198,18 @@ def _serve_data_dir(args: argparse.Namespace) -> int:
     print(f"memsvc: API reference: http://{args.host}:{args.port}/docs", file=sys.stderr)
     try:
         if args.workers == 1:
+            # No WebSocket routes: an upgrade request is answered as the plain HTTP request it also is
             uvicorn.run(LocalServer(app.router, app.issuer, threads=LocalSettings(args.data_dir).request_threads(),
                                     on_shutdown=app.close, console=console_site(), docs=docs_site(),
                                     console_sign_in=args.console_sign_in),
-                        host=args.host, port=args.port, http=EnvelopeHttpProtocol,
+                        host=args.host, port=args.port, http=EnvelopeHttpProtocol, ws="none",
                         log_level=args.log_level, access_log=args.log_level == "debug", lifespan="on")
         else:
             LocalSettings(data_dir=args.data_dir, events_file=args.events_file, workers=args.workers,
                           console_sign_in=args.console_sign_in).export()
             _serve_workers(uvicorn.Config("memsvc.cli:worker_server", factory=True, workers=args.workers,
-                                          http="memsvc.local_server:EnvelopeHttpProtocol", host=args.host,
-                                          port=args.port, log_level=args.log_level,
+                                          http="memsvc.local_server:EnvelopeHttpProtocol", ws="none",
+                                          host=args.host, port=args.port, log_level=args.log_level,
                                           access_log=args.log_level == "debug", lifespan="on"))
     finally:
         app.close()

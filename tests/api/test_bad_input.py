@@ -566,6 +566,21 @@ def test_a_request_the_server_cannot_parse_gets_the_envelope(live_server, raw):
     assert b"content-type: application/json" in head.lower()
 
 
+@pytest.mark.parametrize("upgrade", [
+    b"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n"
+    b"Sec-WebSocket-Version: 13\r\n",
+    b"Upgrade: h2c\r\nConnection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n",
+], ids=["websocket", "h2c"])
+def test_an_upgrade_request_is_answered_as_plain_http(live_server, upgrade):
+    """No route speaks WebSocket or HTTP/2: the request is the GET it also is (a WebSocket
+    upgrade was uvicorn's plain-text 500)."""
+    _only_memsvc_serve(live_server)
+    status, body, head = _exchange(live_server, b"GET /v1/identity HTTP/1.1\r\nHost: x\r\n" + upgrade
+                                   + b"Connection: close\r\n\r\n")
+    assert status == 401 and body["error"]["code"] == "UNAUTHORIZED"
+    assert b"content-type: application/json" in head.lower()
+
+
 def test_a_malformed_write_changes_nothing(live_server, baseline, me, unchanged):
     _only_memsvc_serve(live_server)
     body = json.dumps({"namespace": baseline.ns, "key": baseline.key, "value": {"v": "changed"}}).encode()
