@@ -437,7 +437,9 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
 
     def _read_too_slow(self) -> None:
         self._read_timer = None
-        if not self.transport.is_closing():
+        if self.pipeline:  # uvicorn stopped reading this pipelined request until the one before is answered
+            self._time_the_read()
+        elif not self.transport.is_closing():
             self.transport.close()
 
     def _count_head(self, size: int) -> None:

@@ -21,6 +21,10 @@ class Timer:
     def cancel(self) -> None:
         self.cancelled = True
 
+    def fire(self) -> None:
+        self.cancelled = True  # done: no longer live
+        self.callback()
+
 
 class Loop:
     """What the protocol asks of its event loop: timers (kept, fired by the test) and tasks
@@ -86,7 +90,7 @@ def test_a_connection_that_never_sends_is_closed_when_its_read_timer_fires(conne
     protocol, loop, transport = connection
     (timer,) = loop.live()
     assert not transport.closed
-    timer.callback()
+    timer.fire()
     assert transport.closed and transport.written == b""
 
 
@@ -94,7 +98,7 @@ def test_half_a_head_is_closed_when_the_timer_fires(connection):
     protocol, loop, transport = connection
     protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\n")
     (timer,) = loop.live()  # the connection's clock goes on: no new one for its first request
-    timer.callback()
+    timer.fire()
     assert transport.closed
 
 
@@ -102,7 +106,7 @@ def test_a_body_that_never_completes_is_closed_when_the_timer_fires(connection):
     protocol, loop, transport = connection
     protocol.data_received(b"PUT /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
     (timer,) = loop.live()
-    timer.callback()
+    timer.fire()
     assert transport.closed
 
 
@@ -112,7 +116,7 @@ def test_a_whole_request_stops_the_clock_and_the_next_request_starts_its_own(con
     assert loop.live() == []  # the answer being computed is not timed
     protocol.data_received(b"GET /health HTTP/1.1\r\n")  # the next request, pipelined
     (timer,) = loop.live()
-    timer.callback()
+    timer.fire()
     assert transport.closed
 
 
@@ -141,3 +145,20 @@ def test_an_endless_header_is_cut_after_about_a_megabyte(connection):
         fed += 65536
     assert transport.closed and fed <= MAX_HEAD_BYTES + 2 * 1024 * 1024
     assert transport.written.startswith(b"HTTP/1.1 413 ")
+
+
+def test_a_pipelined_request_waiting_for_the_answer_before_it_is_not_cut_off(connection):
+    """uvicorn stops reading a pipelined request's body until the request before it is answered:
+    that wait is the server's, so the clock starts again instead of closing the connection (which
+    would lose the first request's answer)."""
+    protocol, loop, transport = connection
+    protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+                           b"PUT /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
+    assert protocol.pipeline and not transport.reading  # the first one is still being answered
+    (timer,) = loop.live()
+    timer.fire()
+    assert not transport.closed
+    (again,) = loop.live()
+    protocol.pipeline.clear()  # as when the first answer is sent and the second one's turn comes
+    again.fire()
+    assert transport.closed
