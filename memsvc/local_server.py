@@ -376,20 +376,23 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
     grows: one 100 MiB header held the event loop, every tenant's requests with it, for seconds.
     Here the request line and headers may hold `MAX_HEAD_BYTES` (API Gateway's HTTP APIs take
     10 KiB); past that, and for a malformed request, the connection gets a `413` or a `400` and
-    closes. The headers' own sizes are counted as httptools hands them over; the raw bytes of a
-    head not yet complete are counted too, so no single header is buffered past one read beyond
-    `MAX_HEAD_BYTES + _HEAD_READ_SLACK`.
+    closes. The headers' own sizes (a chunked body's trailers too) are counted as httptools hands
+    them over; and every byte of a request that is not its body (head, chunk sizes, trailers) is
+    counted as it is read, so no header is buffered past `MAX_HEAD_BYTES + _HEAD_READ_SLACK`.
 
     uvicorn also waits for a request's bytes without end: a connection that sends nothing, or half
     a head, or a body a byte a minute, was held open forever (slowloris: enough of them use up the
-    server's file descriptors). Here a request must arrive whole within `REQUEST_READ_SECONDS` of
-    the connection or of its first byte; else the connection closes. Between requests, uvicorn's
-    keep-alive timeout (5 s) closes an idle connection. An answer still being computed is not
-    timed: the clock stops when the request has arrived."""
+    server's file descriptors). Here a connection must begin a request within
+    `REQUEST_READ_SECONDS`, and a request must arrive whole within as long again from its first
+    byte; else the connection closes. Between requests, uvicorn's keep-alive timeout (5 s) closes
+    an idle connection. Time the server takes is not counted: the clock stops when the request
+    has arrived, and while a pipelined request waits for the answer before it (uvicorn stops
+    reading it then)."""
 
     def connection_made(self, transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
-        self._head_open, self._head_bytes, self._raw_head_bytes, self._head_too_large = True, 0, 0, False
+        self._head_bytes, self._other_bytes, self._body_in_read = 0, 0, 0
+        self._head_too_large, self._message_open = False, False
         self._read_timer: asyncio.TimerHandle | None = None
         self._time_the_read()
 
@@ -397,17 +400,22 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
         self._stop_the_read_timer()
         super().connection_lost(exc)
 
-    def on_message_begin(self) -> None:
-        self._time_the_read()  # the connection's own clock when this is its first request
-        super().on_message_begin()
-
     def data_received(self, data: bytes) -> None:
+        self._body_in_read = 0
         super().data_received(data)
-        if self._head_open and not self.transport.is_closing():
-            self._raw_head_bytes += len(data)  # a head still open: every byte of this read is head
-            if self._raw_head_bytes > MAX_HEAD_BYTES + _HEAD_READ_SLACK:
+        if self._message_open and not self.transport.is_closing():
+            # The read's bytes less its body's; the end of a pipelined request before this one
+            # may be counted too, which one read's worth of slack allows for.
+            self._other_bytes += len(data) - self._body_in_read
+            if self._other_bytes > MAX_HEAD_BYTES + _HEAD_READ_SLACK:
                 self._head_too_large = True
                 self.send_400_response("")
+
+    def on_message_begin(self) -> None:
+        self._message_open = True
+        self._stop_the_read_timer()
+        self._time_the_read()  # its own clock, from its first byte
+        super().on_message_begin()
 
     def on_url(self, url: bytes) -> None:
         self._count_head(len(url))
@@ -418,13 +426,23 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
         super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
-        self._head_open = False
         super().on_headers_complete()
+        if self.pipeline:  # queued behind an answer in progress: uvicorn stops reading it meanwhile
+            self._stop_the_read_timer()
+
+    def on_body(self, body: bytes) -> None:
+        self._body_in_read += len(body)
+        super().on_body(body)
 
     def on_message_complete(self) -> None:
         super().on_message_complete()
         self._stop_the_read_timer()
-        self._head_open, self._head_bytes, self._raw_head_bytes = True, 0, 0
+        self._head_bytes, self._other_bytes, self._message_open = 0, 0, False
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if self._message_open and self._read_timer is None and not self.transport.is_closing():
+            self._time_the_read()  # a queued request's turn: the rest of it has as long again
 
     def _time_the_read(self) -> None:
         if self._read_timer is None:
@@ -437,9 +455,7 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
 
     def _read_too_slow(self) -> None:
         self._read_timer = None
-        if self.pipeline:  # uvicorn stopped reading this pipelined request until the one before is answered
-            self._time_the_read()
-        elif not self.transport.is_closing():
+        if not self.transport.is_closing():
             self.transport.close()
 
     def _count_head(self, size: int) -> None:
@@ -449,6 +465,10 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
             raise ValueError("request head too large")  # httptools stops; uvicorn sends the 400 below
 
     def send_400_response(self, msg: str) -> None:
+        if self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete:
+            # an answer is on its way on this connection: no second one in the middle of it
+            self.transport.close()
+            return
         if self._head_too_large:
             status, error = 413, {"code": "CONTENT_TOO_LONG", "message": "request line and headers too large",
                                   "retryable": False, "details": {"max_bytes": MAX_HEAD_BYTES}}

@@ -42,13 +42,13 @@ _PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _START = ("import runpy, sys; sys.path[:0] = sys.argv[2:]; "
           "runpy.run_module('memsvc.core.policy_sandbox', run_name='__main__')")
 _EXIT_WAIT_S = 5.0  # for a worker whose output has ended to be reaped
-_KILLING_SIGNALS = frozenset({signal.SIGKILL, signal.SIGTERM, signal.SIGHUP})  # a worker ignores SIGINT
+_STOPPING_SIGNALS = frozenset({signal.SIGTERM, signal.SIGHUP})  # a worker ignores SIGINT
 _SOURCES_KEPT = 16  # bundles a worker keeps the sources of, to rebuild engines without asking
 
 
 class WorkerFailed(Exception):
-    """A worker died of what it ran ("died"), was killed from outside ("killed", `_how_it_ended`)
-    or missed its deadline ("deadline")."""
+    """A worker died ("died"), was stopped by the server or asked to stop ("killed",
+    `_Worker._how_it_ended`) or missed its deadline ("deadline")."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -64,6 +64,7 @@ class _Worker:
             [sys.executable, "-c", _START, str(os.getpid()), *(path for path in sys.path if path)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, close_fds=True)
         self._buffer = b""
+        self._ended = False  # by this server (`end`)
         try:
             ready = self._read_line(time.monotonic() + _START_DEADLINE_S)
         except WorkerFailed as failed:
@@ -108,18 +109,21 @@ class _Worker:
         return line
 
     def _how_it_ended(self) -> str:
-        """Why the worker's output ended. "died": what it ran did it in (an allocation past its
-        memory limit or a stack overflow aborts it). "killed": a signal from outside ended it (an
-        operator, the kernel's OOM killer, the server closing), which is no fault of the policy,
-        so the request may be sent again."""
+        """Why the worker's output ended. "killed": this server ended it (`end`, when it closes) or
+        someone asked it to stop (`SIGTERM`, `SIGHUP`: an operator, a supervisor), which is no
+        fault of the policy, so the request may be sent again. "died": anything else. What it ran
+        can do it in: an allocation past its memory limit or a stack overflow aborts it, and in a
+        container whose memory is capped below that limit the kernel's OOM killer ends it first
+        with a `SIGKILL`, which a retry would only repeat."""
         try:
             code = self._process.wait(_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:  # its output closed, yet it runs on: treat it as the policy's doing
             return "died"
-        return "killed" if -code in _KILLING_SIGNALS else "died"
+        return "killed" if self._ended or -code in _STOPPING_SIGNALS else "died"
 
     def end(self) -> None:
         """Kill the process; a call in progress on another thread sees it killed."""
+        self._ended = True
         self._process.kill()
         self._process.wait()
 

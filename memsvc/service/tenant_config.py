@@ -354,39 +354,48 @@ class PolicyRegistry:
 
     def _compile(self, policies: dict[str, str], version: str) -> CompiledPolicies:
         """The stored bundle `version`, compiled once: the requests that need it while it compiles
-        wait for that compile (up to policy_sandbox.COMPILE_DEADLINE_S), instead of each taking a
-        policy worker, which all tenants share, for the same seconds of work. A failed compile is
-        every waiter's error, and the next request tries again."""
-        with self._lock:
-            compiled = self._compiled_by_version.get(version)
-            if compiled is not None:
-                self._compiled_by_version.move_to_end(version)
-                return compiled
-            flight = self._compiling.get(version)
-            follower = flight is not None
-            if follower:
-                flight.waiting += 1
-            else:
-                flight = self._compiling[version] = _Compiling()
-        if follower:  # this request waits for another's compile
+        wait for that compile, instead of each taking a policy worker, which all tenants share,
+        for the same seconds of work. A failed compile is every waiter's error, and the next
+        request tries again; a compile cut short by something other than an error (an interrupt)
+        is tried again by a waiter."""
+        while True:
+            with self._lock:
+                compiled = self._compiled_by_version.get(version)
+                if compiled is not None:
+                    self._compiled_by_version.move_to_end(version)
+                    return compiled
+                flight = self._compiling.get(version)
+                follower = flight is not None and not flight.done.is_set()  # a done one left behind: stale
+                if follower:
+                    flight.waiting += 1
+                else:
+                    flight = self._compiling[version] = _Compiling()
+            if not follower:
+                return self._lead(flight, policies, version)
             flight.done.wait()
-            if flight.error is not None:
+            if flight.compiled is not None:
+                return flight.compiled
+            if isinstance(flight.error, Exception):
                 raise flight.error
-            return flight.compiled
+
+    def _lead(self, flight: "_Compiling", policies: dict[str, str], version: str) -> CompiledPolicies:
         try:
             flight.compiled = compile_bundle(policies, version=version, stored=True)
+            return flight.compiled
         except BaseException as exc:
             flight.error = exc
             raise
         finally:
-            with self._lock:
-                del self._compiling[version]
-                if flight.compiled is not None:
-                    self._compiled_by_version[version] = flight.compiled
-                    while len(self._compiled_by_version) > MAX_COMPILED_BUNDLES:
-                        self._compiled_by_version.popitem(last=False)
-            flight.done.set()
-        return flight.compiled
+            try:
+                with self._lock:
+                    if self._compiling.get(version) is flight:
+                        del self._compiling[version]
+                    if flight.compiled is not None:
+                        self._compiled_by_version[version] = flight.compiled
+                        while len(self._compiled_by_version) > MAX_COMPILED_BUNDLES:
+                            self._compiled_by_version.popitem(last=False)
+            finally:
+                flight.done.set()
 
 
 class _Compiling:

@@ -147,18 +147,48 @@ def test_an_endless_header_is_cut_after_about_a_megabyte(connection):
     assert transport.written.startswith(b"HTTP/1.1 413 ")
 
 
-def test_a_pipelined_request_waiting_for_the_answer_before_it_is_not_cut_off(connection):
-    """uvicorn stops reading a pipelined request's body until the request before it is answered:
-    that wait is the server's, so the clock starts again instead of closing the connection (which
-    would lose the first request's answer)."""
+def test_a_pipelined_request_waiting_for_the_answer_before_it_is_not_timed(connection):
+    """uvicorn stops reading a pipelined request until the request before it is answered: that
+    wait is the server's, so the clock stops, and the request gets a fresh one when its turn
+    comes (closing earlier would lose the first request's answer)."""
     protocol, loop, transport = connection
     protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
                            b"PUT /v1/memories HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{")
     assert protocol.pipeline and not transport.reading  # the first one is still being answered
+    assert loop.live() == []
+    protocol.on_response_complete()  # the first answer is sent: the PUT's turn
+    assert not protocol.pipeline and transport.reading
     (timer,) = loop.live()
     timer.fire()
-    assert not transport.closed
-    (again,) = loop.live()
-    protocol.pipeline.clear()  # as when the first answer is sent and the second one's turn comes
-    again.fire()
     assert transport.closed
+
+
+def test_an_idle_connection_s_first_request_gets_its_own_clock(connection):
+    protocol, loop, transport = connection
+    (idle,) = loop.live()
+    protocol.data_received(b"GET /health HTTP/1.1\r\n")
+    (request,) = loop.live()
+    assert request is not idle and idle.cancelled
+
+
+def test_a_chunked_body_s_endless_trailer_is_cut_like_a_header(connection):
+    """After a chunked body's last chunk come trailers, header lines httptools buffers the same
+    way: they count as head."""
+    protocol, loop, transport = connection
+    protocol.data_received(b"POST /v1/memories/search HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+                           b"2\r\n{}\r\n0\r\nX-Trailer: ")
+    fed = 0
+    while not transport.closed and fed < 64 * 1024 * 1024:
+        protocol.data_received(b"a" * 65536)
+        fed += 65536
+    assert transport.closed and fed <= MAX_HEAD_BYTES + 2 * 1024 * 1024
+    assert transport.written.startswith(b"HTTP/1.1 413 ")
+
+
+def test_a_large_chunked_body_is_not_counted_as_head(connection):
+    protocol, loop, transport = connection
+    protocol.data_received(b"POST /v1/memories/search HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n")
+    for _ in range(256):  # 4 MiB in 16 KiB chunks: past the head's slack, all of it body
+        protocol.data_received(b"4000\r\n" + b"b" * 0x4000 + b"\r\n")
+        protocol.flow.resume_reading()  # as the application reading the body would
+    assert not transport.closed and transport.written == b""

@@ -4,6 +4,7 @@ fails that request alone, and never holds up the server's other requests."""
 
 from __future__ import annotations
 
+import signal
 import threading
 
 import pytest
@@ -132,28 +133,57 @@ def test_a_worker_killed_while_idle_is_replaced_without_failing_the_request():
     assert extract(compiled, "4k") == {"big": 4000}
 
 
-def test_a_worker_killed_from_outside_mid_call_is_a_retryable_error_not_the_policys():
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGHUP])
+def test_a_worker_asked_to_stop_mid_call_is_a_retryable_error_not_the_policys(monkeypatch, stop):
+    """An operator's or a supervisor's stop is no fault of the bundle: a retryable 502, not a
+    `400` that tells an admin to simplify the policy. The signal is sent once the request is in
+    the worker, which is busy for minutes with it, so no answer can come first."""
+    monkeypatch.setattr(policy_sandbox, "RUN_DEADLINE_S", 600.0)
     compiled = with_size_attribute("units.parse(input.attributes.size)")
     assert extract(compiled, "1k") == {"big": 1000}  # a worker with this bundle's engines, idle
     (worker,) = policy_sandbox.SANDBOX._idle
-    original = worker.call
+    read_line = worker._read_line
 
-    def killed_while_evaluating(request, deadline_s):
-        worker._process.kill()  # as an operator or the kernel's OOM killer would
-        return original(request, deadline_s)
+    def stopped_while_evaluating(deadline):
+        worker._process.send_signal(stop)
+        return read_line(deadline)
 
-    worker.call = killed_while_evaluating
+    monkeypatch.setattr(worker, "_read_line", stopped_while_evaluating)
     with pytest.raises(ProviderError) as interrupted:
-        extract(compiled, "2k")
+        extract(compiled, "1e999999999")  # minutes in one builtin call
     assert interrupted.value.retryable and interrupted.value.status == 502
     assert "interrupted" in interrupted.value.message
     assert extract(compiled, "3k") == {"big": 3000}  # a fresh worker
-    (worker,) = policy_sandbox.SANDBOX._idle
-    original = worker.call
-    worker.call = killed_while_evaluating
-    with pytest.raises(ProviderError):  # not a deny that would look like a missing permission
-        compiled.allow("read", NAMESPACE, "k", CONTEXT)
     assert policy_sandbox.SANDBOX.busy() == 0
+
+
+def test_a_worker_killed_by_sigkill_is_the_policy_s_doing():
+    """A SIGKILL the server did not send may be the kernel's OOM killer ending what the policy
+    allocated: a 400, as for a worker that ran out of memory, and not a retry that repeats it."""
+    compiled = with_size_attribute("units.parse(input.attributes.size)")
+    assert extract(compiled, "1k") == {"big": 1000}
+    (worker,) = policy_sandbox.SANDBOX._idle
+    read_line = worker._read_line
+
+    def killed_while_evaluating(deadline):
+        worker._process.kill()
+        return read_line(deadline)
+
+    worker._read_line = killed_while_evaluating
+    with pytest.raises(PolicyBudgetExceeded) as died:
+        extract(compiled, "1e999999999")
+    assert "memory or stack" in died.value.message
+
+
+def test_an_interrupted_authz_evaluation_is_the_error_not_a_deny(monkeypatch):
+    compiled = with_size_attribute("units.parse(input.attributes.size)")
+
+    def interrupted(*_):
+        raise policy_sandbox.WorkerFailed("killed")
+
+    monkeypatch.setattr(policy_sandbox, "run_in_worker", interrupted)
+    with pytest.raises(ProviderError):  # a deny would look like a missing permission
+        compiled.allow("read", NAMESPACE, "k", CONTEXT)
 
 
 def test_a_worker_without_the_bundles_engine_builds_it_within_the_compile_deadline(monkeypatch):
@@ -224,28 +254,32 @@ def test_requests_that_need_a_bundle_while_it_compiles_wait_for_that_one_compile
     from memsvc.service.tenant_config import PolicyRegistry
 
     compiling, release, calls = threading.Event(), threading.Event(), []
-    outcome = ["fail", "compile"]
+    outcome = ["fail", "compile", "interrupt", "compile"]
 
     def slow_compile(policies, *, version, stored):
         calls.append(version)
         compiling.set()
         release.wait(60)
-        if outcome.pop(0) == "fail":
+        happens = outcome.pop(0)
+        if happens == "fail":
             raise InvalidArgument("the policy bundle was refused: it did not compile within 10 s")
+        if happens == "interrupt":
+            raise KeyboardInterrupt
         return compile_bundle(policies, version=version, stored=stored)
 
     monkeypatch.setattr(tenant_config, "compile_bundle", slow_compile)
     store = DictConfigStore()
     store.put_config("t1", "policies", {"version": "00000000000000aa", "policies": default_bundle()})
+    store.put_config("t2", "policies", {"version": "00000000000000bb", "policies": default_bundle()})
     registry = PolicyRegistry(store)
 
-    def burst(size: int) -> list:
+    def burst(size: int, tenant: str = "t1", version: str = "00000000000000aa") -> list:
         results: list = [None] * size
 
         def ask(n: int) -> None:
             try:
-                results[n] = registry.get("t1")
-            except InvalidArgument as exc:
+                results[n] = registry.get(tenant)
+            except (InvalidArgument, KeyboardInterrupt) as exc:
                 results[n] = exc
 
         threads = [threading.Thread(target=ask, args=(0,))]
@@ -255,11 +289,11 @@ def test_requests_that_need_a_bundle_while_it_compiles_wait_for_that_one_compile
         for thread in threads[1:]:
             thread.start()
         for _ in range(6000):  # until every other request waits for the first one's compile
-            flight = registry._compiling.get("00000000000000aa")
+            flight = registry._compiling.get(version)
             if flight is not None and flight.waiting == size - 1:
                 break
             threading.Event().wait(0.01)
-        assert registry._compiling["00000000000000aa"].waiting == size - 1
+        assert registry._compiling[version].waiting == size - 1
         release.set()
         for thread in threads:
             thread.join(60)
@@ -273,3 +307,7 @@ def test_requests_that_need_a_bundle_while_it_compiles_wait_for_that_one_compile
     compiled = burst(5)
     assert len(calls) == 2 and all(r is compiled[0] for r in compiled)
     assert compiled[0].allow("read", NAMESPACE, "k", CONTEXT) is True
+    interrupted = burst(3, "t2", "00000000000000bb")  # the first is interrupted: a waiter compiles it
+    assert len(calls) == 4 and isinstance(interrupted[0], KeyboardInterrupt)
+    assert interrupted[1] is interrupted[2] and interrupted[1].bundle.version == "00000000000000bb"
+    assert registry._compiling == {}
