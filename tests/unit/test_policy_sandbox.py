@@ -120,7 +120,7 @@ def test_a_hung_evaluation_does_not_hold_up_another_bundles(monkeypatch):
         policy_sandbox.SANDBOX.close()  # kills the hung worker
         thread.join(60)
     assert not thread.is_alive()
-    assert isinstance(outcome[0], ProviderError) and outcome[0].retryable  # killed by the server: not the policy's fault
+    assert isinstance(outcome[0], ProviderError) and outcome[0].retryable  # the server's kill: not the policy's
     assert policy_sandbox.SANDBOX.busy() == 0
 
 
