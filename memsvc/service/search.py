@@ -23,7 +23,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, ConfigDict, Field, StrictBool, StrictFloat, StrictStr
 
-from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, RateLimited
+from memsvc.core.errors import EmbeddingFailed, InvalidArgument, MemsvcError, ProviderError, RateLimited
 from memsvc.core.filters import MAX_CONDITIONS, NON_FINITE_TAG, OPERATORS, Filter, lookup_in, parse_filter
 from memsvc.core.models import Caller, Memory, StoredItem, VectorHit
 from memsvc.core.namespaces import match_namespace_pattern
@@ -769,7 +769,7 @@ class Search:
             return False
         code = failure.code
         self._metrics.count(DEGRADED_METRIC, tenant)
-        log.warning("%s answered from the keyword index alone: the query embedding failed (%s)", operation, code,
+        log.warning("%s answered from the keyword index alone: the query's meaning failed (%s)", operation, code,
                     extra={"request_id": request_id, "tenant": tenant, "operation": operation, "code": code})
         return True
 
@@ -940,7 +940,7 @@ class QueryEmbedding:
         self._embed = embed
         self._lock = threading.Lock()
         self._vector: list[float] | None = None
-        self.failure: EmbeddingFailed | RateLimited | None = None
+        self.failure: EmbeddingFailed | RateLimited | ProviderError | None = None
         # A query that names a time is embedded without the time's words (`TimeBoost.embed_text`);
         # `whole` embeds the query as asked, for a ranking whose best none are of that time
         # (`Search._by_relevance`), once for every layer that needs it.
@@ -951,6 +951,13 @@ class QueryEmbedding:
         if self.failure is not None:
             raise self.failure
         return self._vector  # type: ignore[return-value]
+
+    def lose(self, failure: ProviderError | RateLimited) -> None:
+        """The vector index failed a search by this vector: the query's meaning is lost for the
+        rest of the request, as when its embedding fails, so each semantic retriever asking from
+        now on steps aside (or fails a semantic query) and the answer is reported degraded."""
+        with self._lock:
+            self.failure = self.failure or failure
 
     def start(self) -> None:
         """Embed on a thread of its own from now, if not done yet, so that other work overlaps the
@@ -1064,16 +1071,23 @@ class _SemanticRetriever(_Retriever):
         if self._vector is None:
             try:
                 self._vector = self._embed()
-            except (EmbeddingFailed, RateLimited):
+            except (EmbeddingFailed, RateLimited, ProviderError):
                 if not self._optional:
                     raise
                 self.exhausted = True  # the keyword retriever ranks alone
                 return {}
-        hits = vectors.query(tenant, scope, pushdown, self._vector, top_k)
         firsts: dict[str, VectorHit] = {}
-        for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
-            firsts.setdefault(hit.memory_id, hit)
-        common = self._commonness(firsts, hits[:SEPARATION_HITS]) if self._distinct else {}
+        try:
+            hits = vectors.query(tenant, scope, pushdown, self._vector, top_k)
+            for hit in hits:  # best first, so a memory version's first hit is its max-pooled score
+                firsts.setdefault(hit.memory_id, hit)
+            common = self._commonness(firsts, hits[:SEPARATION_HITS]) if self._distinct else {}
+        except (ProviderError, RateLimited) as failure:  # the vector index (S3 Vectors) failed
+            if not self._optional or not isinstance(self._embed, QueryEmbedding):
+                raise
+            self._embed.lose(failure)
+            self.exhausted = True  # as without a vector: the keyword retriever ranks alone from here
+            return {}
         best: dict[str, tuple[tuple[tuple[str, ...], str], _Signal]] = {
             memory_id: ((hit.namespace, hit.key),
                         _Signal(self._fusion.distinct_cosine(hit.score, common[memory_id]) if common else hit.score,
@@ -1113,8 +1127,14 @@ class _SemanticRetriever(_Retriever):
         if norm == 0.0:
             return {}
         query = [x / norm for x in self._vector]
-        found = vectors.cosines(tenant, [query, self.direction],
-                                [(memory_id, name) for memory_id, names in fields.items() for name in names])
+        try:
+            found = vectors.cosines(tenant, [query, self.direction],
+                                    [(memory_id, name) for memory_id, names in fields.items() for name in names])
+        except (ProviderError, RateLimited) as failure:
+            if not isinstance(self._embed, QueryEmbedding):
+                raise
+            self._embed.lose(failure)  # they keep no meaning, and the answer says it is degraded
+            return {}
         out: dict[str, _Signal] = {}
         for memory_id, names in fields.items():
             held = [(found[(memory_id, name)], name) for name in names if (memory_id, name) in found]

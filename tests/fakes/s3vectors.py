@@ -96,6 +96,9 @@ class S3VectorsFake:
         # fewer than top K results" while more vectors match. True emulates the worst case: the
         # filter is applied to the topK nearest vectors of the whole index.
         self.filter_during_search = False
+        # An AWS error code that every read (QueryVectors, GetVectors) answers while set, as when
+        # the index is unreachable for this role; None: reads work.
+        self.fail_reads: str | None = None
 
     # -- hooks (each returns None to let moto handle the call, or (http, parsed) to answer) --
 
@@ -132,6 +135,9 @@ class S3VectorsFake:
         return None
 
     def get_vectors(self, params: dict[str, Any], **_: Any):
+        if self.fail_reads:
+            return _error(self.fail_reads, "injected failure: User is not authorized to perform s3vectors:GetVectors",
+                          status=403)
         if len(_body(params).get("keys") or []) > MAX_GET_BATCH:
             return _error("ValidationException", f"at most {MAX_GET_BATCH} keys per GetVectors")
         return None
@@ -139,6 +145,9 @@ class S3VectorsFake:
     def query_vectors(self, params: dict[str, Any], **_: Any):
         body = _body(params)
         self.queries.append(body)
+        if self.fail_reads:
+            return _error(self.fail_reads, "injected failure: User is not authorized to perform s3vectors:QueryVectors",
+                          status=403)
         for unsupported in ("queryTexts", "nextToken", "returnScores"):
             if body.get(unsupported):
                 raise NotImplementedError(f"the QueryVectors fake does not emulate {unsupported}")
