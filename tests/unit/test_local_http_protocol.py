@@ -136,9 +136,14 @@ def test_a_head_over_the_limit_gets_the_413_envelope_and_closes(connection):
     assert transport.closed
 
 
-def test_an_endless_header_is_cut_after_about_a_megabyte(connection):
+@pytest.mark.parametrize("opening", [
+    b"GET /health HTTP/1.1\r\nHost: x\r\nX-Endless: ",
+    # after a chunked body's last chunk come trailers: header lines httptools buffers the same way
+    b"POST /v1/memories/search HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\nX-Trailer: ",
+], ids=["header", "trailer"])
+def test_an_endless_header_line_is_cut_after_about_a_megabyte(connection, opening):
     protocol, loop, transport = connection
-    protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\nX-Endless: ")
+    protocol.data_received(opening)
     fed = 0
     while not transport.closed and fed < 64 * 1024 * 1024:
         protocol.data_received(b"a" * 65536)
@@ -169,20 +174,6 @@ def test_an_idle_connection_s_first_request_gets_its_own_clock(connection):
     protocol.data_received(b"GET /health HTTP/1.1\r\n")
     (request,) = loop.live()
     assert request is not idle and idle.cancelled
-
-
-def test_a_chunked_body_s_endless_trailer_is_cut_like_a_header(connection):
-    """After a chunked body's last chunk come trailers, header lines httptools buffers the same
-    way: they count as head."""
-    protocol, loop, transport = connection
-    protocol.data_received(b"POST /v1/memories/search HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-                           b"2\r\n{}\r\n0\r\nX-Trailer: ")
-    fed = 0
-    while not transport.closed and fed < 64 * 1024 * 1024:
-        protocol.data_received(b"a" * 65536)
-        fed += 65536
-    assert transport.closed and fed <= MAX_HEAD_BYTES + 2 * 1024 * 1024
-    assert transport.written.startswith(b"HTTP/1.1 413 ")
 
 
 def test_a_large_chunked_body_is_not_counted_as_head(connection):
