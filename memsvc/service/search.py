@@ -847,7 +847,7 @@ class Search:
         and added to it."""
         try:
             vector = embed()
-        except (EmbeddingFailed, RateLimited):
+        except (EmbeddingFailed, RateLimited, ProviderError):  # ProviderError: the index lost it (`lose`)
             return [None] * len(versions)
         missing = [m for m in versions if (m.id, m.version) not in text_vectors]
         texts = [embedded_texts_of(m.value) for m in missing]

@@ -85,3 +85,15 @@ def test_a_degraded_answer_never_holds_another_users_memory(backend, failing):
     assert found.degraded and [m.key for m in found.memories] == ["inc"]  # not bob's, which matches better
     theirs = search(backend, bob(), namespace_prefix=[], query="billing export notes")
     assert theirs.degraded and [m.key for m in theirs.memories] == ["bobs"]
+
+
+def test_a_search_as_it_was_known_then_degrades_too(backend, failing):
+    """`known_at` ranks the versions changed since with the query's vector, which is lost."""
+    then = backend.clock.now()
+    backend.clock.advance(60)
+    backend.memories.put(alice(), PutMemory(namespace=NS, key="inc", value={"text": "INC-20931 is closed"}))
+    backend.drain()
+    failing()
+    found = search(backend, query="billing export incident", known_at=then)
+    assert found.degraded and [m.key for m in found.memories] == ["inc"]
+    assert found.memories[0].value == {"text": "Incident INC-20931: the billing export failed"}
