@@ -372,7 +372,7 @@ class Search:
         return out
 
     def ranked(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, *, mode: str, limit: int,
-               embed: Callable[[], list[float]], admit: Admit | None = None,
+               embed: "QueryEmbedding", admit: Admit | None = None,
                at: KnownAtView | None = None, boost: TimeBoost | None = None) -> list["Ranked"]:
         """The best `limit` memories under an authorized `scope` by the mode's score (recall's
         retrieval, one layer at a time). `embed` gives the query's vector (recall embeds it once
@@ -390,7 +390,7 @@ class Search:
 
     def _by_relevance(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, *,
                       offset: int, limit: int, min_score: float | None,
-                      embed: Callable[[], list[float]], first_page: int | None = None,
+                      embed: "QueryEmbedding", first_page: int | None = None,
                       rerank: bool = True, admit: Admit | None = None,
                       at: KnownAtView | None = None, boost: TimeBoost | None = None,
                       live_at: datetime | None = None, noted: KnownAtView | None = None,
@@ -525,12 +525,13 @@ class Search:
         retriever has a first page's direction); and only for those that could be among the best
         `wanted`: every one ranked before the round that fills the page, and of that round those
         whose score with meaning could reach the `wanted`th's (`_SemanticRetriever.unseen_ceiling`
-        bounds their cosine: its lowest hit's where the index searched exactly, else 1; meaning only raises a score, so the
-        `wanted`th's does not fall). The others rank below the page either way, so a page still
-        begins every longer page of the query. The page fills in its last round: a round before
-        it had too few, so every one of its candidates was given meaning then (`tried`). Their
-        items are read for their indexed fields (`decide`); one not current, not admitted or not
-        indexed yet keeps no meaning. Returns whether any gained meaning (then rank again)."""
+        bounds their cosine: its lowest hit's where the index searched exactly, else 1; meaning
+        only raises a score, so the `wanted`th's does not fall). The others rank below the page
+        either way, so a page still begins every longer page of the query. The page fills in its
+        last round: a round before it had too few, so every one of its candidates was given
+        meaning then (`tried`). Their items are read for their indexed fields (`decide`); one not
+        current, not admitted or not indexed yet keeps no meaning. Returns whether any gained
+        meaning (then rank again)."""
         semantic = next((r for r in retrievers if isinstance(r, _SemanticRetriever)), None)
         keywords = next((r for r in retrievers if isinstance(r, _KeywordRetriever)), None)
         if semantic is None or semantic.direction is None or keywords is None:
@@ -539,7 +540,7 @@ class Search:
         last, bar = len(rounds), -math.inf  # the page is not full: every round's candidates may be on it
         if len(ranked) >= wanted:
             last, bar = round_of[ranked[wanted - 1].memory.id], ranked[wanted - 1].memory.score or 0.0
-        held = []
+        held, ceiling = [], semantic.unseen_ceiling()
         for n, found in enumerate(rounds[:last + 1]):
             for memory_id in found:
                 keyword = signals[memory_id].get("keyword")
@@ -547,7 +548,7 @@ class Search:
                         or keyword.value < KEYWORD_HELD_MATCH or memory_id not in keywords.first_hits:
                     continue
                 if n == last:
-                    most = self._fusion.hybrid_score(semantic.unseen_ceiling(), keyword.value, weight)
+                    most = self._fusion.hybrid_score(ceiling, keyword.value, weight)
                     if (boost.ceiling(most) if boost is not None and n == 0 else most) < bar - 1e-6:
                         continue
                 held.append(memory_id)
@@ -685,7 +686,7 @@ class Search:
         return [pages[n] for n in range(len(retrievers))]
 
     def _retrievers(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str,
-                    mode: str, embed: Callable[[], list[float]], distinct: bool) -> list["_Retriever"]:
+                    mode: str, embed: "QueryEmbedding", distinct: bool) -> list["_Retriever"]:
         keyword_on = self._access.settings.get(tenant).keyword_index
         if mode == "keyword" and not keyword_on:
             raise InvalidArgument("keyword indexing is off for this tenant (setting keyword_index)",
@@ -784,7 +785,7 @@ class Search:
                       semantic.field if semantic else None)
 
     def _ranked_at(self, tenant: str, scope: tuple[str, ...], plan: FilterPlan, query: str, mode: str, depth: int,
-                   min_score: float | None, embed: Callable[[], list[float]], first_page: int | None,
+                   min_score: float | None, embed: "QueryEmbedding", first_page: int | None,
                    admit: Admit | None, at: KnownAtView, boost: TimeBoost | None,
                    distinct: bool) -> list["Ranked"]:
         """The best `depth` at `known_at`, best first: the current items held then, ranked by the
@@ -1052,7 +1053,7 @@ class _SemanticRetriever(_Retriever):
     name = "semantic"
 
     def __init__(self, vectors: VectorIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
-                 embed: Callable[[], list[float]], fusion: Fusion, *, optional: bool, distinct: bool = False) -> None:
+                 embed: "QueryEmbedding", fusion: Fusion, *, optional: bool, distinct: bool = False) -> None:
         self._args = (vectors, tenant, scope, pushdown)
         self._fusion = fusion
         self._embed = embed  # called in the first page, beside the keyword retriever's query
@@ -1083,7 +1084,7 @@ class _SemanticRetriever(_Retriever):
                 firsts.setdefault(hit.memory_id, hit)
             common = self._commonness(firsts, hits[:SEPARATION_HITS]) if self._distinct else {}
         except (ProviderError, RateLimited) as failure:  # the vector index (S3 Vectors) failed
-            if not self._optional or not isinstance(self._embed, QueryEmbedding):
+            if not self._optional:
                 raise
             self._embed.lose(failure)
             self.exhausted = True  # as without a vector: the keyword retriever ranks alone from here
@@ -1131,8 +1132,6 @@ class _SemanticRetriever(_Retriever):
             found = vectors.cosines(tenant, [query, self.direction],
                                     [(memory_id, name) for memory_id, names in fields.items() for name in names])
         except (ProviderError, RateLimited) as failure:
-            if not isinstance(self._embed, QueryEmbedding):
-                raise
             self._embed.lose(failure)  # they keep no meaning, and the answer says it is degraded
             return {}
         out: dict[str, _Signal] = {}

@@ -12,23 +12,27 @@ import logging
 import pytest
 
 from memsvc.core.errors import ProviderError
+from memsvc.core.models import Caller
 from memsvc.service.memories import PutMemory
 from memsvc.service.recall import RecallQuery
 from memsvc.service.search import SearchQuery
 from tests.conftest import alice, bob
 
 NS = ["user", "alice", "notes"]
+STRANGER = Caller(tenant_id="globex", user_id="alice", roles=("user",))  # alice's namesake in another tenant
 
 
 @pytest.fixture
 def failing(backend, monkeypatch):
-    """The backend with three of alice's memories and one of bob's; call the result to make the
-    vector index fail every search from then on."""
+    """The backend with three of alice's memories, one of bob's and one of another tenant's alice,
+    under alice's very namespace; call the result to make the vector index fail every search
+    from then on."""
     for key, text in (("inc", "Incident INC-20931: the billing export failed"),
                       ("py", "Python uses indentation for blocks"), ("tea", "Alice drinks green tea every morning")):
         backend.memories.put(alice(), PutMemory(namespace=NS, key=key, value={"text": text}))
     backend.memories.put(bob(), PutMemory(namespace=["user", "bob", "notes"], key="bobs",
                                           value={"text": "Bob's billing export notes"}))
+    backend.memories.put(STRANGER, PutMemory(namespace=NS, key="theirs", value={"text": "billing export notes"}))
     backend.drain()
 
     def fail() -> None:
@@ -79,12 +83,14 @@ def test_recall_answers_from_keywords_and_says_so(backend, failing):
     assert found.degraded and [r.memory.key for r in found.memories] == ["tea"]
 
 
-def test_a_degraded_answer_never_holds_another_users_memory(backend, failing):
+def test_a_degraded_answer_never_holds_another_users_or_tenants_memory(backend, failing):
     failing()
     found = search(backend, namespace_prefix=[], query="billing export notes")
-    assert found.degraded and [m.key for m in found.memories] == ["inc"]  # not bob's, which matches better
+    assert found.degraded and [m.key for m in found.memories] == ["inc"]  # not bob's nor the stranger's
     theirs = search(backend, bob(), namespace_prefix=[], query="billing export notes")
     assert theirs.degraded and [m.key for m in theirs.memories] == ["bobs"]
+    stranger = search(backend, STRANGER, query="billing export notes")
+    assert stranger.degraded and [m.key for m in stranger.memories] == ["theirs"]
 
 
 def test_a_search_as_it_was_known_then_degrades_too(backend, failing):
