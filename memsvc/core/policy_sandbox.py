@@ -47,7 +47,7 @@ _SOURCES_KEPT = 16  # bundles a worker keeps the sources of, to rebuild engines 
 
 
 class WorkerFailed(Exception):
-    """A worker died ("died"), was stopped by the server or asked to stop ("killed",
+    """A worker died ("died"), was stopped by the server or asked to stop ("stopped",
     `_Worker._how_it_ended`) or missed its deadline ("deadline")."""
 
     def __init__(self, reason: str) -> None:
@@ -83,7 +83,7 @@ class _Worker:
             self._process.stdin.write(json.dumps(request).encode() + b"\n")
             self._process.stdin.flush()
         except OSError:
-            raise WorkerFailed("gone") from None  # it died before this call: killed from outside
+            raise WorkerFailed("gone") from None  # it died before this call, having run nothing of it
         deadline = time.monotonic() + deadline_s
         while True:
             answer = json.loads(self._read_line(deadline))
@@ -109,7 +109,7 @@ class _Worker:
         return line
 
     def _how_it_ended(self) -> str:
-        """Why the worker's output ended. "killed": this server ended it (`end`, when it closes) or
+        """Why the worker's output ended. "stopped": this server ended it (`end`, when it closes) or
         someone asked it to stop (`SIGTERM`, `SIGHUP`: an operator, a supervisor), which is no
         fault of the policy, so the request may be sent again. "died": anything else. What it ran
         can do it in: an allocation past its memory limit or a stack overflow aborts it, and in a
@@ -119,10 +119,10 @@ class _Worker:
             code = self._process.wait(_EXIT_WAIT_S)
         except subprocess.TimeoutExpired:  # its output closed, yet it runs on: treat it as the policy's doing
             return "died"
-        return "killed" if self._ended or -code in _STOPPING_SIGNALS else "died"
+        return "stopped" if self._ended or -code in _STOPPING_SIGNALS else "died"
 
     def end(self) -> None:
-        """Kill the process; a call in progress on another thread sees it killed."""
+        """Kill the process; a call in progress on another thread sees it "stopped"."""
         self._ended = True
         self._process.kill()
         self._process.wait()
@@ -159,8 +159,8 @@ class Sandbox:
                 self._discard(worker)
                 if failed.reason == "gone" and not fresh:
                     continue  # the request gets a fresh one
-                if failed.reason == "gone":  # killed between its start and this call
-                    raise WorkerFailed("killed") from None
+                if failed.reason == "gone":  # it died between its start and this call: no policy ran
+                    raise WorkerFailed("stopped") from None
                 raise
             except BaseException:
                 self._discard(worker)

@@ -179,7 +179,7 @@ def test_an_interrupted_authz_evaluation_is_the_error_not_a_deny(monkeypatch):
     compiled = with_size_attribute("units.parse(input.attributes.size)")
 
     def interrupted(*_):
-        raise policy_sandbox.WorkerFailed("killed")
+        raise policy_sandbox.WorkerFailed("stopped")
 
     monkeypatch.setattr(policy_sandbox, "run_in_worker", interrupted)
     with pytest.raises(ProviderError):  # a deny would look like a missing permission
