@@ -50,8 +50,8 @@ __all__ = ["LocalServer", "TokenVerdicts", "build_event", "stringify_claims", "M
 
 MAX_BODY_BYTES = 1024 * 1024
 MAX_HEAD_BYTES = 32 * 1024  # the request line and headers (`EnvelopeHttpProtocol`)
-_HEAD_READ_SLACK = 1024 * 1024  # raw bytes of an open head beyond it: a read may end mid-header
-REQUEST_READ_SECONDS = 30.0  # to send one whole request: 1 MiB at 35 KB/s
+_HEAD_READ_SLACK = 1024 * 1024  # non-body bytes read beyond it: a read may end mid-header
+REQUEST_READ_SECONDS = 30.0  # to begin a request, and again to send it whole (1 MiB at 35 KB/s)
 MAX_TOKEN_BYTES = 8 * 1024  # a token we mint is under 1 KiB; anything longer is refused unread
 SIGN_IN_TTL_SECONDS = 3600
 VERDICTS_KEPT = 4096  # of each kind: a flood of bad tokens never pushes out the good ones
