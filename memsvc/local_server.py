@@ -469,16 +469,14 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
             # an answer is on its way on this connection: no second one in the middle of it
             self.transport.close()
             return
-        if self._head_too_large:
-            status, error = 413, {"code": "CONTENT_TOO_LONG", "message": "request line and headers too large",
-                                  "retryable": False, "details": {"max_bytes": MAX_HEAD_BYTES}}
-        else:
-            status, error = 400, {"code": "INVALID_ARGUMENT", "message": "malformed HTTP request",
-                                  "retryable": False, "details": {}}
-        body = json.dumps({"error": error}).encode()
-        head = [STATUS_LINE[status], *(b"".join((name, b": ", value, b"\r\n"))
-                                       for name, value in self.server_state.default_headers),
-                b"content-type: application/json\r\ncache-control: no-store\r\n",
-                b"content-length: %d\r\nconnection: close\r\n\r\n" % len(body)]
-        self.transport.write(b"".join(head) + body)
+        response = (_error(413, "CONTENT_TOO_LONG", "request line and headers too large",
+                           {"max_bytes": MAX_HEAD_BYTES}) if self._head_too_large
+                    else _error(400, "INVALID_ARGUMENT", "malformed HTTP request"))
+        headers = [*self.server_state.default_headers,
+                   *((k.encode("latin-1"), v.encode("latin-1")) for k, v in response["headers"].items()),
+                   (b"cache-control", b"no-store"), (b"content-length", b"%d" % len(response["body"])),
+                   (b"connection", b"close")]
+        self.transport.write(STATUS_LINE[response["statusCode"]]
+                             + b"".join(name + b": " + value + b"\r\n" for name, value in headers) + b"\r\n"
+                             + response["body"])
         self.transport.close()
