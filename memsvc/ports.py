@@ -264,6 +264,7 @@ class VectorIndex(Protocol):
     # Whether a query answering fewer than `top_k` hits has found every match. An index that
     # filters during an approximate search (S3 Vectors' CLASSIC mode) can come up short.
     short_page_is_end: bool
+
     def exact(self, tenant: str) -> bool:
         """Whether `query` finds this tenant's exact best `top_k` (no vector it leaves out scores
         above its last hit): the local index below its ANN graph's size; never S3 Vectors."""
