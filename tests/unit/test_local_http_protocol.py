@@ -81,7 +81,7 @@ async def _app(scope, receive, send) -> None:  # never run: the fake loop closes
 @pytest.fixture
 def connection():
     loop, transport = Loop(), Transport()
-    protocol = EnvelopeHttpProtocol(Config(app=_app, lifespan="off"), ServerState(), {}, _loop=loop)
+    protocol = EnvelopeHttpProtocol(Config(app=_app, lifespan="off", ws="none"), ServerState(), {}, _loop=loop)
     protocol.connection_made(transport)
     return protocol, loop, transport
 
@@ -183,3 +183,12 @@ def test_a_large_chunked_body_is_not_counted_as_head(connection):
         protocol.data_received(b"4000\r\n" + b"b" * 0x4000 + b"\r\n")
         protocol.flow.resume_reading()  # as the application reading the body would
     assert not transport.closed and transport.written == b""
+
+
+def test_an_upgrade_request_is_taken_as_plain_http_without_a_warning_each(connection, caplog):
+    protocol, loop, transport = connection
+    with caplog.at_level("DEBUG", logger="uvicorn.error"):
+        protocol.data_received(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n"
+                               b"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n")
+    assert protocol.cycle is not None and protocol.scope["path"] == "/health"  # handed on as an HTTP request
+    assert not transport.closed and [r for r in caplog.records if r.levelname == "WARNING"] == []
