@@ -180,8 +180,9 @@ class PolicyBudgetExceeded(InvalidArgument):
 
 def _interrupted() -> ProviderError:
     """A policy worker stopped mid-call by the server or by a stop signal
-    (`policy_sandbox._Worker._how_it_ended`): the tenant's policy did nothing wrong, and the same
-    request may succeed when sent again."""
+    (`policy_sandbox._Worker._how_it_ended`), or starved of CPU by the machine's load
+    (`policy_sandbox._Budget`): the tenant's policy did nothing wrong, and the same request may
+    succeed when sent again."""
     return ProviderError("the policy evaluation was interrupted; send the request again")
 
 
@@ -343,7 +344,7 @@ class CompiledPolicies:
         try:
             answer = policy_sandbox.run_in_worker(self._digest, self._sources, rule, input_json)
         except policy_sandbox.WorkerFailed as failed:
-            if failed.reason == "stopped":
+            if failed.reason in policy_sandbox.NOT_THE_POLICYS_FAULT:
                 raise _interrupted() from None
             raise PolicyBudgetExceeded(rule, limit=failed.reason) from None
         if "engine_error" in answer:
@@ -388,7 +389,7 @@ def compile_bundle(policies: dict[str, str], version: str | None = None, *, stor
     try:
         answer = policy_sandbox.compile_in_worker(policies, version, stored=stored)
     except policy_sandbox.WorkerFailed as failed:
-        if failed.reason == "stopped":
+        if failed.reason in policy_sandbox.NOT_THE_POLICYS_FAULT:
             raise _interrupted() from None
         why = (f"it did not compile within {policy_sandbox.COMPILE_DEADLINE_S:g} s" if failed.reason == "deadline"
                else "compiling it took more memory or stack than a bundle may")

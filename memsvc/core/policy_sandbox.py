@@ -8,6 +8,10 @@ hold the GIL, and every tenant's requests with it. In a worker, the server's thr
 pipe: past the deadline the worker is killed, and the caller gets a `400`; a worker that runs out
 of memory or stack dies alone. The built-in bundle, which we wrote, stays in-process.
 
+A deadline is counted in the worker's own CPU time (`_Budget`), what the policy costs, so that a
+machine busy with other work does not turn a tenant's cheap policy into its `400`. A worker the
+machine leaves less than `STARVED_SHARE` of a core for so long was starved: "starved", retryable.
+
 A worker serves one call at a time: a line of JSON in, a line of JSON out (before it, `building`
 and `built` when the worker first builds the bundle's engines: `_Worker.call`). The pool starts
 workers when calls need them, at most `MAX_WORKERS` at once (more callers wait for one), and keeps
@@ -34,6 +38,9 @@ from memsvc.core.errors import InvalidArgument
 
 COMPILE_DEADLINE_S = 10.0  # policy.MAX_BUNDLE_BYTES of plain rules compile in 1 to 4 s
 RUN_DEADLINE_S = 2.0  # an evaluation within the instruction budget takes milliseconds
+# Of a core: a worker given less while its deadline runs was starved, not slow. A machine that
+# busy (a tenth: about 20 runnable threads a core) holds a worker up to 10 times its deadline.
+STARVED_SHARE = 0.1
 MAX_WORKERS = 8
 _START_DEADLINE_S = 60.0  # a cold start on a loaded machine: Python and regorus load in about 0.1 s
 _MEMORY_HEADROOM = 1 << 30  # bytes of address space a worker may take beyond what it starts with
@@ -46,9 +53,14 @@ _STOPPING_SIGNALS = frozenset({signal.SIGTERM, signal.SIGHUP})  # a worker ignor
 _SOURCES_KEPT = 16  # bundles a worker keeps the sources of, to rebuild engines without asking
 
 
+# What a retry may fix: the policy did nothing wrong (`policy._interrupted`).
+NOT_THE_POLICYS_FAULT = frozenset({"stopped", "starved"})
+
+
 class WorkerFailed(Exception):
     """A worker died ("died"), was stopped by the server or asked to stop ("stopped",
-    `_Worker._how_it_ended`) or missed its deadline ("deadline")."""
+    `_Worker._how_it_ended`), used up its deadline ("deadline") or was starved of CPU meanwhile
+    ("starved", `_Budget`)."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
@@ -66,7 +78,7 @@ class _Worker:
         self._buffer = b""
         self._ended = False  # by this server (`end`)
         try:
-            ready = self._read_line(time.monotonic() + _START_DEADLINE_S)
+            ready = self._read_line(_Budget(None, _START_DEADLINE_S))
         except WorkerFailed as failed:
             self.kill()
             raise RuntimeError(f"a policy worker did not start ({failed.reason})") from None
@@ -76,31 +88,30 @@ class _Worker:
 
     def call(self, request: dict[str, Any], deadline_s: float) -> dict[str, Any]:
         """The worker's answer to `request`; WorkerFailed, the worker killed, past `deadline_s`
-        seconds. A worker that must first build the bundle's engines (they compiled within
-        COMPILE_DEADLINE_S, and building them again costs as much) says so, and gets that long to
-        build them; the evaluation then gets `deadline_s`."""
+        seconds of its CPU time (`_Budget`). A worker that must first build the bundle's engines
+        (they compiled within COMPILE_DEADLINE_S, and building them again costs as much) says so,
+        and gets that long to build them; the evaluation then gets `deadline_s`."""
         try:
             self._process.stdin.write(json.dumps(request).encode() + b"\n")
             self._process.stdin.flush()
         except OSError:
             raise WorkerFailed("gone") from None  # it died before this call, having run nothing of it
-        deadline = time.monotonic() + deadline_s
+        budget = _Budget(self._process.pid, deadline_s)
         while True:
-            answer = json.loads(self._read_line(deadline))
+            answer = json.loads(self._read_line(budget))
             if answer.get("building"):
-                deadline = time.monotonic() + COMPILE_DEADLINE_S
+                budget = _Budget(self._process.pid, COMPILE_DEADLINE_S)
             elif answer.get("built"):
-                deadline = time.monotonic() + deadline_s
+                budget = _Budget(self._process.pid, deadline_s)
             else:
                 return answer
 
-    def _read_line(self, deadline: float) -> bytes:
+    def _read_line(self, budget: "_Budget") -> bytes:
         out = self._process.stdout.fileno()
         chunks = [self._buffer]
         while b"\n" not in chunks[-1]:  # a line at a time: what follows it is kept for the next read
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([out], [], [], remaining)[0]:
-                raise WorkerFailed("deadline")
+            if not select.select([out], [], [], budget.wait())[0]:
+                continue
             chunk = os.read(out, 1 << 16)
             if not chunk:
                 raise WorkerFailed(self._how_it_ended())
@@ -135,6 +146,51 @@ class _Worker:
                 pipe.close()
             except OSError:  # the buffered request it never read
                 pass
+
+
+class _Budget:
+    """How long a worker may take over a call: `seconds` of its CPU time (user and system, all its
+    threads), read from /proc, so the time the machine gives other work is not counted. If the
+    machine gives it less than `STARVED_SHARE` of a core until `seconds / STARVED_SHARE` have
+    passed, it was starved ("starved"): that is the load's doing, not the policy's. Without a
+    process (`pid` None: a worker's start) or where /proc cannot be read, `seconds` of wall-clock
+    time."""
+
+    def __init__(self, pid: int | None, seconds: float) -> None:
+        self._pid, self._seconds = pid, seconds
+        self._started = time.monotonic()
+        self._cpu_at_start = _cpu_seconds(pid) if pid is not None else None
+
+    def wait(self) -> float:
+        """Seconds to wait for the worker's output before looking again; WorkerFailed once the
+        budget is used up, or the worker starved."""
+        elapsed = time.monotonic() - self._started
+        cpu = _cpu_seconds(self._pid) if self._cpu_at_start is not None else None
+        if cpu is None:
+            if elapsed >= self._seconds:
+                raise WorkerFailed("deadline")
+            return self._seconds - elapsed
+        used = cpu - self._cpu_at_start
+        if used >= self._seconds:
+            raise WorkerFailed("deadline")
+        starved_after = self._seconds / STARVED_SHARE
+        if elapsed >= starved_after:
+            raise WorkerFailed("starved")
+        # One thread uses at most a CPU second a second: the budget cannot run out sooner.
+        return max(0.01, min(self._seconds - used, starved_after - elapsed))
+
+
+def _cpu_seconds(pid: int) -> float | None:
+    """The CPU time process `pid` has used (user and system); None without /proc (not Linux)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()  # after the command's name, which may hold anything
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime: proc(5)'s fields 14 and 15
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 class Sandbox:

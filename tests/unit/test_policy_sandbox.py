@@ -33,6 +33,9 @@ def extract(compiled: policy.CompiledPolicies, size: str) -> dict:
 def short_deadlines(monkeypatch):
     monkeypatch.setattr(policy_sandbox, "RUN_DEADLINE_S", 1.0)
     monkeypatch.setattr(policy_sandbox, "COMPILE_DEADLINE_S", 1.0)
+    # A second of the worker's CPU time, which it reaches however loaded the machine running the
+    # tests is, unless that gives it less than 2 % of a core for 50 s: never "starved" here.
+    monkeypatch.setattr(policy_sandbox, "STARVED_SHARE", 0.02)
 
 
 def test_the_built_in_bundle_stays_in_process_and_a_tenants_goes_to_a_worker():
@@ -159,6 +162,32 @@ def test_a_worker_stopped_mid_call_is_a_retryable_error_unless_killed(monkeypatc
         assert stopped.value.retryable and stopped.value.status == 502 and "interrupted" in stopped.value.message
     else:
         assert stopped.value.status == 400 and "memory or stack" in stopped.value.message
+    assert extract(compiled, "3k") == {"big": 3000}  # a fresh worker
+    assert policy_sandbox.SANDBOX.busy() == 0
+
+
+def test_a_worker_the_machine_starves_is_a_retryable_error_not_the_policys_400(monkeypatch):
+    """The deadline counts the worker's CPU time, what the policy costs: a worker that gets no CPU
+    (here stopped by SIGSTOP once the request is in it, so it uses none, however fast or loaded the
+    machine) runs out of wall-clock time first, and that is the load's doing: a retryable 502,
+    not the 400 that tells an admin to simplify the policy."""
+    monkeypatch.setattr(policy_sandbox, "RUN_DEADLINE_S", 0.5)
+    monkeypatch.setattr(policy_sandbox, "STARVED_SHARE", 0.25)  # starved after 2 s
+    policy_sandbox.SANDBOX.close()
+    compiled = with_size_attribute("units.parse(input.attributes.size)")
+    assert extract(compiled, "1k") == {"big": 1000}
+    (worker,) = policy_sandbox.SANDBOX._idle
+    read_line = worker._read_line
+
+    def frozen_while_evaluating(budget):
+        worker._process.send_signal(signal.SIGSTOP)
+        return read_line(budget)
+
+    monkeypatch.setattr(worker, "_read_line", frozen_while_evaluating)
+    with pytest.raises(ProviderError) as starved:
+        extract(compiled, "2k")  # milliseconds of work, had the worker run
+    assert starved.value.retryable and starved.value.status == 502 and "interrupted" in starved.value.message
+    assert worker._process.poll() is not None  # killed, stopped as it was
     assert extract(compiled, "3k") == {"big": 3000}  # a fresh worker
     assert policy_sandbox.SANDBOX.busy() == 0
 
