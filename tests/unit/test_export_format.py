@@ -118,3 +118,30 @@ def test_sealed_frames_cut_reordered_or_changed_do_not_open():
     other_header, _ = passphrase_header("a passphrase long enough")  # the same key under another header
     with pytest.raises(BadExportFile, match="frame 0"):
         open_frames(other_header, key, b"".join(frames))
+
+
+@pytest.mark.parametrize("n, r, p", [
+    (2 ** 20, 8, 1),  # 1 GiB and 8 s of one import's `start`
+    (2 ** 20, 32, 1),  # 4 GiB and 23 s
+    (2 ** 14, 8, 16),  # 16 derivations
+    (2 ** 15, 64, 1),
+    (3 * 2 ** 14, 8, 1),  # not a power of two
+    (2 ** 15, 0, 1),
+])
+def test_a_file_asking_scrypt_for_more_than_four_times_our_work_is_refused_before_deriving(monkeypatch, n, r, p):
+    header, _, _ = sealed_file()
+    doc = json.loads(header.line)
+    doc["key"].update(n=n, r=r, p=p)
+    monkeypatch.setattr("memsvc.core.export_crypto._derive", lambda *_: pytest.fail("derived a key"))
+    with pytest.raises(BadExportFile, match="scrypt parameters out of range") as refused:
+        content_key_of_passphrase(SealedHeader.read(json.dumps(doc).encode()), "a passphrase long enough")
+    assert not isinstance(refused.value, WrongPassphrase)
+
+
+def test_a_file_asking_up_to_four_times_our_scrypt_work_opens():
+    header, key, _ = sealed_file()
+    doc = json.loads(header.line)
+    assert (doc["key"]["n"], doc["key"]["r"], doc["key"]["p"]) == (2 ** 15, 8, 1)  # ours
+    doc["key"].update(n=2 ** 16, r=8, p=2)  # as much work as a file may ask: another key, so the wrong passphrase
+    with pytest.raises(WrongPassphrase):
+        content_key_of_passphrase(SealedHeader.read(json.dumps(doc).encode()), "a passphrase long enough")
