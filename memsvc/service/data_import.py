@@ -37,7 +37,8 @@ from memsvc.core.errors import ContentTooLong, Forbidden, InvalidArgument, Taken
 from memsvc.core.export_crypto import (FrameReader, SealedHeader, content_key_of_passphrase, is_sealed,
                                        kms_wrapped_key)
 from memsvc.core.export_format import BadExportFile, ExportHeader, LineChecker
-from memsvc.core.models import Caller, ChangeKind, RememberJob, StoredItem, TimelineEvent, WriteAction, to_epoch_us
+from memsvc.core.models import (Caller, ChangeKind, RememberJob, StoredItem, TimelineEvent, WriteAction, to_epoch_us,
+                                 to_rfc3339)
 from memsvc.core.namespaces import validate_key
 from memsvc.core.paths import validate_index_fields
 from memsvc.core.graph import normalise_name
@@ -64,8 +65,16 @@ MAX_LISTED_REMAPPED = 100  # remapped memories the job lists; its counts hold th
 _MAX_EDGES_READ = 10_000  # of one entity, to find a relation already there
 _BATCH = 500  # memory writes (and restored versions) per commit
 _MAX_VERSION = 2**53 - 1  # what JSON carries exactly
-_MAX_ID_CHARS = 128  # an event's or a memory's id (a UUID: 36)
+_MAX_ID_CHARS = 128  # an event's id (a UUID: 36)
+# A memory's id as memsvc mints it (`uuid.uuid4()`): feedback, restore and an admin's delete find
+# a memory by it, so an imported one is that too, and names no other memory (`_apply_memory`).
+_MEMORY_ID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 _MAX_REASON_CHARS = 500
+# When a record says something happened, which is never later than the import: a restored event's
+# stamp moves the tenant's timeline clock up to it (year 9999 stopped the local timeline), and a
+# memory's times order its versions and its valid time. The exporting machine's clock may run ahead.
+_PAST_TIMES = ("created_at", "updated_at", "last_accessed_at", "last_interaction", "occurred_at", "changed_at")
+_CLOCK_LEEWAY = timedelta(minutes=5)
 Stamp = Timestamp | None
 
 
@@ -101,7 +110,7 @@ class _Record(Command):
 class MemoryRecord(_Record):
     namespace: Namespace
     key: StrictStr
-    id: StrictStr | None = None
+    id: StrictStr | None = Field(None, pattern=_MEMORY_ID)
     version: Integer = Field(1, ge=1, le=_MAX_VERSION)
     value: dict[StrictStr, Any]
     attributes: dict[StrictStr, Any] | None = None
@@ -122,7 +131,7 @@ class MemoryVersionRecord(_Record):
     version: Integer = Field(ge=1, le=_MAX_VERSION)
     change: Literal["add", "update", "delete", "expired"]
     event_id: StrictStr = Field(min_length=1, max_length=_MAX_ID_CHARS)
-    memory_id: StrictStr = Field(min_length=1, max_length=_MAX_ID_CHARS)
+    memory_id: StrictStr = Field(pattern=_MEMORY_ID)
     occurred_at: Timestamp
     changed_at: Timestamp
     expires_at: Stamp = None
@@ -386,6 +395,12 @@ class DataImports:
 
     def _check(self, caller: Caller, record: _Record, line: int) -> None:
         """What the normal write path would refuse, refused now: before anything is written."""
+        latest = self._steps.now() + _CLOCK_LEEWAY
+        for name in _PAST_TIMES:
+            at = getattr(record, name, None)
+            if at is not None and at > latest:
+                raise BadExportFile(f"line {line}: {name} {to_rfc3339(at)} is in the future",
+                                    details={"line": line, "field": name})
         try:
             if isinstance(record, MemoryRecord):
                 self._access.namespace_to_write(caller, record.namespace)
@@ -489,9 +504,13 @@ class DataImports:
         action: Action = "update" if live_old else "create"
         keep = old is None  # a key new to the tenant keeps its id, version and times
         version = record.version if keep else old.version + 1  # type: ignore[union-attr]
-        memory_id = record.id if keep and record.id else str(uuid.uuid4())
-        remap = None if keep else {"namespace": list(ns), "key": record.key, "id": record.id,
-                                   "new_id": memory_id, "version": record.version, "new_version": version}
+        # An id that already names another memory of the tenant (or of this file) is not kept:
+        # feedback, restore and an admin's delete would find either.
+        kept_id = keep and record.id is not None and not self._names_another(tenant, record.id, ref, batch)
+        memory_id = record.id if kept_id else str(uuid.uuid4())
+        remap = None if kept_id or (keep and record.id is None) else {
+            "namespace": list(ns), "key": record.key, "id": record.id, "new_id": memory_id,
+            "version": record.version, "new_version": version}
         if batch is None:
             return action, remap
         newest = batch.newest_version.pop(ref, None)
@@ -520,6 +539,14 @@ class DataImports:
                                    last_accessed_at=record.last_accessed_at)
         batch.add((item, "update" if live_old else "add", old))
         return action, remap
+
+    def _names_another(self, tenant: str, memory_id: str, ref: tuple[tuple[str, ...], str],
+                       batch: _MemoryWrites | None) -> bool:
+        pending = batch.key_of_id(memory_id) if batch is not None else None
+        if pending is not None:
+            return pending != ref
+        held = self._items.get_by_id(tenant, memory_id)
+        return held is not None and (held.namespace, held.key) != ref
 
     def _apply_version(self, caller: Caller, record: MemoryVersionRecord, batch: _MemoryWrites | None,
                        state: dict[str, Any]) -> Action | None:
@@ -689,6 +716,14 @@ class DataImports:
         if (source, record.type, target, record.valid_from, record.valid_to) in held:
             return "skip"
         if write:
+            # Its ends, where the tenant has none: an export names them first (`entity` records),
+            # but a file written another way may not, and the check pass read no graph.
+            present = {n.entity_id for n in self._graph_store.nodes(caller.tenant_id, ns, [source, target])
+                       if n.namespace == ns}
+            for name, entity_id in ((record.source, source), (record.target, target)):
+                if entity_id not in present:
+                    self._graph.put_entity(caller, PutEntity.parse({"namespace": record.namespace, "name": name}))
+                    present.add(entity_id)
             self._graph.put_relation(caller, _put_relation(record))
         return "update" if any(h[:3] == (source, record.type, target) for h in held) else "create"
 
@@ -716,6 +751,7 @@ class _MemoryWrites:
         self._log = log_
         self._writes: list[tuple[StoredItem, ChangeKind, StoredItem | None]] = []
         self._keys: set[tuple[tuple[str, ...], str]] = set()
+        self._ids: dict[str, tuple[tuple[str, ...], str]] = {}  # of the writes not flushed yet
         self._versions: list[TimelineEvent] = []
         self.restored: dict[str, int] = {}  # versions restored (create) or held already (skip)
         # What a key's history read, for the memory record that comes right after it: the key's
@@ -740,10 +776,15 @@ class _MemoryWrites:
             self.flush()
         self._writes.append(write)
         self._keys.add(key)
+        self._ids[write[0].id] = key
+
+    def key_of_id(self, memory_id: str) -> tuple[tuple[str, ...], str] | None:
+        """The key of the write not flushed yet that holds `memory_id`."""
+        return self._ids.get(memory_id)
 
     def flush(self) -> None:
         self._restore()
-        writes, self._writes, self._keys = self._writes, [], set()
+        writes, self._writes, self._keys, self._ids = self._writes, [], set(), {}
         failed = [outcome for outcome in self._items.write_many(writes) if outcome is not None] if writes else []
         if failed:
             raise failed[0]

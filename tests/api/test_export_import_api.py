@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import time
+import uuid
 from typing import Any
 from urllib.parse import quote
 
 import httpx
 
+from memsvc.core.export_format import LineWriter
 from tests.api.helpers import assert_error, delete, get, ns_query, put_ok, search_ok, sync_index, unique_tenant
 
 PASSPHRASE = "correct horse battery staple"
@@ -366,3 +369,99 @@ def test_the_cli_and_the_client_export_and_import(live_server, me, uid, tenant, 
         job = export_to_file(client, tmp_path / "copy.jsonl", encrypt=False, poll=0.1)
     lines = (tmp_path / "copy.jsonl").read_bytes().splitlines()
     assert json.loads(lines[0])["tenant"] == other and json.loads(lines[1])["value"] == {"text": "one"}
+
+
+def rewritten(plain: bytes, records: Any) -> bytes:
+    """A plaintext export with its records replaced by `records(list of the file's records)`, and
+    its checksum made again: a file written by hand, or by another tool, that is otherwise whole."""
+    lines = [json.loads(line) for line in plain.splitlines()]
+    writer = LineWriter()
+    return writer.lines([lines[0], *records(lines[1:-1])]) + writer.trailer()
+
+
+def test_a_record_dated_in_the_future_is_refused_before_anything_is_written(make_client, me, admin, uid):
+    """A restored event's stamp moves the tenant's timeline clock up to it: one dated 9999-12-31
+    once stopped the local timeline, every tenant's writes with it. No record may say it happened
+    after the import (5 minutes of the exporting machine's clock running ahead aside)."""
+    ns = ["user", uid, "memories"]
+    put_ok(me, ns, "a", {"text": "one"})
+    put_ok(me, ns, "a", {"text": "two"})
+    on_the_timeline(me, ns, ["a"])
+    _, plain = export_file(admin, encrypt=False)
+    other = unique_tenant()
+    other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
+    for kind, field in (("memory_version", "occurred_at"), ("memory_version", "changed_at"),
+                        ("memory", "created_at"), ("memory", "updated_at"), ("memory", "last_accessed_at")):
+        def dated_later(records, kind=kind, field=field):
+            return [{**r, field: "9999-12-31T23:59:59.999999Z"} if r["kind"] == kind else r for r in records]
+
+        why = refused(other_admin, rewritten(plain, dated_later), passphrase=None, allow_other_tenant=True)
+        assert re.fullmatch(rf"line \d+: {field} 9999-12-31T23:59:59.999999Z is in the future", why), why
+    assert_error(get(make_client(uid, tenant=other), ns, "a"), 404, "NOT_FOUND")
+    # the tenant's timeline goes on
+    theirs = make_client(uid, tenant=other)
+    put_ok(theirs, ns, "b", {"text": "after"})
+    on_the_timeline(theirs, ns, ["b"])
+    assert import_file(other_admin, plain, passphrase=None, allow_other_tenant=True)["state"] == "done"
+
+
+def test_an_imported_id_that_names_another_memory_is_not_kept(make_client, me, admin, uid, tenant):
+    """Feedback, restore and an admin's delete find a memory by its id: a file's id that already
+    names another memory of the tenant (another user's) gets a new one, listed as remapped, and
+    one that is not a UUID as memsvc mints them refuses the file."""
+    mine = put_ok(me, ["user", uid, "memories"], "a", {"text": "alice's"})
+    bob_uid = "bob-" + uid
+    bob = make_client(bob_uid, tenant=tenant)
+    put_ok(bob, ["user", bob_uid, "memories"], "b", {"text": "bob's"})
+    _, plain = export_file(admin, encrypt=False, scope={"user_id": bob_uid})
+
+    def with_alices_id(records):
+        return [{**r, "id": mine["id"]} if r["kind"] == "memory" else r for r in records
+                if r["kind"] != "memory_version"]
+
+    job = import_file(admin, rewritten(plain, lambda rs: [{**r, "key": "b2"} for r in with_alices_id(rs)]),
+                      passphrase=None)
+    assert job["state"] == "done" and job["counts"]["memory"] == {"create": 1, "remapped": 1}, job
+    [remap] = job["remapped"]
+    assert remap["id"] == mine["id"] and remap["new_id"] != mine["id"] and uuid.UUID(remap["new_id"])
+    assert get(bob, ["user", bob_uid, "memories"], "b2").json()["id"] == remap["new_id"]
+    r = admin.delete(f"/admin/v1/memories/{mine['id']}")
+    assert r.status_code in (200, 204), r.text
+    assert_error(get(me, ["user", uid, "memories"], "a"), 404, "NOT_FOUND")  # hers, the one the id named
+    assert get(bob, ["user", bob_uid, "memories"], "b2").status_code == 200  # his copy untouched
+
+    for bad in ("NOT-A-UUID " + "x" * 20000, mine["id"].upper()):
+        def badly_named(records, bad=bad):
+            return [{**r, "id": bad, "key": "b3"} if r["kind"] == "memory" else r for r in records
+                    if r["kind"] != "memory_version"]
+
+        why = refused(admin, rewritten(plain, badly_named), passphrase=None)
+        assert why.startswith("line 2:") and "id" in why, why
+    assert_error(get(bob, ["user", bob_uid, "memories"], "b3"), 404, "NOT_FOUND")
+
+
+def test_a_relation_whose_ends_the_file_never_names_writes_them_and_the_rest(make_client, me, admin, uid):
+    """The ends of a relation are written as entities where the tenant has none, also when the
+    file has no `entity` record for them: the import does not stop halfway, after what came
+    before the relation was written."""
+    ns = ["user", uid, "memories"]
+    put_ok(me, ns, "before", {"text": "one"})
+    put_ok(me, ns, "after", {"text": "two"})
+    _, plain = export_file(admin, encrypt=False)
+    relation = {"kind": "relation", "namespace": ns, "source": "Nowhere One", "type": "RELATES_TO",
+                "target": "Nowhere Two", "valid_from": None, "valid_to": None}
+
+    def with_a_bare_relation(records):
+        memories = [r for r in records if r["kind"] == "memory"]
+        return [relation, *memories]
+
+    other = unique_tenant()
+    other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
+    job = import_file(other_admin, rewritten(plain, with_a_bare_relation), passphrase=None,
+                      allow_other_tenant=True)
+    assert job["state"] == "done" and job["counts"] == {"relation": {"create": 1}, "memory": {"create": 2}}, json.dumps(job)
+    theirs = make_client(uid, tenant=other)
+    assert get(theirs, ns, "before").status_code == get(theirs, ns, "after").status_code == 200
+    r = theirs.post("/v1/graph/path", json={"namespace_prefix": ns, "from": {"entity": "Nowhere One"},
+                                            "to": {"entity": "Nowhere Two"}})
+    assert r.status_code == 200 and r.json()["found"] is True, r.text
