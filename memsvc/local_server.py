@@ -465,7 +465,7 @@ class EnvelopeHttpProtocol(HttpToolsProtocol):
             raise ValueError("request head too large")  # httptools stops; uvicorn sends the 400 below
 
     def _unsupported_upgrade_warning(self) -> None:
-        pass  # `ws="none"` on purpose: an upgrade request is answered as plain HTTP, one warning each was only log noise
+        pass  # `ws="none"` on purpose: an upgrade request is answered as plain HTTP; a warning each was log noise
 
     def send_400_response(self, msg: str) -> None:
         if self.cycle is not None and self.cycle.response_started and not self.cycle.response_complete:

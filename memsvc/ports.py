@@ -6,7 +6,7 @@ contract suite in `tests/contract`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Protocol
@@ -310,8 +310,10 @@ class FieldHolders(Protocol):
     def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
         """Whether the version's field tokens are all written (and so decide its filters)."""
 
-    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
-        """Whether the version holds `token` (one of those asked about)."""
+    def tokens_held(self, namespace: tuple[str, ...], memory_id: str) -> Collection[str]:
+        """The tokens the version holds: every one of those asked about that it holds, and
+        perhaps others. A filter checks an item against a condition's tokens with it in the
+        item's own token count, however many tokens the condition lists."""
 
 
 class KeywordIndex(Protocol):

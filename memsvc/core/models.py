@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import base64
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from datetime import datetime, timedelta, timezone
 from typing import Any, Literal, NamedTuple
 
@@ -493,8 +494,17 @@ class FieldHolderSets:
     def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
         return memory_id in self.indexed_ids
 
-    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
-        return memory_id in self.holders[token]
+    def tokens_held(self, namespace: tuple[str, ...], memory_id: str) -> Collection[str]:
+        return self._tokens_by_id.get(memory_id, ())
+
+    @cached_property
+    def _tokens_by_id(self) -> dict[str, set[str]]:
+        """`holders` turned round, once: linear in what the index answered."""
+        by_id: dict[str, set[str]] = {}
+        for token, ids in self.holders.items():
+            for memory_id in ids:
+                by_id.setdefault(memory_id, set()).add(token)
+        return by_id
 
 
 def _b64(b: bytes | None) -> str | None:

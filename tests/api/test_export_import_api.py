@@ -459,7 +459,8 @@ def test_a_relation_whose_ends_the_file_never_names_writes_them_and_the_rest(mak
     other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
     job = import_file(other_admin, rewritten(plain, with_a_bare_relation), passphrase=None,
                       allow_other_tenant=True)
-    assert job["state"] == "done" and job["counts"] == {"relation": {"create": 1}, "memory": {"create": 2}}, json.dumps(job)
+    assert job["state"] == "done", json.dumps(job)
+    assert job["counts"] == {"relation": {"create": 1}, "memory": {"create": 2}}, job
     theirs = make_client(uid, tenant=other)
     assert get(theirs, ns, "before").status_code == get(theirs, ns, "after").status_code == 200
     r = theirs.post("/v1/graph/path", json={"namespace_prefix": ns, "from": {"entity": "Nowhere One"},

@@ -22,12 +22,13 @@ from memsvc.core import paths as paths_module
 from memsvc.core.crypto import field_tokens as hash_field_tokens
 from memsvc.core.errors import InvalidArgument
 from memsvc.core.field_tokens import MAX_FIELD_PATH_CHARS, MAX_FIELD_TOKENS, value_fields
-from memsvc.core.filters import condition_matches, equality_key, parse_filter
+from memsvc.core.filters import Filter, condition_matches, equality_key, parse_filter
 from memsvc.core.graph import MAX_ENTITIES_PER_MEMORY, MAX_RELATIONS_PER_MEMORY, normalise_name
 from memsvc.core.keywords import MAX_TERM_LENGTH, analyze
+from memsvc.core.models import ItemHead
 from memsvc.core.paths import extract_texts, validate_index_fields
 from memsvc.core.unicode_text import MAX_NON_STARTERS, normalize
-from memsvc.service.field_filter import plan_field_tokens
+from memsvc.service.field_filter import FieldTokenPlan, FilterDecider, plan_field_tokens
 from memsvc.service.graph_indexer import MAX_EXTRACTED_CHARS
 from memsvc.service.memories import MAX_NESTING, check_nesting
 from memsvc.service.recall import RecallQuery
@@ -163,6 +164,35 @@ class TestFilterPlanner:
             operands = condition.operand if condition.op in ("in", "nin") else (condition.operand,)
             if any(isinstance(x, list | tuple | dict) for x in operands):
                 assert test is None  # decided by decrypting: no tokens of lists and objects
+
+    def test_an_item_costs_a_condition_its_own_tokens_not_the_conditions_list(self):
+        """A filter of 1 MiB may list 100,000 values under `in`/`nin`; deciding an item on its
+        tokens looked at each of them (every item of a search: items x values, seconds for 2,000
+        items). It looks at the item's own tokens, once."""
+
+        class Held(tuple):
+            looked_at = 0
+
+            def __iter__(self):
+                for token in super().__iter__():
+                    Held.looked_at += 1
+                    yield token
+
+        class Holders:
+            def indexed(self, namespace, memory_id):
+                return True
+
+            def tokens_held(self, namespace, memory_id):
+                return Held(("t-own-1", "t-own-2"))
+
+        user = parse_filter({"colour": {"in": [f"c{n}" for n in range(5000)]},
+                             "size": {"nin": [f"s{n}" for n in range(5000)]}})
+        sealer = _Sealer()
+        plan = plan_field_tokens(sealer, _Keywords(), "t", (), user)
+        decider = FilterDecider(Filter(), user, FieldTokenPlan(Holders(), plan.tests))
+        heads = [ItemHead(f"m{n}", ("user", "a"), f"k{n}", {}) for n in range(100)]
+        assert [decider.value_left(head) for head in heads] == [None] * 100  # no item holds a colour
+        assert Held.looked_at <= 2 * 100
 
     def test_a_filter_nested_to_the_limit_is_planned(self):
         # Issue 22: {"a": {"a": ... 30 deep ... 1}} pinned a core, then took the server down.

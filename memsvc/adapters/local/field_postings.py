@@ -87,15 +87,15 @@ class _Holders:
 
     def __init__(self, t: _TenantFields | None) -> None:
         self._namespaces = t.namespaces if t is not None else {}
+        self._docs = t.docs if t is not None else {}
 
     def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
         n = self._namespaces.get(namespace)
         return n is not None and memory_id in n.ids
 
-    def holds(self, token: str, namespace: tuple[str, ...], memory_id: str) -> bool:
-        n = self._namespaces.get(namespace)
-        held = n.postings.get(token) if n is not None else None
-        return held == memory_id if isinstance(held, str) else held is not None and memory_id in held
+    def tokens_held(self, namespace: tuple[str, ...], memory_id: str) -> tuple[str, ...]:
+        doc = self._docs.get(memory_id)  # replaced whole by a writer: a reader sees one version
+        return doc[1] if doc is not None and doc[0] == namespace else ()
 
 
 class LocalFieldPostings:
