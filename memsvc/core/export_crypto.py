@@ -16,6 +16,7 @@ import hashlib
 import json
 import os
 import struct
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -39,6 +40,9 @@ _SCRYPT = {"n": 2 ** 15, "r": 8, "p": 1}
 # held a request for 23 s and 4 GiB. So at most 4 times our work and 128 MiB: about 0.4 s.
 _MAX_SCRYPT_WORK = 4 * _SCRYPT["n"] * _SCRYPT["r"] * _SCRYPT["p"]
 _MAX_SCRYPT_BYTES = 128 * 1024 * 1024
+# Derivations at once in this process, whatever the requests: concurrent starts (of one job or
+# many) add up to this many times `_MAX_SCRYPT_BYTES` of memory, no more.
+_DERIVING = threading.BoundedSemaphore(2)
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 MIN_PASSPHRASE_CHARS = 12
 
@@ -187,7 +191,9 @@ def _frame_aad(header: SealedHeader, index: int, last: bool) -> bytes:
 
 
 def _derive(passphrase: str, salt: bytes, params: dict[str, int]) -> bytes:
-    return Scrypt(salt=salt, length=32, n=params["n"], r=params["r"], p=params["p"]).derive(passphrase.encode("utf-8"))
+    with _DERIVING:
+        kdf = Scrypt(salt=salt, length=32, n=params["n"], r=params["r"], p=params["p"])
+        return kdf.derive(passphrase.encode("utf-8"))
 
 
 def _b64(data: bytes) -> str:

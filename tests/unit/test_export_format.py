@@ -145,3 +145,40 @@ def test_a_file_asking_up_to_four_times_our_scrypt_work_opens():
     doc["key"].update(n=2 ** 16, r=8, p=2)  # as much work as a file may ask: another key, so the wrong passphrase
     with pytest.raises(WrongPassphrase):
         content_key_of_passphrase(SealedHeader.read(json.dumps(doc).encode()), "a passphrase long enough")
+
+
+def test_at_most_two_keys_are_derived_at_once_whatever_the_requests(monkeypatch):
+    import threading
+
+    from memsvc.core import export_crypto
+
+    inside, most, lock, release = 0, 0, threading.Lock(), threading.Event()
+    real = export_crypto.Scrypt
+
+    class Counting:
+        def __init__(self, **params):
+            self._kdf = real(**params)
+
+        def derive(self, key_material):
+            nonlocal inside, most
+            with lock:
+                inside += 1
+                most = max(most, inside)
+            release.wait(60)
+            with lock:
+                inside -= 1
+            return self._kdf.derive(key_material)
+
+    monkeypatch.setattr(export_crypto, "Scrypt", Counting)
+    threads = [threading.Thread(target=passphrase_header, args=("a passphrase long enough",)) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for _ in range(600):  # until two are in; the four others wait at the gate, never in `derive`
+        with lock:
+            if inside == 2:
+                break
+        release.wait(0.1)
+    release.set()
+    for thread in threads:
+        thread.join()
+    assert most == 2
