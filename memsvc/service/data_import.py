@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from pydantic import Field, StrictBool, StrictStr
 
-from memsvc.core.errors import ContentTooLong, Forbidden, InvalidArgument, Taken
+from memsvc.core.errors import ContentTooLong, Forbidden, InvalidArgument, MemsvcError, Taken
 from memsvc.core.export_crypto import (FrameReader, SealedHeader, content_key_of_passphrase, is_sealed,
                                        kms_wrapped_key)
 from memsvc.core.export_format import BadExportFile, ExportHeader, LineChecker
@@ -358,7 +358,16 @@ class DataImports:
                 self._check(caller, parsed, reader.checker.line_number)
                 _check_history_order(state, parsed, reader.checker.line_number)
             else:
-                action, remap = self._apply(caller, parsed, batch if not job.options["dry_run"] else None, state)
+                try:
+                    action, remap = self._apply(caller, parsed, batch if not job.options["dry_run"] else None, state)
+                except MemsvcError as exc:
+                    if exc.retryable:
+                        raise
+                    # What the tenant holds that the check pass could not see (a task id another
+                    # user holds): the records before it are written, and the job says so.
+                    self._flush(batch, counts, wrote=bool(done) and not job.options["dry_run"])
+                    return self._steps.advance(job, state="failed", error=exc.to_body()["error"], counts=counts,
+                                               remapped=remapped, done=job.done + done)
                 kind = counts.setdefault(parsed.kind, {})
                 if action is not None:
                     kind[action] = kind.get(action, 0) + 1
@@ -367,12 +376,7 @@ class DataImports:
                     if len(remapped) < MAX_LISTED_REMAPPED:
                         remapped.append(remap)
             done += 1
-        batch.flush()
-        for action, n in batch.restored.items():
-            versions = counts.setdefault("memory_version", {})
-            versions[action] = versions.get(action, 0) + n
-        if done and not checking and not job.options["dry_run"]:
-            self._on_write()
+        self._flush(batch, counts, wrote=bool(done) and not checking and not job.options["dry_run"])
         state.update(reader.position())
         if checking and reader.finished and state.get("versions_of") is not None:
             raise BadExportFile(f"line {reader.checker.line_number}: the file ends inside a memory's history, "
@@ -386,6 +390,15 @@ class DataImports:
             return self._advance(job, state, counts={}, remapped=[], done=0, total=total, phase="running")
         return self._advance(job, state, counts=counts, remapped=remapped, done=job.done + done, total=job.total,
                              phase="done")
+
+    def _flush(self, batch: "_MemoryWrites", counts: dict[str, dict[str, int]], *, wrote: bool) -> None:
+        """The step's writes not written yet, written, and its restored versions counted."""
+        batch.flush()
+        for action, n in batch.restored.items():
+            versions = counts.setdefault("memory_version", {})
+            versions[action] = versions.get(action, 0) + n
+        if wrote:
+            self._on_write()
 
     def _advance(self, job: TransferJob, state: dict[str, Any], *, counts: dict[str, dict[str, int]],
                  remapped: list[dict[str, Any]], done: int, total: int | None, phase: str | None = None

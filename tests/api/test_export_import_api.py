@@ -466,3 +466,25 @@ def test_a_relation_whose_ends_the_file_never_names_writes_them_and_the_rest(mak
     r = theirs.post("/v1/graph/path", json={"namespace_prefix": ns, "from": {"entity": "Nowhere One"},
                                             "to": {"entity": "Nowhere Two"}})
     assert r.status_code == 200 and r.json()["found"] is True, r.text
+
+
+def test_a_record_the_tenant_refuses_while_writing_ends_the_job_saying_what_was_written(make_client, me, admin, uid):
+    """What only the target can refuse (a sub-task that another of its task contexts holds) is
+    found as the job writes: the records before it are written, and the failed job counts them."""
+    ns = ["user", uid, "memories"]
+    put_ok(me, ns, "a", {"text": "one"})
+    r = me.post("/v1/memory/task-context", json={"task_id": f"t-{uid}", "event_type": "e", "response_topic": "r",
+                                                 "sub_tasks": [f"t-{uid}-a"]})
+    assert r.status_code in (200, 201), r.text
+    on_the_timeline(me, ns, ["a"])
+    _, plain = export_file(admin, encrypt=False)
+    other = unique_tenant()
+    other_admin = make_client("root-" + other, tenant=other, roles=["admin"])
+    theirs = make_client(uid, tenant=other)
+    r = theirs.post("/v1/memory/task-context", json={"task_id": f"other-{uid}", "event_type": "e",
+                                                     "response_topic": "r", "sub_tasks": [f"t-{uid}-a"]})
+    assert r.status_code in (200, 201), r.text
+    job = import_file(other_admin, plain, passphrase=None, allow_other_tenant=True)
+    assert job["state"] == "failed" and f"task context t-{uid}" in job["error"]["message"], job
+    assert job["counts"] == {"memory": {"create": 1}, "memory_version": {"create": 1}}, job
+    assert get(theirs, ns, "a").json()["value"] == {"text": "one"}
