@@ -36,12 +36,13 @@ _KEY_WRAP_AAD = b"memsvc-export-content-key"
 # scrypt at N=2^15, r=8: 32 MiB and about 0.1 s per derivation, once per export or import.
 _SCRYPT = {"n": 2 ** 15, "r": 8, "p": 1}
 # A file may ask for more than ours, within reason: the import's `start` derives its key in the
-# request, and scrypt takes 128 * n * r bytes and time in n * r * p. A file asking n = 2^20, r = 32
-# held a request for 23 s and 4 GiB. So at most 4 times our work and 128 MiB: about 0.4 s.
+# request, and scrypt (OpenSSL's) takes about 128 * r * (n + p) bytes and time in n * r * p. A file
+# asking n = 2^20, r = 32 held a request for 23 s and 4 GiB. So at most 4 times our work and
+# 128 MiB: about 0.4 s.
 _MAX_SCRYPT_WORK = 4 * _SCRYPT["n"] * _SCRYPT["r"] * _SCRYPT["p"]
 _MAX_SCRYPT_BYTES = 128 * 1024 * 1024
 # Derivations at once in this process, whatever the requests: concurrent starts (of one job or
-# many) add up to this many times `_MAX_SCRYPT_BYTES` of memory, no more.
+# many) take at most this many times `_MAX_SCRYPT_BYTES` of memory.
 _DERIVING = threading.BoundedSemaphore(2)
 MAX_FRAME_BYTES = 4 * 1024 * 1024
 MIN_PASSPHRASE_CHARS = 12
@@ -106,10 +107,10 @@ def content_key_of_passphrase(header: SealedHeader, passphrase: str) -> bytes:
     try:
         params = {"n": int(key["n"]), "r": int(key["r"]), "p": int(key["p"])}
         salt, wrapped = _unb64(key["salt"]), _unb64(key["wrapped"])
-    except (KeyError, TypeError, ValueError):
+    except (KeyError, TypeError, ValueError, OverflowError):  # OverflowError: 1e400, read as infinity
         raise BadExportFile("the file's key section is damaged") from None
     n, r, p = params["n"], params["r"], params["p"]
-    if not (n >= 2 and n & (n - 1) == 0 and r >= 1 and p >= 1 and 128 * n * r <= _MAX_SCRYPT_BYTES
+    if not (n >= 2 and n & (n - 1) == 0 and r >= 1 and p >= 1 and 128 * r * (n + p + 2) <= _MAX_SCRYPT_BYTES
             and n * r * p <= _MAX_SCRYPT_WORK):
         raise BadExportFile("the file asks for scrypt parameters out of range",
                             details={"max_work": _MAX_SCRYPT_WORK, "max_bytes": _MAX_SCRYPT_BYTES})

@@ -152,7 +152,8 @@ class _Budget:
     """How long a worker may take over a call: `seconds` of its CPU time (user and system, all its
     threads), read from /proc, so the time the machine gives other work is not counted. If the
     machine gives it less than `STARVED_SHARE` of a core until `seconds / STARVED_SHARE` have
-    passed, it was starved ("starved"): that is the load's doing, not the policy's. Without a
+    passed, it was starved ("starved"): that is the load's doing, not the policy's, unless it
+    used half its budget meanwhile. Without a
     process (`pid` None: a worker's start) or where /proc cannot be read, `seconds` of wall-clock
     time."""
 
@@ -165,18 +166,24 @@ class _Budget:
         """Seconds to wait for the worker's output before looking again; WorkerFailed once the
         budget is used up, or the worker starved."""
         elapsed = time.monotonic() - self._started
-        cpu = _cpu_seconds(self._pid) if self._cpu_at_start is not None else None
-        if cpu is None:
+        if self._cpu_at_start is None:
             if elapsed >= self._seconds:
                 raise WorkerFailed("deadline")
             return self._seconds - elapsed
+        starved_after = self._seconds / STARVED_SHARE
+        cpu = _cpu_seconds(self._pid)
+        if cpu is None:  # reaped since (`end`): its output has ended, which the next read sees
+            if elapsed >= starved_after:
+                raise WorkerFailed("starved")
+            return 0.05
         used = cpu - self._cpu_at_start
         if used >= self._seconds:
             raise WorkerFailed("deadline")
-        starved_after = self._seconds / STARVED_SHARE
         if elapsed >= starved_after:
-            raise WorkerFailed("starved")
-        # One thread uses at most a CPU second a second: the budget cannot run out sooner.
+            # Half its budget used, slowly: the policy's cost, whatever the load (a retry would
+            # only repeat it); less: the machine's doing.
+            raise WorkerFailed("deadline" if used >= self._seconds / 2 else "starved")
+        # The worker's one thread uses at most a CPU second a second: the budget cannot run out sooner.
         return max(0.01, min(self._seconds - used, starved_after - elapsed))
 
 

@@ -364,7 +364,10 @@ class DataImports:
                     if exc.retryable:
                         raise
                     # What the tenant holds that the check pass could not see (a task id another
-                    # user holds): the records before it are written, and the job says so.
+                    # user holds): the records before it are written, and the job says so; a
+                    # memory's own history is not, without it.
+                    if isinstance(parsed, MemoryRecord):
+                        batch.forget_versions((tuple(parsed.namespace), parsed.key))
                     self._flush(batch, counts, wrote=bool(done) and not job.options["dry_run"])
                     return self._steps.advance(job, state="failed", error=exc.to_body()["error"], counts=counts,
                                                remapped=remapped, done=job.done + done)
@@ -418,6 +421,10 @@ class DataImports:
             if isinstance(record, MemoryRecord):
                 self._access.namespace_to_write(caller, record.namespace)
                 validate_key(record.key)
+                held = self._items.get_by_id(caller.tenant_id, record.id) if record.id is not None else None
+                if held is not None and (held.namespace, held.key) != (tuple(record.namespace), record.key):
+                    # feedback, restore and an admin's delete find a memory by its id
+                    raise InvalidArgument(f"id {record.id} names another memory of this tenant")
                 validate_index_fields(record.index_fields)
                 _check_value(record.value, record.attributes)
             elif isinstance(record, MemoryVersionRecord):
@@ -517,8 +524,9 @@ class DataImports:
         action: Action = "update" if live_old else "create"
         keep = old is None  # a key new to the tenant keeps its id, version and times
         version = record.version if keep else old.version + 1  # type: ignore[union-attr]
-        # An id that already names another memory of the tenant (or of this file) is not kept:
-        # feedback, restore and an admin's delete would find either.
+        # An id that names another memory is not kept (feedback, restore and an admin's delete would
+        # find either): one of the tenant's refuses the file (`_check`); one of this file's, found
+        # here, gets a new id.
         kept_id = keep and record.id is not None and not self._names_another(tenant, record.id, ref, batch)
         memory_id = record.id if kept_id else str(uuid.uuid4())
         remap = None if kept_id or (keep and record.id is None) else {
@@ -771,6 +779,10 @@ class _MemoryWrites:
         # row (as it was before the history), and the newest version restored. At most one key's.
         self.read_before: dict[tuple[tuple[str, ...], str], tuple[StoredItem | None]] = {}
         self.newest_version: dict[tuple[tuple[str, ...], str], _NewestVersion] = {}
+
+    def forget_versions(self, ref: tuple[tuple[str, ...], str]) -> None:
+        """Not to restore the versions of `ref` not restored yet (its memory is not written)."""
+        self._versions = [e for e in self._versions if (e.namespace, e.key) != ref]
 
     def add_version(self, event: TimelineEvent) -> None:
         if len(self._versions) >= _BATCH:

@@ -136,7 +136,8 @@ class TransferSteps:
         if job is None:
             return "transfer_skipped"
         try:
-            step(job)
+            if step(job).state == "failed":  # on what only writing found (`DataImports.step`)
+                return "transfer_failed"
         except _StepLost:
             return "transfer_skipped"  # another delivery of this step won
         except MemsvcError as exc:

@@ -407,37 +407,35 @@ def test_a_record_dated_in_the_future_is_refused_before_anything_is_written(make
 
 def test_an_imported_id_that_names_another_memory_is_not_kept(make_client, me, admin, uid, tenant):
     """Feedback, restore and an admin's delete find a memory by its id: a file's id that already
-    names another memory of the tenant (another user's) gets a new one, listed as remapped, and
-    one that is not a UUID as memsvc mints them refuses the file."""
+    names another memory of the tenant (another user's) refuses the file, as does one that is
+    not a UUID as memsvc mints them; one that names another memory of the same file gets a new
+    id, listed as remapped."""
     mine = put_ok(me, ["user", uid, "memories"], "a", {"text": "alice's"})
     bob_uid = "bob-" + uid
     bob = make_client(bob_uid, tenant=tenant)
     put_ok(bob, ["user", bob_uid, "memories"], "b", {"text": "bob's"})
     _, plain = export_file(admin, encrypt=False, scope={"user_id": bob_uid})
 
-    def with_alices_id(records):
-        return [{**r, "id": mine["id"]} if r["kind"] == "memory" else r for r in records
-                if r["kind"] != "memory_version"]
+    def bobs_memory_as(key, memory_id):
+        return lambda records: [{**r, "key": key, "id": memory_id} for r in records if r["kind"] == "memory"]
 
-    job = import_file(admin, rewritten(plain, lambda rs: [{**r, "key": "b2"} for r in with_alices_id(rs)]),
-                      passphrase=None)
-    assert job["state"] == "done" and job["counts"]["memory"] == {"create": 1, "remapped": 1}, job
+    for key, bad in (("b2", mine["id"]), ("b3", "NOT-A-UUID " + "x" * 20000), ("b4", mine["id"].upper())):
+        why = refused(admin, rewritten(plain, bobs_memory_as(key, bad)), passphrase=None)
+        assert why.startswith("line 2:") and "id" in why, why
+        assert_error(get(bob, ["user", bob_uid, "memories"], key), 404, "NOT_FOUND")
+
+    fresh = str(uuid.uuid4())
+    twice = rewritten(plain, lambda records: [*bobs_memory_as("c1", fresh)(records),
+                                              *bobs_memory_as("c2", fresh)(records)])
+    job = import_file(admin, twice, passphrase=None)
+    assert job["state"] == "done" and job["counts"]["memory"] == {"create": 2, "remapped": 1}, job
     [remap] = job["remapped"]
-    assert remap["id"] == mine["id"] and remap["new_id"] != mine["id"] and uuid.UUID(remap["new_id"])
-    assert get(bob, ["user", bob_uid, "memories"], "b2").json()["id"] == remap["new_id"]
+    assert (remap["key"], remap["id"]) == ("c2", fresh) and uuid.UUID(remap["new_id"])
+    assert get(bob, ["user", bob_uid, "memories"], "c1").json()["id"] == fresh
+    assert get(bob, ["user", bob_uid, "memories"], "c2").json()["id"] == remap["new_id"]
     r = admin.delete(f"/admin/v1/memories/{mine['id']}")
     assert r.status_code in (200, 204), r.text
-    assert_error(get(me, ["user", uid, "memories"], "a"), 404, "NOT_FOUND")  # hers, the one the id named
-    assert get(bob, ["user", bob_uid, "memories"], "b2").status_code == 200  # his copy untouched
-
-    for bad in ("NOT-A-UUID " + "x" * 20000, mine["id"].upper()):
-        def badly_named(records, bad=bad):
-            return [{**r, "id": bad, "key": "b3"} if r["kind"] == "memory" else r for r in records
-                    if r["kind"] != "memory_version"]
-
-        why = refused(admin, rewritten(plain, badly_named), passphrase=None)
-        assert why.startswith("line 2:") and "id" in why, why
-    assert_error(get(bob, ["user", bob_uid, "memories"], "b3"), 404, "NOT_FOUND")
+    assert_error(get(me, ["user", uid, "memories"], "a"), 404, "NOT_FOUND")  # the one the id names
 
 
 def test_a_relation_whose_ends_the_file_never_names_writes_them_and_the_rest(make_client, me, admin, uid):

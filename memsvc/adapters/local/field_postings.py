@@ -1,11 +1,12 @@
 """The local field-token postings, beside the keyword index in `keywords.db`: each memory
 version's blind field tokens are one row (tokens only, never a value or a path), loaded at start
-into per-namespace postings (token -> memory ids). A filter asks about the items it reads, each
-by namespace and id: two set lookups, whatever the size of the scope.
+into memory: per memory id, its namespace and tokens; per namespace, the versions whose tokens are
+all there. A filter asks about the items it reads, each by namespace and id: a set lookup, and the
+item's own tokens, whatever the size of the scope or of the filter's lists.
 
-Thread-safe: writers hold a lock; readers look sets up without it (a lookup in a set another
-thread changes is atomic under the GIL). A version's postings are added before it is marked
-indexed and it is unmarked before they are removed, so a reader never decides on part of them."""
+Thread-safe: writers hold a lock; readers look up without it (a lookup in a dict or set another
+thread changes is atomic under the GIL). A version's tokens are put before it is marked indexed,
+and it is unmarked before they are removed, so a reader never decides on part of them."""
 
 from __future__ import annotations
 
@@ -33,68 +34,38 @@ CREATE TABLE IF NOT EXISTS field_docs (
 """
 
 
-class _Namespace:
-    __slots__ = ("ids", "postings")
-
-    def __init__(self) -> None:
-        self.ids: set[str] = set()  # memory versions with tokens
-        # token -> its one holder's memory id, or a set of them. Most tokens of a namespace have
-        # one holder (an id, a timestamp, a text): a set each would triple the index's memory.
-        self.postings: dict[str, str | set[str]] = {}
-
-
 class _TenantFields:
     def __init__(self) -> None:
-        self.namespaces: dict[tuple[str, ...], _Namespace] = {}
+        self.indexed: dict[tuple[str, ...], set[str]] = {}  # namespace -> its memory versions with tokens
         self.docs: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}  # memory id -> (namespace, tokens)
 
     def add(self, memory_id: str, ns: tuple[str, ...], tokens: list[str]) -> None:
         if memory_id in self.docs:
             return
         self.docs[memory_id] = (ns, tuple(tokens))
-        n = self.namespaces.get(ns)
-        if n is None:
-            n = self.namespaces[ns] = _Namespace()
-        for token in tokens:
-            held = n.postings.get(token)
-            if held is None:
-                n.postings[token] = memory_id
-            elif isinstance(held, str):
-                n.postings[token] = {held, memory_id}  # a new set, complete before a reader can see it
-            else:
-                held.add(memory_id)
-        n.ids.add(memory_id)  # last: now its tokens decide
+        self.indexed.setdefault(ns, set()).add(memory_id)  # last: now its tokens decide
 
     def drop(self, memory_id: str) -> None:
-        found = self.docs.pop(memory_id, None)
+        found = self.docs.get(memory_id)
         if found is None:
             return
-        ns, tokens = found
-        n = self.namespaces[ns]
-        n.ids.discard(memory_id)  # first: its tokens no longer decide
-        for token in tokens:
-            held = n.postings[token]
-            if isinstance(held, str):
-                del n.postings[token]
-            else:
-                held.discard(memory_id)
-                if len(held) == 1:
-                    n.postings[token] = next(iter(held))
+        self.indexed[found[0]].discard(memory_id)  # first: its tokens no longer decide
+        del self.docs[memory_id]
 
 
 class _Holders:
-    """`FieldHolders` over a tenant's live postings."""
+    """`FieldHolders` over a tenant's live docs."""
 
     def __init__(self, t: _TenantFields | None) -> None:
-        self._namespaces = t.namespaces if t is not None else {}
+        self._indexed = t.indexed if t is not None else {}
         self._docs = t.docs if t is not None else {}
 
     def indexed(self, namespace: tuple[str, ...], memory_id: str) -> bool:
-        n = self._namespaces.get(namespace)
-        return n is not None and memory_id in n.ids
+        ids = self._indexed.get(namespace)
+        return ids is not None and memory_id in ids
 
     def tokens_held(self, namespace: tuple[str, ...], memory_id: str) -> tuple[str, ...]:
-        doc = self._docs.get(memory_id)  # replaced whole by a writer: a reader sees one version
+        doc = self._docs.get(memory_id)  # one tuple, put whole: a reader sees all of a version's tokens
         return doc[1] if doc is not None and doc[0] == namespace else ()
 
 
