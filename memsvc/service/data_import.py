@@ -53,6 +53,7 @@ from memsvc.ports import EventLog, ExportKeys, GraphStore, ItemStore, SessionSto
 from memsvc.service.access import Access
 from memsvc.service.graph import Graph, PutEntity, PutRelation
 from memsvc.service.memories import Memories, check_nesting
+from memsvc.service.memory_ids import MINTED_MEMORY_ID
 from memsvc.service.sealing import SealedParts, Sealer
 from memsvc.service.tenant_config import MAX_VALUE_BYTES, SettingsPatch
 from memsvc.service.transfers import TransferSteps, caller_of
@@ -66,9 +67,6 @@ _MAX_EDGES_READ = 10_000  # of one entity, to find a relation already there
 _BATCH = 500  # memory writes (and restored versions) per commit
 _MAX_VERSION = 2**53 - 1  # what JSON carries exactly
 _MAX_ID_CHARS = 128  # an event's id (a UUID: 36)
-# A memory's id as memsvc mints it (`uuid.uuid4()`): feedback, restore and an admin's delete find
-# a memory by it, so an imported one is that too, and names no other memory (`_apply_memory`).
-_MEMORY_ID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 _MAX_REASON_CHARS = 500
 # When a record says something happened, which is never later than the import: a restored event's
 # stamp moves the tenant's timeline clock up to it (year 9999 stopped the local timeline), and a
@@ -110,7 +108,8 @@ class _Record(Command):
 class MemoryRecord(_Record):
     namespace: Namespace
     key: StrictStr
-    id: StrictStr | None = Field(None, pattern=_MEMORY_ID)
+    # feedback, restore and an admin's delete find a memory by its id: as memsvc mints them, one memory's
+    id: StrictStr | None = Field(None, pattern=MINTED_MEMORY_ID)
     version: Integer = Field(1, ge=1, le=_MAX_VERSION)
     value: dict[StrictStr, Any]
     attributes: dict[StrictStr, Any] | None = None
@@ -131,7 +130,7 @@ class MemoryVersionRecord(_Record):
     version: Integer = Field(ge=1, le=_MAX_VERSION)
     change: Literal["add", "update", "delete", "expired"]
     event_id: StrictStr = Field(min_length=1, max_length=_MAX_ID_CHARS)
-    memory_id: StrictStr = Field(pattern=_MEMORY_ID)
+    memory_id: StrictStr = Field(pattern=MINTED_MEMORY_ID)
     occurred_at: Timestamp
     changed_at: Timestamp
     expires_at: Stamp = None

@@ -18,11 +18,13 @@ from memsvc.ports import Clock, ItemStore
 from memsvc.service.access import Access
 from memsvc.service.sealing import Sealer
 
-__all__ = ["MemoryId", "CurrentMemory", "current_for_write"]
+__all__ = ["MemoryId", "MINTED_MEMORY_ID", "CurrentMemory", "current_for_write"]
 
 # A memory id is a UUID (`Memories.build_version`); anything else names nothing, and is refused
 # before a lookup (a DynamoDB key has a size limit a long string would pass).
 _MEMORY_ID_PATTERN = r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$"
+# Exactly as memsvc mints it (`uuid.uuid4()`, lower case): what an import may keep (`data_import`).
+MINTED_MEMORY_ID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
 MemoryId = Annotated[StrictStr, Field(pattern=_MEMORY_ID_PATTERN,
                                       description="the memory's id, as a memory response carries it (a UUID)")]
 
