@@ -10,7 +10,8 @@ of memory or stack dies alone. The built-in bundle, which we wrote, stays in-pro
 
 A deadline is counted in the worker's own CPU time (`_Budget`), what the policy costs, so that a
 machine busy with other work does not turn a tenant's cheap policy into its `400`. A worker the
-machine leaves less than `STARVED_SHARE` of a core for so long was starved: "starved", retryable.
+machine leaves less than `STARVED_SHARE` of a core for so long, having used less than half its
+budget, was starved: "starved", retryable.
 
 A worker serves one call at a time: a line of JSON in, a line of JSON out (before it, `building`
 and `built` when the worker first builds the bundle's engines: `_Worker.call`). The pool starts
@@ -153,9 +154,8 @@ class _Budget:
     threads), read from /proc, so the time the machine gives other work is not counted. If the
     machine gives it less than `STARVED_SHARE` of a core until `seconds / STARVED_SHARE` have
     passed, it was starved ("starved"): that is the load's doing, not the policy's, unless it
-    used half its budget meanwhile. Without a
-    process (`pid` None: a worker's start) or where /proc cannot be read, `seconds` of wall-clock
-    time."""
+    used half its budget meanwhile. Without a process (`pid` None: a worker's start) or where
+    /proc cannot be read, `seconds` of wall-clock time."""
 
     def __init__(self, pid: int | None, seconds: float) -> None:
         self._pid, self._seconds = pid, seconds
