@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from itertools import groupby
+from operator import itemgetter
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
@@ -56,18 +58,44 @@ class Timeline:
         if not sources:  # nothing, or only retries (no event)
             return set()
         try:
-            recorded = self.log.record([e for _, e in sources])
+            recorded = list(zip((seq for seq, _ in sources), self.log.record([e for _, e in sources])))
+            failed: set[int] = set()
         except Exception:
-            log.exception("recording timeline events failed; the batch will be retried")
-            return {c.seq for c in changes}
-        if self.publisher is None:
-            return set()
+            log.exception("recording a batch of timeline events failed; recording its changes one at a time")
+            recorded, failed = self._record_each_change(sources)
+        if self.publisher is None or not recorded:
+            return failed
         try:
-            unpublished = {e.id for e in self.publisher.publish(recorded)}
+            unpublished = {e.id for e in self.publisher.publish([e for _, e in recorded])}
         except Exception:
             log.exception("publishing timeline events failed; the batch will be retried")
             return {c.seq for c in changes}
-        return {seq for (seq, _), e in zip(sources, recorded) if e.id in unpublished}
+        return failed | {seq for seq, e in recorded if e.id in unpublished}
+
+    def _record_each_change(self, sources: Sequence[tuple[int, TimelineEvent]]
+                            ) -> tuple[list[tuple[int, TimelineEvent]], set[int]]:
+        """Record a batch that failed as a whole change by change, so that one change that cannot
+        be recorded holds up only its own tenant: that tenant's later changes wait behind it (its
+        timeline keeps its order), every other tenant's are recorded now. A failing dependency
+        costs one call per tenant of the batch. Returns what was recorded, by change seq, and the
+        seqs to retry."""
+        recorded: list[tuple[int, TimelineEvent]] = []
+        failed: set[int] = set()
+        held_up: set[str] = set()
+        for seq, group in groupby(sources, key=itemgetter(0)):
+            events = [e for _, e in group]
+            tenant = events[0].tenant
+            if tenant in held_up:
+                failed.add(seq)
+                continue
+            try:
+                recorded += [(seq, e) for e in self.log.record(events)]
+            except Exception as e:
+                log.error("a change's timeline events could not be recorded; it will be retried",
+                          extra={"seq": seq, "error": type(e).__name__})
+                held_up.add(tenant)
+                failed.add(seq)
+        return recorded, failed
 
 
     def notify(self, events: Sequence[TimelineEvent]) -> bool:

@@ -11,7 +11,7 @@ from datetime import timedelta
 import pytest
 
 from memsvc.core.errors import Forbidden, InvalidArgument
-from memsvc.core.models import to_rfc3339
+from memsvc.core.models import Caller, to_rfc3339
 from memsvc.service.memories import PutMemory
 from memsvc.service.tenant_config import SettingsPatch
 from memsvc.service.timeline import EventsQuery
@@ -141,6 +141,51 @@ class TestWhatIsRecorded:
         backend.sweep()
         backend.drain()
         assert [v.event.kind for v in walk(backend)] == ["add", "expired"]
+
+
+class _CannotRecordKey:
+    """The backend's event log, unable to record any batch that holds an event of `key` (as an
+    event the log refuses would be)."""
+
+    def __init__(self, log, key):
+        self._log, self._key, self.calls = log, key, 0
+
+    def record(self, events):
+        self.calls += 1
+        if any(e.key == self._key for e in events):
+            raise RuntimeError("this event cannot be recorded")
+        return self._log.record(events)
+
+
+class TestAChangeThatCannotBeRecorded:
+    """One change whose event the log refuses holds up its own tenant's later changes, never
+    another tenant's (the batch is recorded change by change once it failed whole)."""
+
+    def test_holds_up_only_its_own_tenant(self, backend):
+        globex = Caller(tenant_id="globex", user_id="alice", roles=("user",))
+        for n, key in enumerate(["k0", "bad", "k2"]):
+            put(backend, key=key)
+            put(backend, key=f"g{n}", caller=globex)
+        changes = backend.changes()
+        seq = {(c.tenant, c.new.key): c.seq for c in changes}
+        log = _CannotRecordKey(backend.event_log, "bad")
+
+        failed = Timeline(log).apply(changes)
+
+        assert failed == {seq[("acme", "bad")], seq[("acme", "k2")]}  # k2 waits behind it, in order
+        assert [v.event.key for v in walk(backend)] == ["k0"]
+        assert [v.event.key for v in walk(backend, globex, namespace_prefix=["user", "alice"])] == ["g0", "g1", "g2"]
+        assert log.calls == 1 + 5  # the batch, then each change but acme's k2
+
+    def test_the_rest_follows_once_it_is_recorded(self, backend):
+        for key in ["k0", "bad", "k2"]:
+            put(backend, key=key)
+        changes = backend.changes()
+        Timeline(_CannotRecordKey(backend.event_log, "bad")).apply(changes)
+        assert Timeline(backend.event_log).apply(changes) == set()  # the retry, the log mended
+        got = walk(backend)
+        assert [v.event.key for v in got] == ["k0", "bad", "k2"]
+        assert order(got) == sorted(order(got))
 
 
 class TestQuerying:
