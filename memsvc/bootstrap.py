@@ -389,7 +389,6 @@ def run_queued_job(services: Services, job: RememberJob) -> str:
 def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder,
                   graph: Graph | None = None) -> dict[str, Any]:
     components: dict[str, dict[str, Any]] = {}
-    graph_counts: dict[str, Any] = {}
     probes: list[tuple[str, Callable[[], Any]]] = [
         ("store", store.ping),
         ("vector_index", vectors.ping),
@@ -397,7 +396,7 @@ def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder
         ("embedder", lambda: embedder.embed(["health check"])),
     ]
     if graph is not None:
-        probes.append(("graph", lambda: graph_counts.update(graph.health())))
+        probes.append(("graph", graph.ping))
     for name, probe in probes:
         started = time.perf_counter()
         try:
@@ -408,8 +407,6 @@ def health_report(*, store: Any, vectors: Any, keywords: Any, embedder: Embedder
             components[name] = {"status": "unhealthy",
                                 "error": exc.code if isinstance(exc, MemsvcError) else "UNAVAILABLE"}
         components[name]["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
-    if graph_counts:  # nodes, edges and mentions, and what the last integrity scan removed
-        components["graph"].update(graph_counts)
     if components["store"]["status"] != "healthy":
         status = "unhealthy"
     elif any(c["status"] != "healthy" for c in components.values()):

@@ -676,8 +676,8 @@ class GraphStore(Protocol):
         is not, and `nodes` with no mention that are not explicit. Returns those three counts."""
 
     def stats(self) -> dict[str, int]:
-        """`nodes`, `edges` and `mentions` over every tenant, for /health (cheap: an estimate
-        where the database only keeps one)."""
+        """`nodes`, `edges` and `mentions` over every tenant, for operators and restores (cheap: an
+        estimate where the database only keeps one). Never published: /health only pings."""
 
     def ping(self) -> None: ...
 

@@ -266,7 +266,8 @@ def shortest_path(start: Iterable[str], goal: Iterable[str], expand: Expand, *, 
                   max_nodes: int) -> PathResult:
     """A path with the fewest edges from any start entity to any goal entity, edges walked in
     either direction, within `max_hops` edges and `max_nodes` entities visited. Bidirectional:
-    each round expands the smaller of the two frontiers by one hop (one `expand` call), so a
+    each round expands the smaller of the two frontiers (the shallower side of equal ones) by one
+    hop (one `expand` call), so a
     path of k hops visits about two balls of radius k/2 instead of one of radius k. Ties go to
     the smallest entity ids, so the answer is deterministic. A step keeps every edge between its
     two entities (each a justification of the link)."""
@@ -280,7 +281,10 @@ def shortest_path(start: Iterable[str], goal: Iterable[str], expand: Expand, *, 
     via: dict[frozenset[str], list[GraphEdge]] = {}
     truncated = False
     while all(side.frontier for side in sides) and sides[0].depth + sides[1].depth < max_hops:
-        this, other = sides if len(sides[0].frontier) <= len(sides[1].frontier) else sides[::-1]
+        # The smaller frontier; of equal ones the shallower side, so that two ends one hop from a
+        # hub meet there without either reading the hub's edges.
+        this, other = sides if (len(sides[0].frontier), sides[0].depth) <= (len(sides[1].frontier), sides[1].depth) \
+            else sides[::-1]
         nbrs = _neighbours(expand(sorted(this.frontier)), this.frontier)
         this.depth += 1
         found: set[str] = set()

@@ -504,9 +504,10 @@ class Graph:
                         d.version, item.version if item is not None else 0)))
         return {**self._store.integrity_scan(tenant), "memories": stale}
 
-    def health(self) -> dict[str, int]:
-        """Counts for /health (over every tenant: numbers only, never a tenant's)."""
-        return self._store.stats()
+    def ping(self) -> None:
+        """/health's probe of the graph store: whether it answers, in constant time (no count:
+        /health is public, and counts over every tenant's graphs are not a public number)."""
+        self._store.ping()
 
     # -- helpers --------------------------------------------------------------------------------
 

@@ -210,7 +210,9 @@ def test_recall_adds_graph_linked_memories(live_server, me, home):
 def test_health_and_metrics_show_the_graph(live_server, me, home):
     write_story(me, [*home, "notes"])
     health = me.get("/health").json()
-    assert health["components"]["graph"]["status"] == "healthy" and health["components"]["graph"]["nodes"] >= 4
+    # Public: whether the graph store answers, never counts of every tenant's graphs.
+    assert set(health["components"]["graph"]) == {"status", "latency_ms"}
+    assert health["components"]["graph"]["status"] == "healthy"
     if live_server.backend != "local":
         return  # on AWS the metrics are EMF (tests/aws/test_functions.py), not served over HTTP
     assert find(me, [*home, "notes"], "Alice").status_code == 200  # this test's own entity query, whatever ran before

@@ -67,6 +67,12 @@ class TestTraversal:
         assert result.path.entity_ids == ("a", "b", "z") and result.depth == 2
         assert len(calls) == 2
 
+    def test_two_ends_one_hop_from_a_hub_meet_there_without_reading_the_hub(self):
+        expand, calls = _graph(("a", "hub"), ("z", "hub"), *((f"spoke{n:03}", "hub") for n in range(500)))
+        result = shortest_path(["a"], ["z"], expand, max_hops=6, max_nodes=100)
+        assert result.path.entity_ids == ("a", "hub", "z") and not result.truncated
+        assert calls == [["a"], ["z"]]  # with equal frontiers the shallower side goes: never "hub"
+
     def test_shortest_path_within_the_limits_or_truncated(self):
         expand, _ = _graph(("a", "b"), ("b", "c"), ("c", "d"))
         assert shortest_path(["a"], ["d"], expand, max_hops=2, max_nodes=100).truncated

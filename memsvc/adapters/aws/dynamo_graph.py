@@ -20,7 +20,8 @@ Four kinds of record, every key starting with the tenant (`<ns>` is the encoded 
   version the key's rows come from, `ents`, the entity ids it mentions (what the next version
   must remove), and `ne`, its derived edges.
 - **statistics**, `GSTAT#<0..15>` / `GSTAT`: `nodes`, `edges`, `mentions`, added to after every
-  write's transaction (a shard picked at random), for /health. The only rows of no tenant.
+  write's transaction (a shard picked at random), for operators (`stats`; /health publishes
+  no count). The only rows of no tenant.
 
 A memory's rows change in one `TransactWriteItems` with its marker conditioned on the marker as
 read: a replay or an older version changes nothing, and a crash leaves the old rows or the new

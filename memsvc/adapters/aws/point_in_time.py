@@ -168,7 +168,7 @@ class PointInTimeRestore:
                                "(throttled): run again with resume")
 
     def _recount_graph(self, table: str) -> None:
-        """The graph's statistics rows (`GSTAT#0..15`, for /health) as what is kept: its nodes and
+        """The graph's statistics rows (`GSTAT#0..15`, for operators) as what is kept: its nodes and
         explicit edges (each stored at both ends, counted at its source's `O` row), no mentions;
         the rebuild adds what it writes."""
         nodes = edges = 0
