@@ -162,6 +162,10 @@ class TenantConfigStore(Protocol):
 
     def put_config(self, tenant: str, name: str, doc: dict[str, Any]) -> None: ...
 
+    def swap_config(self, tenant: str, name: str, doc: dict[str, Any], *, expected: dict[str, Any] | None) -> bool:
+        """Store `doc` only if the stored document is still `expected` (None: there is none);
+        False, storing nothing, when another writer changed it first."""
+
 
 class LocalExpiry(Protocol):
     """What the local sweeper needs; on AWS, DynamoDB TTL does this work."""

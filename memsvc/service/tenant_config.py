@@ -13,7 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError, model_validator
 
-from memsvc.core.errors import InvalidArgument
+from memsvc.core.contention import WRITE_ATTEMPTS, backoff
+from memsvc.core.errors import Conflict, InvalidArgument
 from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, error_message
 from memsvc.ports import TenantConfigStore
@@ -260,18 +261,21 @@ class SettingsRegistry:
     def get(self, tenant: str) -> TenantSettings:
         cached = self._cache.get(tenant)
         if cached is None:
-            cached = TenantSettings.model_validate({**self._defaults, **self._stored(tenant)})
+            cached = self._of(self._store.get_config(tenant, "settings"))
             self._cache.put(tenant, cached)
         return cached
 
-    def _stored(self, tenant: str) -> dict[str, Any]:
+    def _of(self, stored: dict[str, Any] | None) -> TenantSettings:
+        return TenantSettings.model_validate({**self._defaults, **self._stored(stored)})
+
+    def _stored(self, doc: dict[str, Any] | None) -> dict[str, Any]:
         """The tenant's stored settings. An update stores them all (settings checked against each
         other stay consistent, `reachable_depth` keeps its history) but the deployment's
         model-calibrated `defaults` it left as they were, so that those follow the embedding model
         (`memsvc reindex` to another), marked with `_SETTINGS_FORMAT`. In a document stored before,
         the MiniLM-era defaults are dropped likewise, and `recall_min_match`'s default before
         issue 23's fusion (0.25, unmarked documents) follows the new one."""
-        stored = dict(self._store.get_config(tenant, "settings") or {})
+        stored = dict(doc or {})
         stored_format = stored.pop("format", None)
         if stored_format is None and stored.get("recall_min_match") == 0.25:
             del stored["recall_min_match"]
@@ -283,15 +287,21 @@ class SettingsRegistry:
         if patch.rerank is not None and patch.rerank.enabled and not self._rerank_available:
             raise InvalidArgument("rerank needs a rerank endpoint: start the server with MEMSVC_RERANK_URL set",
                                   details={"field": "rerank"})
-        try:
-            merged = TenantSettings.model_validate({**self.get(tenant).model_dump(),
-                                                    **patch.model_dump(exclude_unset=True)})
-        except ValidationError as exc:  # a rule across fields (a check range above its auto-update)
-            raise InvalidArgument(error_message(exc.errors()[0]), details={"field": "settings"}) from None
-        self._store.put_config(tenant, "settings", {**_chosen(merged.model_dump(), self._defaults),
-                                                    "format": _SETTINGS_FORMAT})
-        self._cache.put(tenant, merged)
-        return merged
+        # Read, merge, then store only over what was read: two admins changing different settings
+        # at once both land (the loser of the race merges again), and neither is lost.
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
+            stored = self._store.get_config(tenant, "settings")
+            try:
+                merged = TenantSettings.model_validate({**self._of(stored).model_dump(),
+                                                        **patch.model_dump(exclude_unset=True)})
+            except ValidationError as exc:  # a rule across fields (a check range above its auto-update)
+                raise InvalidArgument(error_message(exc.errors()[0]), details={"field": "settings"}) from None
+            doc = {**_chosen(merged.model_dump(), self._defaults), "format": _SETTINGS_FORMAT}
+            if self._store.swap_config(tenant, "settings", doc, expected=stored):
+                self._cache.put(tenant, merged)
+                return merged
+        raise Conflict("the settings kept changing while this change was in flight; try again")
 
 
 def _chosen(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any]:

@@ -17,6 +17,12 @@ class ConfigStore:
     def put_config(self, tenant: str, name: str, doc: dict[str, Any]) -> None:
         self.docs[(tenant, name)] = doc
 
+    def swap_config(self, tenant: str, name: str, doc: dict[str, Any], *, expected: dict[str, Any] | None) -> bool:
+        if self.docs.get((tenant, name)) != expected:
+            return False
+        self.docs[(tenant, name)] = doc
+        return True
+
 
 def test_a_chosen_value_round_trips_even_the_old_default():
     store = ConfigStore()

@@ -468,6 +468,16 @@ class SqliteItemStore:
                 "INSERT OR REPLACE INTO config (tenant, name, doc) VALUES (?, ?, ?)", (tenant, name, json.dumps(doc))
             )
 
+    def swap_config(self, tenant: str, name: str, doc: dict[str, Any], *, expected: dict[str, Any] | None) -> bool:
+        with self._tx() as conn:  # BEGIN IMMEDIATE: no writer between the read and the write
+            row = conn.execute("SELECT doc FROM config WHERE tenant = ? AND name = ?", (tenant, name)).fetchone()
+            if (json.loads(row[0]) if row else None) != expected:
+                return False
+            conn.execute(
+                "INSERT OR REPLACE INTO config (tenant, name, doc) VALUES (?, ?, ?)", (tenant, name, json.dumps(doc))
+            )
+            return True
+
     # -- change feed -----------------------------------------------------------------------------
 
     def read(self, consumer: str, limit: int) -> list[Change]:
