@@ -35,6 +35,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Mapping
 
+from memsvc.core import slots
 from memsvc.core.errors import InvalidArgument
 
 COMPILE_DEADLINE_S = 10.0  # policy.MAX_BUNDLE_BYTES of plain rules compile in 1 to 4 s
@@ -213,7 +214,11 @@ class Sandbox:
 
     def call(self, request: dict[str, Any], deadline_s: float) -> dict[str, Any]:
         """The answer of a worker given `deadline_s` seconds for `request` (waiting for one to be
-        free or to start does not count)."""
+        free or to start does not count). The calling request's slot serves others meanwhile."""
+        with slots.released():
+            return self._call(request, deadline_s)
+
+    def _call(self, request: dict[str, Any], deadline_s: float) -> dict[str, Any]:
         while True:
             worker, fresh = self._take()
             try:

@@ -11,6 +11,7 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictStr
 
+from memsvc.core import slots
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound
 from memsvc.core.models import Caller, IndexFields, Memory, StoredItem, WriteAction, to_rfc3339
@@ -166,7 +167,8 @@ class Memories:
         """After writes: index them now when asked (`sync_index`), then wake the feed workers."""
         try:
             if sync_index and items:
-                self._indexer.index_items(items)
+                with slots.released():  # mostly the embedding model's time: the request's slot serves others
+                    self._indexer.index_items(items)
         finally:
             self._on_write()  # after inline indexing, so the feed worker finds the version done
 

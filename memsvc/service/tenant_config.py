@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError, model_validator
 
+from memsvc.core import slots
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, InvalidArgument
 from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
@@ -382,7 +383,8 @@ class PolicyRegistry:
                     flight = self._compiling[version] = _Compiling()
             if not follower:
                 return self._lead(flight, policies, version)
-            flight.done.wait()
+            with slots.released():
+                flight.done.wait()
             if flight.compiled is not None:
                 return flight.compiled
             if isinstance(flight.error, Exception):

@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from memsvc.core import slots
+
 __all__ = ["Deadline", "Endpoint", "HttpAnswer", "AnswerTooLarge", "post_json"]
 
 _CHUNK_BYTES = 64 * 1024
@@ -77,6 +79,12 @@ def post_json(endpoint: Endpoint, body: Any, *, deadline: Deadline, max_bytes: i
               headers: dict[str, str] | None = None) -> HttpAnswer:
     """POST `body` as JSON. Raises `TimeoutError` past the deadline, `AnswerTooLarge` past
     `max_bytes`, `OSError` or `http.client.HTTPException` when the connection fails."""
+    with slots.released():  # waiting on the network: the request's slot serves others meanwhile
+        return _post_json(endpoint, body, deadline=deadline, max_bytes=max_bytes, headers=headers)
+
+
+def _post_json(endpoint: Endpoint, body: Any, *, deadline: Deadline, max_bytes: int,
+               headers: dict[str, str] | None) -> HttpAnswer:
     connection_type = _HttpsConnection if endpoint.https else _HttpConnection
     connection = connection_type(endpoint.host, endpoint.port, deadline=deadline)
     try:

@@ -3,10 +3,18 @@
 A plain thread pool answers requests in arrival order, so one tenant's burst of slow requests
 queues every other tenant's request behind the whole burst: eight searches with a 50,000-value
 filter (half a second of CPU each) kept another tenant's `GET /v1/identity` waiting 2.5 s on two
-threads. Here a free thread takes the oldest request of the tenant with the fewest requests
+threads. Here a free slot goes to the oldest request of the tenant with the fewest requests
 running, among equals the tenant served longest ago (a tenant with nothing running or waiting
-starts afresh). Another tenant's request then waits for at most one running request per thread,
+starts afresh). Another tenant's request then waits for at most one running request per slot,
 not for the queue.
+
+A slot is a request running in the interpreter, and there are as many as the server's threads
+setting (one per core: more only contend for the GIL). A request that only waits (on its
+tenant's policy worker, or in the embedding model: `memsvc.core.slots.released`) gives its slot
+back meanwhile and takes one back, fairly, to go on; it keeps its thread. So the pool has more
+threads than slots (`THREADS_PER_SLOT`), and one tenant holds at most a quarter of them, running
+or waiting: two slow policies of one tenant once held both threads of a 2-core server, and every
+tenant waited 10 s for them.
 """
 
 from __future__ import annotations
@@ -17,51 +25,72 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-__all__ = ["FairPool"]
+from memsvc.core import slots
 
+__all__ = ["FairPool", "THREADS_PER_SLOT"]
+
+THREADS_PER_SLOT = 8
 _Task = tuple[Future, Callable[..., Any], tuple[Any, ...]]
 
 
 class FairPool:
-    """`threads` threads running `submit(owner, fn, *args)` calls, fairly between owners.
+    """`submit(owner, fn, *args)` calls run `slot_count` at a time, fairly between owners, on up to
+    `slot_count * THREADS_PER_SLOT` threads, an owner's calls on at most a quarter of them."""
 
-    The threads are a ThreadPoolExecutor's (its shutdown, and its join at interpreter exit): each
-    submit queues one job there, and a job runs whichever waiting call is fairest, not its own."""
-
-    def __init__(self, threads: int, *, name: str) -> None:
-        self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=name)
+    def __init__(self, slot_count: int, *, name: str) -> None:
+        self._threads = slot_count * THREADS_PER_SLOT
+        self._per_owner = max(slot_count, self._threads // 4)
+        self._executor = ThreadPoolExecutor(max_workers=self._threads, thread_name_prefix=name)
         self._lock = threading.Lock()
-        self._waiting: dict[str, deque[_Task]] = {}
-        self._running: Counter[str] = Counter()
-        self._served: dict[str, int] = {}  # when each owner with calls running or waiting last got a thread
+        self._free_slots = slot_count
+        self._none_waiting = threading.Condition(self._lock)
+        self._threads_held = 0
+        self._waiting: dict[str, deque[_Task]] = {}  # calls not started, by owner
+        self._reclaiming: dict[str, deque[threading.Event]] = {}  # started calls done waiting, by owner
+        self._running: Counter[str] = Counter()  # slots held
+        self._held: Counter[str] = Counter()  # threads held: calls running or waiting
+        self._served: dict[str, int] = {}  # when each owner with calls held or waiting last got a slot
         self._turns = 0
 
     def submit(self, owner: str, fn: Callable[..., Any], *args: Any) -> Future:
         future: Future = Future()
         with self._lock:
             self._waiting.setdefault(owner, deque()).append((future, fn, args))
-        self._executor.submit(self._run_fairest)
+            self._dispatch()
         return future
 
     def shutdown(self) -> None:
         """Run what is waiting, then stop the threads."""
+        with self._lock:  # a call not started has no thread until others finish
+            self._none_waiting.wait_for(lambda: not self._waiting)
         self._executor.shutdown(wait=True)
 
-    def _take(self) -> tuple[str, _Task]:
-        """The fairest waiting call and its owner. O(owners waiting)."""
-        with self._lock:
-            owner = min(self._waiting, key=lambda name: (self._running[name], self._served.get(name, 0)))
-            queue = self._waiting[owner]
-            task = queue.popleft()
-            if not queue:
-                del self._waiting[owner]
+    def _dispatch(self) -> None:
+        """Under the lock: each free slot to the fairest owner that can take it, a started call
+        going on before the owner's new ones. O(owners waiting) a slot."""
+        while self._free_slots:
+            able = [o for o in self._reclaiming] + [
+                o for o in self._waiting
+                if o not in self._reclaiming and self._held[o] < self._per_owner and self._threads_held < self._threads]
+            if not able:
+                return
+            owner = min(able, key=lambda name: (self._running[name], self._served.get(name, 0)))
+            self._free_slots -= 1
             self._running[owner] += 1
             self._turns += 1
             self._served[owner] = self._turns
-            return owner, task
+            if owner in self._reclaiming:
+                _pop(self._reclaiming, owner).set()
+                continue
+            self._held[owner] += 1
+            self._threads_held += 1
+            self._executor.submit(self._run, owner, _pop(self._waiting, owner))
+            if not self._waiting:
+                self._none_waiting.notify_all()
 
-    def _run_fairest(self) -> None:
-        owner, (future, fn, args) = self._take()  # one job per submit: a call is always waiting
+    def _run(self, owner: str, task: _Task) -> None:
+        future, fn, args = task
+        slots.bind(lambda: self._release(owner), lambda: self._reclaim(owner))
         try:
             if future.set_running_or_notify_cancel():
                 try:
@@ -71,9 +100,39 @@ class FairPool:
                 else:
                     future.set_result(result)
         finally:
+            slots.bind(None, None)
             with self._lock:
-                self._running[owner] -= 1
-                if not self._running[owner]:
-                    del self._running[owner]
+                self._give_back(owner)
+                self._held[owner] -= 1
+                self._threads_held -= 1
+                if not self._held[owner]:
+                    del self._held[owner]
                     if owner not in self._waiting:
                         del self._served[owner]
+                self._dispatch()
+
+    def _release(self, owner: str) -> None:
+        with self._lock:
+            self._give_back(owner)
+            self._dispatch()
+
+    def _reclaim(self, owner: str) -> None:
+        turn = threading.Event()
+        with self._lock:
+            self._reclaiming.setdefault(owner, deque()).append(turn)
+            self._dispatch()
+        turn.wait()
+
+    def _give_back(self, owner: str) -> None:
+        self._free_slots += 1
+        self._running[owner] -= 1
+        if not self._running[owner]:
+            del self._running[owner]
+
+
+def _pop(queues: dict[str, deque], owner: str) -> Any:
+    queue = queues[owner]
+    first = queue.popleft()
+    if not queue:
+        del queues[owner]
+    return first

@@ -1,0 +1,85 @@
+"""`memsvc serve`'s request pool: a call that only waits gives its slot back (`slots.released`),
+and one tenant holds at most a quarter of the threads. Every wait here is on an event the test
+sets, never on time (the 60 s bounds only turn a hang into a failure)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from memsvc.adapters.local.fair_pool import THREADS_PER_SLOT, FairPool
+from memsvc.core import slots
+
+BOUND = 60
+
+
+@pytest.fixture
+def pool():
+    pool = FairPool(1, name="test-pool")
+    yield pool
+    pool.shutdown()
+
+
+def waits_without_its_slot(entered: threading.Semaphore, go_on: threading.Event, answer: str = "done"):
+    def call() -> str:
+        with slots.released():
+            entered.release()
+            assert go_on.wait(BOUND)
+        return answer
+    return call
+
+
+def until(predicate) -> None:
+    done = threading.Event()
+    for _ in range(BOUND * 100):
+        if predicate():
+            return
+        done.wait(0.01)
+    raise AssertionError("never happened")
+
+
+def test_a_call_that_waits_gives_its_slot_to_another_tenants_call(pool):
+    entered, go_on = threading.Semaphore(0), threading.Event()
+    waiting = pool.submit("busy", waits_without_its_slot(entered, go_on))
+    assert entered.acquire(timeout=BOUND)
+    assert pool.submit("quiet", lambda: "quiet answered").result(BOUND) == "quiet answered"  # the one slot
+    assert not waiting.done()
+    go_on.set()
+    assert waiting.result(BOUND) == "done"
+
+
+def test_a_call_back_from_its_wait_takes_a_slot_again_before_it_goes_on(pool):
+    entered, go_on, holding, let_go = threading.Semaphore(0), threading.Event(), threading.Event(), threading.Event()
+    waiting = pool.submit("a", waits_without_its_slot(entered, go_on))
+    assert entered.acquire(timeout=BOUND)
+
+    def hold_the_slot() -> str:
+        holding.set()
+        assert let_go.wait(BOUND)
+        return "held"
+    holder = pool.submit("b", hold_the_slot)
+    assert holding.wait(BOUND)
+    go_on.set()
+    until(lambda: "a" in pool._reclaiming)  # done waiting, and waiting for the slot
+    assert not waiting.done()
+    let_go.set()
+    assert (holder.result(BOUND), waiting.result(BOUND)) == ("held", "done")
+
+
+def test_one_tenant_holds_at_most_a_quarter_of_the_threads(pool):
+    quarter = THREADS_PER_SLOT // 4
+    entered, go_on = threading.Semaphore(0), threading.Event()
+    calls = [pool.submit("busy", waits_without_its_slot(entered, go_on, f"busy-{n}")) for n in range(quarter + 1)]
+    for _ in range(quarter):
+        assert entered.acquire(timeout=BOUND)
+    assert len(pool._waiting["busy"]) == 1  # the last is not started: its tenant holds its quarter
+    assert pool.submit("quiet", lambda: "quiet answered").result(BOUND) == "quiet answered"
+    go_on.set()
+    assert [c.result(BOUND) for c in calls] == [f"busy-{n}" for n in range(quarter + 1)]
+
+
+def test_outside_a_pool_released_does_nothing():
+    with slots.released():
+        with slots.released():
+            pass
