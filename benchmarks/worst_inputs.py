@@ -6,7 +6,8 @@ allow, one at a time, each timed from request to answer (a refusal is an answer)
 request answers or refuses within 1 s. Then the attacker writes its three costliest values to index
 without waiting, at once a bystander (tenant `bystander`) writes a memory, and the time until a
 keyword search finds it and it is indexed (the tenant's `pending` is 0) is measured: the
-target is 10 s.
+target is 10 s. Last, the bystander's longest read while the attacker keeps the server waiting
+(slow policies, puts embedded before they answer): the target is 1 s.
 
 Nothing is asserted: the numbers go to stdout as a table (results in benchmarks/README.md).
 """
@@ -17,7 +18,9 @@ import argparse
 import json
 import sys
 import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -126,6 +129,59 @@ def measure(url: str, tokens: dict[str, str]) -> list[dict[str, Any]]:
             rows.append({"input": name, "bytes": len(payload), "status": status, "code": code, "seconds": seconds})
             print(f"{name:>38}: {status} {code or '':<18} {seconds * 1000:9.1f} ms", file=sys.stderr)
         rows.append(_bystander(client, tokens))
+        rows += _held_up(url, tokens)
+    return rows
+
+
+def _held_up(url: str, tokens: dict[str, str]) -> list[dict[str, Any]]:
+    """The bystander's longest `GET` of one memory (one after another, all along) while the
+    attacker sends two requests at once that keep the server waiting: two policy checks that
+    take their whole compile deadline, then two LangGraph puts of 64 long fields, each embedded
+    before it answers. Each was once the whole server's: both request threads waited on them."""
+    attacker = {"Authorization": f"Bearer {tokens['attacker']}"}
+    attacker_admin = {"Authorization": f"Bearer {tokens['attacker_admin']}"}
+    bystander = {"Authorization": f"Bearer {tokens['bystander']}"}
+    with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT) as client:
+        client.put("/v1/memories", headers=bystander, json={"namespace": ["user", "bob", "notes"], "key": "read",
+                                                            "value": {"text": "read me"}}).raise_for_status()
+        bundle = client.get("/admin/v1/memories/policies", headers=attacker_admin).json()["policies"]
+    slow_policy = {"policies": {**bundle, "extra.rego": "package memories.extra\n\nx := " + "[" * 16 + "1" + "]" * 16}}
+    words = [f"{w}{n}" for w in ("alpha", "river", "stone", "cloud", "omega") for n in range(100)]
+    long_fields = {f"f{i}": " ".join(words[(i * 7 + j * 13) % len(words)] for j in range(500)) for i in range(64)}
+    attacks = {
+        "2 slow policy compiles (admin, dry run)":
+            lambda c, n: c.put("/admin/v1/memories/policies", params={"dry_run": "true"}, headers=attacker_admin,
+                               json=slow_policy),
+        "2 LangGraph puts of 64 fields of 500 words":
+            lambda c, n: c.put("/store/items", headers=attacker,
+                               json={"namespace": ["user", "mallory", "lg"], "key": f"wide-{n}", "value": long_fields}),
+    }
+    rows = []
+    for name, attack in attacks.items():
+        stop, longest, reads = threading.Event(), [0.0], [0]
+
+        def read() -> None:
+            with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT) as c:
+                while not stop.is_set():
+                    started = time.perf_counter()
+                    c.get("/v1/memories", headers=bystander,
+                          params={"ns": ["user", "bob", "notes"], "key": "read"}).raise_for_status()
+                    longest[0], reads[0] = max(longest[0], time.perf_counter() - started), reads[0] + 1
+
+        def attack_once(n: int) -> int:
+            with httpx.Client(base_url=url, timeout=REQUEST_TIMEOUT) as c:
+                return attack(c, n).status_code
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        with ThreadPoolExecutor(2) as pool:
+            statuses = list(pool.map(attack_once, range(2)))
+        stop.set()
+        reader.join()
+        print(f"{name:>38}: answers {statuses}; the bystander's longest of {reads[0]} GETs "
+              f"{longest[0] * 1000:.1f} ms", file=sys.stderr)
+        rows.append({"input": f"bystander's longest GET during {name}", "bytes": 0,
+                     "status": 200, "code": "", "seconds": longest[0]})
     return rows
 
 
@@ -169,6 +225,7 @@ def main(argv: list[str] | None = None) -> int:
         with serving(data_dir, args.port) as url:
             issuer = LocalIssuer(data_dir / "keys")
             tokens = {"attacker": issuer.mint(sub="mallory", tenant="attacker"),
+                      "attacker_admin": issuer.mint(sub="root", tenant="attacker", roles=["admin"]),
                       "bystander": issuer.mint(sub="bob", tenant="bystander"),
                       "bystander_admin": issuer.mint(sub="ops", tenant="bystander", roles=["admin"])}
             rows = measure(url, tokens)

@@ -76,10 +76,11 @@ class LocalSettings:
             os.environ.pop("MEMSVC_EVENTS_FILE", None)
 
     def request_threads(self) -> int:
-        """Request threads in each server process: one per core across the `workers` processes,
+        """Requests each server process runs at once: one per core across the `workers` processes,
         at least two in a lone process. More only contend for the GIL: with 16 threads, eight
         concurrent filter searches answered 258/s, fewer than one client's 445/s; one per core
-        across two workers, 862/s (`python -m benchmarks.parallel_reads [--workers 2]`, 2 cores)."""
+        across two workers, 862/s (`python -m benchmarks.parallel_reads [--workers 2]`, 2 cores).
+        Requests that only wait give their turn back, on more threads (`FairPool`)."""
         cores = os.cpu_count() or 1
         return max(2, cores) if self.workers == 1 else max(1, cores // self.workers)
 

@@ -630,21 +630,37 @@ class Indexer:
         """Embed the prepared items' texts chunk by chunk, up to `lookahead` chunks at once on the
         pool, then write every chunk's indexes together: one write per store for the unit of
         work; if that fails, chunk by chunk (the writes are idempotent), so that a failure is
-        pinned on one chunk's items, as when each chunk was written on its own. Returns what was
-        written (its items to mark), and files what fails in `outcome`."""
+        pinned on one chunk's items, as when each chunk was written on its own. The first chunk,
+        the batch's shortest texts, is written as soon as it is embedded when others follow: a
+        small memory written beside another tenant's huge ones is searchable without waiting for
+        theirs. Returns what was written (its items to mark), and files what fails in `outcome`."""
         chunks = self._chunks({ref: p.texts for ref, p in prepared.items()})
         # A batch of one chunk (a trickle of fresh writes) is embedded here and now: nothing to
         # overlap, and it is what the next search wants to find. A backlog goes to the pool.
         pool = self._embed_pool if len(chunks) > 1 else None
         in_flight: deque[tuple[list[int], Future]] = deque()
         embedded: list[_Embedded] = []
+        written: list[_Embedded] = []
+        first = len(chunks) > 1  # the first chunk, still to be written on its own
+
+        def receive() -> None:
+            nonlocal embedded, written, first
+            embedded.extend(self._received(*in_flight.popleft(), outcome, alone, probe))
+            if first and embedded:
+                written, embedded, first = self._written(embedded, outcome, watch, alone, probe), [], False
+
         for chunk in chunks:
             in_flight.append((chunk, self._embed_later(pool, chunk, [items[r] for r in chunk],
                                                        [prepared[r] for r in chunk], watch)))
             if len(in_flight) > self._lookahead:
-                embedded.extend(self._received(*in_flight.popleft(), outcome, alone, probe))
+                receive()
         while in_flight:
-            embedded.extend(self._received(*in_flight.popleft(), outcome, alone, probe))
+            receive()
+        return written + self._written(embedded, outcome, watch, alone, probe)
+
+    def _written(self, embedded: list[_Embedded], outcome: _Outcome, watch: Callable[[], Stopwatch], alone: bool,
+                 probe: _Probe) -> list[_Embedded]:
+        """Write the embedded chunks' indexes, together, else chunk by chunk; returns what was written."""
         if len(embedded) > 1:
             unit = _joined(embedded)
             try:

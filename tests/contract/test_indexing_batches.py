@@ -1,6 +1,6 @@
 """How the indexer batches its work (issue 29), on both backends: a feed batch's texts, of several
 tenants, are embedded together and each vector goes to its own memory; the batch is written with
-one write per store; and an update embeds only the fields whose text changed, the previous
+one write per store (two when it is embedded in several chunks: its first at once); and an update embeds only the fields whose text changed, the previous
 version's vectors of the others taken over, so the version is found by meaning through every
 field exactly as if each had been embedded again, and no other key's or tenant's vectors are ever
 taken."""
@@ -93,7 +93,8 @@ def test_a_batch_of_several_tenants_is_embedded_together_and_each_vector_is_its_
     assert sorted(t for call in backend.embedder.calls for t in call) == sorted(texts.values())
     assert any(any("carol" in t for t in call) and any("alice" in t for t in call)
                for call in backend.embedder.calls)  # one call for two tenants' texts
-    assert writes == [30]  # the whole batch in one write
+    # One write, or two when it is embedded in several chunks: the first chunk's at once, then the rest
+    assert sum(writes) == 30 and len(writes) <= 2
     for (tenant, ns, key), text in texts.items():
         item = backend.store.get(tenant, ns, key)
         (stored,) = backend.vectors.vectors_of(tenant, [(item.id, name) for name in item.indexed_fields]).values()

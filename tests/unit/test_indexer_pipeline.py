@@ -143,7 +143,7 @@ def test_a_failing_chunk_runs_its_items_alone_and_quarantines_the_one_that_fails
     assert app.store.get("acme", NS, "k2").id in app.vectors.memory_ids("acme")
 
 
-def test_a_batch_is_written_at_once_and_a_write_failing_sends_only_its_chunks_items_alone(
+def test_a_batch_is_written_at_once_after_its_first_chunk_and_a_write_failing_sends_only_its_chunks_items_alone(
         app, embedder, pool, clock):
     for n in range(6):
         put(app, f"k{n}", f"text {n}")
@@ -162,9 +162,8 @@ def test_a_batch_is_written_at_once_and_a_write_failing_sends_only_its_chunks_it
 
     assert indexer.apply(changes(app)) == set()
 
-    # the three chunks together, then chunk by chunk, then k2's chunk (k2, k3) item by item
-    assert writes == [["k0", "k1", "k2", "k3", "k4", "k5"], ["k0", "k1"], ["k2", "k3"], ["k4", "k5"],
-                      ["k2"], ["k3"]]
+    # the first chunk at once, the other two together, then chunk by chunk, then k2's chunk (k2, k3) item by item
+    assert writes == [["k0", "k1"], ["k2", "k3", "k4", "k5"], ["k2", "k3"], ["k4", "k5"], ["k2"], ["k3"]]
     assert sorted(indexed_texts(embedder)) == sorted([f"text {n}" for n in range(6)] + ["text 2", "text 3"])
     k2 = app.store.get("acme", NS, "k2")
     assert (k2.indexed_fields, k2.index_error) == (None, "indexing it raised ValueError")
