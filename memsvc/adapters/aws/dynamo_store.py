@@ -575,17 +575,9 @@ class DynamoItemStore:
         condition = ({"ConditionExpression": "attribute_not_exists(pk)"} if expected is None else
                      {"ConditionExpression": "#doc = :expected", "ExpressionAttributeNames": {"#doc": "doc"},
                       "ExpressionAttributeValues": {":expected": {"S": json.dumps(expected)}}})
-        try:
-            self._db.put_item(TableName=self._table, Item={
-                "pk": {"S": f"T#{tenant}#CFG"}, "sk": {"S": name}, "rt": {"S": "config"},
-                "doc": {"S": json.dumps(doc)}}, **condition)
-        except ClientError as exc:
-            if exc.response["Error"]["Code"] == "ConditionalCheckFailedException":
-                return False
-            raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
-        except BotoCoreError as exc:
-            raise aws_error(exc, service="DynamoDB", operation="PutItem") from None
-        return True
+        return conditional_write(self._db, self._table, "PutItem", Item={
+            "pk": {"S": f"T#{tenant}#CFG"}, "sk": {"S": name}, "rt": {"S": "config"},
+            "doc": {"S": json.dumps(doc)}}, **condition)
 
     def ping(self):
         self._call("GetItem", Key={"pk": {"S": "ping"}, "sk": {"S": "ping"}})
