@@ -312,7 +312,13 @@ def _query_pairs(raw_query: str) -> list[tuple[str, str]]:
 def query_fields(model: type[Command], request: Request) -> dict[str, Any]:
     """The query parameters a model declares, typed for it: a list field takes every repeat of
     its parameter; any other field exactly one value, an integer as ASCII digits and a boolean
-    as true/false/1/0 (or empty, for true). Parameters the model does not declare are ignored."""
+    as true/false/1/0 (or empty, for true). A parameter the model does not declare is refused,
+    as an unknown body field is: `?kind=delete` for `kinds` would otherwise answer every kind."""
+    declared = _query_names(model)
+    unknown = next((name for name, _ in request.query if name not in declared), None)
+    if unknown is not None:
+        raise InvalidArgument(f"unknown query parameter {unknown[:64]!r}; this route takes "
+                              f"{', '.join(sorted(declared)) or 'none'}", details={"field": unknown[:64]})
     out: dict[str, Any] = {}
     for wire, kind in _query_plan(model):
         if kind == "array":
@@ -334,6 +340,11 @@ def query_fields(model: type[Command], request: Request) -> dict[str, Any]:
         else:
             out[wire] = raw
     return out
+
+
+@cache
+def _query_names(model: type[BaseModel]) -> frozenset[str]:
+    return frozenset(wire for wire, _ in _query_plan(model))
 
 
 @cache

@@ -155,6 +155,9 @@ def parse_filter(obj: Any) -> Filter:
     for path, spec in obj.items():
         if not isinstance(path, str) or not path or "" in path.split("."):
             raise _invalid(f"filter key {path!r} must be a non-empty dot path", key=path)
+        if path.startswith("$"):  # an operator where a field goes ($or, $and): never a field name to match
+            raise _invalid(f"filter key {path[:64]!r} is an operator, not a field: a filter's conditions all "
+                           "hold (and), and `not` goes inside a field's", key=path[:64])
         parsed = _parse_spec(path, spec)
         conditions.extend(Condition(path, op, operand) for op, operand in parsed)
         # A `not` counts as the operators it holds.

@@ -4,7 +4,8 @@ less what memsvc refuses rather than change or fail on later.
 Refused: `NaN`, `Infinity` and `-Infinity` (not JSON numbers); a number out of a double's range
 (`1e999`, or `1e-400`, which a double would read as 0); an integer of more than 4,300 digits
 (Python's limit for `int(str)`); a lone UTF-16 surrogate (`"\\ud800"`, which JSON can escape but
-no UTF-8 text holds) in any string or key. Linear in the text.
+no UTF-8 text holds) in any string or key; an object that repeats a key (`json.loads` keeps the
+last, so `{"n": {"gt": 0}, "n": {"lt": 3}}` would drop a filter's condition unseen). Linear in the text.
 """
 
 from __future__ import annotations
@@ -61,7 +62,15 @@ def loads(text: str) -> Any:
             return refuse(f"{number_text[:32]} is out of a double's range")
         return number
 
-    parsed = json.loads(text, parse_int=parse_int, parse_float=parse_float,
+    def object_of(pairs: list[tuple[str, Any]]) -> dict[str, Any] | _RefusedToken:
+        obj = dict(pairs)
+        if len(obj) == len(pairs):
+            return obj
+        seen: set[str] = set()
+        repeated = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        return refuse(f"repeats the key {json.dumps(repeated[:64])}: which one is meant is not guessed")
+
+    parsed = json.loads(text, parse_int=parse_int, parse_float=parse_float, object_pairs_hook=object_of,
                         parse_constant=lambda token: refuse(f"{token} is not a JSON number"))
     # Checked first: a refused token's path may run through a key that is not text, and a path
     # naming it could not be sent back.

@@ -364,6 +364,26 @@ def test_deeply_nested_value_or_filter_is_400(where, baseline, me, home, unchang
     unchanged()
 
 
+def test_an_unknown_query_parameter_is_400_not_ignored(me, home):
+    # `kind` for `kinds` answered every kind; `namespace` for `ns`, every namespace.
+    err = assert_error(me.get("/v1/memories/events", params={"kind": "delete"}), 400, "INVALID_ARGUMENT")
+    assert err["details"]["field"] == "kind" and "kinds" in err["message"]
+    assert_error(me.get("/v1/memories/events", params={"namespace": home}), 400, "INVALID_ARGUMENT")
+    assert me.get("/v1/memories/events", params={"kinds": "delete"}).status_code == 200
+
+
+def test_a_repeated_key_is_400_and_no_condition_is_dropped(baseline, me, home, unchanged):
+    # json.loads keeps the last of two equal keys: `gt: 0` would be dropped from the filter unseen.
+    body = '{"namespace_prefix":%s,"filter":{"n":{"gt":0},"n":{"lt":3}}}' % json.dumps(home)
+    err = assert_error(me.post("/v1/memories/search", content=body.encode(),
+                               headers={"content-type": "application/json"}), 400, "INVALID_ARGUMENT")
+    assert 'repeats the key "n"' in err["message"]
+    body = '{"namespace":%s,"key":"d","key":"e","value":{"v":1}}' % json.dumps(baseline.ns)
+    assert_error(me.put("/v1/memories", content=body.encode(), headers={"content-type": "application/json"}),
+                 400, "INVALID_ARGUMENT")
+    unchanged()
+
+
 def _put_body(b: Baseline, **over: Any) -> dict[str, Any]:
     body: dict[str, Any] = {"namespace": b.ns, "key": b.key, "value": {"v": "changed"}}
     for k, v in over.items():

@@ -429,6 +429,15 @@ def test_unknown_operator_is_named_in_the_error():
     assert "$regex" in exc.value.message
 
 
+@pytest.mark.parametrize("key", ["$or", "$and", "$nor"])
+def test_a_logical_operator_where_a_field_goes_is_refused_not_matched_as_a_field(key):
+    # As a field path it matched nothing: `{"$or": [...]}` answered 200 and no memory.
+    with pytest.raises(InvalidArgument) as exc:
+        parse_filter({key: [{"a": 1}, {"b": 2}]})
+    assert exc.value.details == {"field": "filter", "key": key}
+    assert "is an operator, not a field" in exc.value.message
+
+
 def test_condition_limit():
     fifty = {f"k{i}": i for i in range(MAX_CONDITIONS)}
     assert len(parse_filter(fifty).conditions) == 50

@@ -17,6 +17,9 @@ from memsvc.core import strict_json
     ('{"a": {"\\ud800": 1}}', "a"),
     ('"\\ud800"', "body"),
     ('[0, 1e999]', "1"),
+    ('{"a": 1, "a": 2}', "body"),
+    ('{"filter": {"n": {"gt": 0}, "n": {"lt": 3}}}', "filter"),
+    ('[{"x": 1}, {"x": {"y": 1, "y": 1}}]', "1.x"),
 ])
 def test_a_refused_value_is_named_by_its_path(text, path):
     with pytest.raises(strict_json.Refused) as refused:
