@@ -438,6 +438,15 @@ def test_a_logical_operator_where_a_field_goes_is_refused_not_matched_as_a_field
     assert "is an operator, not a field" in exc.value.message
 
 
+def test_listed_values_are_bounded_across_the_filter_nots_included():
+    from memsvc.core.filters import MAX_LISTED_VALUES
+    half = MAX_LISTED_VALUES // 2
+    assert len(parse_filter({"a": {"in": list(range(half))}, "b": {"not": {"nin": list(range(half))}}}).conditions) == 2
+    with pytest.raises(InvalidArgument) as exc:
+        parse_filter({"a": {"in": list(range(half))}, "b": {"not": {"any": list(range(half + 1))}}})
+    assert exc.value.details["max_listed_values"] == MAX_LISTED_VALUES
+
+
 def test_condition_limit():
     fifty = {f"k{i}": i for i in range(MAX_CONDITIONS)}
     assert len(parse_filter(fifty).conditions) == 50
@@ -683,9 +692,11 @@ def test_contains_looks_one_level_into_nested_lists():
 
 
 def test_any_is_linear_in_operand_and_value():
+    from memsvc.core.filters import MAX_LISTED_VALUES
     many = [f"t{i}" for i in range(20_000)]
-    assert matches({"tags": {"any": many + ["b"]}}, {"tags": many[::-1]})
-    assert not matches({"tags": {"any": many}}, {"tags": [f"u{i}" for i in range(20_000)]})
+    listed = many[:MAX_LISTED_VALUES - 1]
+    assert matches({"tags": {"any": listed + ["b"]}}, {"tags": many[::-1]})
+    assert not matches({"tags": {"any": listed}}, {"tags": [f"u{i}" for i in range(20_000)]})
 
 
 def test_not_of_one_operator_equals_its_opposite():

@@ -166,7 +166,7 @@ class TestFilterPlanner:
                 assert test is None  # decided by decrypting: no tokens of lists and objects
 
     def test_an_item_costs_a_condition_its_own_tokens_not_the_conditions_list(self):
-        """A filter of 1 MiB may list 100,000 values under `in`/`nin`; deciding an item on its
+        """A filter may list 10,000 values under `in`/`nin`; deciding an item on its
         tokens looked at each of them (every item of a search: items x values, seconds for 2,000
         items). It looks at the item's own tokens, once."""
 
