@@ -133,7 +133,7 @@ def serving(data_dir: Path, port: int) -> Iterator[str]:
         yield url
     finally:
         server.terminate()
-        server.wait(timeout=30)
+        server.wait(timeout=180)  # it stops between the indexer's batches: one can take a minute
 
 
 def percentile(sorted_samples: list[float], p: float) -> float | None:
