@@ -44,10 +44,10 @@ class OverBudget(Exception):
 class ItemBudget:
     """The bounds on one version's indexing (defaults: see docs/api.md, "Poison items").
 
-    `seconds`: an item's whole work is ~1-2 s at most on either backend (64 texts on MiniLM, or 64
-    Titan calls 8 at a time, plus one entity extraction); 30 s is 15 times that, so only a
-    pathological item or a stalled model goes over (a model's time is the model's: retried, not
-    blamed). The sizes hold for every valid value, so only a fault trips them: its texts are
+    `seconds`: an item's whole work with short texts is ~1-2 s at most on either backend (64 texts
+    on MiniLM, or 64 Titan calls 8 at a time, plus one entity extraction); 30 s is 15 times that,
+    so only a pathological item or a stalled model goes over (a model's time is the model's:
+    retried, not blamed; 64 texts of 500 words on e5-small come near it on a slow machine). The sizes hold for every valid value, so only a fault trips them: its texts are
     distinct leaves of it; a term takes at least a character of its analysed text, which NFKC
     and case folding make at most `NFKC_GROWTH` times longer (U+FDFA is 18 characters). Its
     field tokens need no bound here: `core.field_tokens.value_fields` keeps at most
