@@ -267,8 +267,8 @@ def shortest_path(start: Iterable[str], goal: Iterable[str], expand: Expand, *, 
     """A path with the fewest edges from any start entity to any goal entity, edges walked in
     either direction, within `max_hops` edges and `max_nodes` entities visited. Bidirectional:
     each round expands the smaller of the two frontiers (the shallower side of equal ones) by one
-    hop (one `expand` call), so a
-    path of k hops visits about two balls of radius k/2 instead of one of radius k. Ties go to
+    hop (one `expand` call), so a path of k hops visits about two balls of radius k/2 instead of
+    one of radius k. Ties go to
     the smallest entity ids, so the answer is deterministic. A step keeps every edge between its
     two entities (each a justification of the link)."""
     start_set, goal_set = set(start), set(goal)

@@ -47,9 +47,10 @@ class ItemBudget:
     `seconds`: an item's whole work with short texts is ~1-2 s at most on either backend (64 texts
     on MiniLM, or 64 Titan calls 8 at a time, plus one entity extraction); 30 s is 15 times that,
     so only a pathological item or a stalled model goes over (a model's time is the model's:
-    retried, not blamed; 64 texts of 500 words on e5-small come near it on a slow machine). The sizes hold for every valid value, so only a fault trips them: its texts are
-    distinct leaves of it; a term takes at least a character of its analysed text, which NFKC
-    and case folding make at most `NFKC_GROWTH` times longer (U+FDFA is 18 characters). Its
+    retried, not blamed; 64 texts of 500 words on e5-small come near it on a slow machine). The
+    sizes hold for every valid value, so only a fault trips them: its texts are distinct leaves
+    of it; a term takes at least a character of its analysed text, which NFKC and case folding
+    make at most `NFKC_GROWTH` times longer (U+FDFA is 18 characters). Its
     field tokens need no bound here: `core.field_tokens.value_fields` keeps at most
     `MAX_FIELD_TOKENS` of them, on paths of at most `MAX_FIELD_PATH_CHARS`."""
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from itertools import groupby
-from operator import itemgetter
 from dataclasses import dataclass
 from datetime import datetime
+from itertools import groupby
+from operator import itemgetter
 from typing import Any, Literal
 
 from pydantic import Field
