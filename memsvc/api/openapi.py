@@ -100,8 +100,8 @@ def _query_parameters(model: type[BaseModel], schemas: dict[str, Any]) -> list[d
     lists, one value otherwise. A model with a rule across its fields is one object parameter."""
     component = schemas[model.__name__]
     if any(k in component for k in _ACROSS_FIELDS):
-        # The query string may hold parameters no field names (they are ignored), so no additionalProperties.
-        schema = {k: v for k, v in component.items() if k not in ("title", "additionalProperties")}
+        # A parameter no field names is refused (`router.query_fields`): additionalProperties false.
+        schema = {k: v for k, v in component.items() if k != "title"} | {"additionalProperties": False}
         return [{"name": model.__name__, "in": "query", "required": "oneOf" in schema or "required" in schema,
                  "style": "form", "explode": True, "schema": schema}]
     properties = component["properties"]

@@ -18,7 +18,8 @@ def test_the_profile_is_the_callers_own(me, uid, make_client, tenant):
     assert me.get("/v1/memory/profile", params={"token_budget": 1}).json()["items"] == []
     assert_error(me.get("/v1/memory/profile", params={"token_budget": 0}), 400, "INVALID_ARGUMENT")
     # There is no user parameter (query parameters a route does not declare are ignored): one's own.
-    assert me.get("/v1/memory/profile", params={"user_id": "someone"}).json()["user_id"] == uid
+    # Another user's profile cannot be asked for: the parameter is refused, not ignored.
+    assert_error(me.get("/v1/memory/profile", params={"user_id": "someone"}), 400, "INVALID_ARGUMENT")
     for other in (make_client(uid + "-other", tenant=tenant), make_client(uid, tenant=tenant + "-other")):
         assert other.get("/v1/memory/profile").json()["items"] == []
 
