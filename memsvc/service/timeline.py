@@ -90,13 +90,12 @@ class Timeline:
                 continue
             try:
                 recorded += [(seq, e) for e in self.log.record(events)]
-            except Exception as e:
+            except Exception as exc:  # its type only: a message could quote a value
                 log.error("a change's timeline events could not be recorded; it will be retried",
-                          extra={"seq": seq, "error": type(e).__name__})
+                          extra={"seq": seq, "error": type(exc).__name__})
                 held_up.add(tenant)
                 failed.add(seq)
         return recorded, failed
-
 
     def notify(self, events: Sequence[TimelineEvent]) -> bool:
         """Record (then publish) events the service makes itself, not from a change (an extraction's
