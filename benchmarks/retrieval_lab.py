@@ -44,7 +44,8 @@ from pathlib import Path
 import numpy as np
 
 from memsvc.core import keywords
-from memsvc.core.ranking import COMMONNESS_MIN_PAGE, KEYWORD_HELD_MATCH, MINILM, Fusion, fusion_for, separation
+from memsvc.core.ranking import (COMMONNESS_MIN_PAGE, KEYWORD_HELD_MATCH, MINILM, Fusion, fusion_for,
+                                 keyword_held_meaning, separation)
 from memsvc.core.unicode_text import normalize
 
 K = 5
@@ -591,19 +592,25 @@ def _local_scaling(c: Candidates, fusion: Fusion, k: int, cal: tuple[float, floa
     return _fused(c, fusion, cos=np.where(c.by_meaning, c.cos - 0.5 * crowd, -1.0))
 
 
-def _keyword_held_distinct(c: Candidates, fusion: Fusion, least_match: float) -> np.ndarray:
-    """Idea 6 (sixth round, ships with `least_match` = KEYWORD_HELD_MATCH): the distinct cosine
-    (idea 5), and a candidate only keywords handed over, with a keyword match of at least
-    `least_match`, gets its distinct cosine too (read from its stored vector), where idea 5
-    counts its meaning as no evidence. The query's weight stays idea 5's (from what meaning
-    handed over)."""
+def _keyword_held_distinct(c: Candidates, fusion: Fusion, least_match: float,
+                           held: Callable[[float, int], bool] | None = None) -> np.ndarray:
+    """Idea 6 (sixth round): the distinct cosine (idea 5), and a candidate only keywords handed
+    over, with a keyword match of at least `least_match` (or for which `held(match, query terms it
+    holds)`), gets its distinct cosine too (read from its stored vector), where idea 5 counts its
+    meaning as no evidence. The query's weight stays idea 5's (from what meaning handed over)."""
     if not fusion.commonness_penalty or c.by_meaning.sum() < COMMONNESS_MIN_PAGE:
         return _fused(c, fusion)
     cosine = c.vectors[c.ids] @ c.query_vector
     distinct = cosine - fusion.commonness_penalty * np.maximum(0.0, _commonness(c) - fusion.commonness_above)
     handed = np.where(c.by_meaning, distinct, -1.0)
     weight = _plain_weight(dataclasses.replace(c, cos=handed), fusion)
-    given = c.by_meaning | (c.by_keyword & (c.match >= least_match))
+    if held is None:
+        enough = c.match >= least_match
+    else:
+        asked = _query_terms(c)
+        enough = np.array([held(m, sum(1 for t in asked if c.index.docs[i].get(t))) for m, i in zip(c.match, c.ids)],
+                          dtype=bool)
+    given = c.by_meaning | (c.by_keyword & enough)
     everyone = dataclasses.replace(c, by_meaning=np.ones(len(c.ids), dtype=bool))
     return _fused(everyone, fusion, cos=np.where(given, distinct, -1.0), weight=weight)
 
@@ -611,8 +618,9 @@ def _keyword_held_distinct(c: Candidates, fusion: Fusion, least_match: float) ->
 def _shipped(c: Candidates, fusion: Fusion) -> np.ndarray:
     """What search scores in hybrid mode: the fused distinct cosine (idea 5) where the model's
     fusion has a commonness penalty (`Fusion.distinct_cosine`), given to keyword-held memories
-    from `KEYWORD_HELD_MATCH` (idea 6); else the fourth round's fusion."""
-    return _keyword_held_distinct(c, fusion, KEYWORD_HELD_MATCH)
+    that hold enough of the query (`keyword_held_meaning`, ideas 6 and 7); else the fourth
+    round's fusion."""
+    return _keyword_held_distinct(c, fusion, 0.0, keyword_held_meaning)
 
 
 def new_signals() -> dict[str, Callable[[Candidates, Fusion], np.ndarray]]:
@@ -655,6 +663,10 @@ def new_signals() -> dict[str, Callable[[Candidates, Fusion], np.ndarray]]:
             out[f"csls k{k} cal{list(cal)}"] = lambda c, f, k=k, r=cal: _local_scaling(c, f, k, r)
     for least in (0.0, 0.3, 0.35, 0.4, 0.45, 0.5, 0.7):
         out[f"keyword-held distinct m{least}"] = lambda c, f, m=least: _keyword_held_distinct(c, f, m)
+    for least in (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35):  # idea 7: or from `least` with two query terms
+        for terms in (2, 3):
+            out[f"keyword-held terms{terms} m{least}"] = lambda c, f, m=least, n=terms: _keyword_held_distinct(
+                c, f, 0.0, lambda match, held: match >= KEYWORD_HELD_MATCH or (match >= m and held >= n))
     return out
 
 

@@ -40,12 +40,13 @@ The distinct cosine never exceeds the cosine, so the retriever's lowest cosine s
 memory it has not handed over. Semantic mode keeps the plain cosine, and recall the plain
 fusion (its cut was calibrated on it).
 
-Where the distinct cosine is on, a memory that only the keyword retriever handed over, with a
-keyword match of at least `KEYWORD_HELD_MATCH`, gets its distinct cosine too, read from its
-stored vector (`VectorIndex.cosines`): otherwise its meaning counts as no evidence, and small talk with
+Where the distinct cosine is on, a memory that only the keyword retriever handed over gets its
+distinct cosine too, read from its stored vector (`VectorIndex.cosines`), when it holds enough of
+the query (`keyword_held_meaning`): otherwise its meaning counts as no evidence, and small talk with
 a high cosine and none of the query's words outranks an answer that holds them but is not among
 meaning's first hits (where hybrid lost to keywords alone on questions that reuse the evidence's
-words). Chosen on the dev halves of six sets (benchmarks/README.md, "A sixth signal").
+words). Chosen on the dev halves of six sets (benchmarks/README.md, "A sixth signal" and "Two of
+the query's words").
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMMONNESS_MIN_PAGE", "Fusion", "KEYWORD_HELD_MATCH", "MINILM", "commonness", "fusion_for", "keyword_match", "mean_direction",
+__all__ = ["COMMONNESS_MIN_PAGE", "Fusion", "KEYWORD_HELD_MATCH", "MINILM", "commonness", "fusion_for", "keyword_held_meaning", "keyword_match", "mean_direction",
            "separation", "SEPARATION_RANK", "SEPARATION_HITS"]
 
 SEPARATION_RANK = 5  # a signal's best is compared with its fifth best: recall@5 is what we measure
@@ -72,6 +73,19 @@ COMMONNESS_MIN_PAGE = 10
 # keyword-held memory given its cosine (0), conversations-plain's dev half fell 0.836 -> 0.809
 # (memories holding a speaker's name only); 0.4 had the best dev mean, no dev half below before.
 KEYWORD_HELD_MATCH = 0.45
+# ... or from this match when the memory holds at least KEYWORD_HELD_TERMS of the query's distinct
+# terms: the second turn of a two-turn answer holds the words of its half of the question (0.25-0.4),
+# while what holds one of them alone (a name, a month, a word some other turn repeats) stays below
+# 0.45 without meaning. Dev halves: the same from 0.2 to 0.3 (lexical-plain .996 -> 1.00,
+# lexical-common-plain .963 -> .974, no set lower); below 0.2 conversations-plain lost a question.
+KEYWORD_HELD_LEAST_MATCH = 0.25
+KEYWORD_HELD_TERMS = 2
+
+
+def keyword_held_meaning(match: float, terms: int) -> bool:
+    """Whether a memory only the keyword retriever handed over, with this keyword match and this many
+    of the query's distinct terms, is given its meaning (hybrid's distinct cosine) too."""
+    return match >= KEYWORD_HELD_MATCH or (match >= KEYWORD_HELD_LEAST_MATCH and terms >= KEYWORD_HELD_TERMS)
 
 
 def keyword_match(bm25: float, query_weight: float) -> float:

@@ -31,8 +31,8 @@ from memsvc.core.validation import MAX_DEPTH, Command, Integer, NamespacePrefix,
 from memsvc.core.validity import typed_in, valid_at
 from memsvc.core.time_boost import BOOST_DEPTH, FIRST_PAGE, TEMPORAL_DESCRIPTION, TimeBoost, time_boost
 from memsvc.core.keywords import query_terms
-from memsvc.core.ranking import (COMMONNESS_MIN_PAGE, KEYWORD_HELD_MATCH, SEPARATION_HITS, Fusion, commonness,
-                                 fusion_for, keyword_match, separation)
+from memsvc.core.ranking import (COMMONNESS_MIN_PAGE, SEPARATION_HITS, Fusion, commonness,
+                                 fusion_for, keyword_held_meaning, keyword_match, separation)
 from memsvc.ports import Clock, Embedder, EventLog, ItemStore, KeywordIndex, Metrics, VectorIndex
 from memsvc.service.access import Access
 from memsvc.service.known_at import (KNOWN_AT_DESCRIPTION, KnownAt, KnownAtView, embedded_texts_of, keyword_scores,
@@ -520,8 +520,8 @@ class Search:
                                    wanted: int, boost: TimeBoost | None, tried: set[str]) -> bool:
         """Hybrid's distinct cosine, from their stored vectors, for the candidates that only the
         keyword retriever handed over, among its first SEPARATION_HITS hits (whatever the page, as
-        the distinct cosine's first page: at most that many reads a query), with a match of at
-        least `KEYWORD_HELD_MATCH` (`core.ranking`), where the distinct cosine is on (the semantic
+        the distinct cosine's first page: at most that many reads a query) that hold enough of the
+        query (`core.ranking.keyword_held_meaning`), where the distinct cosine is on (the semantic
         retriever has a first page's direction); and only for those that could be among the best
         `wanted`: every one ranked before the round that fills the page, and of that round those
         whose score with meaning could reach the `wanted`th's (`_SemanticRetriever.unseen_ceiling`
@@ -545,7 +545,7 @@ class Search:
             for memory_id in found:
                 keyword = signals[memory_id].get("keyword")
                 if memory_id in tried or "semantic" in signals[memory_id] or keyword is None \
-                        or keyword.value < KEYWORD_HELD_MATCH or memory_id not in keywords.first_hits:
+                        or not keyword_held_meaning(keyword.value, keywords.first_hits.get(memory_id, 0)):
                     continue
                 if n == last:
                     most = self._fusion.hybrid_score(ceiling, keyword.value, weight)
@@ -1171,7 +1171,8 @@ class _KeywordRetriever(_Retriever):
     def __init__(self, keywords: KeywordIndex, tenant: str, scope: tuple[str, ...], pushdown: Filter,
                  terms: list[str]) -> None:
         self._args = (keywords, tenant, scope, pushdown, terms)
-        self.first_hits: set[str] = set()  # the memories of its first SEPARATION_HITS hits, whatever the page
+        # The memories of its first SEPARATION_HITS hits, whatever the page: how many of the query's terms each holds.
+        self.first_hits: dict[str, int] = {}
 
     def page(self, top_k):
         keywords, tenant, scope, pushdown, terms = self._args
@@ -1182,7 +1183,7 @@ class _KeywordRetriever(_Retriever):
         page = {h.memory_id: ((h.namespace, h.key), _Signal(keyword_match(h.score, result.query_weight), h.score))
                 for h in hits}
         prefix = [signal.value for _, signal in list(page.values())[:SEPARATION_HITS]]
-        self.first_hits = self.first_hits or set(list(page)[:SEPARATION_HITS])
+        self.first_hits = self.first_hits or {h.memory_id: h.terms for h in hits[:SEPARATION_HITS]}
         ended = self.exhausted and len(prefix) == len(hits)
         self.separation = separation(prefix, 0.0 if ended or not prefix else prefix[-1])
         return page

@@ -40,6 +40,7 @@ import heapq
 import json
 import random
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, replace
@@ -449,6 +450,7 @@ class DynamoKeywordIndex:
             return admitted[p.attributes]
 
         scores: dict[str, float] = {}
+        held: Counter[str] = Counter()
         about: dict[str, _Posting] = {}
         weight = 0.0
         for postings in lists:
@@ -459,10 +461,11 @@ class DynamoKeywordIndex:
             weight += idf(df, n_docs)
             for p in postings:
                 scores[p.memory_id] = scores.get(p.memory_id, 0.0) + bm25(p.tf, df, n_docs, p.length, avg_length)
+                held[p.memory_id] += 1
                 about[p.memory_id] = p
         best = heapq.nsmallest(top_k, scores, key=lambda m: (-scores[m], m))
-        return KeywordResult([KeywordHit(decode_namespace(about[m].ns), about[m].key, m, about[m].version, scores[m])
-                              for m in best], weight)
+        return KeywordResult([KeywordHit(decode_namespace(about[m].ns), about[m].key, m, about[m].version, scores[m],
+                                         held[m]) for m in best], weight)
 
     def _statistics_under(self, tenant: str, prefix: tuple[str, ...]) -> tuple[int, int]:
         """(documents, total length) under the prefix: its row in each shard, one BatchGetItem."""

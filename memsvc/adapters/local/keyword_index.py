@@ -262,6 +262,7 @@ class LocalKeywordIndex:
             lengths = t.lengths[: t.size]
             avg_length = float(lengths[mask].mean())
             scores = np.zeros(t.size, dtype=np.float32)
+            held = np.zeros(t.size, dtype=np.int32)
             weight = 0.0
             for term in dict.fromkeys(terms):
                 postings = t.postings.get(term)
@@ -274,12 +275,13 @@ class LocalKeywordIndex:
                     tfs = postings.tfs[: postings.size][in_scope]
                     norm = BM25_K1 * (1.0 - BM25_B + BM25_B * lengths[slots] / avg_length)
                     scores[slots] += term_idf * tfs * (BM25_K1 + 1.0) / (tfs + norm)
+                    held[slots] += 1
             matched = np.flatnonzero(scores > 0)
             if len(matched) > top_k:
                 matched = matched[np.argpartition(-scores[matched], top_k - 1)[:top_k]]
             order = matched[np.argsort(-scores[matched], kind="stable")]
             hits = [KeywordHit(t.ns_names[t.ns_ids[s]], t.keys[s], t.memory_ids[s],
-                               t.versions[s], float(scores[s])) for s in order]
+                               t.versions[s], float(scores[s]), int(held[s])) for s in order]
             return KeywordResult(hits, weight)
 
     def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
