@@ -541,11 +541,12 @@ class WorkflowStore(Protocol):
         """Up to `limit` users of the tenant who have a plan (or had one), in the store's order,
         after `after`: how an export finds the plans of a user who has no memory and no message."""
 
-    def put_working(self, record: WorkingRecord) -> int | None:
+    def put_working(self, record: WorkingRecord, *, expected_version: int | None = None) -> int | None:
         """Upsert, only while the user's plan `record.plan_id` exists (checked in the same
         transaction, so a put racing the plan's deletion cannot outlive it); the stored version
         (one more than the key's last, 1 when new) is returned, None when there is no such plan.
-        Raises `StaleRecord` when a concurrent write won (the service retries)."""
+        With `expected_version`, only over that stored version (in the same transaction). Raises
+        `StaleRecord` when a concurrent write won, or the key is not at `expected_version`."""
 
     def get_working(self, tenant: str, user: str, plan_id: str, key: str) -> WorkingRecord | None: ...
 

@@ -323,7 +323,9 @@ def _delete_plan(app: Services, c: Call) -> None:
 
 
 def _put_working(app: Services, c: Call) -> s.WorkingValueOut:
-    return s.WorkingValueOut(**app.working.put(c.caller, _param(c, "plan_id"), _param(c, "key"), c.body).to_json())
+    expected = if_match(c.request.headers.get("if-match"))
+    return s.WorkingValueOut(**app.working.put(c.caller, _param(c, "plan_id"), _param(c, "key"), c.body,
+                                               if_match=expected).to_json())
 
 
 def _get_working(app: Services, c: Call) -> s.WorkingValueOut:
@@ -543,8 +545,8 @@ ROUTES: tuple[Route, ...] = (
           _put_plan, body=UpdatePlan, response=s.PlanOut, if_match=True),
     Route("DELETE", "/v1/memory/plans/{plan_id}", "Delete a plan and its working memory (idempotent)",
           _delete_plan, status=204),
-    Route("PUT", "/v1/memory/working/{plan_id}/{key}", "Set a working-memory value", _put_working,
-          body=PutWorking, response=s.WorkingValueOut),
+    Route("PUT", "/v1/memory/working/{plan_id}/{key}", "Set a working-memory value (If-Match: version)", _put_working,
+          body=PutWorking, response=s.WorkingValueOut, if_match=True),
     Route("GET", "/v1/memory/working/{plan_id}/{key}", "A working-memory value", _get_working,
           response=s.WorkingValueOut),
     Route("DELETE", "/v1/memory/working/{plan_id}/{key}", "Delete a working-memory value (404 when absent)",

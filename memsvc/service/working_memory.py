@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import Field
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
-from memsvc.core.errors import Conflict, InvalidArgument, NotFound
+from memsvc.core.errors import Conflict, InvalidArgument, NotFound, PreconditionFailed
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.core.pages import json_size, take_page
 from memsvc.core.validation import Command, Cursor, Integer
@@ -25,7 +25,7 @@ from memsvc.core.workflow import StaleRecord, WorkingRecord, check_id
 from memsvc.ports import Clock, WorkflowStore
 from memsvc.service.memories import MAX_TTL_SECONDS
 from memsvc.service.sealing import CursorCodec, Sealer
-from memsvc.service.workflow_rules import check_payload
+from memsvc.service.workflow_rules import check_payload, check_version
 
 __all__ = ["WorkingMemory", "PutWorking", "ListWorking", "WorkingValue", "WorkingPage"]
 
@@ -69,25 +69,41 @@ class WorkingMemory:
         self._clock = clock
         self._cursors = cursors
 
-    def put(self, caller: Caller, plan_id: str, key: str, cmd: PutWorking) -> WorkingValue:
+    def put(self, caller: Caller, plan_id: str, key: str, cmd: PutWorking, *,
+            if_match: int | None = None) -> WorkingValue:
+        """Without `if_match`, a put that loses to a concurrent one is written again on top of it.
+        With it (`If-Match`), the value is written only over that version of the key, atomically
+        (412 otherwise, and when the key has no live value)."""
         plan_id, key = check_id(plan_id, "plan_id"), check_id(key, "key")
         check_payload({"value": cmd.value}, "value")
         for attempt in range(WRITE_ATTEMPTS):
             backoff(attempt)
             now = self._clock.now()
+            if if_match is not None:
+                self._check_version(caller, plan_id, key, if_match, now)
             record = WorkingRecord(
                 tenant=caller.tenant_id, user=caller.user_id, plan_id=plan_id, key=key,
                 sealed=self._sealer.seal_record(caller.tenant_id, _ids(caller, plan_id, key), {"value": cmd.value}),
                 version=0, updated_at=now,
                 expires_at=now + timedelta(seconds=cmd.ttl_seconds) if cmd.ttl_seconds else None)
             try:
-                version = self._store.put_working(record)
+                version = self._store.put_working(record, expected_version=if_match)
             except StaleRecord:
-                continue  # a concurrent put of the key won: write on top of it
+                continue  # a concurrent put of the key won: write on top of it (or, with if_match, 412)
             if version is None:
                 raise NotFound("no plan with this plan_id", details={"plan_id": plan_id})
             return WorkingValue(replace(record, version=version), cmd.value)
         raise Conflict("too many concurrent writes to this key; retry", details={"plan_id": plan_id, "key": key})
+
+    def _check_version(self, caller: Caller, plan_id: str, key: str, expected: int, now) -> None:
+        current = self._store.get_working(caller.tenant_id, caller.user_id, plan_id, key)
+        if current is not None and current.is_live(now):
+            check_version(expected, current.version, "working-memory value")
+            return
+        if self._store.get_plan(caller.tenant_id, caller.user_id, plan_id) is None:
+            raise NotFound("no plan with this plan_id", details={"plan_id": plan_id})
+        raise PreconditionFailed("the working-memory value has no current version for If-Match to name",
+                                 details={"expected_version": expected, "current_version": None})
 
     def get(self, caller: Caller, plan_id: str, key: str) -> WorkingValue:
         plan_id, key = check_id(plan_id, "plan_id"), check_id(key, "key")

@@ -58,6 +58,9 @@ def test_client_methods_sync(live_server, uid):
         assert client.get_working("p/1", "k/1")["value"] == [1, 2]
         assert [i["key"] for i in client.list_working("p/1")["items"]] == ["k/1"]
         client.set_working("p/1", "k/2", "two")
+        assert client.set_working("p/1", "k/2", "three", if_match=1)["version"] == 2
+        with pytest.raises(PreconditionFailedError):
+            client.set_working("p/1", "k/2", "lost", if_match=1)
         first = client.list_working("p/1", limit=1)
         rest = client.list_working("p/1", limit=1, cursor=first["next_cursor"])
         assert [i["key"] for i in first["items"] + rest["items"]] == ["k/1", "k/2"] and rest["next_cursor"] is None

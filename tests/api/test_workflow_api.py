@@ -66,6 +66,9 @@ def test_plans_and_working_memory_over_http(me, uid):
     assert_error(me.put(plan, json={"status": "failed"}, headers={"If-Match": "1"}), 412, "PRECONDITION_FAILED")
     wm = f"/v1/memory/working/{q(f'p0-{uid}')}"
     assert me.put(f"{wm}/a", json={"value": {"x": 1}}).json()["version"] == 1
+    assert_error(me.put(f"{wm}/a", json={"value": "lost"}, headers={"If-Match": "7"}), 412, "PRECONDITION_FAILED")
+    assert_error(me.put(f"{wm}/a", json={"value": "lost"}, headers={"If-Match": "one"}), 400, "INVALID_ARGUMENT")
+    assert me.get(f"{wm}/a").json()["value"] == {"x": 1}
     r = me.put(f"{wm}/b", json={"value": "two", "ttl_seconds": 3600})
     assert r.status_code == 200 and r.json()["expires_at"] is not None
     assert me.get(f"{wm}/a").json()["value"] == {"x": 1}
@@ -222,7 +225,10 @@ def test_if_match_lets_exactly_one_of_racing_writers_win(make_client, uid, tenan
     clients = [make_client(uid, tenant=tenant) for _ in range(writers)]
     create_task(clients[0], f"t-{uid}")
     assert clients[0].post("/v1/memory/plans", json={"plan_id": f"p-{uid}", "goal_event": "g"}).status_code == 201
-    for path, body in ((f"{TC}/{q(f't-{uid}')}", "state"), (f"/v1/memory/plans/{q(f'p-{uid}')}", "state")):
+    working = f"/v1/memory/working/{q(f'p-{uid}')}/k"
+    assert clients[0].put(working, json={"value": "first"}).json()["version"] == 1
+    for path, body in ((f"{TC}/{q(f't-{uid}')}", "state"), (f"/v1/memory/plans/{q(f'p-{uid}')}", "state"),
+                       (working, "value")):
         start = threading.Barrier(writers)
 
         def write(n: int) -> int:
@@ -233,4 +239,4 @@ def test_if_match_lets_exactly_one_of_racing_writers_win(make_client, uid, tenan
             statuses = list(pool.map(write, range(writers)))
         assert sorted(statuses) == [200] + [412] * (writers - 1), statuses
         got = clients[0].get(path).json()
-        assert got["version"] == 2 and statuses[got["state"]["writer"]] == 200
+        assert got["version"] == 2 and statuses[got[body]["writer"]] == 200

@@ -317,6 +317,51 @@ def test_working_memory_honours_ttl(plans, working, clock):
     assert working.delete_all(ALICE, "p") == 1
 
 
+def test_working_memory_put_with_if_match_writes_only_over_that_version(plans, working, clock):
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
+    working.put(ALICE, "p", "k", PutWorking(value=1))
+    assert working.put(ALICE, "p", "k", PutWorking(value=2), if_match=1).record.version == 2
+    with pytest.raises(PreconditionFailed) as stale:
+        working.put(ALICE, "p", "k", PutWorking(value="lost"), if_match=1)
+    assert stale.value.details == {"expected_version": 1, "current_version": 2}
+    assert working.get(ALICE, "p", "k").value == 2
+    with pytest.raises(PreconditionFailed):  # no value yet: no version for If-Match to name
+        working.put(ALICE, "p", "new", PutWorking(value=1), if_match=1)
+    working.put(ALICE, "p", "short", PutWorking(value=1, ttl_seconds=10))
+    clock.advance(11)
+    with pytest.raises(PreconditionFailed):  # expired: no current version either
+        working.put(ALICE, "p", "short", PutWorking(value=2), if_match=1)
+    with pytest.raises(NotFound):
+        working.put(ALICE, "no-plan", "k", PutWorking(value=1), if_match=1)
+    for caller in (BOB, OTHER_TENANT):  # alice's key is none of theirs, whatever version they name
+        with pytest.raises(NotFound):
+            working.put(caller, "p", "k", PutWorking(value="theirs"), if_match=2)
+    assert working.get(ALICE, "p", "k").value == 2
+
+
+def test_working_memory_if_match_loses_to_a_write_between_check_and_put(plans, working, backend):
+    # The version is checked again in the store's write: a put that lands after the service read
+    # version 1 makes the If-Match put a 412, not a silent overwrite.
+    plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
+    working.put(ALICE, "p", "k", PutWorking(value=1))
+    store = working._store
+    real_get = store.get_working
+
+    def get_then_race(*args, **kwargs):
+        record = real_get(*args, **kwargs)
+        store.get_working = real_get
+        working.put(ALICE, "p", "k", PutWorking(value="between"))
+        return record
+
+    store.get_working = get_then_race
+    try:
+        with pytest.raises(PreconditionFailed):
+            working.put(ALICE, "p", "k", PutWorking(value="stale"), if_match=1)
+    finally:
+        store.get_working = real_get
+    assert working.get(ALICE, "p", "k").value == "between"
+
+
 def test_working_memory_is_the_users_own(plans, working):
     plans.create(ALICE, CreatePlan(plan_id="p", goal_event="g"))
     working.put(ALICE, "p", "k", PutWorking(value="alice's"))

@@ -108,9 +108,11 @@ class WorkflowMethods:
 
     # -- working memory --
 
-    def set_working(self, plan_id: str, key: str, value: Any, *, ttl_seconds: int | None = None) -> Any:
+    def set_working(self, plan_id: str, key: str, value: Any, *, ttl_seconds: int | None = None,
+                    if_match: int | None = None) -> Any:
         body = {"value": value, **({"ttl_seconds": ttl_seconds} if ttl_seconds is not None else {})}
-        return self._run(("PUT", f"/v1/memory/working/{path_segment(plan_id)}/{path_segment(key)}", (), body))
+        return self._run(("PUT", f"/v1/memory/working/{path_segment(plan_id)}/{path_segment(key)}", (), body,
+                          *_if_match(if_match)))
 
     def get_working(self, plan_id: str, key: str) -> Any:
         return self._run(("GET", f"/v1/memory/working/{path_segment(plan_id)}/{path_segment(key)}", (), None))

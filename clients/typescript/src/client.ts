@@ -281,9 +281,10 @@ export class MemsvcClient {
     return this.run("DELETE", `/v1/memory/plans/${pathSegment(planId)}`);
   }
 
-  setWorking(planId: string, key: string, value: unknown, options: { ttlSeconds?: number } = {}): Promise<Json> {
+  /** `ifMatch`: the version the key must still be at (412 otherwise). */
+  setWorking(planId: string, key: string, value: unknown, options: { ttlSeconds?: number; ifMatch?: number } = {}): Promise<Json> {
     return this.run("PUT", `/v1/memory/working/${pathSegment(planId)}/${pathSegment(key)}`, undefined,
-      body({ value, ttl_seconds: options.ttlSeconds }));
+      body({ value, ttl_seconds: options.ttlSeconds }), ifMatch(options.ifMatch));
   }
 
   getWorking(planId: string, key: string): Promise<Json> {

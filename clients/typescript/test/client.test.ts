@@ -400,7 +400,9 @@ describe("MemsvcClient against memsvc serve", () => {
     assert.equal(plan.status, "running");
     assert.equal((await alice.listPlans({ status: "active" })).count, 1);
     assert.equal((await alice.updatePlan("p.1", { status: "completed", ifMatch: plan.version })).status, "completed");
-    await alice.setWorking("p.1", "a/b", { n: 1 });
+    await alice.setWorking("p.1", "a/b", { n: 0 });
+    assert.equal((await alice.setWorking("p.1", "a/b", { n: 1 }, { ifMatch: 1 })).version, 2);
+    await assert.rejects(alice.setWorking("p.1", "a/b", { n: 9 }, { ifMatch: 1 }), PreconditionFailedError);
     assert.deepEqual((await alice.getWorking("p.1", "a/b")).value, { n: 1 });
     assert.equal((await alice.listWorking("p.1")).items.length, 1);
     await alice.deleteWorking("p.1", "a/b");

@@ -242,7 +242,7 @@ class DynamoWorkflowStore:
 
     # -- working memory ---------------------------------------------------------------------------
 
-    def put_working(self, record: WorkingRecord) -> int | None:
+    def put_working(self, record: WorkingRecord, *, expected_version: int | None = None) -> int | None:
         """One transaction: the plan row must exist (a `ConditionCheck`, which also serialises this
         put with the plan's deletion) and the key must still be at the version read."""
         plan_key = _plan_key(record.tenant, record.user, record.plan_id)
@@ -253,6 +253,8 @@ class DynamoWorkflowStore:
             item["expires_at"] = {"N": str(to_epoch_us(record.expires_at))}
             item[TTL_ATTRIBUTE] = {"N": str(math.ceil(record.expires_at.timestamp()))}
         current = self._get(key)
+        if expected_version is not None and (int(current["version"]["N"]) if current else None) != expected_version:
+            raise StaleRecord("the working-memory key is not at the expected version")
         version = int(current["version"]["N"]) + 1 if current else 1
         condition: dict[str, Any] = (
             {"ConditionExpression": "version = :v", "ExpressionAttributeValues": {":v": current["version"]}}

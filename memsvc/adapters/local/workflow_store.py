@@ -147,7 +147,7 @@ class SqliteWorkflowStore:
 
     # -- working memory ---------------------------------------------------------------------------
 
-    def put_working(self, record: WorkingRecord) -> int | None:
+    def put_working(self, record: WorkingRecord, *, expected_version: int | None = None) -> int | None:
         with self._db.tx() as conn:
             # The plan is read in the write's transaction: its deletion (which takes the working
             # memory with it) is either before (no plan: nothing written) or after (this key goes too).
@@ -155,6 +155,8 @@ class SqliteWorkflowStore:
                 return None
             row = conn.execute("SELECT version FROM working WHERE tenant = ? AND user = ? AND plan_id = ? AND key = ?",
                                (record.tenant, record.user, record.plan_id, record.key)).fetchone()
+            if expected_version is not None and (row[0] if row else None) != expected_version:
+                raise StaleRecord("the working-memory key is not at the expected version")
             version = row[0] + 1 if row else 1
             conn.execute(f"INSERT OR REPLACE INTO working ({_WORKING}) VALUES ({', '.join('?' * 8)})", (
                 record.tenant, record.user, record.plan_id, record.key, record.sealed, version,
