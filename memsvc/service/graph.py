@@ -54,6 +54,9 @@ __all__ = ["Graph", "GraphScope", "FindEntities", "RelatedQuery", "PathQuery", "
 MAX_NODES = 5000  # entities one traversal may visit
 MAX_EDGES_PER_HOP = 20_000  # edges one hop may read
 CANDIDATES_PER_LIMIT = 4  # memories a related query considers per memory it returns
+# Mentions `find` reads per entity to tell whether a memory the caller may see still names it
+# there (an expired, deleted or filtered-out one does not, though its rows wait for the sweep).
+MENTIONS_CHECKED = 10
 
 
 # `normalise_name` collapses whitespace as Python's `\s` has it, which also counts U+001C..U+001F.
@@ -266,10 +269,26 @@ class Graph:
         started = time.perf_counter()
         scope = self._scope(caller, q.namespace_prefix)
         ids = self._ids(caller.tenant_id, q.names)
-        found = self._entities(scope, self._store.nodes(scope.tenant, scope.prefix, ids))
+        found = self._entities(scope, self._named_still(scope, self._store.nodes(scope.tenant, scope.prefix, ids)))
         out = [found[i] for i in dict.fromkeys(ids) if i in found]
         self.observe("entities", caller.tenant_id, started, len(out), 0)
         return out
+
+    def _named_still(self, scope: GraphScope, nodes: list[GraphNode]) -> list[GraphNode]:
+        """The nodes a caller may see: an explicit one by its namespace alone (as `_justified`'s
+        edges), a derived one while a memory there that the caller may see (`_shown`) names it,
+        among the entity's first MENTIONS_CHECKED mentions under the scope. An entity named only by
+        memories that expired, were deleted or are filtered out is not found, and a namespace whose
+        mentions are all past that bound is left out of its list."""
+        derived = sorted({node.entity_id for node in nodes if not node.explicit})
+        mentions = [m for entity_id in derived
+                    for m in self._store.memories_of(scope.tenant, scope.prefix, [entity_id], limit=MENTIONS_CHECKED)]
+        items = self._items.get_many(scope.tenant, list(dict.fromkeys((m.namespace, m.key) for m in mentions))) \
+            if mentions else {}
+        now = self._clock.now()
+        shown = {(m.entity_id, m.namespace) for m in mentions
+                 if _shown(scope, items.get((m.namespace, m.key)), m.memory_id, now)}
+        return [node for node in nodes if node.explicit or (node.entity_id, node.namespace) in shown]
 
     def related(self, caller: Caller, q: RelatedQuery) -> Related:
         started = time.perf_counter()

@@ -182,6 +182,21 @@ class TestIntegrity:
         backend.drain()
         assert find(backend, "Carol Diaz") == []
 
+    def test_find_shows_no_entity_of_a_memory_gone_before_its_rows(self, backend, clock):
+        # Expired (TTL may delete the item, and its graph rows, days later), deleted (its rows go
+        # when the change is indexed): find answers as the other graph reads do from that moment.
+        put(backend, "live", "Project Kookaburra is in Darwin.")
+        put(backend, "tmp", "Rosalind Fairweather works on Project Kookaburra.", namespace=NS + ["tmp"],
+            ttl_seconds=60)
+        put(backend, "gone", "Quentin Marsh uses Kafka.")
+        backend.drain()
+        assert {e.name for e in find(backend, "Rosalind Fairweather", "Project Kookaburra", "Quentin Marsh")} == {
+            "Rosalind Fairweather", "Project Kookaburra", "Quentin Marsh"}
+        clock.advance(120)
+        backend.memories.delete(alice(), NS, "gone")  # not drained: its rows are still there
+        found = find(backend, "Rosalind Fairweather", "Project Kookaburra", "Quentin Marsh")
+        assert [(e.name, e.namespaces) for e in found] == [("Project Kookaburra", (tuple(NS),))]
+
     def test_a_replayed_older_change_never_restores_an_older_graph(self, backend):
         put(backend, "k", "Alice works on Project A.")
         changes = backend.changes()

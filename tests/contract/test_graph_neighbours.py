@@ -11,7 +11,7 @@ from memsvc.core.errors import Forbidden, InvalidArgument, NotFound
 from memsvc.core.models import Caller
 from memsvc.core.policy import default_bundle
 from memsvc.service.admin import PolicyBundle
-from memsvc.service.graph import NeighboursQuery, PathQuery, PutEntity, PutRelation
+from memsvc.service.graph import FindEntities, NeighboursQuery, PathQuery, PutEntity, PutRelation
 from memsvc.service.memories import PutMemory
 from tests.conftest import admin, alice, bob
 
@@ -225,6 +225,17 @@ class TestPolicy:
         backend.memories.delete(alice(), NS, "r")  # gone, its graph not yet removed: not shown either
         assert sorted(shown(neighbours(backend))) == [e for e in CURRENT if e[2] != "Redis"]
         assert ("USES", "out", "Redis") not in shown(neighbours(backend, caller=admin()))  # without a filter too
+
+    def test_find_shows_no_entity_only_a_hidden_memory_names(self, backend):
+        self.hide_secrets(backend)
+        put(backend, "open", "Project Basilisk is in Reykjavik.")
+        backend.memories.put(alice(), PutMemory(namespace=NS, key="s", value={
+            "text": "Mongoose Nightfall works on Project Basilisk.", "tags": ["secret"]}))
+        backend.drain()
+        names = FindEntities(namespace_prefix=PREFIX, names=["Mongoose Nightfall", "Project Basilisk"])
+        assert [e.name for e in graph(backend).find_entities(admin(), names)] == ["Mongoose Nightfall",
+                                                                                  "Project Basilisk"]
+        assert [e.name for e in graph(backend).find_entities(alice(), names)] == ["Project Basilisk"]
 
     def test_a_path_resting_on_a_hidden_or_deleted_memory_is_not_shown(self, backend):
         """`path` answers its steps' relations, so it hides what `neighbours` hides."""
