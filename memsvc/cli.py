@@ -163,11 +163,27 @@ def main(argv: list[str] | None = None) -> int:
     return _token(args)
 
 
+_RECORD_FIELDS = frozenset(vars(logging.LogRecord("", 0, "", 0, "", None, None))) | {"message", "asctime"}
+
+
+class _WithExtras(logging.Formatter):
+    """The line, then the fields a log call passed as `extra` (`key=value`), as the JSON logs on
+    Lambda carry them: a recall's request id, query hash, result count and latency, say. Log calls
+    pass only fields that hold no value or secret (docs/security-and-encryption.md)."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # before any traceback
+        line = super().formatMessage(record)
+        extras = {k: v for k, v in vars(record).items() if k not in _RECORD_FIELDS and not k.startswith("_")}
+        return line + "".join(f" {k}={v}" for k, v in extras.items()) if extras else line
+
+
 def _serve(args: argparse.Namespace) -> int:
     from memsvc.adapters.local.data_dir_lock import DataDirBusy, data_dir_lock
 
     LocalSettings.one_blas_thread()
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handler = logging.StreamHandler()
+    handler.setFormatter(_WithExtras("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=args.log_level.upper(), handlers=[handler])
     if args.workers < 1:
         print("memsvc: --workers must be at least 1", file=sys.stderr)
         return 2

@@ -235,7 +235,8 @@ class Router:
             handled.caller = caller = None if route.public else self._identify(event)
             call = Call(
                 caller=caller,
-                query=None if route.query is None else route.query.parse(query_fields(route.query, request)),
+                query=None if route.query is None else route.query.parse(query_fields(route.query, request),
+                                                                          whole="query"),
                 body=None if route.body is None else route.body.parse(request.json()),
                 path=request.path_params,
                 request=request,

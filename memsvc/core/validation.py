@@ -44,7 +44,7 @@ class Command(BaseModel):
         try:
             super().__init__(**data)
         except ValidationError as exc:
-            raise invalid_argument(exc) from None
+            raise invalid_argument(exc) from exc  # kept: `parse` names the request's part again
 
     @classmethod
     def __get_pydantic_json_schema__(cls, core_schema: Any, handler: GetJsonSchemaHandler) -> JsonSchemaValue:
@@ -63,12 +63,17 @@ class Command(BaseModel):
         return json_schema
 
     @classmethod
-    def parse(cls, raw: Any) -> Self:
-        """Validate decoded JSON (or query parameters gathered into a dict)."""
+    def parse(cls, raw: Any, *, whole: str = "body") -> Self:
+        """Validate decoded JSON (or query parameters gathered into a dict: `whole` "query", the
+        field an error of the whole request, not of one field, names)."""
         try:
-            return cls.model_validate(raw)
-        except ValidationError as exc:
-            raise invalid_argument(exc) from None
+            return cls.model_validate(raw)  # through `__init__` (an object), which names the whole request "body"
+        except ValidationError as exc:  # not an object at all
+            raise invalid_argument(exc, whole) from None
+        except InvalidArgument as exc:
+            if whole == "body" or not isinstance(exc.__cause__, ValidationError):
+                raise
+            raise invalid_argument(exc.__cause__, whole) from None
 
 
 _BOUNDS = {"ge": "minimum", "le": "maximum", "gt": "exclusiveMinimum", "lt": "exclusiveMaximum"}
@@ -78,12 +83,12 @@ def _allows_null(schema: dict[str, Any]) -> bool:
     return schema.get("type") == "null" or any(_allows_null(s) for s in schema.get("anyOf", ()))
 
 
-def invalid_argument(exc: ValidationError) -> InvalidArgument:
+def invalid_argument(exc: ValidationError, whole: str = "body") -> InvalidArgument:
     """pydantic's errors in our words, each naming its field (`details.errors`); the message is the
     first field's. Never pydantic's own text or the input: both are its, not the API's."""
     raw = exc.errors(include_url=False, include_input=False)
     paths = [[p for p in e["loc"] if not _is_union_member(p)] for e in raw]
-    errors = [{"field": ".".join(map(str, path)) or "body", "message": error_message(e)} for path, e in zip(paths, raw)]
+    errors = [{"field": ".".join(map(str, path)) or whole, "message": error_message(e)} for path, e in zip(paths, raw)]
     field = errors[0]["field"]
     # A union's members fail one by one (`str | list[str]`: two errors for one field). Our own
     # validator's message says what the field takes; otherwise each member's is named.
@@ -91,7 +96,7 @@ def invalid_argument(exc: ValidationError) -> InvalidArgument:
     said = ours[0] if ours else " or ".join(dict.fromkeys(e["message"] for e in errors if e["field"] == field))
     unique = list({(e["field"], e["message"]): e for e in errors}.values())
     return InvalidArgument(f"{field}: {said}",
-                           details={"field": str(paths[0][0]) if paths[0] else "body", "errors": unique})
+                           details={"field": str(paths[0][0]) if paths[0] else whole, "errors": unique})
 
 
 def error_message(error: Any) -> str:

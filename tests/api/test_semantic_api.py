@@ -18,3 +18,11 @@ def test_a_plain_item_under_a_semantic_key_is_404_not_500(me, uid):
     up = me.post("/v1/memory/semantic", json={"content": "now semantic", "external_id": "raw"})
     assert up.json()["action"] == "created"
     assert me.get("/v1/memory/semantic", params={"external_id": "raw"}).json()["content"] == "now semantic"
+
+
+def test_neither_or_both_references_name_the_query_not_a_body(me):
+    for params in ({}, {"external_id": "e", "content_hash": "0" * 64}):
+        for method in (me.get, me.delete):
+            r = method("/v1/memory/semantic", params=params)
+            assert r.status_code == 400 and r.json()["error"]["details"]["field"] == "query", r.text
+            assert "exactly one of external_id and content_hash" in r.json()["error"]["message"]
