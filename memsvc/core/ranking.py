@@ -56,7 +56,8 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["COMMONNESS_MIN_PAGE", "Fusion", "KEYWORD_HELD_MATCH", "MINILM", "commonness", "fusion_for", "keyword_held_meaning", "keyword_match", "mean_direction",
+__all__ = ["COMMONNESS_MIN_PAGE", "Fusion", "KEYWORD_HELD_MATCH", "MINILM", "commonness", "fusion_for",
+           "keyword_held_meaning", "keyword_match", "mean_direction",
            "separation", "SEPARATION_RANK", "SEPARATION_HITS"]
 
 SEPARATION_RANK = 5  # a signal's best is compared with its fifth best: recall@5 is what we measure
