@@ -41,11 +41,11 @@ def test_a_put_that_meets_its_plans_deletion_leaves_nothing(plans, working, monk
     store = working._store
     real_put = store.put_working
 
-    def plan_deleted_first(record):
+    def plan_deleted_first(record, **kwargs):
         deleter = threading.Thread(target=plans.delete, args=(ALICE, "p"))  # another request's thread
         deleter.start()
         deleter.join()
-        return real_put(record)
+        return real_put(record, **kwargs)
 
     monkeypatch.setattr(store, "put_working", plan_deleted_first)
     with pytest.raises(NotFound):
