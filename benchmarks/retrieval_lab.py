@@ -592,24 +592,20 @@ def _local_scaling(c: Candidates, fusion: Fusion, k: int, cal: tuple[float, floa
     return _fused(c, fusion, cos=np.where(c.by_meaning, c.cos - 0.5 * crowd, -1.0))
 
 
-def _keyword_held_distinct(c: Candidates, fusion: Fusion, least_match: float,
-                           held: Callable[[float, int], bool] | None = None) -> np.ndarray:
-    """Idea 6 (sixth round): the distinct cosine (idea 5), and a candidate only keywords handed
-    over, with a keyword match of at least `least_match` (or for which `held(match, query terms it
-    holds)`), gets its distinct cosine too (read from its stored vector), where idea 5 counts its
-    meaning as no evidence. The query's weight stays idea 5's (from what meaning handed over)."""
+def _keyword_held_distinct(c: Candidates, fusion: Fusion, held: Callable[[float, int], bool]) -> np.ndarray:
+    """Ideas 6 and 7: the distinct cosine (idea 5), and a candidate only keywords handed over gets
+    its distinct cosine too (read from its stored vector) where `held(its keyword match, how many
+    of the query's distinct terms it holds)`, instead of counting no meaning. The query's weight
+    stays idea 5's (from what meaning handed over)."""
     if not fusion.commonness_penalty or c.by_meaning.sum() < COMMONNESS_MIN_PAGE:
         return _fused(c, fusion)
     cosine = c.vectors[c.ids] @ c.query_vector
     distinct = cosine - fusion.commonness_penalty * np.maximum(0.0, _commonness(c) - fusion.commonness_above)
     handed = np.where(c.by_meaning, distinct, -1.0)
     weight = _plain_weight(dataclasses.replace(c, cos=handed), fusion)
-    if held is None:
-        enough = c.match >= least_match
-    else:
-        asked = _query_terms(c)
-        enough = np.array([held(m, sum(1 for t in asked if c.index.docs[i].get(t))) for m, i in zip(c.match, c.ids)],
-                          dtype=bool)
+    asked = _query_terms(c)
+    enough = np.array([held(match, sum(1 for t in asked if c.index.docs[i].get(t))) for match, i in zip(c.match, c.ids)],
+                      dtype=bool)
     given = c.by_meaning | (c.by_keyword & enough)
     everyone = dataclasses.replace(c, by_meaning=np.ones(len(c.ids), dtype=bool))
     return _fused(everyone, fusion, cos=np.where(given, distinct, -1.0), weight=weight)
@@ -620,7 +616,7 @@ def _shipped(c: Candidates, fusion: Fusion) -> np.ndarray:
     fusion has a commonness penalty (`Fusion.distinct_cosine`), given to keyword-held memories
     that hold enough of the query (`keyword_held_meaning`, ideas 6 and 7); else the fourth
     round's fusion."""
-    return _keyword_held_distinct(c, fusion, 0.0, keyword_held_meaning)
+    return _keyword_held_distinct(c, fusion, keyword_held_meaning)
 
 
 def new_signals() -> dict[str, Callable[[Candidates, Fusion], np.ndarray]]:
@@ -662,11 +658,12 @@ def new_signals() -> dict[str, Callable[[Candidates, Fusion], np.ndarray]]:
         for cal in ((0.3, 0.45), (0.35, 0.5), (0.3, 0.5)):
             out[f"csls k{k} cal{list(cal)}"] = lambda c, f, k=k, r=cal: _local_scaling(c, f, k, r)
     for least in (0.0, 0.3, 0.35, 0.4, 0.45, 0.5, 0.7):
-        out[f"keyword-held distinct m{least}"] = lambda c, f, m=least: _keyword_held_distinct(c, f, m)
+        out[f"keyword-held distinct m{least}"] = lambda c, f, m=least: _keyword_held_distinct(
+            c, f, lambda match, held: match >= m)
     for least in (0.0, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35):  # idea 7: or from `least` with two query terms
         for terms in (2, 3):
             out[f"keyword-held terms{terms} m{least}"] = lambda c, f, m=least, n=terms: _keyword_held_distinct(
-                c, f, 0.0, lambda match, held: match >= KEYWORD_HELD_MATCH or (match >= m and held >= n))
+                c, f, lambda match, held: match >= KEYWORD_HELD_MATCH or (match >= m and held >= n))
     return out
 
 

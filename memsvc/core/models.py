@@ -449,7 +449,7 @@ class KeywordHit:
     memory_id: str
     version: int
     score: float  # BM25
-    terms: int = 1  # how many of the query's distinct terms the document holds
+    terms: int  # how many of the query's distinct terms the document holds
 
 
 @dataclass(frozen=True)

@@ -281,6 +281,8 @@ class Graph:
         memories that expired, were deleted or are filtered out is not found, and a namespace whose
         mentions are all past that bound is left out of its list."""
         derived = sorted({node.entity_id for node in nodes if not node.explicit})
+        # One read an entity (at most 50 names a query): a limit shared by all would let one much
+        # mentioned entity take every read and hide the others.
         mentions = [m for entity_id in derived
                     for m in self._store.memories_of(scope.tenant, scope.prefix, [entity_id], limit=MENTIONS_CHECKED)]
         items = self._items.get_many(scope.tenant, list(dict.fromkeys((m.namespace, m.key) for m in mentions))) \

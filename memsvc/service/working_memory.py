@@ -11,7 +11,7 @@ leaves keys behind it. The list is paged by key, and a page stops at `core.pages
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pydantic import Field
@@ -95,7 +95,7 @@ class WorkingMemory:
             return WorkingValue(replace(record, version=version), cmd.value)
         raise Conflict("too many concurrent writes to this key; retry", details={"plan_id": plan_id, "key": key})
 
-    def _check_version(self, caller: Caller, plan_id: str, key: str, expected: int, now) -> None:
+    def _check_version(self, caller: Caller, plan_id: str, key: str, expected: int, now: datetime) -> None:
         current = self._store.get_working(caller.tenant_id, caller.user_id, plan_id, key)
         if current is not None and current.is_live(now):
             check_version(expected, current.version, "working-memory value")

@@ -198,6 +198,11 @@ class TestIsolation:
             neighbours(backend, caller=bob(), prefix=[], limit=1, cursor=cursor)
 
 
+def put_secret(backend, text: str) -> None:
+    """Alice's memory labelled secret: `TestPolicy.hide_secrets` hides it from her own reads."""
+    backend.memories.put(alice(), PutMemory(namespace=NS, key="s", value={"text": text, "tags": ["secret"]}))
+
+
 class TestPolicy:
     @staticmethod
     def hide_secrets(backend):
@@ -217,8 +222,7 @@ class TestPolicy:
     def test_a_relation_is_shown_only_as_its_memory_would_be(self, backend):
         self.hide_secrets(backend)
         dana_and_friends(backend)
-        backend.memories.put(alice(), PutMemory(namespace=NS, key="s", value={
-            "text": "Dana depends on Vault Nine.", "tags": ["secret"]}))
+        put_secret(backend, "Dana depends on Vault Nine.")
         backend.drain()
         assert ("DEPENDS_ON", "out", "Vault Nine") in shown(neighbours(backend, caller=admin()))  # no filter
         assert sorted(shown(neighbours(backend))) == CURRENT  # not Vault Nine
@@ -229,8 +233,7 @@ class TestPolicy:
     def test_find_shows_no_entity_only_a_hidden_memory_names(self, backend):
         self.hide_secrets(backend)
         put(backend, "open", "Project Basilisk is in Reykjavik.")
-        backend.memories.put(alice(), PutMemory(namespace=NS, key="s", value={
-            "text": "Mongoose Nightfall works on Project Basilisk.", "tags": ["secret"]}))
+        put_secret(backend, "Mongoose Nightfall works on Project Basilisk.")
         backend.drain()
         names = FindEntities(namespace_prefix=PREFIX, names=["Mongoose Nightfall", "Project Basilisk"])
         assert [e.name for e in graph(backend).find_entities(admin(), names)] == ["Mongoose Nightfall",
@@ -241,8 +244,7 @@ class TestPolicy:
         """`path` answers its steps' relations, so it hides what `neighbours` hides."""
         self.hide_secrets(backend)
         put(backend, "open", "Dana works on Project Q.")
-        backend.memories.put(alice(), PutMemory(namespace=NS, key="s", value={
-            "text": "Project Q depends on Vault Nine.", "tags": ["secret"]}))
+        put_secret(backend, "Project Q depends on Vault Nine.")
         backend.drain()
         ends = {"from": {"entity": "Dana"}, "to": {"entity": "Vault Nine"}}
         as_admin = graph(backend).path(admin(), PathQuery.parse({"namespace_prefix": PREFIX, **ends}))
