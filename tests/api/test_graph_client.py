@@ -16,18 +16,21 @@ def client(live_server, uid):
         yield c
 
 
-def _settled(client, prefix, name, timeout=120.0):  # background indexing, however busy the machine
+def _settled(client, prefix, *names, timeout=120.0):  # background indexing, however busy the machine
+    # Each name must be waited for: changes to different items may be indexed in any order
+    # (DynamoDB streams order changes per item only).
     deadline = time.monotonic() + timeout
-    while not client.find_entities(prefix, [name])["entities"]:
-        assert time.monotonic() < deadline, f"{name!r} not in the graph after {timeout}s"
-        time.sleep(0.05)
+    for name in names:
+        while not client.find_entities(prefix, [name])["entities"]:
+            assert time.monotonic() < deadline, f"{name!r} not in the graph after {timeout}s"
+            time.sleep(0.05)
 
 
 def test_client_methods_sync(client, uid):
     ns = ["user", uid, "notes"]
     client.put(ns, "a", {"text": "Alice works on Project A."})
     client.put(ns, "b", {"text": "Project A caused the memory leak."})
-    _settled(client, ns, "memory leak")
+    _settled(client, ns, "Alice", "memory leak")
     assert client.path(ns, "Alice", "memory leak")["hops"] == 2
     assert client.path(ns, (ns, "a"), (ns, "b"))["entities"][0]["name"] == "Project A"
     assert [m["key"] for m in client.related(ns, "Alice", max_hops=2)["memories"]] == ["a", "b"]
