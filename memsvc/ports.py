@@ -181,13 +181,18 @@ class LocalExpiry(Protocol):
 
 
 class ChangeFeed(Protocol):
-    """Changes in commit order, consumed at least once by named consumers."""
+    """Changes in commit order, consumed at least once by named consumers, each tenant's changes a
+    lane of their own: read and acknowledged apart from other tenants'."""
 
-    def read(self, consumer: str, limit: int) -> list[Change]: ...
+    def lanes(self, consumer: str) -> list[str]:
+        """The tenants with changes the consumer has not acknowledged, in name order."""
 
-    def ack(self, consumer: str, upto_seq: int) -> None: ...
+    def read(self, consumer: str, limit: int, *, tenant: str | None = None,
+             max_weight: int | None = None) -> list[Change]:
+        """The next `limit` changes of the tenant's lane (None: of every lane, in feed order), cut
+        after the first change that brings their `Change.weight` to `max_weight`."""
 
-    def pending(self, consumer: str, tenant: str) -> int: ...
+    def ack(self, consumer: str, tenant: str, upto_seq: int) -> None: ...
 
     def park(self, consumer: str, change: Change, error: str) -> None:
         """Set a poison change aside (a dead-letter record) so the consumer can move on."""

@@ -257,6 +257,9 @@ class StoredItem:
         )
 
 
+CHANGE_BASE_WEIGHT = 1024
+
+
 @dataclass(frozen=True)
 class Change:
     """One entry of the change feed: what happened to a key, with the row before and after."""
@@ -270,6 +273,12 @@ class Change:
     @property
     def tenant(self) -> str:
         return self.new.tenant
+
+    @property
+    def weight(self) -> int:
+        """What consuming it is expected to cost, in bytes: the sealed value the indexer opens and
+        embeds, and a fixed part for the rest (a tenant's turn at a consumer is sized in it)."""
+        return CHANGE_BASE_WEIGHT + len(self.new.value_ct or b"")
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ on AWS each consumer is a Lambda on the table's stream, and the event source map
 from __future__ import annotations
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from dataclasses import dataclass, field
 from memsvc.core.models import Change
 from memsvc.ports import ChangeFeed
 
-__all__ = ["FeedConsumer", "CycleResult"]
+__all__ = ["FeedConsumer", "CycleResult", "TURN_SECONDS", "FIRST_TURN_WEIGHT"]
 
 log = logging.getLogger(__name__)
 
@@ -27,8 +28,24 @@ class CycleResult:
         return sum(self.processed.values())
 
 
+# How long one tenant's turn at a consumer should last. Another tenant's changes wait for the turn
+# under way, so this bounds how long one tenant's backlog holds up the others': by a turn, or by
+# its one change that takes longer (a turn holds at least one; the indexer's budget bounds that).
+TURN_SECONDS = 1.0
+# A tenant's first turn, in `Change.weight` (bytes): one large value, or some ten small ones.
+FIRST_TURN_WEIGHT = 16 * 1024
+# At most this many tenants' turn sizes are remembered (the others start again at the first size).
+REMEMBERED_TURNS = 4096
+
+
 class FeedConsumer:
     """Drives one named consumer over the change feed with at-least-once delivery.
+
+    Tenants take turns: each batch is the next tenant's (round-robin in name order), from its own
+    lane of the feed, acknowledged on its own. A turn is sized to last about `TURN_SECONDS` by the
+    work the tenant's last turn got through (`Change.weight` per second), growing at most
+    twofold a turn, so one tenant's burst of large memories delays another tenant's indexing by
+    about a turn, not by the whole burst.
 
     A batch is acknowledged up to its first failure; the failed change is retried on the next
     cycle and, after `max_attempts`, parked as a dead letter so the feed keeps moving. A poison
@@ -46,20 +63,32 @@ class FeedConsumer:
         *,
         batch_size: int = 64,
         max_attempts: int = 5,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self._feed = feed
         self.consumer = consumer
         self._handler = handler
         self._batch_size = batch_size
         self._max_attempts = max_attempts
+        self._timer = timer
         self._attempts: Counter = Counter()
+        self._last_tenant = ""
+        self._turn_weights: dict[str, int] = {}
 
     def run_batch(self) -> CycleResult:
         result = CycleResult()
-        changes = self._feed.read(self.consumer, self._batch_size)
-        if not changes:
+        tenants = self._feed.lanes(self.consumer)
+        if not tenants:
+            return result
+        tenant = next((t for t in tenants if t > self._last_tenant), tenants[0])
+        self._last_tenant = tenant
+        allowed = self._turn_weights.get(tenant, FIRST_TURN_WEIGHT)
+        started = self._timer()
+        changes = self._feed.read(self.consumer, self._batch_size, tenant=tenant, max_weight=allowed)
+        if not changes:  # acknowledged between the two reads: by another process's consumer
             return result
         failed = self._handler(changes)
+        self._size_next_turn(tenant, allowed, sum(c.weight for c in changes), self._timer() - started)
         done = [c for c in changes if not failed or c.seq < min(failed)]
         if failed:
             head = next(c for c in changes if c.seq == min(failed))
@@ -72,10 +101,16 @@ class FeedConsumer:
                 done.append(head)
                 result.parked = 1
         if done:
-            self._feed.ack(self.consumer, max(c.seq for c in done))
+            self._feed.ack(self.consumer, tenant, max(c.seq for c in done))
             for c in done:
                 result.processed[c.tenant] += 1
         return result
+
+    def _size_next_turn(self, tenant: str, allowed: int, weight: int, seconds: float) -> None:
+        rate = weight / seconds if seconds > 0 else float("inf")
+        if len(self._turn_weights) >= REMEMBERED_TURNS and tenant not in self._turn_weights:
+            self._turn_weights.clear()
+        self._turn_weights[tenant] = max(1, int(min(rate * TURN_SECONDS, 2 * max(allowed, weight))))
 
     def drain(self, max_batches: int = 1000, *, stopping: Callable[[], bool] = lambda: False) -> CycleResult:
         """Batches until none is left, one fails, `max_batches` ran or `stopping()` (checked
@@ -91,6 +126,3 @@ class FeedConsumer:
             if r.total == 0 or r.failed:
                 break
         return total
-
-    def pending(self, tenant: str) -> int:
-        return self._feed.pending(self.consumer, tenant)

@@ -166,6 +166,11 @@ class _Probe:
         return self.answered
 
 
+# A lone chunk with this many characters of text (a few hundred tokens) is embedded on the pool in
+# parts, one per core (`Indexer._embed`).
+SPREAD_CHARS = 2000
+
+
 class Indexer:
     """Keeps the vector index, the keyword index and the graph in step with the item store.
 
@@ -701,17 +706,18 @@ class Indexer:
             return pool.submit(self._embedded, refs, items, prepared, watch)
         done: Future = Future()
         try:
-            done.set_result(self._embedded(refs, items, prepared, watch))
+            done.set_result(self._embedded(refs, items, prepared, watch, spread=self._embed_pool))
         except Exception as exc:
             done.set_exception(exc)
         return done
 
     def _embedded(self, refs: list[int], items: list[StoredItem], prepared: list[_Prepared],
-                  watch: Callable[[], Stopwatch]) -> _Embedded:
+                  watch: Callable[[], Stopwatch], *, spread: Executor | None = None) -> _Embedded:
         """The pipeline's middle stage: each item's keyword document (an item over its budget is
         left out of the chunk), then the chunk's texts whose vector is not known already
-        (`_Prepared.reused`) embedded in one embedder call. The chunk's stopwatch starts here, not
-        while it waits for the pool."""
+        (`_Prepared.reused`) embedded in one embedder call, or, for a chunk run outside the pool
+        (`spread`: the pool), in calls of `chunk_texts` texts on the pool, at once. The chunk's
+        stopwatch starts here, not while it waits for the pool."""
         stopwatch = watch()
         chunk = _Embedded([], [], [], [], [], [], 0.0)
         known: list[list[float] | None] = []  # per text of the chunk
@@ -737,7 +743,7 @@ class Indexer:
         started = self._timer()
         try:
             missing = [text for text, vector in zip(texts, known) if vector is None]
-            fresh = iter(self._embedder.embed(missing) if missing else [])
+            fresh = iter(self._embed(missing, spread) if missing else [])
             chunk.vectors = [next(fresh) if vector is None else vector for vector in known]
         except MemsvcError:
             raise
@@ -746,6 +752,16 @@ class Indexer:
         chunk.seconds = self._timer() - started
         stopwatch.check("embedding", model_seconds=chunk.seconds)
         return chunk
+
+    def _embed(self, texts: list[str], spread: Executor | None) -> list[list[float]]:
+        # A lone chunk in one call takes one core while the others idle: a large memory (up to 64
+        # texts), or a tenant's turn of a few long texts (`memsvc.service.feed`). A trickle of
+        # short texts stays one call: splitting it would cost more than it saves.
+        if spread is None or len(texts) < 2 or sum(map(len, texts)) < SPREAD_CHARS:
+            return self._embedder.embed(texts)
+        size = min(self._chunk_texts, -(-len(texts) // max(self._lookahead, 1)))
+        parts = [spread.submit(self._embedder.embed, texts[at:at + size]) for at in range(0, len(texts), size)]
+        return [vector for part in parts for vector in part.result()]
 
     def _received(self, refs: list[int], embedding: Future, outcome: _Outcome, alone: bool,
                   probe: _Probe) -> list[_Embedded]:

@@ -14,7 +14,7 @@ import pytest
 from memsvc.adapters.local.low_priority_pool import NICENESS, low_priority_pool
 from memsvc.core.errors import RateLimited
 from memsvc.service.feed import FeedConsumer
-from memsvc.service.indexer import Indexer
+from memsvc.service.indexer import SPREAD_CHARS, Indexer
 from memsvc.service.memories import PutMemory
 from tests.conftest import alice
 from tests.fakes.embedder import HashEmbedder
@@ -269,6 +269,25 @@ def test_chunks_hold_at_most_chunk_texts_texts_of_similar_lengths(app, embedder,
     # by length (b, e, c, d, a; in the order written: a, b, d, e); c has more texts than a chunk holds
     assert sorted(sorted({text[0] for text in call}) for call in embedder.calls) == [["a", "d"], ["b", "e"], ["c"]]
     assert len(app.vectors.memory_ids("acme")) == 5
+
+
+def test_a_lone_memory_with_more_texts_than_a_chunk_is_embedded_in_chunks_on_the_pool_at_once(app, embedder, pool):
+    """One large memory alone would otherwise take one core while the others idle."""
+    long_words = " long" * (SPREAD_CHARS // 5)
+    app.services.memories.put(alice(), PutMemory(namespace=NS, key="big", value={
+        f"f{n}": f"text {n}{long_words}" for n in range(5)}))
+    indexer = pipelined(app, embedder, pool, chunk_texts=2)
+    started = threading.Event()
+    embedder.during[f"text 0{long_words}"] = lambda: started.wait(10)  # held until a second call runs beside it
+    embedder.during[f"text 2{long_words}"] = started.set
+
+    assert indexer.apply(changes(app)) == set()
+
+    assert started.is_set() and sorted(len(call) for call in embedder.calls) == [1, 2, 2]
+    assert threading.get_ident() not in embedder.threads
+    item = app.store.get("acme", NS, "big")
+    assert len(item.indexed_fields) == 5
+    assert app.vectors.memory_ids("acme") == {item.id}
 
 
 def test_a_consumer_stopping_ends_its_drain_between_batches(app):

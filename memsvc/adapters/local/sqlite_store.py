@@ -74,6 +74,10 @@ CREATE TABLE IF NOT EXISTS changes (
 );
 CREATE INDEX IF NOT EXISTS changes_by_tenant ON changes (tenant, seq);
 CREATE TABLE IF NOT EXISTS consumers (name TEXT PRIMARY KEY, offset INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS lanes (
+    consumer TEXT NOT NULL, tenant TEXT NOT NULL, offset INTEGER NOT NULL,
+    PRIMARY KEY (consumer, tenant)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS dead_letters (
     consumer TEXT NOT NULL, seq INTEGER NOT NULL, tenant TEXT NOT NULL,
     change TEXT NOT NULL, error TEXT NOT NULL, parked_at INTEGER NOT NULL,
@@ -480,38 +484,55 @@ class SqliteItemStore:
 
     # -- change feed -----------------------------------------------------------------------------
 
-    def read(self, consumer: str, limit: int) -> list[Change]:
+    # Each tenant's changes are a lane of their own, acknowledged on their own (`lanes`), so that a
+    # consumer can take turns between tenants (`memsvc.service.feed`). A consumer's row in
+    # `consumers` is the floor under all its lanes: what it acknowledged before lanes existed.
+
+    def lanes(self, consumer: str) -> list[str]:
+        """The tenants with changes the consumer has not acknowledged, in name order. One indexed
+        step per tenant that has rows in the feed (acknowledged rows are pruned every second)."""
         conn = self._conn()
-        offset = self._offset(conn, consumer)
-        rows = conn.execute(
-            "SELECT seq, kind, occurred_at, new, old FROM changes WHERE seq > ? ORDER BY seq LIMIT ?",
-            (offset, limit),
-        ).fetchall()
-        return [
-            Change(
+        floor, pending = self._offset(conn, consumer), []
+        for tenant in self._feed_tenants(conn):
+            after = self._lane_offset(conn, consumer, tenant, floor)
+            if conn.execute("SELECT 1 FROM changes WHERE tenant = ? AND seq > ? LIMIT 1", (tenant, after)).fetchone():
+                pending.append(tenant)
+        return pending
+
+    def read(self, consumer: str, limit: int, *, tenant: str | None = None,
+             max_weight: int | None = None) -> list[Change]:
+        """The next `limit` changes of the tenant's lane (None: of every lane, in feed order), cut
+        after the first change that brings their `weight` to `max_weight`."""
+        if tenant is None:
+            merged = sorted((c for t in self.lanes(consumer) for c in self.read(consumer, limit, tenant=t)),
+                            key=lambda c: c.seq)
+            return merged[:limit]
+        conn = self._conn()
+        rows = conn.execute(  # stepped lazily: the rows after the cut are never read
+            "SELECT seq, kind, occurred_at, new, old FROM changes WHERE tenant = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (tenant, self._lane_offset(conn, consumer, tenant, self._offset(conn, consumer)), limit),
+        )
+        changes, weight = [], 0
+        for seq, kind, at, new, old in rows:
+            changes.append(Change(
                 seq=seq,
                 kind=kind,
                 occurred_at=from_epoch_us(at),
                 new=StoredItem.from_record(json.loads(new)),
                 old=StoredItem.from_record(json.loads(old)) if old else None,
-            )
-            for seq, kind, at, new, old in rows
-        ]
+            ))
+            weight += changes[-1].weight
+            if max_weight is not None and weight >= max_weight:
+                break
+        return changes
 
-    def ack(self, consumer: str, upto_seq: int) -> None:
+    def ack(self, consumer: str, tenant: str, upto_seq: int) -> None:
         with self._tx() as conn:
             conn.execute(
-                "INSERT INTO consumers (name, offset) VALUES (?, ?) "
-                "ON CONFLICT (name) DO UPDATE SET offset = max(offset, excluded.offset)",
-                (consumer, upto_seq),
+                "INSERT INTO lanes (consumer, tenant, offset) VALUES (?, ?, ?) "
+                "ON CONFLICT (consumer, tenant) DO UPDATE SET offset = max(offset, excluded.offset)",
+                (consumer, tenant, upto_seq),
             )
-
-    def pending(self, consumer: str, tenant: str) -> int:
-        conn = self._conn()
-        offset = self._offset(conn, consumer)
-        return conn.execute(
-            "SELECT count(*) FROM changes WHERE tenant = ? AND seq > ?", (tenant, offset)
-        ).fetchone()[0]
 
     def park(self, consumer: str, change: Change, error: str) -> None:
         record = {
@@ -534,13 +555,32 @@ class SqliteItemStore:
     def prune_changes(self) -> int:
         """Drop changes every consumer has acknowledged."""
         with self._tx() as conn:
-            low = conn.execute("SELECT min(offset) FROM consumers").fetchone()[0] or 0
-            return conn.execute("DELETE FROM changes WHERE seq <= ?", (low,)).rowcount
+            floors = dict(conn.execute("SELECT name, offset FROM consumers").fetchall())
+            if not floors:
+                return 0
+            pruned = 0
+            for tenant in self._feed_tenants(conn):
+                low = min(self._lane_offset(conn, name, tenant, floor) for name, floor in floors.items())
+                pruned += conn.execute("DELETE FROM changes WHERE tenant = ? AND seq <= ?", (tenant, low)).rowcount
+            return pruned
+
+    @staticmethod
+    def _feed_tenants(conn: sqlite3.Connection) -> Iterator[str]:
+        """The tenants with rows in the feed, in name order: an index seek each (`changes_by_tenant`)."""
+        tenant = conn.execute("SELECT min(tenant) FROM changes").fetchone()[0]
+        while tenant is not None:
+            yield tenant
+            tenant = conn.execute("SELECT min(tenant) FROM changes WHERE tenant > ?", (tenant,)).fetchone()[0]
 
     @staticmethod
     def _offset(conn: sqlite3.Connection, consumer: str) -> int:
         row = conn.execute("SELECT offset FROM consumers WHERE name = ?", (consumer,)).fetchone()
         return row[0] if row else 0
+
+    @staticmethod
+    def _lane_offset(conn: sqlite3.Connection, consumer: str, tenant: str, floor: int) -> int:
+        row = conn.execute("SELECT offset FROM lanes WHERE consumer = ? AND tenant = ?", (consumer, tenant)).fetchone()
+        return max(floor, row[0]) if row else floor
 
 
 _SEALED_BYTES = "coalesce(length(value_ct), 0) + coalesce(length(attributes_ct), 0)"
