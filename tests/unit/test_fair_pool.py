@@ -58,7 +58,9 @@ def test_a_call_back_from_its_wait_takes_a_slot_again_before_it_goes_on(pool):
         holding.set()
         assert let_go.wait(BOUND)
         return "held"
-    holder = pool.submit("b", hold_the_slot)
+    # The slot's holder is of the same tenant: another tenant's would lend it the one extra slot
+    # (test_while_one_tenant_holds_every_slot_another_tenants_call_runs_beside_them).
+    holder = pool.submit("a", hold_the_slot)
     assert holding.wait(BOUND)
     go_on.set()
     until(lambda: "a" in pool._reclaiming)  # done waiting, and waiting for the slot
@@ -83,3 +85,28 @@ def test_outside_a_pool_released_does_nothing():
     with slots.released():
         with slots.released():
             pass
+
+
+def test_while_one_tenant_holds_every_slot_another_tenants_call_runs_beside_them():
+    pool = FairPool(2, name="test-pool")
+    try:
+        started, let_go = threading.Semaphore(0), threading.Event()
+
+        def long_call() -> str:
+            started.release()
+            assert let_go.wait(BOUND)
+            return "long"
+
+        longs = [pool.submit("busy", long_call) for _ in range(3)]
+        assert started.acquire(timeout=BOUND) and started.acquire(timeout=BOUND)  # both slots
+        assert pool.submit("quiet", lambda: "quiet answered").result(BOUND) == "quiet answered"
+        until(lambda: "quiet" not in pool._running)  # its slot is given back just after its answer
+        assert not any(f.done() for f in longs)
+        assert not started.acquire(timeout=0)  # the busy tenant's third call got no extra slot
+        other = [pool.submit("quiet", long_call), pool.submit("third", lambda: "third answered")]
+        assert started.acquire(timeout=BOUND)  # quiet's long call took the one extra slot ...
+        assert not other[1].done()  # ... so the slots are held by two tenants: no more extra
+        let_go.set()
+        assert [f.result(BOUND) for f in longs + other] == ["long"] * 4 + ["third answered"]
+    finally:
+        pool.shutdown()

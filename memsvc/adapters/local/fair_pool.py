@@ -14,7 +14,8 @@ tenant's policy worker, or in the embedding model: `memsvc.core.slots.released`)
 back meanwhile and takes one back, fairly, to go on; it keeps its thread. So the pool has more
 threads than slots (`THREADS_PER_SLOT`), and one tenant holds at most a quarter of them, running
 or waiting: two slow policies of one tenant once held both threads of a 2-core server, and every
-tenant waited 10 s for them.
+tenant waited 10 s for them. And while one tenant's calls hold every slot, another tenant's call
+gets one slot beyond the count, so it never waits for them to end.
 """
 
 from __future__ import annotations
@@ -67,11 +68,14 @@ class FairPool:
 
     def _dispatch(self) -> None:
         """Under the lock: each free slot to the fairest owner that can take it, a started call
-        going on before the owner's new ones. O(owners waiting) a slot."""
-        while self._free_slots:
+        going on before the owner's new ones; and, while one owner holds every slot, one slot more
+        for another owner (`_one_holds_all`). O(owners waiting) a slot."""
+        while self._free_slots > 0 or self._one_holds_all():
             able = [o for o in self._reclaiming] + [
                 o for o in self._waiting
                 if o not in self._reclaiming and self._held[o] < self._per_owner and self._threads_held < self._threads]
+            if self._free_slots <= 0:
+                able = [o for o in able if o not in self._running]
             if not able:
                 return
             owner = min(able, key=lambda name: (self._running[name], self._served.get(name, 0)))
@@ -87,6 +91,14 @@ class FairPool:
             self._executor.submit(self._run, owner, _pop(self._waiting, owner))
             if not self._waiting:
                 self._none_waiting.notify_all()
+
+    def _one_holds_all(self) -> bool:
+        """Whether every slot is held by one owner's calls (and none is lent beyond the count yet).
+        A slot is not taken back from a running call, so without this the others would wait for
+        the shortest of that owner's calls, however long: two 3 s namespace listings of one tenant
+        held a 2-core server's every other request 2-3 s. The extra slot costs a third thread in
+        the interpreter while it lasts; one owner alone never gets it."""
+        return self._free_slots == 0 and len(self._running) == 1
 
     def _run(self, owner: str, task: _Task) -> None:
         future, fn, args = task
