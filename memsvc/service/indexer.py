@@ -715,9 +715,9 @@ class Indexer:
                   watch: Callable[[], Stopwatch], *, spread: Executor | None = None) -> _Embedded:
         """The pipeline's middle stage: each item's keyword document (an item over its budget is
         left out of the chunk), then the chunk's texts whose vector is not known already
-        (`_Prepared.reused`) embedded in one embedder call, or, for a chunk run outside the pool
-        (`spread`: the pool), in calls of `chunk_texts` texts on the pool, at once. The chunk's
-        stopwatch starts here, not while it waits for the pool."""
+        (`_Prepared.reused`) embedded in one embedder call, or, for a lone chunk run outside the
+        pool (`spread`: the pool) whose texts are long, in one call per core on the pool, at once.
+        The chunk's stopwatch starts here, not while it waits for the pool."""
         stopwatch = watch()
         chunk = _Embedded([], [], [], [], [], [], 0.0)
         known: list[list[float] | None] = []  # per text of the chunk
