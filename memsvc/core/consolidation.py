@@ -22,7 +22,6 @@ __all__ = ["Thresholds", "Decision", "decide", "merge", "supersede", "candidate_
 
 SUPERSEDED_TAG = "superseded"
 MAX_MERGED_FROM = 50  # the newest merged keys a memory remembers; older ones drop off
-_KEY_NAMESPACE = uuid.UUID("8f5d3a0e-3c59-5b7e-9a64-6f0d7c1e2b41")  # fixed: keys must never change
 
 
 @dataclass(frozen=True)
@@ -131,14 +130,16 @@ def supersede(existing: TypedMemory, by_key: str, *, ends_at: datetime) -> Typed
     return closed_at(dataclasses.replace(existing, superseded_by=by_key, tags=tuple(tags)), ends_at)
 
 
-def candidate_key(namespace: Sequence[str], content: str, *, slot: int = 0) -> str:
-    """A created memory's key: a UUIDv5 of its namespace and normalised content, so the same
-    statement remembered twice (a retry, a replayed background job, two racing requests) lands
-    on the same key and is `unchanged`, never a copy. When that key holds a memory the candidate
-    must not reuse (one superseded since, one merged into a newer statement, a plain item), the
-    caller tries the next `slot`: still deterministic, so racing writers probe the same keys."""
+def candidate_key(namespace: Sequence[str], content: str, *, key_space: uuid.UUID, slot: int = 0) -> str:
+    """A created memory's key: a UUIDv5 of its namespace and normalised content in the tenant's
+    secret `key_space` (`core.crypto.statement_key_space`), so the same statement remembered
+    twice (a retry, a replayed background job, two racing requests) lands on the same key and is
+    `unchanged`, never a copy, while the key reveals nothing of the statement to whoever lacks
+    the tenant's data key. When that key holds a memory the candidate must not reuse (one
+    superseded since, one merged into a newer statement, a plain item), the caller tries the next
+    `slot`: still deterministic, so racing writers probe the same keys."""
     name = "\x1f".join([*namespace, "", normalize_content(content)] + ([str(slot)] if slot else []))
-    return str(uuid.uuid5(_KEY_NAMESPACE, name))
+    return str(uuid.uuid5(key_space, name))
 
 
 def stored_value(memory: TypedMemory) -> dict[str, Any]:

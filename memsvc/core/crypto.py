@@ -11,6 +11,7 @@ import hashlib
 import hmac
 import json
 import os
+import uuid
 from collections.abc import Iterable, Sequence
 
 from cryptography.exceptions import InvalidTag
@@ -68,6 +69,13 @@ def term_ids(data_key: bytes, terms: Iterable[str]) -> list[str]:
     tenants' hashes of the same word differ."""
     subkey = hmac.new(data_key, b"memsvc keyword terms v1", hashlib.sha256).digest()
     return [hmac.new(subkey, t.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16] for t in terms]
+
+
+def statement_key_space(data_key: bytes) -> uuid.UUID:
+    """The UUIDv5 namespace of a tenant's `remember` keys (`core.consolidation.candidate_key`):
+    128 bits of HMAC-SHA256 under the tenant's data key, so that a key derived from a statement
+    cannot be recomputed, and a guessed statement not confirmed, without that key."""
+    return uuid.UUID(bytes=hmac.new(data_key, b"memsvc statement keys v1", hashlib.sha256).digest()[:16])
 
 
 def field_tokens(data_key: bytes, fields: Iterable[tuple[str, str]]) -> list[str]:

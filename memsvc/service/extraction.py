@@ -398,7 +398,7 @@ class Extraction:
 
     def _candidate_event(self, caller: Caller, ns: tuple[str, ...], candidate: Candidate, session_id: str | None,
                          policies: Any, now: datetime) -> TimelineEvent:
-        key = candidate_key(ns, candidate.content)
+        key = candidate_key(ns, candidate.content, key_space=self._sealer.statement_keys(caller.tenant_id))
         event_id = str(uuid.uuid5(uuid.NAMESPACE_URL, json.dumps(
             ["candidate", caller.tenant_id, list(ns), key, session_id, list(candidate.source_seqs)])))
         value = {"content": candidate.content, "type": candidate.type, "category": candidate.category}

@@ -132,7 +132,7 @@ class Remember:
         ns, candidate, policies = self._admit(caller, cmd)
         self.take_rate(caller)
         if not cmd.wait:
-            candidate_id = candidate_key(ns, candidate.content)
+            candidate_id = candidate_key(ns, candidate.content, key_space=self._sealer.statement_keys(caller.tenant_id))
             payload = {"caller": caller_record(caller), "command": cmd.model_dump(mode="json", exclude_unset=True)}
             self._queue.enqueue(RememberJob(caller.tenant_id, candidate_id,
                                             self._sealer.seal_job(caller.tenant_id, candidate_id, payload)))
@@ -175,7 +175,7 @@ class Remember:
                                   details={"field": "valid_to"})
         ns = self._target(caller, cmd)
         candidate = cmd.candidate()
-        key = candidate_key(ns, candidate.content)
+        key = candidate_key(ns, candidate.content, key_space=self._sealer.statement_keys(caller.tenant_id))
         policies = self._access.authorize(caller, "write", ns, key)
         self._access.govern(caller, ns, key, stored_value(candidate), None)
         return ns, candidate, policies
@@ -263,8 +263,9 @@ class Remember:
         already holding this very content (then nothing is written). A slot whose memory may not
         be reused (superseded since, or not a typed memory) passes to the next slot's key."""
         now = self._clock.now()
+        key_space = self._sealer.statement_keys(tenant)
         for slot in range(_KEY_SLOTS):
-            key = candidate_key(ns, content, slot=slot)
+            key = candidate_key(ns, content, key_space=key_space, slot=slot)
             row = self._items.get(tenant, ns, key)
             if row is None or not row.is_live(now):
                 return key, row, None

@@ -11,11 +11,13 @@ import base64
 import json
 import threading
 import time
+import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from memsvc.core.crypto import SealError, associated_data, entity_ids, field_id, field_tokens, open_sealed, seal, term_ids
+from memsvc.core.crypto import (SealError, associated_data, entity_ids, field_id, field_tokens, open_sealed, seal,
+                                statement_key_space, term_ids)
 from memsvc.core.errors import InternalError, InvalidArgument
 from memsvc.ports import DataKeyStore, KeyProvider
 
@@ -134,6 +136,10 @@ class Sealer:
         """The blind tokens of (dot path, equality key) pairs that filters are decided on (a
         filter's are made with `create=False`, like a query's terms)."""
         return field_tokens(self.data_key(tenant, create=create), fields)
+
+    def statement_keys(self, tenant: str) -> uuid.UUID:
+        """The key space of the tenant's `remember` keys (`core.crypto.statement_key_space`)."""
+        return statement_key_space(self.data_key(tenant))
 
     def data_key(self, tenant: str, *, create: bool = True) -> bytes:
         """The tenant's plaintext data key. With `create=False`, a tenant without one raises

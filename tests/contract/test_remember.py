@@ -41,6 +41,11 @@ def remember(app, content, caller=None, **kw):
     return app.app.services.remember.remember(caller or alice(), RememberMemory(content=content, **kw))
 
 
+def key_of(app, content, ns=NS, tenant="acme"):
+    """The key `remember` gives the statement: in the tenant's secret key space."""
+    return candidate_key(ns, content, key_space=app.sealer.statement_keys(tenant))
+
+
 def cosine(app, a, b):
     va, vb = app.embedder.embed([a, b])
     return sum(x * y for x, y in zip(va, vb))
@@ -61,7 +66,7 @@ class TestSeed002:
         first = remember(app, "The user prefers Python for scripting", tags=["lang"], importance=0.7)
         assert first.action == "created" and first.neighbors == [] and first.decision.judge_asked is False
         assert first.memory.namespace == NS
-        assert first.memory.key == candidate_key(NS, "The user prefers Python for scripting")
+        assert first.memory.key == key_of(app, "The user prefers Python for scripting")
         value = first.memory.value
         assert value["content"] == "The user prefers Python for scripting"
         assert (value["type"], value["kind"], value["importance"], value["tags"]) == ("fact", "semantic", 0.7, ["lang"])
@@ -86,7 +91,7 @@ class TestSeed002:
         v = merged.value
         assert v["content"] == b  # the newer statement
         assert v["tags"] == ["lang", "work"] and v["importance"] == 0.8 and v["pinned"] is True
-        assert v["merged_from"] == [candidate_key(NS, b)]
+        assert v["merged_from"] == [key_of(app, b)]
         assert list(memories(app)) == [first.memory.key]
 
     def test_check_range_judge_says_same(self, app):
@@ -119,7 +124,7 @@ class TestSeed002:
         new = remember(app, b)
         assert new.action == "superseded"
         assert (new.decision.judge_asked, new.decision.same_fact) == (True, False)
-        assert new.memory.key == candidate_key(NS, b) and new.memory.value["content"] == b
+        assert new.memory.key == key_of(app, b) and new.memory.value["content"] == b
         marked = app.memories.get(alice(), list(NS), old.memory.key)
         assert marked.value["superseded_by"] == new.memory.key
         assert marked.value["tags"] == ["home", "superseded"] and marked.value["content"] == a
@@ -361,7 +366,7 @@ class TestInTheBackground:
     def test_wait_false_decides_later(self, app):
         accepted = remember(app, "The user's cat is called Miso", wait=False)
         assert isinstance(accepted, Accepted)
-        assert accepted.candidate_id == candidate_key(NS, "The user's cat is called Miso")
+        assert accepted.candidate_id == key_of(app, "The user's cat is called Miso")
         assert memories(app) == {}  # nothing decided yet
         assert self._run_jobs(app) == 1
         (memory,) = memories(app).values()

@@ -9,6 +9,7 @@ import pytest
 
 from memsvc.core.consolidation import (CALIBRATED_THRESHOLDS, SEED_002, Thresholds, candidate_key, decide, merge,
                                        stored_value, supersede, thresholds_for)
+from memsvc.core.crypto import statement_key_space
 from memsvc.core.same_fact import Verdict, judge_statements, statement
 from memsvc.core.typed_memory import TypedMemory
 
@@ -86,13 +87,17 @@ def test_merge_and_supersede():
     assert "access_count" not in stored_value(marked) and "last_accessed_at" not in stored_value(marked)
 
 
-def test_candidate_keys_are_deterministic():
-    ns = ("user", "alice", "memories")
-    assert candidate_key(ns, "I like tea") == candidate_key(ns, "  I like	tea ")  # whitespace collapsed
-    assert candidate_key(ns, "I like tea") != candidate_key(("user", "bob", "memories"), "I like tea")
-    assert candidate_key(ns, "I like tea") != candidate_key(ns, "I like tea", slot=1)
+def test_candidate_keys_are_deterministic_in_the_tenants_secret_key_space():
+    ns, space = ("user", "alice", "memories"), statement_key_space(b"k" * 32)
+    assert candidate_key(ns, "I like tea", key_space=space) == candidate_key(ns, "  I like\ttea ", key_space=space)
+    assert candidate_key(ns, "I like tea", key_space=space) != candidate_key(("user", "bob", "memories"), "I like tea",
+                                                                            key_space=space)
+    assert candidate_key(ns, "I like tea", key_space=space) != candidate_key(ns, "I like tea", key_space=space, slot=1)
     # Pinned: a key that changed between releases would turn every retry into a copy.
-    assert candidate_key(ns, "I like tea") == "6d12be71-b633-5043-868f-25fd7c2bd2c2"
+    assert candidate_key(ns, "I like tea", key_space=space) == "74239424-e8b3-5c71-81eb-a48d91b22644"
+    # Another tenant's data key gives other keys: without it a key confirms no guessed statement.
+    assert candidate_key(ns, "I like tea", key_space=statement_key_space(b"j" * 32)) != candidate_key(
+        ns, "I like tea", key_space=space)
 
 
 def test_thresholds_per_embedder():
