@@ -251,6 +251,16 @@ class AgentMemoryMethods:
                  + _given(max_depth=max_depth, limit=limit, offset=offset) + ([("counts", "true")] if counts else []))
         return self._run(("GET", "/v1/memories/namespaces", query, None))
 
+    def health(self) -> Any:
+        """`GET /health`: `{"status": "healthy" | "degraded", "components": {...}}` (each with its
+        latency). An unhealthy service answers `503`, raised as a retryable `MemsvcError` after the
+        client's retries."""
+        return self._run(("GET", "/health", (), None))
+
+    def openapi(self) -> Any:
+        """`GET /openapi.json`: the service's OpenAPI document, generated from its route table."""
+        return self._run(("GET", "/openapi.json", (), None))
+
     def identity(self) -> Any:
         """`GET /v1/identity`: who the service takes you to be, `{"tenant_id", "user_id", "roles",
         "auth": "jwt" | "iam", "claims"}`."""
