@@ -20,6 +20,7 @@ from memsvc_client import (
     AwsSigV4Auth,
     ClientSettings,
     InvalidArgumentError,
+    MemsvcClient,
     MemsvcError,
     MemsvcStore,
     NotFoundError,
@@ -497,3 +498,13 @@ def test_ttl_sweeper_methods_as_langgraphs_stores_have_them():
         assert (await asyncio.to_thread(astore.get, ("user", "alice"), "k")).key == "k"  # other threads may
 
     asyncio.run(on_async())
+
+
+def test_health_answers_an_unhealthy_services_report_at_once_and_other_503s_stay_errors(no_sleep):
+    report = {"status": "unhealthy", "components": {"store": {"status": "unhealthy", "latency_ms": 1.0}}}
+    rec = Recorder(httpx.Response(503, json=report))
+    client = MemsvcClient(store=make(rec))
+    assert client.health() == report and len(rec.requests) == 1 and no_sleep == []
+    with pytest.raises(MemsvcError):
+        client.get(("user", "alice"), "k")  # the same 503 on another route is an error, retried first
+    assert len(rec.requests) > 2

@@ -252,9 +252,9 @@ class AgentMemoryMethods:
         return self._run(("GET", "/v1/memories/namespaces", query, None))
 
     def health(self) -> Any:
-        """`GET /health`: `{"status": "healthy" | "degraded", "components": {...}}` (each with its
-        latency). An unhealthy service answers `503`, raised as a retryable `MemsvcError` after the
-        client's retries."""
+        """`GET /health`: `{"status": "healthy" | "degraded" | "unhealthy", "components": {...}}`
+        (each with its latency); the report also when the service is unhealthy (its `503`), not an
+        error, as the TypeScript client's `health()`."""
         return self._run(("GET", "/health", (), None))
 
     def openapi(self) -> Any:

@@ -611,7 +611,7 @@ class MemsvcStore(BaseStore):
             except httpx.TransportError as exc:
                 error: MemsvcError = _transport_error(exc)
             else:
-                if response.is_success:
+                if _answered(response, call):
                     return _body(response)
                 error = _error_from_response(response)
             delay = self._retry_delay(error, attempt)
@@ -629,7 +629,7 @@ class MemsvcStore(BaseStore):
             except httpx.TransportError as exc:
                 error: MemsvcError = _transport_error(exc)
             else:
-                if response.is_success:
+                if _answered(response, call):
                     return _body(response)
                 error = _error_from_response(response)
             delay = self._retry_delay(error, attempt)
@@ -822,6 +822,11 @@ def _ns_key(namespace: Sequence[str], key: str) -> list[tuple[str, str]]:
 def _timestamp(raw: str) -> datetime:
     ts = datetime.fromisoformat(raw)
     return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
+def _answered(response: httpx.Response, call: _Call) -> bool:
+    """A success, or an unhealthy service's health report (a `503` whose body is the report)."""
+    return response.is_success or (response.status_code == 503 and tuple(call[:2]) == ("GET", "/health"))
 
 
 def _body(response: httpx.Response) -> Any:
