@@ -59,6 +59,24 @@ describe("admin views", { skip: skip ?? false }, () => {
     assert.deepEqual(await world.problems(page), []);
   });
 
+  it("refuses to upload over a bundle another admin changed since the page loaded; theirs stays", async () => {
+    const before = await world.api<Bundle>(admin, "GET", "/admin/v1/memories/policies");
+    const page = await open(admin, "admin/policies");
+    const editor = page.locator('textarea[data-file="authz.rego"]');
+    await editor.waitFor();
+    const theirs = { ...before.policies, "authz.rego": before.policies["authz.rego"] + "\n# theirs\n" };
+    const landed = await world.api<Bundle>(admin, "PUT", "/admin/v1/memories/policies", { policies: theirs });
+
+    await editor.fill(before.policies["authz.rego"] + "\n# mine\n");
+    await page.getByRole("button", { name: "Upload" }).click();
+    await seeText(page, "PRECONDITION_FAILED: ");
+    assert.deepEqual(await world.api<Bundle>(admin, "GET", "/admin/v1/memories/policies"), landed, "theirs is in force");
+    assert.equal(await page.getByText(`Version in force: ${before.version}`).count(), 1, "the page still shows what it loaded");
+
+    await world.api<Bundle>(admin, "PUT", "/admin/v1/memories/policies", { policies: before.policies });
+    assert.deepEqual(await world.problems(page), []);
+  });
+
   it("shows a setting's range, refuses a value outside it before sending, and shows the service's 400", async () => {
     const page = await open(admin, "admin/settings");
     const depth = page.getByLabel("max_depth", { exact: true });

@@ -32,9 +32,15 @@ _UUID = {"type": "string", "format": "uuid"}
 # A rule across a query model's fields: the model becomes one parameter, an object exploded into
 # the query string (`style: form`), so that its schema can carry the rule.
 _ACROSS_FIELDS = ("oneOf", "anyOf", "allOf", "not", "if", "dependentRequired", "dependentSchemas")
-_IF_MATCH = {"name": "If-Match", "in": "header", "required": False,
-             "description": "change only this version (`3`, `\"3\"` or `W/\"3\"`; `*`: any); 412 if it is another",
-             "schema": {"type": "string", "pattern": '^(\\*|(W/)?"[0-9]{1,18}"|[0-9]{1,18})$'}}
+_IF_MATCH = {
+    "number": {"name": "If-Match", "in": "header", "required": False,
+               "description": "change only this version (`3`, `\"3\"` or `W/\"3\"`; `*`: any); 412 if it is another",
+               "schema": {"type": "string", "pattern": '^(\\*|(W/)?"[0-9]{1,18}"|[0-9]{1,18})$'}},
+    "bundle": {"name": "If-Match", "in": "header", "required": False,
+               "description": "replace only this bundle version, as GET answered it (`builtin`, or `\"<16 hex>\"`; "
+                              "`*`: any); 412 if another is in force",
+               "schema": {"type": "string", "pattern": '^(\\*|(W/)?"[0-9A-Za-z]{1,64}"|[0-9A-Za-z]{1,64})$'}},
+}
 
 
 def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
@@ -53,7 +59,7 @@ def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
             schema = _UUID if uuid else _PATH_SCHEMAS.get(name, {"type": "string", "minLength": 1})
             params.append({"name": name, "in": "path", "required": True, "schema": schema})
         if r.if_match:
-            params.append(_IF_MATCH)
+            params.append(_IF_MATCH[r.if_match])
         if params:
             op["parameters"] = params
         if r.body is not None:

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from urllib.parse import parse_qsl
 
 from pydantic import BaseModel
@@ -134,7 +134,9 @@ class Route:
     status: int = 200
     also: tuple[tuple[int, type[BaseModel]], ...] = ()  # other answers of its own, as (status, model)
     public: bool = False
-    if_match: bool = False  # takes `If-Match: <version>` (412 when another version is current)
+    # Takes `If-Match: <version>` (412 when another version is current): a workflow object's version
+    # number, or a policy bundle's version.
+    if_match: Literal["number", "bundle"] | None = None
     content_type: str = "application/json"  # of the answer, for the OpenAPI document
 
     @cached_property

@@ -164,7 +164,8 @@ def _get_policies(app: Services, c: Call) -> s.PoliciesOut:
 
 
 def _put_policies(app: Services, c: Call) -> s.PoliciesOut | s.PolicyCheckOut:
-    checked = app.admin.put_policies(c.caller, c.body, dry_run=c.query.dry_run)
+    checked = app.admin.put_policies(c.caller, c.body, dry_run=c.query.dry_run,
+                                     if_match=c.request.headers.get("if-match"))
     return s.PolicyCheckOut(valid=True) if c.query.dry_run else s.PoliciesOut.of(checked)
 
 
@@ -492,7 +493,8 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/admin/v1/memories/policies", "The tenant's policy bundle", _get_policies,
           response=s.PoliciesOut),
     Route("PUT", "/admin/v1/memories/policies", "Replace the tenant's policy bundle (dry_run: only check it)",
-          _put_policies, query=PutPoliciesOptions, body=s.PoliciesBody, response=s.PutPoliciesOut),
+          _put_policies, query=PutPoliciesOptions, body=s.PoliciesBody, response=s.PutPoliciesOut,
+          if_match="bundle"),
     Route("GET", "/admin/v1/memories/index/status", "Vector indexing backlog", _index_status,
           response=s.IndexStatusOut),
     Route("POST", "/admin/v1/memories/index/trigger", "Run one indexing cycle now", _index_trigger,
@@ -509,7 +511,7 @@ ROUTES: tuple[Route, ...] = (
           query=ListSessions, response=s.SessionsOut),
     Route("GET", "/v1/memory/sessions/{id}", "One of the caller's sessions", _get_session, response=s.SessionOut),
     Route("PUT", "/v1/memory/sessions/{id}", "Change a session (If-Match: version)", _put_session,
-          body=s.UpdateSessionBody, response=s.SessionOut, if_match=True),
+          body=s.UpdateSessionBody, response=s.SessionOut, if_match="number"),
     Route("DELETE", "/v1/memory/sessions/{id}", "Delete a session, its messages and its layer (idempotent)",
           _delete_session, status=204),
     Route("POST", "/v1/memory/sessions/{id}/messages", "Append a message", _append_message,
@@ -531,7 +533,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", "/v1/memory/task-context/{task_id}", "A task context", _get_task_context,
           response=s.TaskContextOut),
     Route("PUT", "/v1/memory/task-context/{task_id}", "Change some fields of a task context (If-Match: version)",
-          _put_task_context, body=UpdateTaskContext, response=s.TaskContextOut, if_match=True),
+          _put_task_context, body=UpdateTaskContext, response=s.TaskContextOut, if_match="number"),
     Route("DELETE", "/v1/memory/task-context/{task_id}", "Delete a task context (idempotent)", _delete_task_context,
           status=204),
     Route("POST", "/v1/memory/task-context/{task_id}/sub-tasks", "Add and remove sub-tasks atomically",
@@ -542,11 +544,11 @@ ROUTES: tuple[Route, ...] = (
           response=s.PlansOut),
     Route("GET", "/v1/memory/plans/{plan_id}", "A plan", _get_plan, response=s.PlanOut),
     Route("PUT", "/v1/memory/plans/{plan_id}", "Change a plan's status, state or goal_data (If-Match: version)",
-          _put_plan, body=UpdatePlan, response=s.PlanOut, if_match=True),
+          _put_plan, body=UpdatePlan, response=s.PlanOut, if_match="number"),
     Route("DELETE", "/v1/memory/plans/{plan_id}", "Delete a plan and its working memory (idempotent)",
           _delete_plan, status=204),
     Route("PUT", "/v1/memory/working/{plan_id}/{key}", "Set a working-memory value (If-Match: version)", _put_working,
-          body=PutWorking, response=s.WorkingValueOut, if_match=True),
+          body=PutWorking, response=s.WorkingValueOut, if_match="number"),
     Route("GET", "/v1/memory/working/{plan_id}/{key}", "A working-memory value", _get_working,
           response=s.WorkingValueOut),
     Route("DELETE", "/v1/memory/working/{plan_id}/{key}", "Delete a working-memory value (404 when absent)",

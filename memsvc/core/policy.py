@@ -51,6 +51,7 @@ from memsvc.core import policy_sandbox
 from memsvc.core.errors import InvalidArgument, ProviderError, echoed
 
 __all__ = [
+    "BUILTIN_VERSION",
     "POLICY_FILE_NAME",
     "engines_on_this_thread",
     "ENGINES_PER_THREAD",
@@ -68,6 +69,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 MAX_FILES = 64
+BUILTIN_VERSION = "builtin"  # the built-in bundle's version; any other's is a prefix of its sources' sha256
 # Compiling costs about 4 s per MB of source (a 15 MB bundle took 74 s and a 2 GB syntax tree), so a
 # bundle is small enough to compile well within policy_sandbox.COMPILE_DEADLINE_S.
 MAX_BUNDLE_BYTES = 256 * 1024
@@ -427,7 +429,7 @@ def compile_here(policies: dict[str, str], version: str | None, *, stored: bool 
         sources[_GOVERNANCE_FILE] = default_bundle()[_GOVERNANCE_FILE]
     digest = hashlib.sha256(json.dumps(sources, sort_keys=True).encode()).hexdigest()
     if version is None:
-        version = "builtin" if sources == default_bundle() else digest[:16]
+        version = BUILTIN_VERSION if sources == default_bundle() else digest[:16]
 
     _thread_engine(digest, sources)  # the Rego VM's compiler may refuse what the interpreter takes
     compiled = CompiledPolicies(PolicyBundle(version=version, policies=sources), digest)

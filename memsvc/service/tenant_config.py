@@ -9,14 +9,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError, model_validator
 
 from memsvc.core import slots
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
-from memsvc.core.errors import Conflict, InvalidArgument
-from memsvc.core.policy import CompiledPolicies, compile_bundle, default_bundle
+from memsvc.core.errors import Conflict, InvalidArgument, PreconditionFailed
+from memsvc.core.policy import BUILTIN_VERSION, CompiledPolicies, compile_bundle, default_bundle
 from memsvc.core.validation import MAX_DEPTH, Command, Integer, error_message
 from memsvc.ports import TenantConfigStore
 
@@ -335,12 +335,18 @@ class PolicyRegistry:
         self._cache.put(tenant, compiled)
         return compiled
 
-    def replace(self, tenant: str, policies: Any, admin_context: dict[str, Any]) -> CompiledPolicies:
-        """Store a new bundle, unless `check` refuses it."""
+    def replace(self, tenant: str, policies: Any, admin_context: dict[str, Any], *,
+                replacing: str | None = None) -> CompiledPolicies:
+        """Store a new bundle, unless `check` refuses it. `replacing`: the version the caller read;
+        the bundle is stored only while that version is still in force (412 otherwise, also when
+        another upload lands between the check and the write)."""
+        stored = self.in_force(tenant, replacing)
         compiled = self.check(policies, admin_context)
-        self._store.put_config(
-            tenant, "policies", {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
-        )
+        doc = {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
+        if replacing is None:
+            self._store.put_config(tenant, "policies", doc)
+        elif not self._store.swap_config(tenant, "policies", doc, expected=stored):
+            self._replaced_since(tenant, replacing)
         self._cache.put(tenant, compiled)
         return compiled
 
@@ -357,10 +363,28 @@ class PolicyRegistry:
             )
         return compiled
 
+    def in_force(self, tenant: str, replacing: str | None) -> dict[str, Any] | None:
+        """The tenant's stored bundle document (None: the built-in bundle is in force), when its
+        version is `replacing` or no version is given; `PreconditionFailed` otherwise."""
+        if replacing is None:
+            return None
+        stored = self._store.get_config(tenant, "policies")
+        if (stored["version"] if stored is not None else BUILTIN_VERSION) != replacing:
+            self._replaced_since(tenant, replacing)
+        return stored
+
+    def _replaced_since(self, tenant: str, replacing: str) -> NoReturn:
+        stored = self._store.get_config(tenant, "policies")
+        raise PreconditionFailed(
+            "the policy bundle in force is not the version this upload replaces: read it again, and make your "
+            "change on top of it",
+            details={"expected_version": replacing,
+                     "current_version": stored["version"] if stored is not None else BUILTIN_VERSION})
+
     def _default_policies(self) -> CompiledPolicies:
         with self._lock:
             if self._default is None:
-                self._default = compile_bundle(default_bundle(), version="builtin")
+                self._default = compile_bundle(default_bundle(), version=BUILTIN_VERSION)
             return self._default
 
     def _compile(self, policies: dict[str, str], version: str) -> CompiledPolicies:

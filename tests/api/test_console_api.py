@@ -107,7 +107,7 @@ def test_a_policy_dry_run_checks_and_stores_nothing(admin, me):
 
 
 def test_the_python_client_speaks_the_console_routes(live_server, uid):
-    from memsvc_client import InvalidArgumentError, MemsvcClient
+    from memsvc_client import InvalidArgumentError, MemsvcClient, PreconditionFailedError
 
     tenant = unique_tenant()
     ns = ["user", uid, "client"]
@@ -124,6 +124,12 @@ def test_the_python_client_speaks_the_console_routes(live_server, uid):
                                dry_run=True)
         assert refused.value.details["policy_file"] == "authz.rego"
         assert admin.get_policies() == bundle
+        edited = {**bundle["policies"], "authz.rego": bundle["policies"]["authz.rego"] + "\n# edited\n"}
+        landed = admin.put_policies(edited, replacing=bundle["version"])
+        with pytest.raises(PreconditionFailedError) as stale:
+            admin.put_policies(bundle["policies"], replacing=bundle["version"])
+        assert stale.value.details == {"expected_version": bundle["version"], "current_version": landed["version"]}
+        assert admin.get_policies() == landed
         recalled = me.recall("green tea", namespace_prefix=ns, min_score=0, explain=True)
         assert recalled["memories"][0]["explain"]["relevance"] == recalled["memories"][0]["relevance"]
         assert recalled["metadata"]["cut"] == []

@@ -549,6 +549,39 @@ def test_admin_policies_get_and_put(admin, me, uid, make_client, tenant):
     assert_error(put(me, shared, "note2", {"x": 1}), 403, "FORBIDDEN")
 
 
+def test_a_policy_bundle_read_edited_and_put_back_replaces_only_the_version_read(admin, make_client, tenant):
+    bundle = admin.get("/admin/v1/memories/policies").json()
+    other_admin = make_client("root-2", tenant=tenant, roles=["admin"])
+    stale = other_admin.get("/admin/v1/memories/policies").json()
+
+    edited = {**bundle, "policies": {**bundle["policies"], "authz.rego": bundle["policies"]["authz.rego"] + "\n# one\n"}}
+    r = admin.put("/admin/v1/memories/policies", json=edited)  # GET's answer, edited, put back whole
+    assert r.status_code == 200, r.text
+    mine = r.json()["version"]
+
+    theirs = {**stale, "policies": {**stale["policies"], "authz.rego": stale["policies"]["authz.rego"] + "\n# two\n"}}
+    for attempt in (lambda: other_admin.put("/admin/v1/memories/policies", json=theirs),
+                    lambda: other_admin.put("/admin/v1/memories/policies", params={"dry_run": "true"}, json=theirs),
+                    lambda: other_admin.put("/admin/v1/memories/policies", json={"policies": theirs["policies"]},
+                                            headers={"If-Match": f'"{stale["version"]}"'})):
+        err = assert_error(attempt(), 412, "PRECONDITION_FAILED")
+        assert err["details"] == {"expected_version": stale["version"], "current_version": mine}
+    assert admin.get("/admin/v1/memories/policies").json() == {"version": mine, "policies": edited["policies"]}
+
+    err = assert_error(other_admin.put("/admin/v1/memories/policies", json=theirs, headers={"If-Match": mine}),
+                       400, "INVALID_ARGUMENT")
+    assert err["details"] == {"field": "version"}
+    assert_error(other_admin.put("/admin/v1/memories/policies", json={**theirs, "version": "not a version"}),
+                 400, "INVALID_ARGUMENT")
+    r = other_admin.put("/admin/v1/memories/policies", json={**theirs, "version": mine})
+    assert r.status_code == 200 and r.json()["policies"] == theirs["policies"]
+    # another tenant's bundle is at its own version: this tenant's names nothing there
+    elsewhere = make_client("root", tenant=unique_tenant(), roles=["admin"])
+    assert_error(elsewhere.put("/admin/v1/memories/policies", json={**theirs, "version": mine}), 412,
+                 "PRECONDITION_FAILED")
+    assert elsewhere.get("/admin/v1/memories/policies").json()["version"] == "builtin"
+
+
 def test_a_policy_upload_decides_the_very_next_request(admin, me, home):
     put_ok(me, home, "mine", {"x": 1})
     for _ in range(3):  # the same decisions again and again

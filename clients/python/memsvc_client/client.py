@@ -341,11 +341,15 @@ class AgentMemoryMethods:
     def get_policies(self) -> Any:
         return self._run(("GET", "/admin/v1/memories/policies", (), None))
 
-    def put_policies(self, policies: Mapping[str, str], *, dry_run: bool = False) -> Any:
+    def put_policies(self, policies: Mapping[str, str], *, dry_run: bool = False, replacing: str | None = None) -> Any:
         """The bundle now in force; with `dry_run`, only checked (`{"valid": true}`, or a 400 naming
-        the policy file, line and column) and nothing stored."""
+        the policy file, line and column) and nothing stored. `replacing`: the `version` that
+        `get_policies` answered; a `ConflictError` when another bundle is in force by then."""
         query = [("dry_run", "true")] if dry_run else []
-        return self._run(("PUT", "/admin/v1/memories/policies", query, {"policies": dict(policies)}))
+        body: dict[str, Any] = {"policies": dict(policies)}
+        if replacing is not None:
+            body["version"] = replacing
+        return self._run(("PUT", "/admin/v1/memories/policies", query, body))
 
     def get_settings(self) -> Any:
         return self._run(("GET", "/admin/v1/memories/settings", (), None))

@@ -338,10 +338,17 @@ describe("MemsvcClient against memsvc serve", () => {
     const first = recalled.memories[0];
     assert.equal(first.explain?.relevance, first.relevance);
     assert.ok(Array.isArray(recalled.metadata.cut));
-    const { policies } = (await admin.getPolicies()) as { policies: Record<string, string> };
+    const bundle = (await admin.getPolicies()) as { version: string; policies: Record<string, string> };
+    const { policies } = bundle;
     assert.deepEqual(await admin.putPolicies(policies, { dryRun: true }), { valid: true });
     await assert.rejects(admin.putPolicies({ ...policies, "authz.rego": "package memories.authz\n\nallow if {\n" }, { dryRun: true }),
       (err: unknown) => err instanceof InvalidArgumentError && (err.details as Record<string, unknown>).policy_file === "authz.rego");
+    const edited = { ...policies, "authz.rego": policies["authz.rego"] + "\n# edited\n" };
+    const landed = (await admin.putPolicies(edited, { replacing: bundle.version })) as { version: string };
+    await assert.rejects(admin.putPolicies(policies, { replacing: bundle.version }),
+      (err: unknown) => err instanceof PreconditionFailedError && (err.details as Record<string, unknown>).current_version === landed.version);
+    const restored = (await admin.putPolicies(policies, { replacing: landed.version })) as { version: string };
+    assert.equal(restored.version, bundle.version);
     await alice.delete(ns, "a");
     await alice.delete([...ns, "deeper"], "b");
   });

@@ -39,13 +39,15 @@ class PolicyPage {
             markLine(editor, null);
         replace(this.result, notice(dryRun ? "Validating…" : "Uploading…"));
         const policies = Object.fromEntries(this.editors.map((e) => [e.name, e.text.value]));
+        // The version this page loaded: an upload over another admin's newer bundle is refused (412).
+        const body = { version: this.bundle.version, policies };
         try {
             if (dryRun) {
-                await this.ctx.api.put("/admin/v1/memories/policies", { policies }, { dry_run: true });
+                await this.ctx.api.put("/admin/v1/memories/policies", body, { dry_run: true });
                 replace(this.result, notice("Valid: the bundle compiles and evaluates. Nothing was stored."));
             }
             else {
-                this.bundle = await this.ctx.api.put("/admin/v1/memories/policies", { policies });
+                this.bundle = await this.ctx.api.put("/admin/v1/memories/policies", body);
                 this.version.textContent = `Version in force: ${this.bundle.version}`;
                 replace(this.result, notice(`Uploaded: version ${this.bundle.version} is in force.`));
             }
