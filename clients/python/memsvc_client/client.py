@@ -344,7 +344,7 @@ class AgentMemoryMethods:
     def put_policies(self, policies: Mapping[str, str], *, dry_run: bool = False, replacing: str | None = None) -> Any:
         """The bundle now in force; with `dry_run`, only checked (`{"valid": true}`, or a 400 naming
         the policy file, line and column) and nothing stored. `replacing`: the `version` that
-        `get_policies` answered; a `ConflictError` when another bundle is in force by then."""
+        `get_policies` answered; a `PreconditionFailedError` (412) when another bundle is in force by then."""
         query = [("dry_run", "true")] if dry_run else []
         body: dict[str, Any] = {"policies": dict(policies)}
         if replacing is not None:

@@ -363,8 +363,8 @@ export class MemsvcClient {
 
   /** The bundle now in force; with `dryRun`, only checked (`{valid: true}`, or an
    * `InvalidArgumentError` whose details name `policy_file`, `line` and `column`), nothing stored.
-   * `replacing`: the `version` that `getPolicies` answered; a `ConflictError` when another bundle is
-   * in force by then. */
+   * `replacing`: the `version` that `getPolicies` answered; a `PreconditionFailedError` (412) when
+   * another bundle is in force by then. */
   putPolicies(policies: Record<string, string>, options: { dryRun?: boolean; replacing?: string } = {}): Promise<Json | T.PolicyCheckResult> {
     const body = options.replacing === undefined ? { policies } : { policies, version: options.replacing };
     return this.run("PUT", "/admin/v1/memories/policies", given({ dry_run: options.dryRun || undefined }), body);
