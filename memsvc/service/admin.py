@@ -118,8 +118,8 @@ class Admin:
         self._access.admin(caller)
         replacing = _replaced_version(if_match, bundle.version)
         if dry_run:
-            self._access.policies.in_force(caller.tenant_id, replacing)
-            return self._access.policies.check(bundle.policies, caller.policy_context())
+            return self._access.policies.check_replacing(caller.tenant_id, bundle.policies, caller.policy_context(),
+                                                         replacing)
         return self._access.policies.replace(caller.tenant_id, bundle.policies, caller.policy_context(),
                                              replacing=replacing)
 

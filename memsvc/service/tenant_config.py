@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictStr, ValidationError, model_validator
 
@@ -317,6 +317,20 @@ def _chosen(settings: dict[str, Any], defaults: dict[str, Any]) -> dict[str, Any
     return {k: v for k, v in settings.items() if k not in left}
 
 
+def _still_to_write(stored: dict[str, Any] | None, replacing: str, version: str) -> bool:
+    """Whether bundle `version` is still to be written over the `stored` document (None: the
+    built-in bundle): not when it is in force already; `PreconditionFailed` when the version in
+    force is neither it nor `replacing`."""
+    current = stored["version"] if stored is not None else BUILTIN_VERSION
+    if current == version:
+        return False
+    if current != replacing:
+        raise PreconditionFailed(
+            "the policy bundle in force is not the version this upload replaces: read it again, and make your "
+            "change on top of it", details={"expected_version": replacing, "current_version": current})
+    return True
+
+
 class PolicyRegistry:
     def __init__(self, store: TenantConfigStore, *, cache_seconds: float = 2.0) -> None:
         self._store = store
@@ -338,15 +352,15 @@ class PolicyRegistry:
     def replace(self, tenant: str, policies: Any, admin_context: dict[str, Any], *,
                 replacing: str | None = None) -> CompiledPolicies:
         """Store a new bundle, unless `check` refuses it. `replacing`: the version the caller read;
-        the bundle is stored only while that version is still in force (412 otherwise, also when
-        another upload lands between the check and the write)."""
-        stored = self.in_force(tenant, replacing)
+        the bundle is written only over that version (412 when another is in force, also one that
+        lands meanwhile), unless the bundle in force is this very one (a retry whose first attempt
+        landed): then nothing changes."""
         compiled = self.check(policies, admin_context)
         doc = {"version": compiled.bundle.version, "policies": compiled.bundle.policies}
         if replacing is None:
             self._store.put_config(tenant, "policies", doc)
-        elif not self._store.swap_config(tenant, "policies", doc, expected=stored):
-            self._replaced_since(tenant, replacing)
+        else:
+            self._write_over(tenant, replacing, doc)
         self._cache.put(tenant, compiled)
         return compiled
 
@@ -363,23 +377,24 @@ class PolicyRegistry:
             )
         return compiled
 
-    def in_force(self, tenant: str, replacing: str | None) -> dict[str, Any] | None:
-        """The tenant's stored bundle document (None: the built-in bundle is in force), when its
-        version is `replacing` or no version is given; `PreconditionFailed` otherwise."""
-        if replacing is None:
-            return None
-        stored = self._store.get_config(tenant, "policies")
-        if (stored["version"] if stored is not None else BUILTIN_VERSION) != replacing:
-            self._replaced_since(tenant, replacing)
-        return stored
+    def check_replacing(self, tenant: str, policies: Any, admin_context: dict[str, Any],
+                        replacing: str | None) -> CompiledPolicies:
+        """`check`, and the version as `replace` would find it now. Stores nothing."""
+        compiled = self.check(policies, admin_context)
+        if replacing is not None:
+            _still_to_write(self._store.get_config(tenant, "policies"), replacing, compiled.bundle.version)
+        return compiled
 
-    def _replaced_since(self, tenant: str, replacing: str) -> NoReturn:
-        stored = self._store.get_config(tenant, "policies")
-        raise PreconditionFailed(
-            "the policy bundle in force is not the version this upload replaces: read it again, and make your "
-            "change on top of it",
-            details={"expected_version": replacing,
-                     "current_version": stored["version"] if stored is not None else BUILTIN_VERSION})
+    def _write_over(self, tenant: str, replacing: str, doc: dict[str, Any]) -> None:
+        """Write `doc` over the bundle version `replacing` (see `replace`); a write that lost a race
+        reads again (the winner may have written this very bundle, or changed and changed back)."""
+        for attempt in range(WRITE_ATTEMPTS):
+            backoff(attempt)
+            stored = self._store.get_config(tenant, "policies")
+            if not _still_to_write(stored, replacing, doc["version"]) or \
+                    self._store.swap_config(tenant, "policies", doc, expected=stored):
+                return
+        raise Conflict("the policy bundle kept changing while this upload was in flight; try again")
 
     def _default_policies(self) -> CompiledPolicies:
         with self._lock:

@@ -558,6 +558,8 @@ def test_a_policy_bundle_read_edited_and_put_back_replaces_only_the_version_read
     r = admin.put("/admin/v1/memories/policies", json=edited)  # GET's answer, edited, put back whole
     assert r.status_code == 200, r.text
     mine = r.json()["version"]
+    again = admin.put("/admin/v1/memories/policies", json=edited)  # a retry of the upload that landed
+    assert again.status_code == 200 and again.json() == r.json()
 
     theirs = {**stale, "policies": {**stale["policies"], "authz.rego": stale["policies"]["authz.rego"] + "\n# two\n"}}
     for attempt in (lambda: other_admin.put("/admin/v1/memories/policies", json=theirs),

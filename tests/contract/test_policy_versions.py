@@ -1,6 +1,7 @@
 """A policy upload that names the version it replaces (the body's `version`, or `If-Match`) lands
-only while that version is in force, on both backends: checked before the compile, and again by
-the write itself (`TenantConfigStore.swap_config`), so an upload that lands in between wins."""
+only while that version is in force, on both backends: the write itself is conditional
+(`TenantConfigStore.swap_config`), so an upload that lands in between wins; and a retry of an
+upload that landed changes nothing."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ class _UploadBetween:
     first reads the bundle in force (a race lost, made to happen every time)."""
 
     def __init__(self, store, other_upload):
-        self._store, self._other_upload = store, other_upload
+        self._store, self._other_upload, self.swaps = store, other_upload, 0
 
     def get_config(self, tenant, name):
         doc = self._store.get_config(tenant, name)
@@ -39,6 +40,7 @@ class _UploadBetween:
         raise AssertionError("a versioned upload writes only on the version it read")
 
     def swap_config(self, tenant, name, doc, *, expected):
+        self.swaps += 1
         return self._store.swap_config(tenant, name, doc, expected=expected)
 
 
@@ -69,6 +71,18 @@ def test_an_upload_that_lost_a_race_changes_nothing(backend):
     with pytest.raises(PreconditionFailed) as raised:
         PolicyRegistry(racing).replace("acme", _edited("mine"), UPLOADER, replacing=BUILTIN_VERSION)
     assert raised.value.details["current_version"] == theirs[0] == _in_force(backend)
+
+
+def test_a_retried_upload_whose_first_attempt_landed_answers_it_and_changes_nothing(backend):
+    first = backend.admin.put_policies(admin(), PolicyBundle(policies=_edited("one"), version=BUILTIN_VERSION))
+    counting = _UploadBetween(backend.store, None)
+    for dry_run in (True, False):
+        again = PolicyRegistry(counting).check_replacing("acme", _edited("one"), UPLOADER, BUILTIN_VERSION) \
+            if dry_run else PolicyRegistry(counting).replace("acme", _edited("one"), UPLOADER, replacing=BUILTIN_VERSION)
+        assert again.bundle.version == first.bundle.version == _in_force(backend)
+    assert counting.swaps == 0  # nothing written again
+    with pytest.raises(PreconditionFailed):  # another bundle over the same old version is still refused
+        backend.admin.put_policies(admin(), PolicyBundle(policies=_edited("two"), version=BUILTIN_VERSION))
 
 
 def test_the_header_and_the_body_name_one_version(backend):
