@@ -38,7 +38,8 @@ _IF_MATCH = {
                "schema": {"type": "string", "pattern": '^(\\*|(W/)?"[0-9]{1,18}"|[0-9]{1,18})$'}},
     "bundle": {"name": "If-Match", "in": "header", "required": False,
                "description": "replace only this bundle version, as GET answered it (`builtin`, or `\"<16 hex>\"`; "
-                              "`*`: any); 412 if another is in force",
+                              "`*`: no condition, though a `version` in the body still holds); 412 if another is in "
+                              "force",
                "schema": {"type": "string", "pattern": '^(\\*|(W/)?"[0-9A-Za-z]{1,64}"|[0-9A-Za-z]{1,64})$'}},
 }
 
