@@ -12,7 +12,9 @@ from pydantic.json_schema import models_json_schema
 
 from memsvc.api.router import Route, query_kind
 from memsvc.api.schemas import ErrorOut
-from memsvc.service.workflow_rules import WorkflowId
+from memsvc.core.validation import if_match_pattern
+from memsvc.service.admin import BUNDLE_VERSION
+from memsvc.service.workflow_rules import VERSION_NUMBER, WorkflowId
 from memsvc.service.user_erasure import USER_ID_SCHEMA
 
 __all__ = ["openapi_document"]
@@ -35,12 +37,12 @@ _ACROSS_FIELDS = ("oneOf", "anyOf", "allOf", "not", "if", "dependentRequired", "
 _IF_MATCH = {
     "number": {"name": "If-Match", "in": "header", "required": False,
                "description": "change only this version (`3`, `\"3\"` or `W/\"3\"`; `*`: any); 412 if it is another",
-               "schema": {"type": "string", "pattern": '^(\\*|(W/)?"[0-9]{1,18}"|[0-9]{1,18})$'}},
+               "schema": {"type": "string", "pattern": if_match_pattern(VERSION_NUMBER)}},
     "bundle": {"name": "If-Match", "in": "header", "required": False,
                "description": "replace only this bundle version, as GET answered it (`builtin`, or `\"<16 hex>\"`; "
                               "`*`: no condition, though a `version` in the body still holds); 412 if another is in "
                               "force",
-               "schema": {"type": "string", "pattern": '^(\\*|(W/)?"[0-9A-Za-z]{1,64}"|[0-9A-Za-z]{1,64})$'}},
+               "schema": {"type": "string", "pattern": if_match_pattern(BUNDLE_VERSION)}},
 }
 
 

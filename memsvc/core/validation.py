@@ -24,7 +24,7 @@ from memsvc.core.timestamps import parse_rfc3339
 
 __all__ = ["Command", "Cursor", "Integer", "NonBlank", "non_blank", "WHITESPACE", "Segment", "Namespace", "NamespacePrefix",
            "NoIndexing", "Timestamp", "invalid_argument",
-           "error_message", "MAX_DEPTH"]
+           "error_message", "MAX_DEPTH", "if_match_tag", "if_match_pattern"]
 
 MAX_DEPTH = 32  # the highest max_depth a tenant may set, so the most segments any namespace has
 # Unicode's White_Space characters, spelled out (as the body of a regex class): `\s` means another set
@@ -202,3 +202,20 @@ NamespacePrefix = Annotated[list[Segment], Field(max_length=MAX_DEPTH,
                                                  description=f"0..max_depth non-empty segments; {_DEPTH}")]
 NoIndexing = Annotated[Literal[False], BeforeValidator(_reject_non_bool)]
 Timestamp = Annotated[datetime, BeforeValidator(_rfc3339), Field(description="RFC 3339")]
+
+
+def if_match_pattern(token: str) -> str:
+    """The JSON Schema pattern of an `If-Match` header whose versions are `token` (a regex without
+    groups): `v`, `"v"`, `W/"v"` or `*`."""
+    return f'^(\\*|(W/)?"{token}"|{token})$'
+
+
+def if_match_tag(header: str | None, token: str, hint: str) -> str | None:
+    """The version an `If-Match` header names (`v`, `"v"` or `W/"v"`, each `token`); None without one,
+    or for `*` (any). `hint` says what a version looks like, for the 400."""
+    if header is None or header.strip() == "*":
+        return None
+    match = re.fullmatch(f'(?:W/)?"({token})"|({token})', header.strip())
+    if match is None:
+        raise InvalidArgument(f"If-Match must be {hint}", details={"field": "If-Match"})
+    return match.group(1) or match.group(2)

@@ -3,7 +3,6 @@ by id, the indexing backlog, and the quarantine of poison items (their list, and
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -12,7 +11,7 @@ from pydantic import Field, StrictBool, StrictStr, StringConstraints, field_vali
 from memsvc.core.errors import InvalidArgument, NotFound
 from memsvc.core.models import Caller, StoredItem
 from memsvc.core.policy import MAX_BUNDLE_BYTES, MAX_FILES, POLICY_FILE_NAME, CompiledPolicies
-from memsvc.core.validation import Command
+from memsvc.core.validation import Command, if_match_tag
 from memsvc.ports import Clock, Embedder, IndexBacklog, ItemStore, KeywordIndex
 from memsvc.service.access import Access
 from memsvc.service.indexer import Indexer
@@ -22,8 +21,7 @@ from memsvc.service.tenant_config import SettingsPatch, TenantSettings
 __all__ = ["Admin", "PolicyBundle", "PutPoliciesOptions", "IndexStatus", "IndexRun", "IndexRetry", "RetryOutcome",
            "MAX_RETRY_IDS", "MAX_LISTED_QUARANTINED"]
 
-_BUNDLE_VERSION = r"^[0-9A-Za-z]{1,64}$"  # "builtin", or 16 hex digits of the sources' sha256
-_VERSION_TAG = re.compile(r'(?:W/)?"([0-9A-Za-z]{1,64})"|([0-9A-Za-z]{1,64})')
+BUNDLE_VERSION = "[0-9A-Za-z]{1,64}"  # "builtin", or 16 hex digits of the sources' sha256
 MAX_RETRY_IDS = 100  # ids one retry call names: one request's reads and writes stay well inside a Lambda's time
 MAX_LISTED_QUARANTINED = 100  # quarantined versions the status lists; `quarantined` counts them all
 _MEMORY_ID = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"  # as the API gives them: lower case
@@ -39,7 +37,7 @@ class PolicyBundle(Command):
                     "operation (400 naming the file otherwise).",
         json_schema_extra={"propertyNames": {"pattern": POLICY_FILE_NAME}},
     )
-    version: Annotated[str, StringConstraints(strict=True, pattern=_BUNDLE_VERSION)] | None = Field(
+    version: Annotated[str, StringConstraints(strict=True, pattern=f"^{BUNDLE_VERSION}$")] | None = Field(
         None, description="the version this bundle replaces, as GET answered it (or `If-Match: <version>`): the "
                           "upload, or the dry run, is refused with 412 PRECONDITION_FAILED when another bundle is in "
                           "force by then, so that two admins editing at once cannot undo each other's change unseen. "
@@ -182,15 +180,9 @@ class Admin:
 
 
 def _replaced_version(header: str | None, stated: str | None) -> str | None:
-    """The bundle version a policy upload replaces: `If-Match`'s (`v`, `"v"` or `W/"v"`; `*`: any)
-    or the body's `version`; both must agree."""
-    tagged = None
-    if header is not None and header.strip() != "*":
-        match = _VERSION_TAG.fullmatch(header.strip())
-        if match is None:
-            raise InvalidArgument('If-Match must be a bundle version, as "builtin" or 16 hex digits',
-                                  details={"field": "If-Match"})
-        tagged = match.group(1) or match.group(2)
+    """The bundle version a policy upload replaces: `If-Match`'s (`v`, `"v"` or `W/"v"`; `*` adds no
+    condition) or the body's `version`; both must agree."""
+    tagged = if_match_tag(header, BUNDLE_VERSION, 'a bundle version, as "builtin" or 16 hex digits')
     if tagged is not None and stated is not None and tagged != stated:
         raise InvalidArgument("If-Match and the body's version name different versions", details={"field": "version"})
     return tagged or stated

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field, StrictStr, StringConstraints
 
 from memsvc.core.errors import ContentTooLong, InvalidArgument, PreconditionFailed
+from memsvc.core.validation import if_match_tag
 from memsvc.core.workflow import MAX_ID_BYTES, MAX_NAME_CHARS, check_id
 from memsvc.ports import BusEvents
 from memsvc.service.memories import check_nesting
@@ -20,7 +20,7 @@ from memsvc.service.tenant_config import MAX_VALUE_BYTES
 __all__ = ["WorkflowId", "Name", "check_payload", "if_match", "check_version", "notify"]
 
 log = logging.getLogger(__name__)
-_VERSION_TAG = re.compile(r'(?:W/)?"([0-9]{1,18})"|([0-9]{1,18})')
+VERSION_NUMBER = "[0-9]{1,18}"  # a workflow object's version, as If-Match names it
 
 def _id(value: str) -> str:
     try:
@@ -49,12 +49,8 @@ def check_payload(payload: dict[str, Any], what: str) -> None:
 def if_match(header: str | None) -> int | None:
     """The version an `If-Match` header names (`3`, `"3"` or `W/"3"`); None without one, or for `*` (any
     current version: the routes answer 404 when there is none)."""
-    if header is None or header.strip() == "*":
-        return None
-    match = _VERSION_TAG.fullmatch(header.strip())
-    if match is None:
-        raise InvalidArgument('If-Match must be a version number, as 3 or "3"', details={"field": "If-Match"})
-    return int(match.group(1) or match.group(2))
+    tag = if_match_tag(header, VERSION_NUMBER, 'a version number, as 3 or "3"')
+    return None if tag is None else int(tag)
 
 
 def check_version(expected: int | None, current: int, what: str) -> None:
