@@ -72,8 +72,12 @@ class ItemStore(Protocol):
     ) -> Iterator[StoredItem]:
         """Live, unexpired items under the prefix, newest `updated_at` first, fetched lazily."""
 
-    def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> list[tuple[str, ...]]:
-        """Distinct namespaces under the prefix holding at least one live, unexpired item."""
+    def list_namespaces(self, tenant: str, prefix: tuple[str, ...], now: datetime, *,
+                        keep: Callable[[tuple[str, ...]], bool] | None = None) -> Iterator[tuple[str, ...]]:
+        """Distinct namespaces under the prefix holding at least one live, unexpired item, in
+        ascending order, lazily. `keep`, if given, is asked about each namespace in that order
+        before anything else is read about it: a namespace it refuses costs no read (on DynamoDB,
+        finding a live item is a Query per namespace)."""
 
     def count_live(self, tenant: str, namespace: tuple[str, ...], now: datetime, cap: int) -> int:
         """The live, unexpired items of exactly this namespace (not below it), counted up to `cap`:

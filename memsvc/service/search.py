@@ -897,7 +897,11 @@ class Search:
         return NamespaceListing(page, counts, cap)
 
     def _namespaces(self, caller: Caller, q: ListNamespaces) -> tuple[list[tuple[str, ...]], list[tuple[str, ...]]]:
-        """The page, and every namespace it was made from (matched and allowed, before max_depth)."""
+        """The page, and the namespaces shown in it (matched and allowed, before max_depth cut
+        them). The item store hands the namespaces under the literal prefix in ascending order;
+        each costs a pattern test; a policy check and a read for a live item (a Query each on
+        DynamoDB) are spent only on those that would add an entry up to the page's end, and with
+        counts on those shown as an entry of the page."""
         depth = self._access.settings_of(caller).reachable_depth
         for name, pattern in (("prefix", q.prefix), ("suffix", q.suffix)):
             if len(pattern) > depth:
@@ -910,16 +914,31 @@ class Search:
         scope, _ = self._access.scope(caller, "list", tuple(literal), {})
         policies = self._access.policies.get(caller.tenant_id)
         context = caller.policy_context()
-        found: set[tuple[str, ...]] = set()
+        prefix, suffix, wanted = tuple(q.prefix), tuple(q.suffix), q.offset + q.limit
+        listed: list[tuple[str, ...]] = []  # distinct, ascending: what the pages up to this one show
         matched = []
-        for ns in self._items.list_namespaces(caller.tenant_id, scope, self._clock.now()):
-            if not match_namespace_pattern(ns, tuple(q.prefix), tuple(q.suffix)):
-                continue
-            if not policies.allow("list", list(ns), None, context):
-                continue
-            matched.append(ns)
-            found.add(ns[: q.max_depth] if q.max_depth else ns)
-        return sorted(found)[q.offset : q.offset + q.limit], matched
+
+        def shown(ns: tuple[str, ...]) -> tuple[str, ...]:
+            return ns[: q.max_depth] if q.max_depth else ns
+
+        def keep(ns: tuple[str, ...]) -> bool:
+            if not match_namespace_pattern(ns, prefix, suffix):
+                return False
+            # Namespaces come in ascending order, and cut to max_depth they still do. One shown as
+            # the last entry listed adds nothing unless that entry is on the page and counted; once
+            # the page is full, no other adds anything.
+            if listed and shown(ns) == listed[-1]:
+                return q.counts and len(listed) > q.offset and policies.allow("list", list(ns), None, context)
+            if len(listed) == wanted:
+                return False
+            return policies.allow("list", list(ns), None, context)
+
+        for ns in self._items.list_namespaces(caller.tenant_id, scope, self._clock.now(), keep=keep):
+            if not listed or listed[-1] != shown(ns):
+                listed.append(shown(ns))
+            if len(listed) > q.offset:
+                matched.append(ns)
+        return listed[q.offset :], matched
 
 
 @dataclass(frozen=True)

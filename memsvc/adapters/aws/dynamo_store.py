@@ -384,12 +384,12 @@ class DynamoItemStore:
             if not start:
                 return
 
-    def list_namespaces(self, tenant, prefix, now):
-        out = []
-        for ns in self._namespaces_under(tenant, prefix):
-            if next(self._recent(tenant, ns, now, 10), None) is not None:
-                out.append(decode_namespace(ns))
-        return out
+    def list_namespaces(self, tenant, prefix, now, *, keep=None):
+        # Sorted as tuples of segments: the sort keys sort by their percent-encoding.
+        for encoded in sorted(self._namespaces_under(tenant, prefix), key=decode_namespace):
+            ns = decode_namespace(encoded)
+            if (keep is None or keep(ns)) and next(self._recent(tenant, encoded, now, 10), None) is not None:
+                yield ns
 
     def count_live(self, tenant, namespace, now, cap):
         """A Query with Select=COUNT on the namespace's partition of the recent index, newest first,

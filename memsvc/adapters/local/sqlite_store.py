@@ -405,10 +405,13 @@ class SqliteItemStore:
                                     (*params, limit)).fetchall()
         return [decode_namespace(r[0]) for r in rows]
 
-    def list_namespaces(self, tenant, prefix, now):
+    def list_namespaces(self, tenant, prefix, now, *, keep=None):
         where, params = _live_under(tenant, prefix, now)
         rows = self._conn().execute(f"SELECT DISTINCT ns FROM items WHERE {where}", params).fetchall()
-        return [decode_namespace(r[0]) for r in rows]
+        # Sorted as tuples of segments: the stored form sorts by their percent-encoding.
+        for ns in sorted(decode_namespace(r[0]) for r in rows):
+            if keep is None or keep(ns):
+                yield ns
 
     def count_live(self, tenant, namespace, now, cap):
         row = self._conn().execute(
