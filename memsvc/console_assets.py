@@ -129,7 +129,7 @@ class StaticSite:
 
     def method_not_allowed(self, method: str) -> dict[str, Any]:
         allowed = ["GET", "HEAD"]
-        response = error_response(405, "INVALID_ARGUMENT", f"method {echoed(method, MAX_METHOD_CHARS)} not allowed here",
+        response = error_response(405, "METHOD_NOT_ALLOWED", f"method {echoed(method, MAX_METHOD_CHARS)} not allowed here",
                                   {"allowed": allowed})
         return {**response, "headers": {**self._error_headers(), "allow": ", ".join(allowed)}}
 

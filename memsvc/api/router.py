@@ -14,7 +14,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from types import UnionType
@@ -139,6 +139,12 @@ class Route:
     if_match: Literal["number", "bundle"] | None = None
     content_type: str = "application/json"  # of the answer, for the OpenAPI document
 
+    @property
+    def admin_only(self) -> bool:
+        """Every route under /admin/ is for admins alone: that is checked before the request is
+        read, so someone else learns nothing of what the route would take."""
+        return self.path.startswith("/admin/")
+
     @cached_property
     def pattern(self) -> re.Pattern[str]:
         """`{name}` matches one path segment, `{name:uuid}` only a UUID (so `/memories/settings`
@@ -235,6 +241,13 @@ class Router:
                 on_route(route)
             handled.route = route
             handled.caller = caller = None if route.public else self._identify(event)
+            if route.admin_only:
+                self._services.admin.require_admin(caller)
+            refuse_encoded_body(request)
+            if route.query is None:
+                refuse_query(request)
+            if route.body is None:
+                refuse_body(request)
             call = Call(
                 caller=caller,
                 query=None if route.query is None else route.query.parse(query_fields(route.query, request),
@@ -251,7 +264,7 @@ class Router:
         if allowed:
             return Response(
                 405,
-                {"error": {"code": "INVALID_ARGUMENT", "message": f"method {echoed(method)} not allowed here",
+                {"error": {"code": "METHOD_NOT_ALLOWED", "message": f"method {echoed(method)} not allowed here",
                            "retryable": False, "details": {"allowed": sorted(set(allowed))}}},
                 {"allow": ", ".join(sorted(set(allowed)))},
             )
@@ -312,16 +325,47 @@ def _query_pairs(raw_query: str) -> list[tuple[str, str]]:
         raise InvalidArgument("the query string is not percent-encoded UTF-8", details={"field": "query"}) from None
 
 
+def _refuse_unknown_parameters(request: Request, declared: Collection[str]) -> None:
+    unknown = next((name for name, _ in request.query if name not in declared), None)
+    if unknown is not None:
+        raise InvalidArgument(f"unknown query parameter {unknown[:64]!r}; this route takes "
+                              f"{', '.join(sorted(declared)) or 'none'}", details={"field": unknown[:64]})
+
+
+def refuse_query(request: Request) -> None:
+    """A route without query parameters refuses any, as a route with them refuses one it does not
+    declare: `DELETE /admin/v1/users/{id}?dry_run=true` must not erase anyone."""
+    _refuse_unknown_parameters(request, ())
+
+
+def refuse_body(request: Request) -> None:
+    """A route without a body takes none, or an empty JSON object; anything else is refused (a
+    body that is not JSON as such), never ignored."""
+    if request.body in (None, "", b""):
+        return
+    if request.json() != {}:
+        raise InvalidArgument("this route takes no request body: send none, or {}", details={"field": "body"})
+
+
+def refuse_encoded_body(request: Request) -> None:
+    """A body is read as it arrives: one declared compressed or otherwise encoded (which neither
+    API Gateway nor this server decodes) is refused rather than read as something else."""
+    content = request.headers.get("content-encoding", "").strip().lower()
+    if content not in ("", "identity"):
+        raise InvalidArgument("a Content-Encoding is not supported: send the body unencoded",
+                              details={"field": "content-encoding"})
+    transfer = request.headers.get("transfer-encoding", "").lower()
+    if any(coding.strip() not in ("", "chunked", "identity") for coding in transfer.split(",")):
+        raise InvalidArgument("only the chunked Transfer-Encoding is supported", details={"field": "transfer-encoding"})
+
+
 def query_fields(model: type[Command], request: Request) -> dict[str, Any]:
     """The query parameters a model declares, typed for it: a list field takes every repeat of
     its parameter; any other field exactly one value, an integer as ASCII digits and a boolean
     as true/false/1/0 (or empty, for true). A parameter the model does not declare is refused,
     as an unknown body field is: `?kind=delete` for `kinds` would otherwise answer every kind."""
     declared = _query_names(model)
-    unknown = next((name for name, _ in request.query if name not in declared), None)
-    if unknown is not None:
-        raise InvalidArgument(f"unknown query parameter {unknown[:64]!r}; this route takes "
-                              f"{', '.join(sorted(declared)) or 'none'}", details={"field": unknown[:64]})
+    _refuse_unknown_parameters(request, declared)
     out: dict[str, Any] = {}
     for wire, kind in _query_plan(model):
         if kind == "array":

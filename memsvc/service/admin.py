@@ -106,6 +106,10 @@ class Admin:
         self._embedder = embedder
         self._keywords = keywords
 
+    def require_admin(self, caller: Caller) -> None:
+        """`Forbidden` unless the tenant's policies make the caller an admin (every /admin/ route)."""
+        self._access.admin(caller)
+
     def get_policies(self, caller: Caller) -> CompiledPolicies:
         return self._access.admin(caller)
 

@@ -830,7 +830,7 @@ def test_unknown_routes_are_404(path, authenticated, me, make_client):
 ])
 def test_wrong_method_is_405_with_allow(method, path, allowed, me, unchanged):
     r = me.request(method, path, json={})
-    assert_error(r, 405)
+    assert assert_error(r, 405, "METHOD_NOT_ALLOWED")["details"] == {"allowed": sorted(allowed)}
     assert {m.strip() for m in r.headers["allow"].split(",")} == allowed
     unchanged()
 

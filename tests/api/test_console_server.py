@@ -211,13 +211,13 @@ def test_paths_that_are_not_plain_names_inside_the_directory_are_refused(server,
 ])
 def test_other_methods_are_refused_with_405(server, method, path):
     reply = call(server, method, path, body=b"{}", headers=JSON)
-    error = assert_envelope(reply, 405, "INVALID_ARGUMENT")
+    error = assert_envelope(reply, 405, "METHOD_NOT_ALLOWED")
     assert (error["details"], reply.headers["allow"]) == ({"allowed": ["GET", "HEAD"]}, "GET, HEAD")
     assert_site_headers(reply)
 
 
 def test_a_long_method_name_is_cut_short_before_it_is_echoed(server):
-    error = assert_envelope(call(server, "X" * 10_000, "/console/"), 405, "INVALID_ARGUMENT")
+    error = assert_envelope(call(server, "X" * 10_000, "/console/"), 405, "METHOD_NOT_ALLOWED")
     assert error["message"] == f"method {'X' * 16}… not allowed here"
 
 

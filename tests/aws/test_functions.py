@@ -565,7 +565,7 @@ def test_api_metrics_are_labelled_with_route_templates(stack, stdout):
     assert metric(docs, "ClientErrors", route="GET /v1/memories") == [1.0]
     assert len(metric(docs, "Latency", route="PUT /v1/memories")) == 1
     assert metric(docs, "Errors", code="NOT_FOUND") == [1.0, 1.0]
-    assert metric(docs, "Errors", code="INVALID_ARGUMENT") == [1.0]  # the 405
+    assert metric(docs, "Errors", code="METHOD_NOT_ALLOWED") == [1.0]
     routes = {doc.get("route") for doc in docs} - {None}
     assert routes == {"PUT /v1/memories", "GET /v1/memories", "UNMATCHED"}
     for doc in docs:  # dimension sets: per route and per service; errors per code
@@ -579,7 +579,7 @@ def test_api_metrics_are_labelled_with_route_templates(stack, stdout):
     lines = [line for line in log_lines(out) if line["message"] == "request"]
     assert [(line["route"], line["status"], line.get("code")) for line in lines] == [
         ("PUT /v1/memories", 200, None), ("GET /v1/memories", 404, "NOT_FOUND"),
-        ("UNMATCHED", 404, "NOT_FOUND"), ("UNMATCHED", 405, "INVALID_ARGUMENT")]
+        ("UNMATCHED", 404, "NOT_FOUND"), ("UNMATCHED", 405, "METHOD_NOT_ALLOWED")]
     assert lines[0]["correlation_id"] == "LmT0qgVxoAMEY1A="  # API Gateway's request id
 
 

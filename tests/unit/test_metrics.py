@@ -84,7 +84,7 @@ def test_errors_are_counted_by_code(local_app):
     assert value(samples, "memory_operations_errors_total", operation="UNMATCHED", tenant="-",
                  code="NOT_FOUND") == 1
     assert value(samples, "memory_operations_errors_total", operation="UNMATCHED", tenant="-",
-                 code="INVALID_ARGUMENT") == 1
+                 code="METHOD_NOT_ALLOWED") == 1
     assert value(samples, "memory_operations_total", tenant="-", status="401", **get) == 1
 
 
