@@ -125,7 +125,7 @@ class LocalServer:
         if site is not None:  # static files and the sign-in helper: no bearer token to check
             return await self._site(site, scope, path, headers, bytes(body), send)
         authorizer: dict[str, Any] | None = None
-        tenant = ""  # whose turn this request waits for; without a token, no tenant's
+        tenant = user = ""  # whose turn this request waits for; without a token, no tenant's
         auth = headers.get("authorization", "")
         if auth:
             scheme, _, token = auth.partition(" ")
@@ -139,6 +139,7 @@ class LocalServer:
                 return await _send(send, _busy())
             authorizer = {"jwt": {"claims": stringify_claims(claims), "scopes": None}}
             tenant = str(claimed_tenant(claims, LOCAL_DEFAULT_TENANT))  # as the router will read it
+            user = str(claims.get("sub", ""))
         event = build_event(
             method=scope["method"],
             path=path,
@@ -148,7 +149,7 @@ class LocalServer:
             source_ip=(scope.get("client") or ("127.0.0.1", 0))[0],
             authorizer=authorizer,
         )
-        response = await asyncio.wrap_future(self._pool.submit(tenant, self._router.handle, event))
+        response = await asyncio.wrap_future(self._pool.submit(tenant, self._router.handle, event, party=user))
         await _send(send, response)
 
     async def _claims(self, token: str) -> dict[str, Any]:

@@ -212,7 +212,7 @@ def _answer_order(tmp_path, tokens: dict[str, dict[str, Any]], requests: list[tu
             # taken in (its token checked off the loop: docs/api.md), in this order, and waiting for a
             # thread or answered beside the first (another tenant's, on the slot lent while one holds all)
             deadline = asyncio.get_running_loop().time() + 60
-            while sum(len(waiting) for waiting in server._pool._waiting.values()) + len(router.order) - 1 < n:
+            while server._pool.queued() + len(router.order) - 1 < n:
                 assert asyncio.get_running_loop().time() < deadline, f"{label} never reached the request threads"
                 await asyncio.sleep(0)
         router.release.set()

@@ -75,7 +75,7 @@ def test_one_tenant_holds_at_most_a_quarter_of_the_threads(pool):
     calls = [pool.submit("busy", waits_without_its_slot(entered, go_on, f"busy-{n}")) for n in range(quarter + 1)]
     for _ in range(quarter):
         assert entered.acquire(timeout=BOUND)
-    assert len(pool._waiting["busy"]) == 1  # the last is not started: its tenant holds its quarter
+    assert pool.queued() == 1  # the last is not started: its tenant holds its quarter
     assert pool.submit("quiet", lambda: "quiet answered").result(BOUND) == "quiet answered"
     go_on.set()
     assert [c.result(BOUND) for c in calls] == [f"busy-{n}" for n in range(quarter + 1)]
@@ -110,3 +110,23 @@ def test_while_one_tenant_holds_every_slot_another_tenants_call_runs_beside_them
         assert [f.result(BOUND) for f in longs + other] == ["long"] * 4 + ["third answered"]
     finally:
         pool.shutdown()
+
+
+def test_a_tenants_users_take_turns_so_one_users_burst_never_queues_another(pool):
+    """One slot, one tenant: while alice's first call holds it, she queues five more, then bob one,
+    then carol one. Bob's and carol's start after one more of hers, not after all five."""
+    holding, let_go, started = threading.Event(), threading.Event(), []
+
+    def hold() -> None:
+        holding.set()
+        assert let_go.wait(BOUND)
+
+    first = pool.submit("acme", hold, party="alice")
+    assert holding.wait(BOUND)
+    calls = [pool.submit("acme", started.append, f"alice-{n}", party="alice") for n in range(5)]
+    calls.append(pool.submit("acme", started.append, "bob", party="bob"))
+    calls.append(pool.submit("acme", started.append, "carol", party="carol"))
+    let_go.set()
+    for call in [first, *calls]:
+        call.result(BOUND)
+    assert started == ["alice-0", "bob", "carol", "alice-1", "alice-2", "alice-3", "alice-4"]

@@ -16,12 +16,17 @@ threads than slots (`THREADS_PER_SLOT`), and one tenant holds at most a quarter 
 or waiting: two slow policies of one tenant once held both threads of a 2-core server, and every
 tenant waited 10 s for them. And while one tenant's calls hold every slot, another tenant's call
 gets one slot beyond the count, so it never waits for them to end.
+
+Within a tenant, its users take turns (`_Turns`): a user who starts waiting goes before those
+whose turn has come already, and these then take turns. Forty slow searches of one user kept
+another user of the same tenant waiting 10-20 s behind them; now that user's call waits for at
+most one of theirs.
 """
 
 from __future__ import annotations
 
 import threading
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -35,8 +40,9 @@ _Task = tuple[Future, Callable[..., Any], tuple[Any, ...]]
 
 
 class FairPool:
-    """`submit(owner, fn, *args)` calls run `slot_count` at a time, fairly between owners, on up to
-    `slot_count * THREADS_PER_SLOT` threads, an owner's calls on at most a quarter of them."""
+    """`submit(owner, fn, *args, party=...)` calls run `slot_count` at a time, fairly between
+    owners, on up to `slot_count * THREADS_PER_SLOT` threads, an owner's calls on at most a quarter
+    of them; an owner's calls start in turns of its parties, each party's in order."""
 
     def __init__(self, slot_count: int, *, name: str) -> None:
         self._threads = slot_count * THREADS_PER_SLOT
@@ -46,19 +52,24 @@ class FairPool:
         self._free_slots = slot_count
         self._none_waiting = threading.Condition(self._lock)
         self._threads_held = 0
-        self._waiting: dict[str, deque[_Task]] = {}  # calls not started, by owner
+        self._waiting: dict[str, _Turns] = {}  # calls not started, by owner
         self._reclaiming: dict[str, deque[threading.Event]] = {}  # started calls done waiting, by owner
         self._running: Counter[str] = Counter()  # slots held
         self._held: Counter[str] = Counter()  # threads held: calls running or waiting
         self._served: dict[str, int] = {}  # when each owner with calls held or waiting last got a slot
         self._turns = 0
 
-    def submit(self, owner: str, fn: Callable[..., Any], *args: Any) -> Future:
+    def submit(self, owner: str, fn: Callable[..., Any], *args: Any, party: str = "") -> Future:
         future: Future = Future()
         with self._lock:
-            self._waiting.setdefault(owner, deque()).append((future, fn, args))
+            self._waiting.setdefault(owner, _Turns()).add(party, (future, fn, args))
             self._dispatch()
         return future
+
+    def queued(self) -> int:
+        """The calls not started yet."""
+        with self._lock:
+            return sum(len(turns) for turns in self._waiting.values())
 
     def shutdown(self) -> None:
         """Run what is waiting, then stop the threads."""
@@ -88,9 +99,17 @@ class FairPool:
                 continue
             self._held[owner] += 1
             self._threads_held += 1
-            self._executor.submit(self._run, owner, _pop(self._waiting, owner))
+            self._executor.submit(self._run, owner, self._next_call(owner))
             if not self._waiting:
                 self._none_waiting.notify_all()
+
+    def _next_call(self, owner: str) -> _Task:
+        """Under the lock: the owner's call to start."""
+        turns = self._waiting[owner]
+        task = turns.pop()
+        if not turns:
+            del self._waiting[owner]
+        return task
 
     def _one_holds_all(self) -> bool:
         """Whether every slot is held by one owner's calls (and none is lent beyond the count yet).
@@ -140,6 +159,31 @@ class FairPool:
         self._running[owner] -= 1
         if not self._running[owner]:
             del self._running[owner]
+
+
+class _Turns:
+    """One owner's calls not started, by party. Parties that started waiting and have had no
+    turn since go first, in the order they came; then the others, in turn. A party's calls start
+    in order, one a turn: after its turn a party still waiting goes to the end of the round."""
+
+    def __init__(self) -> None:
+        self._new: OrderedDict[str, deque[_Task]] = OrderedDict()
+        self._round: OrderedDict[str, deque[_Task]] = OrderedDict()
+
+    def add(self, party: str, task: _Task) -> None:
+        (self._round if party in self._round else self._new).setdefault(party, deque()).append(task)
+
+    def pop(self) -> _Task:
+        queue = self._new or self._round
+        party, calls = next(iter(queue.items()))
+        del queue[party]
+        task = calls.popleft()
+        if calls:
+            self._round[party] = calls
+        return task
+
+    def __len__(self) -> int:
+        return sum(len(calls) for queue in (self._new, self._round) for calls in queue.values())
 
 
 def _pop(queues: dict[str, deque], owner: str) -> Any:
