@@ -106,10 +106,16 @@ def error_message(error: Any) -> str:
         return str(ctx.get("error", "is not valid"))
     if error["type"] in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
         return "must not be empty"
+    if error["type"] == "literal_error":  # pydantic lists the values as Python writes them
+        ctx = {**ctx, "expected": _PYTHON_LITERALS.sub(lambda m: _JSON_LITERALS[m.group()], str(ctx.get("expected")))}
     try:
         return _MESSAGES[error["type"]].format(**ctx)
     except (KeyError, IndexError):
         return "is not valid"
+
+
+_JSON_LITERALS = {"True": "true", "False": "false", "None": "null"}
+_PYTHON_LITERALS = re.compile(r"\b(?:True|False|None)\b")
 
 
 def _is_union_member(part: Any) -> bool:
@@ -168,7 +174,7 @@ def non_blank(whitespace: str = WHITESPACE, *, max_length: int | None = None) ->
 
 def _reject_non_bool(value: Any) -> Any:
     # `Literal[False]` alone takes 0 (0 == False); only the JSON literal `false` means "not indexed".
-    if not isinstance(value, bool):
+    if value is not False:
         raise ValueError("must be false or a list of paths")
     return value
 

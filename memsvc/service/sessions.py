@@ -24,6 +24,7 @@ from memsvc.core.contention import WRITE_ATTEMPTS, backoff
 from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
 from memsvc.core.message_context import MAX_NAME_CHARS, MESSAGE_FIELD
 from memsvc.core.models import Caller, StoredItem, from_epoch_us, to_epoch_us
+from memsvc.core.namespaces import MAX_NAMESPACE_BYTES
 from memsvc.core.pages import json_size, take_page
 from memsvc.core.sessions import MESSAGE_KEY_DIGITS, SessionRecord, message_key, messages_namespace, session_closed, session_namespace
 from memsvc.core.validation import Command, Cursor, Integer, Timestamp, non_blank
@@ -378,7 +379,17 @@ class Sessions:
     def _check_namespace(self, caller: Caller, session_id: str) -> None:
         """The session's namespaces must be writable where its messages and memories will go."""
         for namespace in (session_namespace(caller.user_id, session_id), messages_namespace(caller.user_id, session_id)):
-            self._access.namespace_to_write(caller, namespace)
+            try:
+                self._access.namespace_to_write(caller, namespace)
+            except InvalidArgument as exc:
+                if exc.details.get("reason") != "too_long":
+                    raise
+                # The request names no namespace: say which of its fields made one too long.
+                raise InvalidArgument(
+                    "session_id is too long for this user's session namespaces: percent-encoded, with "
+                    f"the user id, they take at most {MAX_NAMESPACE_BYTES} bytes, and a character outside "
+                    "ASCII takes 6 to 12 of them",
+                    details={"field": "session_id", "reason": "too_long", "max_bytes": MAX_NAMESPACE_BYTES}) from None
             self._access.authorize(caller, "write", namespace, None)
 
     def _store_update(self, record: SessionRecord, expected: int, if_match: int | None) -> None:

@@ -111,6 +111,15 @@ class TestSessionRecords:
         with pytest.raises(NotFound):
             services(backend).sessions.get(alice(), session_id + "x")
 
+    @pytest.mark.parametrize("session_id", ["é" * 150, "日" * 100])
+    def test_an_id_whose_namespaces_would_be_too_long_is_refused_by_its_own_name(self, backend, session_id):
+        with pytest.raises(InvalidArgument) as refused:
+            create(backend, session_id)
+        assert refused.value.details["field"] == "session_id" and "session_id" in str(refused.value)
+        assert services(backend).sessions.list(alice(), ListSessions())[0] == []
+        create(backend, session_id[:80])  # within the limit: the same characters, fewer of them
+        assert services(backend).sessions.get(alice(), session_id[:80]).version == 1
+
     def test_concurrent_puts_without_if_match_all_land(self, backend):
         create(backend)
 
