@@ -62,7 +62,8 @@ class CreateSession(Command):
 
     session_id: StrictStr = Field(
         min_length=1, max_length=MAX_ID_CHARS, json_schema_extra={"pattern": SESSION_ID_PATTERN},
-        description="a segment of the session's namespaces: no control characters")
+        description="a segment of the session's namespaces: no control characters, and short enough that "
+                    f"they fit {MAX_NAMESPACE_BYTES} bytes percent-encoded (a character outside ASCII takes 6 to 12)")
     agent_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
     title: StrictStr | None = Field(None, max_length=MAX_TITLE_CHARS)
     metadata: dict[StrictStr, Any] = Field(default_factory=dict, description="sealed at rest; a project_id here "

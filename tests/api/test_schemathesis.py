@@ -125,10 +125,11 @@ def test_api_conforms_to_its_openapi_document(case, auth):
 
 def _documented_refusal(method: str, path: str, response) -> bool:
     """A 400 naming a field whose rule only its description states (`NOT_IN_SCHEMA`), or a namespace
-    longer than its stored form may be (bytes of percent-encoded UTF-8, said wherever one is taken)."""
+    (or a session id, a segment of the session's namespaces) longer than its stored form may be
+    (bytes of percent-encoded UTF-8, said wherever one is taken)."""
     if response.status_code != 400:
         return False
     details = json.loads(response.text)["error"]["details"]
     field = details.get("field", "policies" if "policy_file" in details else None)
     return (field in NOT_IN_SCHEMA.get((method.upper(), path), set())
-            or (field == "namespace" and details.get("reason") == "too_long"))
+            or (field in ("namespace", "session_id") and details.get("reason") == "too_long"))
