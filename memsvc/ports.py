@@ -765,6 +765,9 @@ class TransferStore(Protocol):
 
     def get_part(self, tenant: str, job_id: str, index: int) -> bytes | None: ...
 
+    def last_part(self, tenant: str, job_id: str) -> int | None:
+        """The highest index of a part of the job's file written so far (None before any)."""
+
     def purge_expired(self, tenant: str, now: datetime) -> int:
         """Remove the tenant's jobs past their `expires_at`, with their parts; how many jobs
         (0 where the database expires them itself)."""

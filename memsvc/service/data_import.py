@@ -285,6 +285,10 @@ class DataImports:
         first = self._steps.get_part(caller.tenant_id, job_id, 0)
         if first is None or (cmd.parts > 1 and self._steps.get_part(caller.tenant_id, job_id, cmd.parts - 1) is None):
             raise InvalidArgument("upload every part before starting: a part is missing", details={"field": "parts"})
+        last = self._steps.last_part(caller.tenant_id, job_id)
+        if last is not None and last >= cmd.parts:  # a part the file does not have would be left unread
+            raise InvalidArgument(f"part {last} was uploaded, but the file has {cmd.parts} parts (0 to {cmd.parts - 1})",
+                                  details={"field": "parts"})
         state: dict[str, Any] = {"phase": "check", "part": 0, "offset": 0, "frame": 0, "key": None, "header": None,
                                  "checker": None}
         if is_sealed(first):
@@ -416,6 +420,10 @@ class DataImports:
             if at is not None and at > latest:
                 raise BadExportFile(f"line {line}: {name} {to_rfc3339(at)} is in the future",
                                     details={"line": line, "field": name})
+        created, updated = getattr(record, "created_at", None), getattr(record, "updated_at", None)
+        if created is not None and updated is not None and updated < created:
+            # reads order by updated_at, and created_at is when the key was first written
+            raise BadExportFile(f"line {line}: updated_at is before created_at", details={"line": line, "field": "updated_at"})
         try:
             if isinstance(record, MemoryRecord):
                 self._access.namespace_to_write(caller, record.namespace)

@@ -293,10 +293,13 @@ class Sessions:
 
     def mark_closed(self, caller: Caller, session_id: str, *, delete_after: datetime | None) -> SessionRecord:
         """Close the session (again: the first close's time stays), set or clear its deletion time;
-        made again on what a concurrent PUT left."""
+        made again on what a concurrent PUT left. A close that changes nothing writes nothing: a
+        retried close keeps the version an `If-Match` holder read."""
         for attempt in range(WRITE_ATTEMPTS):
             backoff(attempt)
             record = self.record(caller, session_id)
+            if record.closed_at is not None and record.delete_after == delete_after:
+                return record
             now = self._clock.now()
             closed = replace(record, closed_at=record.closed_at or now, delete_after=delete_after, updated_at=now,
                              version=record.version + 1)

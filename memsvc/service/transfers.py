@@ -83,6 +83,9 @@ class TransferSteps:
         except SealError as exc:
             raise InternalError("a part of a stored file could not be decrypted") from exc
 
+    def last_part(self, tenant: str, job_id: str) -> int | None:
+        return self.store.last_part(tenant, job_id)
+
     def new_job(self, caller: Caller, kind: TransferKind, *, state: TransferState, options: dict[str, Any],
                 sealed: Callable[[str], bytes]) -> TransferJob:
         """A new job of the caller's tenant; `sealed(job_id)` gives its sealed state."""

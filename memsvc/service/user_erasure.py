@@ -132,19 +132,23 @@ class _Record:
     next_store: int = 0
     cursor: str | None = None  # where the store `next_store` goes on
     sealed_user: bytes | None = None
+    # Rows this pass over the stores removed: a pass that removed any is followed by another.
+    in_pass: int = 0
 
     def doc(self) -> dict[str, Any]:
         return {"erasure_id": self.erasure_id, "status": self.status, "started_at": to_rfc3339(self.started_at),
                 "completed_at": to_rfc3339(self.completed_at) if self.completed_at else None,
                 "erased": self.erased, "next_store": self.next_store, "cursor": self.cursor,
-                "sealed_user": base64.b64encode(self.sealed_user).decode("ascii") if self.sealed_user else None}
+                "sealed_user": base64.b64encode(self.sealed_user).decode("ascii") if self.sealed_user else None,
+                "in_pass": self.in_pass}
 
     @classmethod
     def of(cls, doc: Mapping[str, Any]) -> _Record:
         return cls(erasure_id=doc["erasure_id"], status=doc["status"], started_at=parse_rfc3339(doc["started_at"]),
                    completed_at=parse_rfc3339(doc["completed_at"]) if doc.get("completed_at") else None,
                    erased=dict(doc["erased"]), next_store=int(doc["next_store"]), cursor=doc.get("cursor"),
-                   sealed_user=base64.b64decode(doc["sealed_user"]) if doc.get("sealed_user") else None)
+                   sealed_user=base64.b64decode(doc["sealed_user"]) if doc.get("sealed_user") else None,
+                   in_pass=int(doc.get("in_pass", 0)))
 
     def receipt(self, user_id: str) -> ErasureReceipt:
         return ErasureReceipt(user_id, self.erasure_id, self.status, self.started_at, self.completed_at,
@@ -295,7 +299,9 @@ class UserErasure:
              saving: Callable[[_Record], None] = lambda record: None) -> bool:
         """Up to `pages` pages, store after store, `saving` the record after each, so that an
         interrupted erasure continues from the store it was in (a page repeated removes nothing
-        twice). Whether the erasure is complete."""
+        twice). Whether the erasure is complete: a pass over every store that removed nothing.
+        A pass that removed rows is followed by another, which finds what the user's writes
+        (a token still valid, an agent still running) put behind it while it ran."""
         stores = self._stores.stores
         deadline = None if self._seconds is None else self._timer() + self._seconds
         while pages > 0 and record.next_store < len(stores) and (deadline is None or self._timer() < deadline):
@@ -304,9 +310,12 @@ class UserErasure:
                                                         limit=self._page_rows, cursor=record.cursor)
             pages -= 1
             record.erased[store] = record.erased.get(store, 0) + removed
+            record.in_pass += removed
             if record.cursor is None:
                 record.next_store += 1
-            if record.next_store == len(stores):
+            if record.next_store == len(stores) and record.in_pass:
+                record.next_store = record.in_pass = 0
+            elif record.next_store == len(stores):
                 self._stores.finish(tenant)
                 record.status, record.completed_at, record.sealed_user = "completed", self._clock.now(), None
             saving(record)

@@ -397,6 +397,12 @@ def test_a_record_dated_in_the_future_is_refused_before_anything_is_written(make
 
         why = refused(other_admin, rewritten(plain, dated_later), passphrase=None, allow_other_tenant=True)
         assert re.fullmatch(rf"line \d+: {field} 9999-12-31T23:59:59.999999Z is in the future", why), why
+
+    def updated_before_created(records):  # reads order by updated_at; created_at is the first write
+        return [{**r, "updated_at": "2020-01-01T00:00:00Z"} if r["kind"] == "memory" else r for r in records]
+
+    why = refused(other_admin, rewritten(plain, updated_before_created), passphrase=None, allow_other_tenant=True)
+    assert re.fullmatch(r"line \d+: updated_at is before created_at", why), why
     assert_error(get(make_client(uid, tenant=other), ns, "a"), 404, "NOT_FOUND")
     # the tenant's timeline goes on
     theirs = make_client(uid, tenant=other)

@@ -372,8 +372,11 @@ class TestPromotionAtClose:
         assert all(m.value["promoted_from"]["namespace"] == list(SESSION) for m in promoted)
         # the session's own copies are left as they were
         assert services(backend).memories.get(alice(), SESSION, "email").value["content"].startswith("Reach me at alice@")
+        first = services(backend).sessions.get(alice(), "s1")
         again = services(backend).close_session.close(alice(), "s1")
         assert (again.promoted, again.blocked) == (0, 2)
+        # a close that changes nothing writes nothing: an If-Match holder's version still holds
+        assert services(backend).sessions.get(alice(), "s1") == first
         assert len(services(backend).search.search(
             alice(), SearchQuery(namespace_prefix=["user", "alice", "memories"]))) == 2
         copy = next(m for m in promoted if m.value["promoted_from"]["key"] == "edge")

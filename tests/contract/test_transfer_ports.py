@@ -54,6 +54,9 @@ def test_a_job_is_saved_on_its_version_and_its_parts_read_back(backend, tmp_path
     store.put_part("acme", "j1", 0, b"again")
     assert (store.get_part("acme", "j1", 0), store.get_part("acme", "j1", 1)) == (b"again", b"")
     assert store.get_part("acme", "j1", 2) is None and store.get_part("other", "j1", 0) is None
+    store.put_part("acme", "j1", 12, b"far")
+    assert (store.last_part("acme", "j1"), store.last_part("acme", "j2"), store.last_part("other", "j1")) == (
+        12, None, None)
 
 
 def test_namespaces_are_walked_in_pages_in_encoded_order(backend):
@@ -100,6 +103,18 @@ def run_jobs(backend) -> None:
     else:
         while backend.aws.run_remember_jobs()["records"]:
             pass
+
+
+def test_a_part_past_the_files_end_is_refused_at_start_not_left_unread(backend):
+    imports = backend.app.services.imports
+    job = imports.create(admin(), CreateImport.parse({}))
+    for index in (0, 7):
+        imports.put_part(admin(), job.job_id, ImportPart.parse({"index": index, "data": base64.b64encode(
+            b'{"kind":"header"}\n').decode()}))
+    with pytest.raises(InvalidArgument) as refused:
+        imports.start(admin(), job.job_id, StartImport.parse({"parts": 1}))
+    assert refused.value.details == {"field": "parts"} and "part 7" in str(refused.value)
+    assert imports.status(admin(), job.job_id).state == "uploading"
 
 
 def test_an_export_imports_into_another_tenant_of_the_same_backend(backend):

@@ -211,6 +211,45 @@ def test_an_erasure_cut_off_after_a_page_goes_on_where_it_stopped(backend):
     assert "zoe4711" not in raw_storage(backend)
 
 
+def test_a_write_that_lands_behind_the_erasure_is_erased_before_it_completes(backend):
+    """The user's agent writes while the erasure runs: once the first pass has gone by the
+    memories and the plans, a memory and a plan land behind it. The erasure goes over every store
+    again and only completes after a pass that found nothing."""
+    write_everything(backend, "acme", "zoe4711", "Qx9mark")
+    erasure = _erasure_in_pages(backend, page_rows=1000)
+    stores, written = erasure._stores, []
+    passed = stores.stores.index("timeline")  # past the memories and plans (and on AWS the namespace registry)
+
+    class WritingBehind:
+        def __getattr__(self, name):
+            return getattr(stores, name)
+
+        def erase(self, tenant, user_id, store, **kw):
+            answer = stores.erase(tenant, user_id, store, **kw)
+            if not written and stores.stores.index(store) > passed:
+                me = {"sub": "zoe4711", "tenant_id": "acme"}
+                written.append(call(backend, "PUT", "/v1/memories", me, {
+                    "namespace": ["user", "zoe4711", "notes"], "key": "Wr1tebehind", "value": {"text": "Wr1tebehind"}}))
+                written.append(call(backend, "POST", "/v1/memory/plans", me, {
+                    "plan_id": "Pl4nbehind", "goal_event": "trip.booked"}))
+                backend.drain()  # its indexing and its timeline event, while the erasure runs
+            return answer
+
+    erasure._stores = WritingBehind()
+    receipt = erasure.erase(_caller("acme"), "zoe4711")
+    while receipt.status == "running":  # on AWS a request's pages may end before the second pass does
+        receipt = erasure.erase(_caller("acme"), "zoe4711")
+    backend.drain()
+
+    assert [w[0] for w in written] == [200, 201] and receipt.status == "completed"
+    status, _ = call(backend, "GET", "/v1/memories", {"sub": "zoe4711", "tenant_id": "acme"},
+                     query={"ns": ["user", "zoe4711", "notes"], "key": "Wr1tebehind"})
+    assert status == 404 and _visible(backend, "acme", "zoe4711")["memories"] == 0
+    assert _visible(backend, "acme", "zoe4711")["plans"] == 0
+    storage = raw_storage(backend)
+    assert "Wr1tebehind" not in storage and "Pl4nbehind" not in storage  # keys and ids are in the clear
+
+
 def _caller(tenant: str):
     from memsvc.core.models import Caller
 

@@ -89,6 +89,16 @@ class DynamoTransferStore:
             return None
         return b"" if row["size"]["N"] == "0" else row["data"]["B"]
 
+    def last_part(self, tenant: str, job_id: str) -> int | None:
+        try:
+            rows = self._db.query(
+                TableName=self._table, KeyConditionExpression="pk = :p AND begins_with(sk, :part)",
+                ExpressionAttributeValues={":p": _pk(tenant, job_id), ":part": {"S": "P#"}},
+                ProjectionExpression="sk", ScanIndexForward=False, Limit=1, ConsistentRead=True)["Items"]
+        except (ClientError, BotoCoreError) as exc:
+            raise aws_error(exc, service="DynamoDB", operation="Query") from None
+        return int(rows[0]["sk"]["S"][2:]) if rows else None
+
     def purge_expired(self, tenant: str, now: datetime) -> int:
         return 0  # the rows' TTL
 

@@ -60,6 +60,10 @@ class SqliteTransferStore:
                                       (tenant, job_id, index)).fetchone()
         return bytes(row[0]) if row else None
 
+    def last_part(self, tenant: str, job_id: str) -> int | None:
+        return self._db.conn().execute("SELECT MAX(idx) FROM transfer_parts WHERE tenant = ? AND job_id = ?",
+                                       (tenant, job_id)).fetchone()[0]
+
     def purge_expired(self, tenant: str, now: datetime) -> int:
         with self._db.tx() as conn:
             due = [r[0] for r in conn.execute("SELECT job_id FROM transfer_jobs WHERE tenant = ? AND expires_at <= ?",
