@@ -803,6 +803,11 @@ class UserDataStores(Protocol):
         """After the last store: drop what storage keeps of removed rows beyond them (the local
         files' write-ahead logs); nothing where the database does that itself."""
 
+    def left_for_another_pass(self, tenant: str, user_id: str) -> bool:
+        """Whether a store left a row of the user's for a later pass, which the erasure must then
+        make though its pass removed nothing (DynamoDB's namespace registry keeps the row of a
+        namespace written again behind the memories step)."""
+
     def running(self) -> list[tuple[str, str]]:
         """(tenant, record name) of every erasure record (`TenantConfigStore`) whose erasure is
         still running, for a background worker to continue; [] where no worker does."""

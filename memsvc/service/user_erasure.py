@@ -313,7 +313,8 @@ class UserErasure:
             record.in_pass += removed
             if record.cursor is None:
                 record.next_store += 1
-            if record.next_store == len(stores) and record.in_pass:
+            if record.next_store == len(stores) and (
+                    record.in_pass or self._stores.left_for_another_pass(tenant, user_id)):
                 record.next_store = record.in_pass = 0
             elif record.next_store == len(stores):
                 self._stores.finish(tenant)

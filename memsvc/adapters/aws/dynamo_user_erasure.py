@@ -101,6 +101,10 @@ class DynamoUserDataStores:
         """No background worker continues an erasure on AWS: the caller's next DELETE does."""
         return []
 
+    def left_for_another_pass(self, tenant: str, user_id: str) -> bool:
+        """Whether the registry kept a row of the user's (its namespace held items again)."""
+        return bool(self._rows(f"T#{tenant}#R#{_user_root(user_id)}", 1))
+
     # -- stores ------------------------------------------------------------------------------
 
     def _erase(self, tenant: str, user_id: str, store: str, erasure_id: str, limit: int) -> int:
@@ -123,12 +127,16 @@ class DynamoUserDataStores:
         if store == "keyword_statistics":
             return self._erase_keyword_statistics(tenant, user_id)
         if store == "namespace_registry":
+            # A namespace that holds items again (written after the memories step went by) keeps
+            # its row, so that the next pass finds them (`left_for_another_pass`); unlisted, they
+            # could be found by no erasure.
             root = _user_root(user_id)
             rows = self._rows(f"T#{tenant}#R#{root}", limit)
-            self._delete([_key_of(r) for r in rows])
-            if len(rows) < limit:
-                return len(rows) + self._delete_existing([{"pk": {"S": f"T#{tenant}#R"}, "sk": {"S": root}}])
-            return len(rows)
+            empty = [r for r in rows if not self._rows(f"T#{tenant}#N#{r['sk']['S']}", 1)]
+            self._delete([_key_of(r) for r in empty])
+            if len(rows) < limit and len(empty) == len(rows):
+                return len(empty) + self._delete_existing([{"pk": {"S": f"T#{tenant}#R"}, "sk": {"S": root}}])
+            return len(empty)
         if store == "timeline":
             return self._strip_events(tenant, user_id, erasure_id, limit)
         raise ValueError(f"no store named {store!r}")
