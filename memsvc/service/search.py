@@ -879,7 +879,7 @@ class Search:
             return NamespaceListing(page)
         policies = self._access.policies.get(caller.tenant_id)
         context = caller.policy_context()
-        readable = sorted(ns for ns in matched if policies.allow("read", list(ns), None, context))
+        readable = [ns for ns in matched if policies.allow("read", list(ns), None, context)]  # ascending, as listed
         cap = min(NAMESPACE_COUNT_CAP, NAMESPACE_COUNT_BUDGET // q.limit)
         now = self._clock.now()
         each: dict[tuple[str, ...], int] = {}

@@ -313,12 +313,12 @@ class UserErasure:
             record.in_pass += removed
             if record.cursor is None:
                 record.next_store += 1
-            if record.next_store == len(stores) and (
-                    record.in_pass or self._stores.left_for_another_pass(tenant, user_id)):
-                record.next_store = record.in_pass = 0
-            elif record.next_store == len(stores):
-                self._stores.finish(tenant)
-                record.status, record.completed_at, record.sealed_user = "completed", self._clock.now(), None
+            if record.next_store == len(stores):
+                if record.in_pass or self._stores.left_for_another_pass(tenant, user_id):
+                    record.next_store = record.in_pass = 0  # another pass
+                else:
+                    self._stores.finish(tenant)
+                    record.status, record.completed_at, record.sealed_user = "completed", self._clock.now(), None
             saving(record)
         return record.status == "completed"
 

@@ -220,7 +220,7 @@ def test_a_write_that_lands_behind_the_erasure_is_erased_before_it_completes(bac
     write_everything(backend, "acme", "zoe4711", "Qx9mark")
     erasure = _erasure_in_pages(backend, page_rows=1000)
     stores, written = erasure._stores, []
-    passed = stores.stores.index(behind) - 1
+    after = stores.stores.index(behind)
 
     class WritingBehind:
         def __getattr__(self, name):
@@ -228,7 +228,7 @@ def test_a_write_that_lands_behind_the_erasure_is_erased_before_it_completes(bac
 
         def erase(self, tenant, user_id, store, **kw):
             answer = stores.erase(tenant, user_id, store, **kw)
-            if not written and stores.stores.index(store) > passed:
+            if not written and stores.stores.index(store) >= after:
                 me = {"sub": "zoe4711", "tenant_id": "acme"}
                 written.append(call(backend, "PUT", "/v1/memories", me, {
                     "namespace": ["user", "zoe4711", "notes"], "key": "Wr1tebehind", "value": {"text": "Wr1tebehind"}}))

@@ -386,8 +386,7 @@ class DynamoItemStore:
 
     def list_namespaces(self, tenant, prefix, now, *, keep=None):
         # Sorted as tuples of segments: the sort keys sort by their percent-encoding.
-        for encoded in sorted(self._namespaces_under(tenant, prefix), key=decode_namespace):
-            ns = decode_namespace(encoded)
+        for ns, encoded in sorted((decode_namespace(e), e) for e in self._namespaces_under(tenant, prefix)):
             if (keep is None or keep(ns)) and next(self._recent(tenant, encoded, now, 10), None) is not None:
                 yield ns
 

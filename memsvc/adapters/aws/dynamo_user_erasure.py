@@ -132,7 +132,8 @@ class DynamoUserDataStores:
             # could be found by no erasure.
             root = _user_root(user_id)
             rows = self._rows(f"T#{tenant}#R#{root}", limit)
-            empty = [r for r in rows if not self._rows(f"T#{tenant}#N#{r['sk']['S']}", 1)]
+            holding = self._markers.map(lambda r: bool(self._rows(f"T#{tenant}#N#{r['sk']['S']}", 1)), rows)
+            empty = [r for r, held in zip(rows, holding) if not held]
             self._delete([_key_of(r) for r in empty])
             if len(rows) < limit and len(empty) == len(rows):
                 return len(empty) + self._delete_existing([{"pk": {"S": f"T#{tenant}#R"}, "sk": {"S": root}}])

@@ -174,13 +174,14 @@ class _Turns:
         (self._round if party in self._round else self._new).setdefault(party, deque()).append(task)
 
     def pop(self) -> _Task:
-        queue = self._new or self._round
-        party, calls = next(iter(queue.items()))
-        del queue[party]
+        party, calls = (self._new or self._round).popitem(last=False)  # O(1), where a dict's first key is not
         task = calls.popleft()
         if calls:
             self._round[party] = calls
         return task
+
+    def __bool__(self) -> bool:  # O(1): asked at every call's start
+        return bool(self._new or self._round)
 
     def __len__(self) -> int:
         return sum(len(calls) for queue in (self._new, self._round) for calls in queue.values())
