@@ -75,20 +75,21 @@ def extract_texts(value: dict[str, Any], index_fields: list[str] | None | Litera
 
 
 def validate_index_fields(obj: Any) -> list[str] | None | Literal[False]:
-    """Check `index_fields`: None (the default), False (no indexing) or 1..64 valid paths.
+    """Check `index_fields`: None (the default), False or [] (no indexing: what a LangGraph store
+    does with `index=[]`), or up to 64 valid paths.
 
     Raises `InvalidArgument` (details field `index_fields`) otherwise. O(total length of the paths).
     """
     if obj is None or obj is False:
         return obj
-    if not isinstance(obj, (list, tuple)) or not 1 <= len(obj) <= MAX_INDEX_FIELDS:
+    if not isinstance(obj, (list, tuple)) or len(obj) > MAX_INDEX_FIELDS:
         raise InvalidArgument(
-            f"index_fields must be false or a list of 1..{MAX_INDEX_FIELDS} paths",
+            f"index_fields must be false or a list of at most {MAX_INDEX_FIELDS} paths",
             details={"field": "index_fields", "max_fields": MAX_INDEX_FIELDS},
         )
     for path in obj:
         _tokenize(path)
-    return list(obj)
+    return list(obj) if obj else False
 
 
 def _tokenize(path: Any) -> list[Token]:

@@ -39,7 +39,8 @@ VALUE_RULES = (f"at most {MAX_VALUE_BYTES} bytes as compact JSON together with a
 # checks the paths itself, with a message that shows the grammar.
 _PATH_SEGMENT = r"[^.\[\]]+(\[(\*|-?[0-9]+)\])*"
 IndexPath = Annotated[StrictStr, Field(json_schema_extra={"pattern": rf"^{_PATH_SEGMENT}(\.{_PATH_SEGMENT})*$"})]
-IndexPaths = Annotated[list[IndexPath], Field(min_length=1, max_length=MAX_INDEX_FIELDS)]
+# No path at all is `false` (nothing embedded), as a LangGraph store reads `index=[]`.
+IndexPaths = Annotated[list[IndexPath], Field(max_length=MAX_INDEX_FIELDS)]
 # Optimistic attempts before a 409. In one full test run on a loaded 2-core box, one of 400
 # writers racing on one key lost 16 attempts in a row; 32 (each at most 0.2 s apart) give it
 # twice the room before a caller sees a retryable 409.
@@ -54,7 +55,7 @@ class PutMemory(Command):
     attributes: dict[StrictStr, Any] | None = Field(None, description=f"nested at most {MAX_NESTING} levels")
     ttl_seconds: Integer | None = Field(None, ge=1, le=MAX_TTL_SECONDS, description="null = never expires")
     index_fields: IndexPaths | NoIndexing | None = Field(
-        None, description="paths to embed (a.b, arr[*].c, log[-1]); false = not indexed; default every string leaf")
+        None, description="paths to embed (a.b, arr[*].c, log[-1]); false (or []) = not indexed; default every string leaf")
     sync_index: StrictBool = Field(False, description="return only after the item's vectors are written")
 
 

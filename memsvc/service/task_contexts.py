@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import Field, StrictStr
 
 from memsvc.core.contention import WRITE_ATTEMPTS, backoff
-from memsvc.core.errors import Conflict, InvalidArgument, NotFound, Taken
+from memsvc.core.errors import Conflict, Forbidden, InvalidArgument, NotFound, Taken
 from memsvc.core.models import Caller, to_rfc3339
 from memsvc.core.validation import Command
 from memsvc.core.workflow import MAX_SUB_TASKS, StaleRecord, TaskRecord, check_id
@@ -112,14 +112,14 @@ class TaskContexts:
         return self._open(self._visible(caller, check_id(task_id, "task_id")))
 
     def by_subtask(self, caller: Caller, subtask_id: str) -> TaskContext:
-        missing = NotFound("no task context has this sub-task", details={"subtask_id": subtask_id})
         task_id = self._store.task_of_subtask(caller.tenant_id, check_id(subtask_id, "subtask_id"))
         if task_id is None:
-            raise missing
+            raise NotFound("no task context has this sub-task", details={"subtask_id": subtask_id})
         try:
             return self._open(self._visible(caller, task_id))
-        except NotFound:
-            raise missing from None  # another user's: the same answer, never its task id
+        except Forbidden:
+            raise Forbidden("the task context holding this sub-task is not yours",
+                            details={"subtask_id": subtask_id}) from None  # never its task id
 
     def update(self, caller: Caller, task_id: str, cmd: UpdateTaskContext, *, expected_version: int | None) -> TaskContext:
         task_id = check_id(task_id, "task_id")
@@ -171,7 +171,7 @@ class TaskContexts:
         raise Conflict("too many concurrent writes to this task context; retry", details={"task_id": task_id})
 
     def delete(self, caller: Caller, task_id: str) -> None:
-        """Idempotent: deleting what is not there (or not the caller's to see) changes nothing."""
+        """Idempotent: deleting what is not there changes nothing; another user's is `403`."""
         task_id = check_id(task_id, "task_id")
         for attempt in range(WRITE_ATTEMPTS):
             backoff(attempt)
@@ -190,9 +190,14 @@ class TaskContexts:
         raise Conflict("too many concurrent writes to this task context; retry", details={"task_id": task_id})
 
     def _visible(self, caller: Caller, task_id: str) -> TaskRecord:
+        """The task context, if the caller may use it: its creator, or a `service` or `admin`. Task
+        ids are the tenant's names (a `POST` of a taken one is `409`), so another user's is `403`
+        (API.md: "an identity without access is `403`"), not a `404` that the `409` belies."""
         record = self._store.get_task(caller.tenant_id, task_id)
-        if record is None or not (record.creator == caller.user_id or caller.is_admin):
+        if record is None:
             raise NotFound("no task context with this task_id", details={"task_id": task_id})
+        if not (record.creator == caller.user_id or caller.is_admin):
+            raise Forbidden("this task context is not yours", details={"task_id": task_id})
         return record
 
     def _seal(self, tenant: str, task_id: str, payload: dict[str, Any]) -> bytes:

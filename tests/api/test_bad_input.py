@@ -425,7 +425,6 @@ BAD_PUTS: dict[str, dict[str, Any]] = {
     "index-fields-true": {"index_fields": True},
     "index-fields-zero": {"index_fields": 0},  # 0 == False, but it is not false
     "index-fields-zero-float": {"index_fields": 0.0},
-    "index-fields-empty-list": {"index_fields": []},
     "index-fields-string": {"index_fields": "text"},
     "index-fields-number": {"index_fields": [5]},
     "index-fields-empty-path": {"index_fields": [""]},

@@ -303,11 +303,14 @@ def test_index_fields_restricts_which_fields_are_searchable(me, home):
     assert {i["key"]: i["score"] for i in weather}["body-only"] < {i["key"]: i["score"] for i in weather}["title-only"]
 
 
-def test_index_fields_false_is_never_found_by_query_but_found_by_filter(me, home):
+@pytest.mark.parametrize("not_indexed", [False, []], ids=["false", "no-path"])
+def test_index_fields_false_is_never_found_by_query_but_found_by_filter(me, home, not_indexed):
     ns = home + ["private"]
-    put_ok(me, ns, "hidden", {"text": "Paris is the capital of France"}, index_fields=False, sync_index=True)
+    put_ok(me, ns, "hidden", {"text": "Paris is the capital of France"}, index_fields=not_indexed, sync_index=True)
     put_ok(me, ns, "visible", {"text": "Bananas are yellow"}, sync_index=True)
-    assert "hidden" not in keys_of(search_ok(me, home, query="Paris is the capital of France", limit=100))
+    for mode in ("hybrid", "semantic", "keyword"):
+        found = search_ok(me, home, query="Paris is the capital of France", limit=100, mode=mode)
+        assert "hidden" not in keys_of(found), mode
     assert keys_of(search_ok(me, home, filter={"text": "Paris is the capital of France"})) == ["hidden"]
     assert get(me, ns, "hidden").json()["value"] == {"text": "Paris is the capital of France"}
 

@@ -99,12 +99,20 @@ def test_every_route_hides_one_users_objects_from_others(make_client, me, uid, t
     assert me.put(f"/v1/memory/working/{q(ident)}/{q(ident)}", json={"value": 1}).status_code == 200
     assert me.get(f"{TC}/{q(ident)}").json()["task_id"] == ident
     assert me.get(f"{TC}/by-subtask/{q(ident + '/sub')}").json()["task_id"] == ident
-    for who in (other_user, other_tenant):
+    # A task context is the tenant's name for a task: another user of the tenant is told it is not
+    # theirs (403); for another tenant there is nothing by that name (404).
+    for who, status, code in ((other_user, 403, "FORBIDDEN"), (other_tenant, 404, "NOT_FOUND")):
         for r in (
             who.get(f"{TC}/{q(ident)}"),
             who.put(f"{TC}/{q(ident)}", json={"state": {"x": 1}}),
             who.get(f"{TC}/by-subtask/{q(ident + '/sub')}"),
             who.post(f"{TC}/{q(ident)}/sub-tasks", json={"remove": [ident + "/sub"]}),
+        ):
+            assert_error(r, status, code)
+        r = who.delete(f"{TC}/{q(ident)}")
+        assert r.status_code == (204 if status == 404 else 403)
+    for who in (other_user, other_tenant):
+        for r in (
             who.get(f"/v1/memory/plans/{q(ident)}"),
             who.put(f"/v1/memory/plans/{q(ident)}", json={"status": "cancelled"}),
             who.get(f"/v1/memory/working/{q(ident)}/{q(ident)}"),
@@ -112,7 +120,6 @@ def test_every_route_hides_one_users_objects_from_others(make_client, me, uid, t
             who.put(f"/v1/memory/working/{q(ident)}/{q(ident)}", json={"value": 2}),
         ):
             assert_error(r, 404, "NOT_FOUND")
-        assert who.delete(f"{TC}/{q(ident)}").status_code == 204
         assert who.delete(f"/v1/memory/plans/{q(ident)}").status_code == 204
         assert who.get(f"/v1/memory/working/{q(ident)}").json() == {"items": [], "next_cursor": None}
         assert who.delete(f"/v1/memory/working/{q(ident)}").json()["deleted_count"] == 0
@@ -124,10 +131,12 @@ def test_every_route_hides_one_users_objects_from_others(make_client, me, uid, t
     assert me.get(f"/v1/memory/working/{q(ident)}/{q(ident)}").json()["value"] == 1
 
 
-def test_someone_elses_sub_task_id_finds_nothing_and_cannot_be_taken(make_client, me, uid, tenant):
+def test_someone_elses_sub_task_id_is_refused_and_cannot_be_taken(make_client, me, uid, tenant):
     other = make_client(uid + "-other", tenant=tenant)
     create_task(me, f"mine-{uid}", sub_tasks=[f"sub-{uid}"])
-    assert_error(other.get(f"{TC}/by-subtask/{q(f'sub-{uid}')}"), 404, "NOT_FOUND")
+    refused = other.get(f"{TC}/by-subtask/{q(f'sub-{uid}')}")
+    assert_error(refused, 403, "FORBIDDEN")
+    assert f"mine-{uid}" not in refused.text  # the parent's task id is never told
     create_task(other, f"theirs-{uid}")
     assert_error(other.post(f"{TC}/{q(f'theirs-{uid}')}/sub-tasks", json={"add": [f"sub-{uid}"]}), 409, "CONFLICT")
     assert me.get(f"{TC}/by-subtask/{q(f'sub-{uid}')}").json()["task_id"] == f"mine-{uid}"

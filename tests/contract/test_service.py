@@ -259,11 +259,13 @@ class TestIndexing:
     def test_index_fields_pick_what_is_searchable(self, backend):
         put(backend, key="a", value={"title": "zebra", "body": "giraffe"}, index_fields=["title"])
         put(backend, key="b", value={"title": "zebra giraffe"}, index_fields=False)
+        put(backend, key="c", value={"title": "zebra giraffe"}, index_fields=[])  # no path: as false
         drain(backend)
         giraffe = search(backend, query="giraffe")
-        assert [(m.key, round(m.score, 6)) for m in giraffe] == [("a", 0.0)]  # body not indexed; b never
+        assert [(m.key, round(m.score, 6)) for m in giraffe] == [("a", 0.0)]  # body not indexed; b, c never
         assert [(m.key, round(m.score, 6)) for m in search(backend, query="zebra")] == [("a", 1.0)]
-        assert {m.key for m in search(backend)} == {"a", "b"}
+        assert [(m.key, round(m.score, 6)) for m in search(backend, query="zebra", mode="keyword")] == [("a", 1.0)]
+        assert {m.key for m in search(backend)} == {"a", "b", "c"}
 
     def test_max_pooling_scores_the_best_field(self, backend):
         put(backend, key="multi", value={"a": "unrelated words here", "b": "quantum physics"})

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from memsvc.core.errors import Conflict, ContentTooLong, InvalidArgument, NotFound, PreconditionFailed
+from memsvc.core.errors import Conflict, ContentTooLong, Forbidden, InvalidArgument, NotFound, PreconditionFailed
 from memsvc.core.models import Caller
 from memsvc.service.plans import CreatePlan, ListPlans, UpdatePlan
 from memsvc.service.task_contexts import ChangeSubTasks, CreateTaskContext, UpdateTaskContext
@@ -71,22 +71,33 @@ def test_a_task_context_is_its_creators_and_the_services_only(tc):
     for caller in (ADMIN, SERVICE):
         assert tc.get(caller, "task-123").record.creator == "alice"
         assert tc.by_subtask(caller, "s1").record.task_id == "task-123"
-    for caller in (BOB, OTHER_TENANT):
-        with pytest.raises(NotFound) as seen:
-            tc.get(caller, "task-123")
-        assert seen.value.message == "no task context with this task_id"  # as for one that does not exist
-        with pytest.raises(NotFound) as through_sub_task:
-            tc.by_subtask(caller, "s1")
-        with pytest.raises(NotFound) as unknown:
-            tc.by_subtask(caller, "nobody-has-this")
-        assert through_sub_task.value.details == {"subtask_id": "s1"}  # never the parent's task id
-        assert through_sub_task.value.message == unknown.value.message
-        with pytest.raises(NotFound):
-            tc.update(caller, "task-123", UpdateTaskContext(state={"x": 1}), expected_version=None)
-        with pytest.raises(NotFound):
-            tc.change_sub_tasks(caller, "task-123", ChangeSubTasks(remove=["s1"]))
-        tc.delete(caller, "task-123")  # idempotent, and a no-op on what the caller cannot see
-    assert tc.get(ALICE, "task-123").record.sub_tasks == ("s1",)
+    # Another user of the tenant: task ids are the tenant's names (its POST would be a 409), so it
+    # is told the id is not its own (API.md: an identity without access is 403), and nothing changes.
+    with pytest.raises(Forbidden) as seen:
+        tc.get(BOB, "task-123")
+    assert seen.value.details == {"task_id": "task-123"}
+    with pytest.raises(Forbidden) as through_sub_task:
+        tc.by_subtask(BOB, "s1")
+    assert through_sub_task.value.details == {"subtask_id": "s1"}  # never the parent's task id
+    with pytest.raises(Forbidden):
+        tc.update(BOB, "task-123", UpdateTaskContext(state={"x": 1}), expected_version=None)
+    with pytest.raises(Forbidden):
+        tc.change_sub_tasks(BOB, "task-123", ChangeSubTasks(remove=["s1"]))
+    with pytest.raises(Forbidden):
+        tc.delete(BOB, "task-123")
+    # Another tenant's: its names are its own, so there is nothing here (and its POST is a 201).
+    with pytest.raises(NotFound) as seen:
+        tc.get(OTHER_TENANT, "task-123")
+    assert seen.value.message == "no task context with this task_id"
+    with pytest.raises(NotFound):
+        tc.by_subtask(OTHER_TENANT, "s1")
+    with pytest.raises(NotFound):
+        tc.update(OTHER_TENANT, "task-123", UpdateTaskContext(state={"x": 1}), expected_version=None)
+    with pytest.raises(NotFound):
+        tc.change_sub_tasks(OTHER_TENANT, "task-123", ChangeSubTasks(remove=["s1"]))
+    tc.delete(OTHER_TENANT, "task-123")  # idempotent: nothing of this tenant's is there
+    got = tc.get(ALICE, "task-123")
+    assert (got.record.sub_tasks, got.record.version, got.state) == (("s1",), 1, {})
 
 
 def test_partial_update_keeps_what_was_not_given_and_counts_versions(tc):
@@ -135,7 +146,7 @@ def test_someone_elses_sub_task_cannot_be_taken(tc):
     assert tc.get(BOB, "bobs").record.sub_tasks == ()
     with pytest.raises(NotFound):
         tc.by_subtask(BOB, "mine")  # nothing of the refused change was written
-    with pytest.raises(NotFound):
+    with pytest.raises(Forbidden):
         tc.by_subtask(BOB, "shared")  # and Bob still cannot see Alice's task through it
 
 

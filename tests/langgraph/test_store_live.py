@@ -318,14 +318,15 @@ def test_index_false_and_index_paths(store, ns):
     store.put(docs, "default", value)
     store.put(docs, "title_only", value, index=["title"])
     store.put(docs, "unindexed", {"text": "quantum physics and particle accelerators"}, index=False)
+    store.put(docs, "no_path", {"text": "quantum physics and particle accelerators"}, index=[])  # as InMemoryStore
 
     def score(key, query):
         return next((r.score for r in store.search(docs, query=query) if r.key == key), None)
 
     quantum = "particle physics"
-    assert score("unindexed", quantum) is None  # not found by meaning...
+    assert score("unindexed", quantum) is None and score("no_path", quantum) is None  # not found by meaning...
     by_filter = store.search(docs, filter={"text": {"$in": ["quantum physics and particle accelerators"]}})
-    assert [i.key for i in by_filter] == ["unindexed"]  # ...but by filter
+    assert sorted(i.key for i in by_filter) == ["no_path", "unindexed"]  # ...but by filter
     assert store.get(docs, "unindexed") is not None
     # only the title is embedded, so the body's subject does not find it
     assert score("title_only", quantum) < score("default", quantum)

@@ -147,6 +147,11 @@ def test_validate_index_fields_returns_a_list():
     assert validate_index_fields(("a", "b")) == ["a", "b"]
 
 
+@pytest.mark.parametrize("obj", [[], ()])
+def test_no_path_is_no_indexing(obj):  # what a LangGraph store does with `index=[]`
+    assert validate_index_fields(obj) is False
+
+
 @pytest.mark.parametrize(
     "obj",
     [
@@ -154,7 +159,6 @@ def test_validate_index_fields_returns_a_list():
         0,
         "text",
         {"text": True},
-        [],
         ["x"] * (MAX_INDEX_FIELDS + 1),
         [""],
         [None],

@@ -113,7 +113,8 @@ def test_the_document_states_the_rules_across_fields():
                    for rule in SCHEMAS[body]["allOf"])
     assert SCHEMAS["RecallBody"]["dependentSchemas"]["namespace_prefix"]
     index_fields = SCHEMAS["PutMemoryBody"]["properties"]["index_fields"]["anyOf"][0]
-    assert (index_fields["minItems"], index_fields["maxItems"]) == (1, 64) and index_fields["items"]["pattern"]
+    assert "minItems" not in index_fields  # [] embeds nothing, as `false` (LangGraph's `index=[]`)
+    assert index_fields["maxItems"] == 64 and index_fields["items"]["pattern"]
     assert SCHEMAS["PutEntity"]["properties"]["name"]["pattern"].startswith(f"[^{WHITESPACE}")
     ttl = SCHEMAS["PutMemoryBody"]["properties"]["ttl_seconds"]["anyOf"][0]
     assert ttl["type"] == "integer" and ttl["minimum"] == 1 and "ge" not in ttl
@@ -128,7 +129,6 @@ def test_the_document_states_the_rules_across_fields():
     ("SearchBody", {"namespace_prefix": [], "query": None}),  # absent has one spelling
     ("SearchBody", {"namespace_prefix": [], "query": "\x85"}),  # blank: U+0085 is White_Space
     ("RecallBody", {"query": "x", "layers": None}),
-    ("PutMemoryBody", {"namespace": ["a"], "key": "k", "value": {}, "index_fields": []}),
     ("PutMemoryBody", {"namespace": ["a"], "key": "k", "value": {}, "ttl_seconds": 1.5}),
 ])
 def test_what_the_new_field_rules_refuse_the_parser_refuses(model, body):
