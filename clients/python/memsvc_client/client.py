@@ -261,6 +261,11 @@ class AgentMemoryMethods:
         """`GET /openapi.json`: the service's OpenAPI document, generated from its route table."""
         return self._run(("GET", "/openapi.json", (), None))
 
+    def metrics(self) -> Any:
+        """`GET /metrics`: the service's metrics in Prometheus' text format, as a string (`memsvc
+        serve`; `NotFoundError` on AWS, where they go to CloudWatch), as the TypeScript client's."""
+        return self._run(("GET", "/metrics", (), None))
+
     def identity(self) -> Any:
         """`GET /v1/identity`: who the service takes you to be, `{"tenant_id", "user_id", "roles",
         "auth": "jwt" | "iam", "claims"}`."""

@@ -830,7 +830,12 @@ def _answered(response: httpx.Response, call: _Call) -> bool:
 
 
 def _body(response: httpx.Response) -> Any:
-    return response.json() if response.content else None
+    """JSON, but for the one text answer (`GET /metrics`, Prometheus' format): its text."""
+    if not response.content:
+        return None
+    if response.headers.get("content-type", "").startswith("text/plain"):
+        return response.text
+    return response.json()
 
 
 def _transport_error(exc: httpx.TransportError) -> TransientError:
