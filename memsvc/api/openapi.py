@@ -24,6 +24,8 @@ _ERRORS = {"400": "Invalid argument", "401": "Missing or invalid identity", "403
            "412": "Precondition failed: If-Match names another version", "413": "Content too long",
            "422": "Refused by a governance policy", "429": "Rate limited (see Retry-After)", "500": "Internal error",
            "502": "A provider (embedding, model, key service) failed", "503": "The store is unavailable"}
+_RETRY_AFTER = {"description": "seconds to wait before a retry (API.md: a 429 comes with it)",
+                "schema": {"type": "string", "pattern": "^[0-9]+$"}}
 _PATH_PARAMETER = re.compile(r"\{([A-Za-z_]\w*)(:uuid)?\}")
 # The workflow ids the services check (`core.workflow.check_id`); another path parameter is any
 # segment (a session id that no session has is simply not found).
@@ -83,6 +85,7 @@ def openapi_document(routes: Sequence[Route]) -> dict[str, Any]:
             for code, text in _ERRORS.items():
                 responses[code] = {"description": text, "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/ErrorOut"}}}}
+            responses["429"]["headers"] = {"Retry-After": _RETRY_AFTER}
             op["security"] = [{"bearerAuth": []}, {"sigv4": []}]
         op["responses"] = responses
         paths.setdefault(r.path.replace(":uuid", ""), {})[r.method.lower()] = op

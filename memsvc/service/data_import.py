@@ -145,7 +145,7 @@ class SessionRecordIn(_Record):
     session_id: StrictStr = Field(min_length=1)
     agent_id: StrictStr | None = None
     title: StrictStr | None = None
-    metadata: dict[StrictStr, Any] = Field(default_factory=dict)
+    metadata: dict[StrictStr, Any] = Field({})
     created_at: Timestamp
     updated_at: Timestamp
     last_interaction: Timestamp
@@ -186,9 +186,9 @@ class TaskRecordIn(_Record):
     event_type: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
     response_event: StrictStr | None = Field(None, min_length=1, max_length=MAX_NAME_CHARS)
     response_topic: StrictStr = Field(min_length=1, max_length=MAX_NAME_CHARS)
-    sub_tasks: list[StrictStr] = Field(default_factory=list, max_length=MAX_SUB_TASKS)
-    data: dict[StrictStr, Any] = Field(default_factory=dict)
-    state: dict[StrictStr, Any] = Field(default_factory=dict)
+    sub_tasks: list[StrictStr] = Field([], max_length=MAX_SUB_TASKS)
+    data: dict[StrictStr, Any] = Field({})
+    state: dict[StrictStr, Any] = Field({})
     version: Integer = Field(1, ge=1)
     created_at: Timestamp
     updated_at: Timestamp

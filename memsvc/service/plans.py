@@ -30,9 +30,9 @@ class CreatePlan(Command):
 
     plan_id: WorkflowId
     goal_event: Name
-    goal_data: dict[StrictStr, Any] = Field(default_factory=dict)
+    goal_data: dict[StrictStr, Any] = Field({})
     status: Status = "running"
-    state: dict[StrictStr, Any] = Field(default_factory=dict)
+    state: dict[StrictStr, Any] = Field({})
 
 
 class UpdatePlan(Command):

@@ -66,7 +66,7 @@ class RememberMemory(Command):
     type: MemoryType = "fact"
     kind: MemoryKind = "semantic"
     layer: StrictStr = Field(  # type: ignore[assignment]
-        None, json_schema_extra={"enum": list(LAYER_NAMES)},
+        None, json_schema_extra={"enum": list(LAYER_NAMES), "default": "user"},
         description="default user (INVALID_LAYER for another name); it needs its identifiers (MISSING_IDENTIFIER)")
     identifiers: dict[StrictStr, StrictStr] = Field(  # type: ignore[assignment]
         None, json_schema_extra=identifiers_schema(nullable=False),

@@ -46,7 +46,7 @@ class UpsertSemantic(Command):
 
     content: StrictStr = Field(min_length=1, max_length=MAX_CONTENT_CHARS)
     external_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
-    metadata: dict[StrictStr, Any] = Field(default_factory=dict)
+    metadata: dict[StrictStr, Any] = Field({})
 
 
 class SemanticRef(Command):

@@ -66,7 +66,7 @@ class CreateSession(Command):
                     f"they fit {MAX_NAMESPACE_BYTES} bytes percent-encoded (a character outside ASCII takes 6 to 12)")
     agent_id: StrictStr | None = Field(None, min_length=1, max_length=MAX_ID_CHARS)
     title: StrictStr | None = Field(None, max_length=MAX_TITLE_CHARS)
-    metadata: dict[StrictStr, Any] = Field(default_factory=dict, description="sealed at rest; a project_id here "
+    metadata: dict[StrictStr, Any] = Field({}, description="sealed at rest; a project_id here "
                                            f"makes close promote to that project; {_METADATA_RULES}")
     extract: ExtractMode | None = Field(None, description=_EXTRACT_RULES + "; default: the tenant's session_extract")
 

@@ -38,9 +38,9 @@ class CreateTaskContext(Command):
     event_type: Name
     response_event: Name | None = None
     response_topic: Name = "action-results"
-    data: dict[StrictStr, Any] = Field(default_factory=dict)
-    sub_tasks: SubTaskIds = Field(default_factory=list, max_length=MAX_SUB_TASKS)
-    state: dict[StrictStr, Any] = Field(default_factory=dict)
+    data: dict[StrictStr, Any] = Field({})
+    sub_tasks: SubTaskIds = Field([], max_length=MAX_SUB_TASKS)
+    state: dict[StrictStr, Any] = Field({})
 
 
 class UpdateTaskContext(Command):
@@ -59,8 +59,8 @@ class ChangeSubTasks(Command):
     """`POST /v1/memory/task-context/{task_id}/sub-tasks`: one atomic change of the list. No id may be
     both added and removed, and the list holds at most 48 sub-tasks after the change (400 otherwise)."""
 
-    add: SubTaskIds = Field(default_factory=list, max_length=MAX_SUB_TASKS)
-    remove: SubTaskIds = Field(default_factory=list, max_length=MAX_SUB_TASKS)
+    add: SubTaskIds = Field([], max_length=MAX_SUB_TASKS)
+    remove: SubTaskIds = Field([], max_length=MAX_SUB_TASKS)
 
 
 @dataclass(frozen=True)

@@ -165,3 +165,18 @@ def test_the_filter_schema_refuses_what_the_parser_refuses(condition):
     assert not jsonschema_rs.validator_for({"type": "object", **FILTER_SCHEMA}).is_valid({"a": condition})
     with pytest.raises(InvalidArgument):
         parse_filter({"a": condition})
+
+
+def test_the_document_states_the_defaults_and_the_retry_after_header_the_contract_names():
+    """API-AGENT.md's defaults (`data={}`, `sub_tasks=[]`, ...; remember's `layer` user) and
+    API.md's "429 with Retry-After" are in the document, as the server applies them."""
+    defaults = {("CreateTaskContext", "data"): {}, ("CreateTaskContext", "sub_tasks"): [],
+                ("CreateTaskContext", "state"): {}, ("CreatePlan", "goal_data"): {}, ("CreatePlan", "state"): {},
+                ("CreateSessionBody", "metadata"): {}, ("UpsertSemanticBody", "metadata"): {},
+                ("RememberBody", "layer"): "user"}
+    for (model, field), default in defaults.items():
+        assert SCHEMAS[model]["properties"][field]["default"] == default, (model, field)
+    for path, operations in DOC["paths"].items():
+        for method, op in operations.items():
+            if "security" in op:  # every route behind an identity can be rate limited
+                assert op["responses"]["429"]["headers"]["Retry-After"]["schema"]["pattern"] == "^[0-9]+$", (method, path)
