@@ -69,3 +69,57 @@ def test_many_replacements_of_one_document_leave_one_live_slot(tmp_path):
     assert hits(index, "pictures").keys() == {"m1"}
     assert hits(index, "w2998") == {} and hits(index, "w2999").keys() == {"m1"}
     assert index._tenants["t"].size < 3000
+
+
+def test_a_tenants_rebuild_holds_up_no_query_and_takes_in_what_changed_while_it_ran(tmp_path, monkeypatch):
+    """The compaction of one tenant's postings (`_rebuild_due`) reads the rows and builds the copy
+    outside the index's lock: another tenant's query, and this tenant's own, answer while it runs
+    (here it is held at its first row until they have), and what is written meanwhile is in the
+    copy that takes the old postings' place."""
+    import threading
+
+    from memsvc.adapters.local import keyword_index
+
+    index = LocalKeywordIndex(tmp_path / "k.db")
+    other = KeywordDoc("other", ("user", "bob"), "o1", "o1", 1, {}, {"zebra": 1}, 1)
+    index.put_many([doc(f"m{n}", {"pictures": 1, f"w{n}": 1}) for n in range(2100)] + [other])
+    reading, go_on = threading.Event(), threading.Event()
+    real_doc = keyword_index._doc
+
+    def held_doc(tenant, *row):
+        if threading.current_thread().name == "compaction" and not reading.is_set():
+            reading.set()
+            go_on.wait()
+        return real_doc(tenant, *row)
+
+    monkeypatch.setattr(keyword_index, "_doc", held_doc)
+    compaction = threading.Thread(name="compaction", target=index.delete_many,
+                                  args=("t", [f"m{n}" for n in range(1100)]))  # past the threshold: a rebuild
+    seen: dict[str, object] = {}
+
+    def meanwhile() -> None:
+        seen["other"] = hits_of(index, "other", "zebra")  # another tenant's query
+        seen["own"] = (hits(index, "w5"), set(hits(index, "w1500")))  # and this tenant's
+        index.put_many([doc("late", {"pictures": 1, "heron": 1})])  # written while the copy is built
+        index.delete_many("t", ["m2000"])
+
+    compaction.start()
+    assert reading.wait(60)  # the rebuild is reading the rows
+    others = threading.Thread(target=meanwhile)
+    others.start()
+    others.join(60)  # a lock held by the rebuild would keep them waiting until it is let go on
+    answered_meanwhile = not others.is_alive()
+    go_on.set()
+    others.join(60)
+    compaction.join(60)
+    assert answered_meanwhile and not compaction.is_alive()
+    assert seen == {"other": {"o1"}, "own": ({}, {"m1500"})}
+    rebuilt = index._tenants["t"]
+    assert rebuilt.changes_since is None and rebuilt.size < 2100  # the copy took the old postings' place
+    assert hits(index, "heron").keys() == {"late"} and hits(index, "w2000") == {}  # with what came meanwhile
+    assert len(index.memory_ids("t")) == 2100 - 1100 - 1 + 1
+    assert index.memory_ids("t") == LocalKeywordIndex(tmp_path / "k.db").memory_ids("t")  # as the file holds
+
+
+def hits_of(index: LocalKeywordIndex, tenant: str, *terms: str) -> set[str]:
+    return {h.memory_id for h in index.query(tenant, (), ALL, list(terms), 100).hits}

@@ -12,6 +12,8 @@ dir holds the postings in memory and catches up with the others' writes before i
 
 from __future__ import annotations
 
+import logging
+
 import json
 from collections.abc import Sequence
 from pathlib import Path
@@ -39,6 +41,8 @@ CREATE TABLE IF NOT EXISTS docs (
     PRIMARY KEY (tenant, memory_id)
 ) WITHOUT ROWID;
 """
+
+log = logging.getLogger(__name__)
 
 
 _ROW = "memory_id, ns, key, version, policy_attributes, length, terms"
@@ -85,12 +89,23 @@ class _TenantKeywords:
         self.attr_index: dict[str, int] = {}  # policy attributes as canonical JSON -> id
         self.attr_values: list[dict[str, Any]] = []  # by id, parsed once
         self.dead = 0
+        # While a copy is rebuilt from the rows (`LocalKeywordIndex._rebuild`): the changes made
+        # here since, for the copy to take in before it takes this one's place.
+        self.changes_since: list[KeywordDoc | str] | None = None
 
     @property
     def size(self) -> int:
         return len(self.memory_ids)
 
     def add(self, doc: KeywordDoc) -> None:
+        self._note(doc)
+        self._add(doc)
+
+    def _note(self, change: KeywordDoc | str) -> None:
+        if self.changes_since is not None:
+            self.changes_since.append(change)
+
+    def _add(self, doc: KeywordDoc) -> None:
         slot = self.size
         if slot == len(self.live):
             n = 2 * slot
@@ -119,6 +134,7 @@ class _TenantKeywords:
             postings.add(slot, tf)
 
     def drop(self, memory_id: str) -> None:
+        self._note(memory_id)
         slot = self.slot_of.pop(memory_id, None)
         if slot is not None:
             self.live[slot] = False
@@ -127,11 +143,21 @@ class _TenantKeywords:
     def replace(self, doc: KeywordDoc) -> None:
         """The document in a new slot, then its old slot (if any) masked out: the postings of the
         new one exist before the stale ones stop counting."""
+        self._note(doc)
         old = self.slot_of.get(doc.memory_id)
-        self.add(doc)
+        self._add(doc)
         if old is not None:
             self.live[old] = False
             self.dead += 1
+
+    def take_in(self, changes: list[KeywordDoc | str]) -> None:
+        """Changes another copy recorded (`changes_since`), in order: a document (new or
+        replaced) or a memory id dropped."""
+        for change in changes:
+            if isinstance(change, str):
+                self.drop(change)
+            else:
+                self.replace(change)
 
     def scope_mask(self, prefix: tuple[str, ...], pushdown: Filter) -> np.ndarray:
         mask = self.live[: self.size].copy()
@@ -152,6 +178,7 @@ class LocalKeywordIndex:
         # file's writers).
         self._lock = ReadWriteLock()
         self._tenants: dict[str, _TenantKeywords] = {}
+        self._due: list[tuple[str, _TenantKeywords]] = []  # to rebuild (`_compact`), under the lock
         self._db = SqliteFile(path, _SCHEMA + changes_schema("docs"))
         self._changes = IndexChanges(path)  # before loading: a write after it is caught up with later
         self._fields = LocalFieldPostings(path)  # filters' field tokens, in the same file
@@ -169,6 +196,7 @@ class LocalKeywordIndex:
 
     def _catch_up(self) -> None:
         self._changes.catch_up(self._lock.writing(), self._load_all, self._reload_memories)
+        self._rebuild_due()
 
     def _reload_memories(self, changed: dict[str, set[str]]) -> None:
         for tenant, memory_ids in changed.items():
@@ -185,9 +213,36 @@ class LocalKeywordIndex:
             self._compact(tenant)
 
     def _compact(self, tenant: str) -> None:
+        """Under the write lock: a tenant's postings mostly dead are to be rebuilt from the rows
+        (`_rebuild_due`, once the lock is released)."""
         t = self._tenants.get(tenant)
-        if t is not None and t.dead > max(1024, t.size // 2):  # mostly dead: rebuild from the rows
-            self._load(tenant)
+        if t is not None and t.changes_since is None and t.dead > max(1024, t.size // 2):
+            t.changes_since = []
+            self._due.append((tenant, t))
+
+    def _rebuild_due(self) -> None:
+        """Rebuild the tenants `_compact` found mostly dead, each outside the lock: the rows are
+        read and the copy built while every query goes on over the postings as they are (one
+        tenant's 6.4 million postings took 5.8 s to reload, and under the lock every tenant's
+        search waited as long); then, under the lock, the copy takes in what changed meanwhile
+        and takes their place."""
+        while self._due:  # looked at without the lock first: a query pays nothing for it
+            with self._lock.writing():
+                if not self._due:
+                    return
+                tenant, t = self._due.pop()
+            fresh: _TenantKeywords | None = _TenantKeywords()
+            try:
+                for row in self._db.conn().execute(f"SELECT {_ROW} FROM docs WHERE tenant = ?", (tenant,)):
+                    fresh.add(_doc(tenant, *row))
+            except Exception:  # the postings as they are still answer; the next compaction tries again
+                log.exception("rebuilding a tenant's keyword postings failed")
+                fresh = None
+            with self._lock.writing():
+                changes, t.changes_since = t.changes_since or [], None
+                if fresh is not None and self._tenants.get(tenant) is t:  # not reloaded or deleted meanwhile
+                    fresh.take_in(changes)
+                    self._tenants[tenant] = fresh
 
     def ping(self) -> None:
         self._db.conn().execute("SELECT 1").fetchone()
@@ -224,6 +279,7 @@ class LocalKeywordIndex:
             for tenant in {doc.tenant for doc in unique}:
                 self._compact(tenant)
             self._fields.hold(fields)
+        self._rebuild_due()
 
     def delete_many(self, tenant: str, memory_ids: Sequence[str]) -> None:
         if not memory_ids:
@@ -239,6 +295,7 @@ class LocalKeywordIndex:
             for memory_id in memory_ids:
                 t.drop(memory_id)
             self._compact(tenant)
+        self._rebuild_due()
 
     def delete_tenant(self, tenant: str) -> int:
         self._fields.delete_tenant(tenant)
