@@ -91,6 +91,12 @@ class ItemStore(Protocol):
         their encoded form, after `after` (from the first when None): a walk over a tenant's
         namespaces a page at a time, each page's work in proportion to it (an export's)."""
 
+    def time_span(self, tenant: str) -> tuple[datetime, datetime] | None:
+        """(earliest, latest): bounds of the times of the tenant's current memories (each one's
+        `[valid_start, valid_end)`, `StoredItem`), in O(log n); None when the store cannot tell
+        (rows from before those bounds, whose times are in their sealed values; DynamoDB, which
+        has no index for it) or holds none."""
+
     def live_heads(self, tenant: str, prefix: tuple[str, ...], now: datetime) -> Iterator[ItemHead]:
         """Live, unexpired items under the prefix without their sealed parts, in `scan_live`'s
         order (newest `updated_at` first), fetched lazily."""

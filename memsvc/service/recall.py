@@ -215,6 +215,8 @@ class Recall:
         started = time.perf_counter()
         query = q.query  # cut when parsed (search.Query)
         boost = time_boost(query, self._clock.now(), enabled=q.temporal)  # a time the query names (issue 25)
+        if q.known_at is None:  # at known_at, versions since replaced hold times of their own
+            boost = self._search.boost_that_can_act(caller.tenant_id, boost)
         scopes = self._scopes(caller, q)
         views: list[KnownAtView | None] = [None] * len(scopes)
         if q.known_at is not None:

@@ -287,6 +287,8 @@ class Search:
             degraded = False
         else:
             boost = time_boost(q.query, self._clock.now(), enabled=q.temporal)  # a time it names (issue 25)
+            if q.known_at is None:  # at known_at, versions since replaced hold times of their own
+                boost = self.boost_that_can_act(caller.tenant_id, boost)
             embedding = self.query_embedding(q.query, boost)
             ranked = self._by_relevance(caller.tenant_id, scope, plan, q.query, q.mode or "hybrid",
                                         offset=q.offset, limit=q.limit, min_score=q.min_score,
@@ -705,6 +707,24 @@ class Search:
                 terms = []
             out.append(_KeywordRetriever(self._keywords, tenant, scope, plan.scope, terms))
         return out
+
+    def boost_that_can_act(self, tenant: str, boost: TimeBoost | None) -> TimeBoost | None:
+        """`boost`, or None when the tenant holds no memory of its time: a time (not a month of
+        any year) after every memory's, or before all of them (`ItemStore.time_span`). Such a
+        query is ranked as one naming no time, by its whole vector: what `_by_relevance` comes to
+        once the boosted first page holds none of that time, without the vector of the query less
+        its time's words and the boost's 200-deep round (a "next week" query took 46 ms, p50, on
+        10k memories, against 19 for one naming no time)."""
+        if boost is None or boost.named.recurring:
+            return boost
+        span = self._items.time_span(tenant)
+        if span is None:
+            return boost
+        first, last = span
+        named = boost.named
+        if (named.start is not None and last < named.start) or (named.end is not None and first >= named.end):
+            return None
+        return boost
 
     def query_embedding(self, query: str, boost: TimeBoost | None) -> "QueryEmbedding":
         """A request's query embedding, made once: of the query without the words of a time it

@@ -266,3 +266,52 @@ class TestWholeQueryFallback:
         monkeypatch.setattr(app.search, "embed", embed)
         answer = app.search.answer(alice(), SearchQuery.parse({"namespace_prefix": ["user", "alice"], "query": ASKED}))
         assert [m.key for m in answer.memories] == ["said"] and answer.degraded  # by keywords, and said so
+
+
+class TestATimeNoMemoryIsOf:
+    """A time (not a month of any year) after every memory of the tenant, or before all of them:
+    where the store can tell (`ItemStore.time_span`: locally; not on DynamoDB), the query is
+    ranked as one naming no time straight away, by its whole vector alone. The answer is the one
+    the boosted round comes to when its first page holds none of that time."""
+
+    @pytest.fixture
+    def embedded(self, app, monkeypatch):
+        texts: list[str] = []
+        inner = app.search.embed
+        monkeypatch.setattr(app.search, "embed", lambda text: texts.append(text) or inner(text))
+        return texts
+
+    @pytest.fixture
+    def trips(self, app):
+        put(app, "coast", {"text": TRIP})  # of their writing: January 2026
+        put(app, "lakes", {"text": LAKES})
+        put(app, "planned", {"text": "a road trip to the mountains", **day("2026-03-02")})  # stated: March 2026
+        app.drain()
+
+    @pytest.mark.parametrize("when", ["in 2019", "in 2031", "next year", "last year"])
+    def test_its_answer_is_the_one_without_the_time(self, app, trips, embedded, when):
+        asked = f"which road trip did we take {when}"
+        for mode in ("hybrid", "semantic", "keyword"):
+            assert scores(app, query=asked, mode=mode) == scores(app, query=asked, mode=mode, temporal=False), mode
+        assert recalled(app, query=asked, min_score=0) == recalled(app, query=asked, min_score=0, temporal=False)
+
+    def test_locally_the_query_is_embedded_once_whole(self, app, trips, embedded):
+        asked = "which road trip did we take in 2031"
+        searched(app, query=asked)
+        recalled(app, query=asked, min_score=0)
+        if app.name == "local":
+            assert embedded == [asked, asked]  # one embedding each, of the query as asked
+        else:  # DynamoDB cannot tell: the boosted round, then the whole query
+            assert embedded == ["which road trip did we take", asked, "which road trip did we take", asked]
+
+    def test_a_time_some_memory_is_of_keeps_its_boost(self, app, trips, embedded):
+        asked = "which road trip did we take in March 2026"
+        assert searched(app, query=asked)[0] == "planned"
+        assert embedded[0] == "which road trip did we take"  # the vector without the time's words
+
+    def test_a_memory_stating_a_later_time_keeps_the_boost_for_the_whole_tenant(self, app, trips, embedded):
+        put(app, "future", {"text": "a road trip to the desert", **day("2031-05-01")}, caller=bob())
+        app.drain()
+        asked = "which road trip did we take in 2031"
+        searched(app, query=asked)
+        assert embedded[0] == "which road trip did we take"  # bob's memory is of 2031: no skip

@@ -117,6 +117,9 @@ class DynamoItemStore:
         row = self._call("GetItem", Key=_key(tenant, encode_namespace(namespace), key), ConsistentRead=True)
         return item_from_row(row["Item"]) if "Item" in row else None
 
+    def time_span(self, tenant):
+        return None  # no index orders a tenant's items by their valid time
+
     def get_many(self, tenant, refs):
         wanted = list(dict.fromkeys((encode_namespace(ns), key) for ns, key in refs))
         return self._batch_get(tenant, [_key(tenant, ns, k) for ns, k in wanted])
