@@ -361,6 +361,11 @@ class KeywordIndex(Protocol):
         """Remove every document and field token of the tenant (keyword indexing turned off);
         returns how many documents."""
 
+    # How many field tokens one `field_holders` call may look up; None: any. A lookup that is a
+    # request of its own (DynamoDB: a Query per token) is bounded per search; a filter's conditions
+    # past it are decided on the values instead, as exactly.
+    field_tokens_per_search: int | None
+
     def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: Sequence[str]) -> FieldHolders:
         """Under `prefix`: which memory versions have field tokens, and which of them hold each of
         `tokens` (a consistent read: what a finished `put_many` wrote is seen)."""

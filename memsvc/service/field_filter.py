@@ -50,6 +50,8 @@ def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefi
     """The token tests of `user`'s conditions under `prefix`. O(size of `user`) before the index
     is asked: equality keys of scalar operands only."""
     wanted: list[tuple[bool, list[tuple[str, str]]] | None] = []
+    budget = keywords.field_tokens_per_search  # tokens one search may look up; a condition past it is the values'
+    counted: set[tuple[str, str]] = set()
     for c in user.conditions:
         op, operand, negated = c.op.removeprefix("$"), c.operand, False
         if op == "not" and len(operand) == 1:  # not eq is ne, not in is nin, and so on
@@ -60,7 +62,12 @@ def plan_field_tokens(sealer: Sealer, keywords: KeywordIndex, tenant: str, prefi
             wanted.append(None)
             continue
         # An operand equal to nothing (NaN) has no token: it matches no item's value.
-        wanted.append((_POSITIVE[op] != negated, [(c.path, k) for x in operands if (k := equality_key(x)) is not None]))
+        pairs = [(c.path, k) for x in operands if (k := equality_key(x)) is not None]
+        if budget is not None and len(counted.union(pairs)) > budget:
+            wanted.append(None)
+            continue
+        counted.update(pairs)
+        wanted.append((_POSITIVE[op] != negated, pairs))
     if all(w is None for w in wanted):
         return FieldTokenPlan.without_tokens(user)
     pairs = list(dict.fromkeys(pair for w in wanted if w is not None for pair in w[1]))

@@ -315,3 +315,30 @@ def test_agent_operator_answers_equal_decrypting_everything(backend, clock):
         filter_ = random_agent_filter(rng)
         prefix = rng.choice([["user", "alice"], ["user", "alice", "a"]])
         assert answer(backend, prefix, filter_) == model.expected(prefix, filter_), json.dumps(filter_)
+
+
+def test_a_filter_listing_more_values_than_a_search_may_look_up_answers_exactly(backend):
+    """A condition whose values would take the field-token lookups past the index's per-search
+    budget (`KeywordIndex.field_tokens_per_search`: DynamoDB's 64 Queries) is decided on the
+    values instead: the same answer, at most the budget's lookups (a 10,000-value `in` was 10,000
+    Queries of one search on DynamoDB)."""
+    for n, color in enumerate(["red", "green", "blue"]):
+        backend.memories.put(alice(), PutMemory(namespace=["user", "alice", "c"], key=f"k{n}",
+                                                value={"color": color, "n": n}))
+    backend.drain()
+    queries: list[str] = []
+    if backend.aws is not None:
+        backend.aws.clients.dynamodb.meta.events.register(
+            "before-parameter-build.dynamodb.Query",
+            lambda params, **_: queries.append(json.dumps(params.get("ExpressionAttributeValues", {}))))
+    many = [f"v{i}" for i in range(1000)]
+    for flt, expected, tokens_asked in (({"color": {"in": [*many, "red", "blue"]}}, {"k0", "k2"}, False),
+                                        ({"color": {"nin": [*many, "red"]}}, {"k1", "k2"}, False),
+                                        ({"color": {"in": [*many, "green"]}, "n": {"in": [1, 2]}}, {"k1"}, True)):
+        queries.clear()
+        found = backend.search.search(alice(), SearchQuery(namespace_prefix=["user", "alice"], filter=flt, limit=10))
+        assert {m.key for m in found} == expected, flt
+        if backend.aws is not None:
+            lookups = [q for q in queries if "#FT#" in q]
+            assert len(lookups) <= backend.aws.keywords.field_tokens_per_search, (flt, len(lookups))
+            assert bool(lookups) == tokens_asked  # a condition within the budget still uses its tokens

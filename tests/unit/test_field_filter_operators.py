@@ -13,6 +13,8 @@ class _Sealer:
 
 
 class _Keywords:
+    field_tokens_per_search = None
+
     def field_holders(self, tenant, prefix, tokens):
         return object()
 

@@ -132,6 +132,8 @@ class _Sealer:
 
 
 class _Keywords:
+    field_tokens_per_search = None
+
     def field_holders(self, tenant: str, prefix: tuple[str, ...], tokens: list[str]) -> object:
         return object()
 

@@ -173,6 +173,8 @@ class _TenantKeywords:
 class LocalKeywordIndex:
     """`KeywordIndex` for one machine. Thread-safe; writes are durable before they are visible."""
 
+    field_tokens_per_search = None  # a lookup in memory each
+
     def __init__(self, path: Path) -> None:
         # The in-memory postings: queries share them, writes have them alone (SQLite orders the
         # file's writers).
