@@ -381,7 +381,6 @@ class RememberJob:
     candidate_id: str
     sealed: bytes
     attempts: int = 0
-    party: str = ""  # whose call it is (the caller's user id): users of a tenant take turns at the queue
 
 
 @dataclass(frozen=True)

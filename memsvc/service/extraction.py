@@ -374,7 +374,7 @@ class Extraction:
 
     def _enqueue(self, caller: Caller, job_id: str, payload: dict[str, Any], *, delay: int = 0) -> None:
         sealed = self._sealer.seal_job(caller.tenant_id, job_id, {"caller": caller_record(caller), **payload})
-        self._queue.enqueue(RememberJob(caller.tenant_id, job_id, sealed, party=caller.user_id), delay_seconds=delay)
+        self._queue.enqueue(RememberJob(caller.tenant_id, job_id, sealed), delay_seconds=delay)
 
     # -- events ---------------------------------------------------------------------------------
 

@@ -135,8 +135,7 @@ class Remember:
             candidate_id = candidate_key(ns, candidate.content, key_space=self._sealer.statement_keys(caller.tenant_id))
             payload = {"caller": caller_record(caller), "command": cmd.model_dump(mode="json", exclude_unset=True)}
             self._queue.enqueue(RememberJob(caller.tenant_id, candidate_id,
-                                            self._sealer.seal_job(caller.tenant_id, candidate_id, payload),
-                                            party=caller.user_id))
+                                            self._sealer.seal_job(caller.tenant_id, candidate_id, payload)))
             return Accepted(candidate_id)
         return self._decide(caller, ns, candidate, cmd, policies)
 

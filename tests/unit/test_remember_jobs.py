@@ -68,35 +68,3 @@ def test_a_failing_job_waits_out_its_backoff_while_others_run(tmp_path, clock):
 
     assert queue.drain(run) == 2 and ran == ["fails", "works"]
     assert queue.pending("a") == 1 and queue.drain(run) == 0  # not due again yet
-
-
-def test_users_of_a_tenant_take_turns_too(tmp_path, clock):
-    queue = _queue(tmp_path, clock)
-    for n in range(4):
-        clock.advance(0.001)
-        queue.enqueue(RememberJob("acme", f"alice{n}", b"x", party="alice"))
-    clock.advance(0.001)
-    queue.enqueue(RememberJob("acme", "bob0", b"x", party="bob"))
-    clock.advance(0.001)
-    queue.enqueue(RememberJob("globex", "carol0", b"x", party="carol"))
-    ran: list[str] = []
-    queue.drain(lambda job: ran.append(job.candidate_id))
-    # tenants alternate, and within acme its users do: bob waits for one of alice's jobs, not four
-    assert ran == ["alice0", "carol0", "bob0", "alice1", "alice2", "alice3"]
-
-
-def test_a_queue_file_from_before_parties_opens_and_drains(tmp_path, clock):
-    import sqlite3
-
-    conn = sqlite3.connect(tmp_path / "jobs.db")
-    conn.executescript("""
-        CREATE TABLE remember_jobs (
-            tenant TEXT NOT NULL, candidate_id TEXT NOT NULL, sealed BLOB NOT NULL,
-            attempts INTEGER NOT NULL DEFAULT 0, not_before INTEGER NOT NULL, enqueued_at INTEGER NOT NULL,
-            parked TEXT, PRIMARY KEY (tenant, candidate_id)) WITHOUT ROWID;
-        INSERT INTO remember_jobs (tenant, candidate_id, sealed, not_before, enqueued_at) VALUES ('t', 'old', x'00', 0, 0);
-    """)
-    conn.close()
-    queue = _queue(tmp_path, clock)
-    ran: list[RememberJob] = []
-    assert queue.drain(ran.append) == 1 and (ran[0].candidate_id, ran[0].party) == ("old", "")

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memsvc.adapters.local.sqlite_db import SqliteFile, add_missing_columns
+from memsvc.adapters.local.sqlite_db import SqliteFile
 from memsvc.core.errors import MemsvcError
 from memsvc.core.models import RememberJob, to_epoch_us
 from memsvc.ports import Clock
@@ -33,9 +33,6 @@ CREATE TABLE IF NOT EXISTS remember_jobs (
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS remember_jobs_due ON remember_jobs (not_before) WHERE parked IS NULL;
 """
-# Whose call a job is (`RememberJob.party`, the user id, which the items' namespaces hold in
-# plaintext too), so that users of a tenant take turns; '' for a job queued before it was kept.
-_ADDED_COLUMNS = {"party": "TEXT NOT NULL DEFAULT ''"}
 
 
 class SqliteRememberQueue:
@@ -45,8 +42,6 @@ class SqliteRememberQueue:
     def __init__(self, path: Path, clock: Clock, *, max_attempts: int = 5,
                  on_enqueue: Callable[[], None] = lambda: None) -> None:
         self._db = SqliteFile(path, _SCHEMA)
-        with self._db.tx() as conn:
-            add_missing_columns(conn, "remember_jobs", _ADDED_COLUMNS)
         self._clock = clock
         self._max_attempts = max_attempts
         self._on_enqueue = on_enqueue  # wakes the worker
@@ -57,45 +52,35 @@ class SqliteRememberQueue:
         with self._db.tx() as conn:
             # The same job queued again is one job; a parked one is given a fresh start (it was
             # asked for again: an extraction retried after its model came back).
-            conn.execute("INSERT INTO remember_jobs (tenant, candidate_id, sealed, not_before, enqueued_at, party) "
-                         "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant, candidate_id) DO UPDATE SET "
+            conn.execute("INSERT INTO remember_jobs (tenant, candidate_id, sealed, not_before, enqueued_at) "
+                         "VALUES (?, ?, ?, ?, ?) ON CONFLICT (tenant, candidate_id) DO UPDATE SET "
                          "sealed = excluded.sealed, not_before = excluded.not_before, attempts = 0, parked = NULL "
-                         "WHERE parked IS NOT NULL", (job.tenant, job.candidate_id, job.sealed, due, now, job.party))
+                         "WHERE parked IS NOT NULL", (job.tenant, job.candidate_id, job.sealed, due, now))
         self._on_enqueue()
 
     def drain(self, run: Callable[[RememberJob], Any], *, limit: int = 100) -> int:
-        """Run up to `limit` of the jobs that are due, tenants taking turns and, within a tenant,
-        its users: each next job is the oldest due one of the user, among the tenant's, that has
-        had the fewest run in this drain, of the tenant that has had the fewest (among equals, the
-        one waiting longest). Chosen again before each job, so a job queued midway waits for at
-        most one job of each other tenant and user, never for another's backlog (30 queued
+        """Run up to `limit` of the jobs that are due, tenants taking turns: each next job is the
+        oldest due one of the tenant that has had the fewest run in this drain (among equals, the
+        one waiting longest), chosen again before each job, so a tenant whose job arrives midway
+        waits for at most one job of each other tenant, not for another's backlog (30 queued
         extractions of one tenant kept another's remember waiting 66 s). Returns how many ran."""
-        served: Counter[str] = Counter()  # jobs run in this drain, by tenant
-        served_party: Counter[tuple[str, str]] = Counter()  # and by (tenant, user)
+        served: Counter[str] = Counter()
         ran = 0
         while ran < limit:
-            now = to_epoch_us(self._clock.now())
             due = self._db.conn().execute(
                 "SELECT tenant, MIN(enqueued_at) FROM remember_jobs WHERE parked IS NULL AND not_before <= ? "
-                "GROUP BY tenant", (now,)).fetchall()
+                "GROUP BY tenant", (to_epoch_us(self._clock.now()),)).fetchall()
             if not due:
                 break
             tenant = min(due, key=lambda row: (served[row[0]], row[1]))[0]
-            parties = self._db.conn().execute(
-                "SELECT party, MIN(enqueued_at) FROM remember_jobs WHERE tenant = ? AND parked IS NULL "
-                "AND not_before <= ? GROUP BY party", (tenant, now)).fetchall()
-            if not parties:  # erased meanwhile
-                continue
-            party = min(parties, key=lambda row: (served_party[(tenant, row[0])], row[1]))[0]
             row = self._db.conn().execute(
-                "SELECT candidate_id, sealed, attempts FROM remember_jobs WHERE tenant = ? AND party = ? "
-                "AND parked IS NULL AND not_before <= ? ORDER BY enqueued_at LIMIT 1", (tenant, party, now)).fetchone()
-            if row is None:  # erased meanwhile (`LocalUserDataStores`): choose again
+                "SELECT candidate_id, sealed, attempts FROM remember_jobs WHERE tenant = ? AND parked IS NULL "
+                "AND not_before <= ? ORDER BY enqueued_at LIMIT 1", (tenant, to_epoch_us(self._clock.now()))).fetchone()
+            if row is None:  # taken meanwhile (another process draining the same file)
                 continue
             candidate_id, sealed, attempts = row
-            job = RememberJob(tenant, candidate_id, bytes(sealed), attempts, party)
+            job = RememberJob(tenant, candidate_id, bytes(sealed), attempts)
             served[tenant] += 1
-            served_party[(tenant, party)] += 1
             ran += 1
             try:
                 run(job)
