@@ -52,8 +52,8 @@ StorePrefix = Annotated[list[Label], Field(max_length=MAX_DEPTH, description=f"0
 # `GET /store/items?namespace=a.b.c`: the labels joined with '.', as LangGraph's SDKs send them.
 DottedNamespace = Annotated[StrictStr, StringConstraints(pattern=rf"^[^.]+(\.[^.]+){{0,{MAX_DEPTH - 1}}}$")]
 StoreKey = Annotated[StrictStr, Field(min_length=1, max_length=MAX_KEY_BYTES, description=KEY_RULES)]
-_INDEX = ("false: not indexed; a list of paths to embed (a.b, arr[*].c); \"$\" (LangGraph's whole value) or "
-          "null: our default, every string leaf")
+_INDEX = ("false (or []): not indexed; a list of paths to embed (a.b, arr[*].c); \"$\" (LangGraph's whole value) "
+          "or null: our default, every string leaf")
 _TTL = f"minutes (LangGraph's unit), more than 0 and at most {MAX_TTL_MINUTES}; null: never expires"
 _REFRESH = "restart the TTL of what is read; left out or null: true (LangGraph's refresh_on_read default)"
 _STORE_FILTER = (FILTER_RULES + "; an object without operators matches field by field, as in LangGraph's stores "
@@ -126,7 +126,7 @@ class LangGraphStoreApi:
         if isinstance(index, list) and WHOLE_VALUE in index:
             index = None
         put = PutMemory(namespace=cmd.namespace, key=cmd.key, value=cmd.value, index_fields=index,
-                        ttl_seconds=ttl_seconds_of(cmd.ttl), sync_index=index is not False)
+                        ttl_seconds=ttl_seconds_of(cmd.ttl), sync_index=index not in (False, []))
         with _named_as_langgraph_names_them():
             return self._memories.put(caller, put)
 

@@ -117,9 +117,11 @@ class TaskContexts:
             raise NotFound("no task context has this sub-task", details={"subtask_id": subtask_id})
         try:
             return self._open(self._visible(caller, task_id))
-        except Forbidden:
+        except Forbidden:  # never its task id, which the error of `_visible` names
             raise Forbidden("the task context holding this sub-task is not yours",
-                            details={"subtask_id": subtask_id}) from None  # never its task id
+                            details={"subtask_id": subtask_id}) from None
+        except NotFound:  # deleted since the sub-task was looked up
+            raise NotFound("no task context has this sub-task", details={"subtask_id": subtask_id}) from None
 
     def update(self, caller: Caller, task_id: str, cmd: UpdateTaskContext, *, expected_version: int | None) -> TaskContext:
         task_id = check_id(task_id, "task_id")

@@ -100,6 +100,22 @@ def test_a_task_context_is_its_creators_and_the_services_only(tc):
     assert (got.record.sub_tasks, got.record.version, got.state) == (("s1",), 1, {})
 
 
+def test_a_parent_deleted_between_the_sub_tasks_lookup_and_its_read_is_not_named(tc, monkeypatch):
+    tc.create(ALICE, task(sub_tasks=["s1"]))
+    store = tc._store
+    looked_up = store.task_of_subtask
+
+    def then_deleted(tenant, subtask_id):
+        found = looked_up(tenant, subtask_id)
+        tc.delete(ALICE, "task-123")  # the creator deletes it just after the sub-task was found
+        return found
+
+    monkeypatch.setattr(store, "task_of_subtask", then_deleted)
+    with pytest.raises(NotFound) as gone:
+        tc.by_subtask(BOB, "s1")
+    assert gone.value.details == {"subtask_id": "s1"}  # as for a sub-task nobody holds: never the parent's id
+
+
 def test_partial_update_keeps_what_was_not_given_and_counts_versions(tc):
     tc.create(ALICE, task(plan_id="p1", data={"a": 1}, state={"progress": 0}))
     got = tc.update(ALICE, "task-123", UpdateTaskContext(state={"progress": 0.5}), expected_version=None).to_json()

@@ -68,3 +68,32 @@ def test_a_failing_job_waits_out_its_backoff_while_others_run(tmp_path, clock):
 
     assert queue.drain(run) == 2 and ran == ["fails", "works"]
     assert queue.pending("a") == 1 and queue.drain(run) == 0  # not due again yet
+
+
+def test_a_tenant_that_came_late_takes_turns_not_every_turn_until_it_catches_up(tmp_path, clock):
+    """Turns go to the tenant served longest ago, not to the one served least: a tenant whose
+    backlog arrives after another's ten jobs ran does not then hold the queue for ten of its own."""
+    queue = _queue(tmp_path, clock)
+    for n in range(10):
+        _enqueue(queue, clock, "early", f"e{n}")
+    ran: list[str] = []
+
+    def run(job: RememberJob) -> None:
+        ran.append(job.candidate_id)
+        if job.candidate_id == "e9":  # a backlog of another tenant, then one more of the first
+            for n in range(30):
+                _enqueue(queue, clock, "late", f"l{n}")
+            _enqueue(queue, clock, "early", "urgent")
+
+    queue.drain(run)
+    assert ran[10:13] == ["l0", "urgent", "l1"]
+
+
+def test_a_tenants_own_jobs_keep_their_order_whoever_queued_them(tmp_path, clock):
+    queue = _queue(tmp_path, clock)
+    for n in range(3):  # two users of one tenant, writing to a layer they share: a later one decided later
+        _enqueue(queue, clock, "acme", f"alice{n}")
+        _enqueue(queue, clock, "acme", f"bob{n}")
+    ran: list[str] = []
+    queue.drain(lambda job: ran.append(job.candidate_id))
+    assert ran == ["alice0", "bob0", "alice1", "bob1", "alice2", "bob2"]

@@ -61,7 +61,9 @@ class TaskWorker:
 
     def on_result(self, subtask_id: str, result: Any) -> SubTaskDone | None:
         """Restore the task by the sub-task, record its result, mark it done. None unless this
-        call finished the task's last sub-task (or the task is gone: already completed)."""
+        call finished the task's last sub-task (or the task is gone: already completed). A task
+        another user made is `AuthError` unless the worker's identity has role `service` (or
+        `admin`), as a worker's should."""
         try:
             task = self.client.get_task_by_subtask(subtask_id)
             for _ in range(_RECORD_ATTEMPTS):

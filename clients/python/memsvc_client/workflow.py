@@ -56,7 +56,8 @@ class WorkflowMethods:
         return self._run(("GET", f"{_TC}/{path_segment(task_id)}", (), None))
 
     def get_task_by_subtask(self, subtask_id: str) -> Any:
-        """The task context whose `sub_tasks` holds `subtask_id` (`NotFoundError` when none)."""
+        """The task context whose `sub_tasks` holds `subtask_id` (`NotFoundError` when none;
+        `AuthError` when it is another user's and the caller is neither `service` nor `admin`)."""
         return self._run(("GET", f"{_TC}/by-subtask/{path_segment(subtask_id)}", (), None))
 
     def update_task_context(self, task_id: str, *, if_match: int | None = None, sub_tasks: Iterable[str] = _UNSET,

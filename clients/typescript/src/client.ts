@@ -231,7 +231,8 @@ export class MemsvcClient {
     return this.run("GET", `${TC}/${pathSegment(taskId)}`);
   }
 
-  /** The task context whose `sub_tasks` holds `subtaskId` (`NotFoundError` when none). */
+  /** The task context whose `sub_tasks` holds `subtaskId` (`NotFoundError` when none; `AuthError`
+   * when it is another user's and the caller is neither `service` nor `admin`). */
   getTaskBySubtask(subtaskId: string): Promise<Json> {
     return this.run("GET", `${TC}/by-subtask/${pathSegment(subtaskId)}`);
   }

@@ -12,9 +12,8 @@ dir holds the postings in memory and catches up with the others' writes before i
 
 from __future__ import annotations
 
-import logging
-
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -89,7 +88,7 @@ class _TenantKeywords:
         self.attr_index: dict[str, int] = {}  # policy attributes as canonical JSON -> id
         self.attr_values: list[dict[str, Any]] = []  # by id, parsed once
         self.dead = 0
-        # While a copy is rebuilt from the rows (`LocalKeywordIndex._rebuild`): the changes made
+        # While a copy is rebuilt from the rows (`LocalKeywordIndex._rebuild_due`): the changes made
         # here since, for the copy to take in before it takes this one's place.
         self.changes_since: list[KeywordDoc | str] | None = None
 

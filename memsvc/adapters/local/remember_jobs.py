@@ -10,7 +10,6 @@ parked (kept, with its error, for an operator) instead of deleted.
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,27 +59,30 @@ class SqliteRememberQueue:
 
     def drain(self, run: Callable[[RememberJob], Any], *, limit: int = 100) -> int:
         """Run up to `limit` of the jobs that are due, tenants taking turns: each next job is the
-        oldest due one of the tenant that has had the fewest run in this drain (among equals, the
-        one waiting longest), chosen again before each job, so a tenant whose job arrives midway
-        waits for at most one job of each other tenant, not for another's backlog (30 queued
-        extractions of one tenant kept another's remember waiting 66 s). Returns how many ran."""
-        served: Counter[str] = Counter()
+        oldest due one of the tenant served longest ago in this drain (one not served yet first;
+        among those, the one waiting longest). Chosen again before each job, so a job waits for at
+        most one job of each other tenant with jobs due, never for another tenant's backlog (30
+        queued extractions of one tenant kept another's remember waiting 66 s). A tenant's own
+        jobs run in the order they came: its users write to shared layers, where a later statement
+        must be decided after an earlier one. Returns how many ran."""
+        last_turn: dict[str, int] = {}  # when each tenant was last served in this drain
         ran = 0
         while ran < limit:
+            now = to_epoch_us(self._clock.now())
             due = self._db.conn().execute(
                 "SELECT tenant, MIN(enqueued_at) FROM remember_jobs WHERE parked IS NULL AND not_before <= ? "
-                "GROUP BY tenant", (to_epoch_us(self._clock.now()),)).fetchall()
+                "GROUP BY tenant", (now,)).fetchall()
             if not due:
                 break
-            tenant = min(due, key=lambda row: (served[row[0]], row[1]))[0]
+            tenant = min(due, key=lambda row: (last_turn.get(row[0], -1), row[1]))[0]
             row = self._db.conn().execute(
                 "SELECT candidate_id, sealed, attempts FROM remember_jobs WHERE tenant = ? AND parked IS NULL "
-                "AND not_before <= ? ORDER BY enqueued_at LIMIT 1", (tenant, to_epoch_us(self._clock.now()))).fetchone()
-            if row is None:  # taken meanwhile (another process draining the same file)
+                "AND not_before <= ? ORDER BY enqueued_at LIMIT 1", (tenant, now)).fetchone()
+            if row is None:  # erased meanwhile (`LocalUserDataStores`): choose again
                 continue
             candidate_id, sealed, attempts = row
             job = RememberJob(tenant, candidate_id, bytes(sealed), attempts)
-            served[tenant] += 1
+            last_turn[tenant] = ran
             ran += 1
             try:
                 run(job)
