@@ -612,7 +612,7 @@ class MemsvcStore(BaseStore):
                 error: MemsvcError = _transport_error(exc)
             else:
                 if _answered(response, call):
-                    return _body(response)
+                    return _body(response, call)
                 error = _error_from_response(response)
             delay = self._retry_delay(error, attempt)
             if delay is None:
@@ -630,7 +630,7 @@ class MemsvcStore(BaseStore):
                 error: MemsvcError = _transport_error(exc)
             else:
                 if _answered(response, call):
-                    return _body(response)
+                    return _body(response, call)
                 error = _error_from_response(response)
             delay = self._retry_delay(error, attempt)
             if delay is None:
@@ -829,11 +829,12 @@ def _answered(response: httpx.Response, call: _Call) -> bool:
     return response.is_success or (response.status_code == 503 and tuple(call[:2]) == ("GET", "/health"))
 
 
-def _body(response: httpx.Response) -> Any:
-    """JSON, but for the one text answer (`GET /metrics`, Prometheus' format): its text."""
+def _body(response: httpx.Response, call: _Call) -> Any:
+    """JSON (a body that is not is `_BadResponse`), but for the route that answers text, `GET
+    /metrics` (Prometheus' format): its text."""
     if not response.content:
         return None
-    if response.headers.get("content-type", "").startswith("text/plain"):
+    if tuple(call[:2]) == ("GET", "/metrics"):
         return response.text
     return response.json()
 

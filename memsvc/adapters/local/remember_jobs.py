@@ -63,8 +63,9 @@ class SqliteRememberQueue:
         among those, the one waiting longest). Chosen again before each job, so a job waits for at
         most one job of each other tenant with jobs due, never for another tenant's backlog (30
         queued extractions of one tenant kept another's remember waiting 66 s). A tenant's own
-        jobs run in the order they came: its users write to shared layers, where a later statement
-        must be decided after an earlier one. Returns how many ran."""
+        due jobs run in the order they came, whichever user queued them: its users write to layers
+        they share, where a later statement is best decided after an earlier one (a job backing
+        off after a failure, or queued with a delay, runs when it is due). Returns how many ran."""
         last_turn: dict[str, int] = {}  # when each tenant was last served in this drain
         ran = 0
         while ran < limit:
@@ -78,7 +79,7 @@ class SqliteRememberQueue:
             row = self._db.conn().execute(
                 "SELECT candidate_id, sealed, attempts FROM remember_jobs WHERE tenant = ? AND parked IS NULL "
                 "AND not_before <= ? ORDER BY enqueued_at LIMIT 1", (tenant, now)).fetchone()
-            if row is None:  # erased meanwhile (`LocalUserDataStores`): choose again
+            if row is None:  # erased meanwhile (`LocalUserDataStores`), or taken by another process: choose again
                 continue
             candidate_id, sealed, attempts = row
             job = RememberJob(tenant, candidate_id, bytes(sealed), attempts)
