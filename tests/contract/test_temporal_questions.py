@@ -55,6 +55,15 @@ def recalled(app, caller=None, **kw) -> list[str]:
 
 
 @pytest.fixture
+def embedded(app, monkeypatch):
+    """The texts the search embeds, in order."""
+    texts: list[str] = []
+    inner = app.search.embed
+    monkeypatch.setattr(app.search, "embed", lambda text: texts.append(text) or inner(text))
+    return texts
+
+
+@pytest.fixture
 def two_trips(app):
     """The same words twice: valid on a day of July 2023 (written first, so older) and of March
     2023. Without a time, the tie goes to the newer, March."""
@@ -222,13 +231,6 @@ class TestWholeQueryFallback:
     month in their words, stated later), it is ranked again by the whole query's vector, so the
     answer is the one without a boost. One embedding more, never for a keyword query."""
 
-    @pytest.fixture
-    def embedded(self, app, monkeypatch):
-        texts: list[str] = []
-        inner = app.search.embed
-        monkeypatch.setattr(app.search, "embed", lambda text: texts.append(text) or inner(text))
-        return texts
-
     def test_a_ranking_with_memories_of_the_time_keeps_the_vector_without_its_words(self, app, two_trips, embedded):
         assert searched(app, query=ASKED) == ["july", "march"]
         assert embedded == ["which road trip did we take"]
@@ -273,13 +275,6 @@ class TestATimeNoMemoryIsOf:
     where the store can tell (`ItemStore.time_span`: locally; not on DynamoDB), the query is
     ranked as one naming no time straight away, by its whole vector alone. The answer is the one
     the boosted round comes to when its first page holds none of that time."""
-
-    @pytest.fixture
-    def embedded(self, app, monkeypatch):
-        texts: list[str] = []
-        inner = app.search.embed
-        monkeypatch.setattr(app.search, "embed", lambda text: texts.append(text) or inner(text))
-        return texts
 
     @pytest.fixture
     def trips(self, app):
