@@ -223,7 +223,7 @@ class LocalKeywordIndex:
 
     def _rebuild_due(self) -> None:
         """Rebuild the tenants `_compact` found mostly dead, each outside the lock: the rows are
-        read and the copy built while every query goes on over the postings as they are (one
+        read and the copy built while every other query goes on over the postings as they are (one
         tenant's 6.4 million postings took 5.8 s to reload, and under the lock every tenant's
         search waited as long); then, under the lock, the copy takes in what changed meanwhile
         and takes their place."""
