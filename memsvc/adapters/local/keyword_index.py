@@ -188,12 +188,14 @@ class LocalKeywordIndex:
     def _load_all(self) -> None:
         self._tenants = {}
         for tenant in [r[0] for r in self._db.conn().execute("SELECT DISTINCT tenant FROM docs")]:
-            self._load(tenant)
+            self._tenants[tenant] = self._read(tenant)
 
-    def _load(self, tenant: str) -> None:
-        t = self._tenants[tenant] = _TenantKeywords()
+    def _read(self, tenant: str) -> _TenantKeywords:
+        """The tenant's postings as its rows hold them."""
+        t = _TenantKeywords()
         for row in self._db.conn().execute(f"SELECT {_ROW} FROM docs WHERE tenant = ?", (tenant,)):
             t.add(_doc(tenant, *row))
+        return t
 
     def _catch_up(self) -> None:
         self._changes.catch_up(self._lock.writing(), self._load_all, self._reload_memories)
@@ -232,10 +234,9 @@ class LocalKeywordIndex:
                 if not self._due:
                     return
                 tenant, t = self._due.pop()
-            fresh: _TenantKeywords | None = _TenantKeywords()
+            fresh: _TenantKeywords | None
             try:
-                for row in self._db.conn().execute(f"SELECT {_ROW} FROM docs WHERE tenant = ?", (tenant,)):
-                    fresh.add(_doc(tenant, *row))
+                fresh = self._read(tenant)
             except Exception:  # the postings as they are still answer; the next compaction tries again
                 log.exception("rebuilding a tenant's keyword postings failed")
                 fresh = None
