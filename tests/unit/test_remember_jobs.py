@@ -28,19 +28,27 @@ def test_a_tenants_job_waits_for_one_job_of_each_other_tenant_not_for_their_back
     assert queue.pending("busy") == queue.pending("quiet") == 0
 
 
-def test_a_job_queued_while_the_drain_runs_takes_the_next_turn(tmp_path, clock):
-    queue = _queue(tmp_path, clock)
-    for n in range(4):
-        _enqueue(queue, clock, "busy", f"b{n}")
+def _drain_with_arrivals(queue, clock, after: str, arrivals: list[tuple[str, str]]) -> list[str]:
+    """The candidate ids a drain runs, in order, `arrivals` (tenant, candidate id) queued once the
+    job `after` has run."""
     ran: list[str] = []
 
     def run(job: RememberJob) -> None:
         ran.append(job.candidate_id)
-        if job.candidate_id == "b1":  # another tenant's call arrives while the backlog drains
-            _enqueue(queue, clock, "quiet", "q0")
+        if job.candidate_id == after:
+            for tenant, candidate_id in arrivals:
+                _enqueue(queue, clock, tenant, candidate_id)
 
     queue.drain(run)
-    assert ran == ["b0", "b1", "q0", "b2", "b3"]
+    return ran
+
+
+def test_a_job_queued_while_the_drain_runs_takes_the_next_turn(tmp_path, clock):
+    queue = _queue(tmp_path, clock)
+    for n in range(4):
+        _enqueue(queue, clock, "busy", f"b{n}")
+    # another tenant's call arrives while the backlog drains
+    assert _drain_with_arrivals(queue, clock, "b1", [("quiet", "q0")]) == ["b0", "b1", "q0", "b2", "b3"]
 
 
 def test_a_drain_runs_at_most_its_limit_and_the_next_one_goes_on(tmp_path, clock):
@@ -76,16 +84,8 @@ def test_a_tenant_that_came_late_takes_turns_not_every_turn_until_it_catches_up(
     queue = _queue(tmp_path, clock)
     for n in range(10):
         _enqueue(queue, clock, "early", f"e{n}")
-    ran: list[str] = []
-
-    def run(job: RememberJob) -> None:
-        ran.append(job.candidate_id)
-        if job.candidate_id == "e9":  # a backlog of another tenant, then one more of the first
-            for n in range(30):
-                _enqueue(queue, clock, "late", f"l{n}")
-            _enqueue(queue, clock, "early", "urgent")
-
-    queue.drain(run)
+    # a backlog of another tenant, then one more of the first
+    ran = _drain_with_arrivals(queue, clock, "e9", [*(("late", f"l{n}") for n in range(30)), ("early", "urgent")])
     assert ran[10:13] == ["l0", "urgent", "l1"]
 
 
