@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from memsvc.api.identity import is_tenant_id
+from memsvc.core import strict_json
 from memsvc.core.errors import InvalidArgument, echoed
 
 __all__ = [
@@ -205,9 +206,11 @@ def parse_sign_in(body: bytes) -> SignIn:
         raise InvalidArgument(f"the body must be at most {MAX_SIGN_IN_BYTES} bytes",
                               details={"max_bytes": MAX_SIGN_IN_BYTES})
     try:
-        request = json.loads(body)
-    except (ValueError, RecursionError):
+        request = strict_json.loads(body.decode("utf-8"))
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         raise InvalidArgument("the body is not valid JSON") from None
+    except strict_json.Refused as exc:  # a repeated key: which one is meant is not guessed
+        raise InvalidArgument(str(exc), details={"field": exc.path}) from None
     if not isinstance(request, dict):
         raise InvalidArgument("the body must be a JSON object")
     unknown = sorted(set(request) - {"sub", "tenant", *SIGN_IN_LISTS})

@@ -374,6 +374,9 @@ def test_sign_in_is_hidden_from_anything_but_a_same_origin_loopback_json_request
     (b'{"sub": "alice", "projects": [1]}', "projects"),
     (b'{"sub": "alice", "orgs": null}', "orgs"),
     (b'{"sub": "alice", "exp": 9999999999}', "exp"),
+    (b'{"sub": "x", "sub": "y"}', "body"),  # which sub is meant is not guessed
+    (b'{"sub": "alice", "roles": ["a"], "roles": ["admin"]}', "body"),
+    (b'{"sub": "\xff"}', None),  # not UTF-8
     (json.dumps({"sub": "alice", "x" * 10_000: 1}).encode(), "x" * 64),
     (json.dumps({"sub": "alice", "pad": "x" * 20_000}).encode(), None),
 ])
