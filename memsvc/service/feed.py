@@ -4,6 +4,7 @@ on AWS each consumer is a Lambda on the table's stream, and the event source map
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -27,6 +28,11 @@ class CycleResult:
     def total(self) -> int:
         return sum(self.processed.values())
 
+    def add(self, other: "CycleResult") -> None:
+        self.processed.update(other.processed)
+        self.failed += other.failed
+        self.parked += other.parked
+
 
 # How long one tenant's turn at a consumer should last. Another tenant's changes wait for the turn
 # under way, so this bounds how long one tenant's backlog holds up the others': by a turn, or by
@@ -46,6 +52,11 @@ class FeedConsumer:
     work the tenant's last turn got through (`Change.weight` per second), growing at most
     twofold a turn, so one tenant's burst of large memories delays another tenant's indexing by
     about a turn, not by the whole burst.
+
+    Several threads may run batches at once (the local indexer runs `INDEXER_THREADS`): each takes
+    the next tenant whose turn is not under way, so a tenant's one change that takes long (a
+    memory of many long fields) holds up its own lane and one thread, never the other tenants.
+    A tenant's changes are never handed to two threads at once: its lane stays in order.
 
     A batch is acknowledged up to its first failure; the failed change is retried on the next
     cycle and, after `max_attempts`, parked as a dead letter so the feed keeps moving. A poison
@@ -74,15 +85,40 @@ class FeedConsumer:
         self._attempts: Counter = Counter()
         self._last_tenant = ""
         self._turn_weights: dict[str, int] = {}
+        self._turns_under_way: set[str] = set()
+        self._failing: set[str] = set()  # tenants whose last turn failed
+        self._lock = threading.Condition()  # over the five above: threads share this consumer
 
-    def run_batch(self) -> CycleResult:
-        result = CycleResult()
+    def run_batch(self, *, retries: bool = True) -> CycleResult:
+        """One turn: a batch of the next tenant whose turn is not under way on another thread
+        (none left: an empty result). Without `retries`, not of a tenant whose last turn failed:
+        the threads beyond the first leave those to it, so that a failing change is retried at
+        one thread's backoff, not at several."""
         tenants = self._feed.lanes(self.consumer)
-        if not tenants:
-            return result
-        tenant = next((t for t in tenants if t > self._last_tenant), tenants[0])
-        self._last_tenant = tenant
-        allowed = self._turn_weights.get(tenant, FIRST_TURN_WEIGHT)
+        with self._lock:
+            free = [t for t in tenants if t not in self._turns_under_way and (retries or t not in self._failing)]
+            if not free:
+                return CycleResult()
+            tenant = next((t for t in free if t > self._last_tenant), free[0])
+            self._last_tenant = tenant
+            self._turns_under_way.add(tenant)
+            allowed = self._turn_weights.get(tenant, FIRST_TURN_WEIGHT)
+        try:
+            return self._turn(tenant, allowed)
+        finally:
+            with self._lock:
+                self._turns_under_way.discard(tenant)
+                self._lock.notify_all()
+
+    def wait_for_turns(self) -> bool:
+        """Wait until no turn is under way on another thread; whether there was one."""
+        with self._lock:
+            waited = bool(self._turns_under_way)
+            self._lock.wait_for(lambda: not self._turns_under_way)
+            return waited
+
+    def _turn(self, tenant: str, allowed: int) -> CycleResult:
+        result = CycleResult()
         started = self._timer()
         changes = self._feed.read(self.consumer, self._batch_size, tenant=tenant, max_weight=allowed)
         if not changes:  # acknowledged between the two reads: by another process's consumer
@@ -90,14 +126,19 @@ class FeedConsumer:
         failed = self._handler(changes)
         self._size_next_turn(tenant, allowed, sum(c.weight for c in changes), self._timer() - started)
         done = [c for c in changes if not failed or c.seq < min(failed)]
+        with self._lock:
+            (self._failing.add if failed else self._failing.discard)(tenant)
         if failed:
             head = next(c for c in changes if c.seq == min(failed))
-            self._attempts[head.seq] += 1
+            with self._lock:
+                self._attempts[head.seq] += 1
+                exhausted = self._attempts[head.seq] >= self._max_attempts
+                if exhausted:
+                    del self._attempts[head.seq]
             result.failed = 1
-            if self._attempts[head.seq] >= self._max_attempts:
+            if exhausted:
                 self._feed.park(self.consumer, head, "exhausted retries")
                 log.error("parked a change after %d attempts", self._max_attempts, extra={"seq": head.seq})
-                del self._attempts[head.seq]
                 done.append(head)
                 result.parked = 1
         if done:
@@ -108,21 +149,21 @@ class FeedConsumer:
 
     def _size_next_turn(self, tenant: str, allowed: int, weight: int, seconds: float) -> None:
         rate = weight / seconds if seconds > 0 else float("inf")
-        if len(self._turn_weights) >= REMEMBERED_TURNS and tenant not in self._turn_weights:
-            self._turn_weights.clear()
-        self._turn_weights[tenant] = max(1, int(min(rate * TURN_SECONDS, 2 * max(allowed, weight))))
+        with self._lock:
+            if len(self._turn_weights) >= REMEMBERED_TURNS and tenant not in self._turn_weights:
+                self._turn_weights.clear()
+            self._turn_weights[tenant] = max(1, int(min(rate * TURN_SECONDS, 2 * max(allowed, weight))))
 
-    def drain(self, max_batches: int = 1000, *, stopping: Callable[[], bool] = lambda: False) -> CycleResult:
+    def drain(self, max_batches: int = 1000, *, stopping: Callable[[], bool] = lambda: False,
+              retries: bool = True) -> CycleResult:
         """Batches until none is left, one fails, `max_batches` ran or `stopping()` (checked
         between batches, so that a process shutting down never closes its stores under one)."""
         total = CycleResult()
         for _ in range(max_batches):
             if stopping():
                 break
-            r = self.run_batch()
-            total.processed.update(r.processed)
-            total.failed += r.failed
-            total.parked += r.parked
+            r = self.run_batch(retries=retries)
+            total.add(r)
             if r.total == 0 or r.failed:
                 break
         return total

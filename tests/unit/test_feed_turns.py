@@ -5,11 +5,16 @@ Over the local store, with a handler that charges each change a second of a fake
 
 from __future__ import annotations
 
+import threading
+import time
+
 import pytest
 
 from memsvc.core.models import Caller
 from memsvc.service.feed import FIRST_TURN_WEIGHT, TURN_SECONDS, FeedConsumer
 from memsvc.service.memories import PutMemory
+from tests.conftest import local_data_dir
+from tests.fakes.embedder import HashEmbedder
 
 
 def put(app, tenant: str, key: str, text: str = "a short note") -> None:
@@ -124,3 +129,78 @@ def test_a_data_dirs_offset_from_before_lanes_is_the_floor_under_every_lane(loca
     assert [c.new.key for c in local_app.store.read("indexer", 10)] == ["a2", "z0"]
     consumer.drain()
     assert sorted(k for batch in handler.batches for _, k in batch) == ["a2", "z0"]
+
+
+def test_a_turn_under_way_on_one_thread_is_never_taken_by_another(local_app):
+    """Several threads share a consumer: while acme's turn is under way, another thread's turn is
+    zeta's, and with only acme pending it gets none (acme's lane is never read twice at once)."""
+    started, release = threading.Event(), threading.Event()
+    batches: list[list[str]] = []
+
+    def handler(changes):
+        batches.append([c.new.key for c in changes])
+        if changes[0].tenant == "acme":
+            started.set()
+            assert release.wait(30)
+        return set()
+
+    consumer = FeedConsumer(local_app.store, "indexer", handler)
+    put(local_app, "acme", "slow")
+    put(local_app, "acme", "behind")
+    put(local_app, "zeta", "fresh")
+    first = threading.Thread(target=consumer.run_batch)
+    first.start()
+    assert started.wait(30)
+    assert consumer.run_batch().processed == {"zeta": 1}
+    assert consumer.run_batch().total == 0  # acme's turn is under way: not taken again
+    release.set()
+    first.join(30)
+    consumer.drain()
+    assert batches[1] == ["fresh"] and sorted(k for batch in batches for k in batch) == ["behind", "fresh", "slow"]
+    assert local_app.store.read("indexer", 10) == []
+
+
+def test_threads_beyond_the_first_leave_a_failing_tenant_to_it(local_app, consumer, handler):
+    put(local_app, "acme", "bad")
+    put(local_app, "zeta", "fine")
+    handler.failing = {"bad"}
+    assert consumer.run_batch().failed == 1
+    assert consumer.run_batch(retries=False).processed == {"zeta": 1}
+    assert consumer.run_batch(retries=False).total == 0  # acme's retry is the first thread's
+    handler.failing = set()
+    assert consumer.run_batch().processed == {"acme": 1}
+
+
+class _HeldEmbedder(HashEmbedder):
+    """Embeds a text holding "glacier" only once `release` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.holding, self.release = threading.Event(), threading.Event()
+
+    def embed(self, texts):
+        if any("glacier" in t for t in texts):
+            self.holding.set()
+            assert self.release.wait(60)
+        return super().embed(texts)
+
+
+def test_a_tenants_memory_that_takes_long_to_embed_holds_up_no_other_tenants_indexing(tmp_path, clock):
+    """`memsvc serve`'s indexer threads: acme's memory is held in the embedder (as a memory of
+    many long fields takes tens of seconds) while zeta's note is written, indexed and found."""
+    from memsvc.bootstrap import build_local
+
+    embedder = _HeldEmbedder()
+    app = build_local(local_data_dir(tmp_path), embedder=embedder, clock=clock)
+    try:
+        put(app, "acme", "long", "a glacier of text")
+        assert embedder.holding.wait(30)
+        put(app, "zeta", "fresh", "a short note")
+        for _ in range(600):  # bounds a failure only: zeta's note is indexed in about 0.1 s
+            if app.vectors.memory_ids("zeta"):
+                break
+            time.sleep(0.05)
+        assert app.vectors.memory_ids("zeta") and not app.vectors.memory_ids("acme")
+    finally:
+        embedder.release.set()
+        app.close()

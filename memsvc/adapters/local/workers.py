@@ -1,5 +1,5 @@
-"""Background threads of the local server: one per change-feed consumer (the indexer, the
-timeline), each draining the feed on its own, one that sweeps TTLs and writes recall's access
+"""Background threads of the local server: `INDEXER_THREADS` for the indexer and one for the
+timeline, each draining the change feed, one that sweeps TTLs and writes recall's access
 counts, one that decides the queued `remember` calls (`wait: false`), and one that runs
 reflection for the users who are due (`Reflection.run_due`) every `REFLECTION_CHECK_S`.
 
@@ -33,6 +33,10 @@ FEED_LINGER_S = 0.05
 # How often the reflection thread looks for due users (their interval is a tenant setting, in
 # hours); each look runs at most `Reflection.run_due`'s `max_users`, at a low priority.
 REFLECTION_CHECK_S = 300.0
+# Threads taking the indexer's turns: a tenant's turn that takes long (one memory of many long
+# fields: tens of seconds of embedding) holds up one of them, and the others take the other
+# tenants' turns meanwhile. Past the first, a thread mostly waits; its embedding shares the pool.
+INDEXER_THREADS = 3
 
 
 class BackgroundWorkers:
@@ -60,13 +64,15 @@ class BackgroundWorkers:
         self._accesses = accesses
         self._interval = index_interval
         self._sweep_interval = sweep_interval
-        self._cycle_locks = {name: threading.Lock() for name in self._consumers}
-        self._wakes = {name: threading.Event() for name in self._consumers}
+        self._threads_of = {name: INDEXER_THREADS if name == "indexer" else 1 for name in self._consumers}
+        # One event per feed thread: a thread clearing its own never swallows another's wake.
+        self._wakes = [(name, i, threading.Event()) for name, n in self._threads_of.items() for i in range(n)]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
-        targets = [(lambda n=name: self._feed_loop(n), f"memsvc-{name}") for name in self._consumers]
+        targets = [(lambda n=name, i=i, w=wake: self._feed_loop(n, w, retries=i == 0), f"memsvc-{name}")
+                   for name, i, wake in self._wakes]
         if self._remember_jobs is not None:  # jobs left by a previous process run at once
             targets.append((self._jobs_loop, "memsvc-remember"))
         if self._reflections is not None:
@@ -86,7 +92,7 @@ class BackgroundWorkers:
         self._accesses.flush()  # a clean stop loses no access count
 
     def wake(self) -> None:
-        for event in self._wakes.values():
+        for _, _, event in self._wakes:
             event.set()
         self._jobs_wake.set()
 
@@ -108,19 +114,22 @@ class BackgroundWorkers:
                 self._jobs_wake.clear()
 
     def run_cycle(self, consumer: str) -> CycleResult:
-        """Drain what is pending now for one consumer (the admin trigger and tests call it)."""
-        with self._cycle_locks[consumer]:
-            return self._consumers[consumer].drain(stopping=self._stop.is_set)
+        """Drain what is pending now for one consumer, with what the turns under way on the
+        feed's threads leave (tests call it)."""
+        feed = self._consumers[consumer]
+        result = feed.drain(stopping=self._stop.is_set)
+        while feed.wait_for_turns():
+            result.add(feed.drain(stopping=self._stop.is_set))
+        return result
 
-    def _feed_loop(self, name: str) -> None:
+    def _feed_loop(self, name: str, wake: threading.Event, *, retries: bool) -> None:
         # Below the request threads: a write wakes the consumers at once, and their work on it
         # (the graph step, the timeline's event) must not slow the requests that follow.
         lower_this_threads_priority()
         backoff = self._interval
-        wake = self._wakes[name]
         while not self._stop.is_set():
             try:
-                result = self.run_cycle(name)
+                result = self._consumers[name].drain(stopping=self._stop.is_set, retries=retries)
                 backoff = self._interval if not result.failed else min(backoff * 2, 30.0)
                 if result.total == 0 or result.failed:
                     if wake.wait(backoff) and not result.failed:
