@@ -257,9 +257,14 @@ class EventLog(Protocol):
         `after` in (`occurred_at`, `id`) order, at most `limit` (an export walks a key's history)."""
 
     def restore(self, events: Sequence[TimelineEvent]) -> list[bool]:
-        """Insert events carried from another timeline (an import), each keeping its `occurred_at`,
-        and move each tenant's clock up to its latest one, so later stamps stay above them. An event
-        whose id the log already holds is left as it is. In input order: True for each inserted."""
+        """Insert events carried from another timeline (an import), in the order given per tenant,
+        each stamped as `record` stamps (its own `occurred_at`, moved 1 µs past the tenant's latest
+        stamp where it is not after it: nothing is inserted behind a reader); `changed_at` keeps
+        when the change happened. An event whose id the log already holds is left as it is. In
+        input order: True for each inserted."""
+
+    def held(self, tenant: str, event_ids: Sequence[str]) -> set[str]:
+        """Which of these event ids the tenant's log holds."""
 
     def purge(self, tenant: str, before: datetime) -> int:
         """Drop events stamped before `before` (retention); 0 where the database expires them."""

@@ -624,10 +624,8 @@ class DataImports:
         return None
 
     def _holds(self, tenant: str, record: MemoryVersionRecord) -> bool:
-        """Whether the key's history holds this version already, at its stamp (one indexed read)."""
-        after = (record.occurred_at - timedelta(microseconds=1), "\uffff")
-        held = self._log.versions_after(tenant, tuple(record.namespace), record.key, after=after, limit=1)
-        return bool(held) and held[0].id == record.event_id and held[0].occurred_at == record.occurred_at
+        """Whether the tenant's timeline holds this version already (its event id; one read)."""
+        return bool(self._log.held(tenant, [record.event_id]))
 
     def _apply_session(self, tenant: str, record: SessionRecordIn, *, write: bool) -> Action:
         existing = self._sessions.get(tenant, record.user_id, record.session_id)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -50,11 +50,13 @@ class HistoryVersion:
     kind: EventKind
     action: WriteAction | None
     reason: str | None
-    occurred_at: datetime
+    occurred_at: datetime  # when the change happened (an imported version: in its source)
     expires_at: datetime | None
     value: dict[str, Any] | None
     attributes: dict[str, Any] | None
     recorded: bool  # False: the current row, not yet on the timeline
+    # Its place on the timeline (recorded versions), for cursors: not part of what the version is.
+    stamp: datetime | None = field(default=None, compare=False)
     # The next version's (id, version, kind): a version's id is its event's (for add/update, the
     # memory id; for delete, the tombstone's).
     replaced_by: tuple[str, int, str] | None = None
@@ -130,8 +132,9 @@ class MemoryHistory:
         value, attributes = self._sealer.open_item(e)
         assert e.occurred_at is not None
         return HistoryVersion(event_id=e.id, memory_id=e.memory_id, version=e.version, kind=e.kind,
-                              action=e.action, reason=e.reason, occurred_at=e.occurred_at,
-                              expires_at=e.expires_at, value=value, attributes=attributes, recorded=True)
+                              action=e.action, reason=e.reason, occurred_at=e.changed_at,
+                              expires_at=e.expires_at, value=value, attributes=attributes, recorded=True,
+                              stamp=e.occurred_at)
 
     def _of_row(self, row: StoredItem, newest: TimelineEvent | None) -> HistoryVersion:
         """The current row as a version the timeline has not recorded yet (it records changes a
@@ -154,7 +157,8 @@ class MemoryHistory:
         current row (a page of 1), just above the newest event read: stamps are unique per tenant,
         so `(stamp + 1 µs, "")` takes that event and nothing recorded since, which may be the row."""
         if last.recorded:
-            stamp, event_id = to_epoch_us(last.occurred_at), last.event_id
+            assert last.stamp is not None
+            stamp, event_id = to_epoch_us(last.stamp), last.event_id
         else:
             assert newest.occurred_at is not None
             stamp, event_id = to_epoch_us(newest.occurred_at) + 1, ""

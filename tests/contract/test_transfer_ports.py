@@ -177,7 +177,7 @@ def event(tenant, event_id, version, at, kind="add", key="k"):
                          policy_attributes={}, occurred_at=at)
 
 
-def test_restore_keeps_stamps_once_per_id_and_versions_walk_oldest_first(backend, clock):
+def test_restore_keeps_its_own_stamps_where_the_timeline_is_older_once_per_id(backend, clock):
     log, ns, t0 = backend.event_log, ("user", "alice", "memories"), clock.now() - timedelta(days=3)
     restored = [event("acme", f"e{n}", n, t0 + timedelta(hours=n), "update" if n > 1 else "add") for n in (1, 2, 3)]
     assert log.restore([*restored, restored[0]]) == [True, True, True, False]  # a repeated id: once
@@ -195,6 +195,47 @@ def test_restore_keeps_stamps_once_per_id_and_versions_walk_oldest_first(backend
     [recorded] = log.record([event("acme", "next", 5, clock.now())])
     assert recorded.occurred_at > ahead.occurred_at
     assert [e.id for e in log.history("acme", ns, "k", limit=2)] == ["next", "ahead"]
+
+
+def test_a_restored_event_older_than_the_timeline_lands_after_it_never_behind_a_reader(backend, clock):
+    """Stamps only grow, restores included: an event older than the tenant's latest is stamped 1 µs
+    past it (its `changed_at` keeps when it happened), so a walk that has passed the latest event
+    still meets it."""
+    log = backend.event_log
+    [latest] = log.record([event("acme", "live", 1, clock.now(), key="live")])
+    old = event("acme", "old", 1, clock.now() - timedelta(days=2))
+    assert log.restore([old, event("acme", "older", 1, clock.now() - timedelta(days=3), key="k2")]) == [True, True]
+    walked = list(log.scan("acme", (), kinds=frozenset({"add"}), start_after=(latest.occurred_at, latest.id)))
+    assert [e.id for e in walked] == ["old", "older"]  # in the order restored
+    assert walked[0].occurred_at > latest.occurred_at and walked[1].occurred_at > walked[0].occurred_at
+    assert [e.changed_at for e in walked] == [old.changed_at, clock.now() - timedelta(days=3)]
+    assert log.held("acme", ["old", "live", "missing"]) == {"old", "live"} and log.held("beta", ["old"]) == set()
+
+
+def test_an_import_reaches_a_timeline_reader_who_walked_to_the_present_before_it(backend, clock):
+    """API.md: following `after_cursor` until it is null yields every event once. A reader of the
+    target tenant keeps its cursor across an import of older history, and meets every imported
+    version; the history of each memory still shows when each version happened."""
+    from memsvc.service.timeline import EventsQuery
+
+    write_history(backend, clock)
+    data = export_bytes(backend, admin(), scope={"user_id": "alice"})
+    copy = Caller("beta", "alice")
+    clock.advance(60)
+    backend.memories.put(copy, PutMemory(namespace=["user", "alice", "memories"], key="own", value={"text": "mine"}))
+    backend.drain()
+    query = {"namespace_prefix": ["user", "alice"], "limit": 50}
+    first = backend.timeline.events(copy, EventsQuery(**query))
+    assert [v.event.key for v in first.events] == ["own"] and first.after_cursor is None
+
+    job = import_bytes(backend, admin("beta"), data)
+    assert job.state == "done", job.error
+    backend.drain()
+    later = backend.timeline.events(copy, EventsQuery(**query, after_cursor=first.resume_cursor))
+    assert sorted((v.event.key, v.event.kind) for v in later.events) == sorted(
+        [("j", "add"), ("k", "add"), ("k", "update"), ("k", "update"), ("k", "delete"), ("k", "add"), ("k", "update")])
+    assert all(v.event.occurred_at > first.events[0].event.occurred_at for v in later.events)
+    assert full_history(backend, copy) == full_history(backend, alice())  # the times each version happened
 
 
 def export_bytes(backend, caller, **body) -> bytes:

@@ -7,7 +7,7 @@ its id marker (put-if-absent, so an id is recorded once), its full copy in its t
 partition and a copy without ciphertexts in the tenant-wide partition. A scan reads the clock
 first and yields only events stamped at or below it: every transaction that stamped those has
 committed, and every later one stamps above it, so a cursor walk never skips an event.
-`restore` (an import's carried history) is the exception: its events keep their own stamps.
+`restore` (an import's carried history) stamps the same way, from each event's own stamp.
 """
 
 from __future__ import annotations
@@ -41,12 +41,6 @@ _RETRYABLE = {"None", "ConditionalCheckFailed", "TransactionConflict", *_THROTTL
 _DAY_SECONDS = 86_400
 
 
-def _own_stamp(event: TimelineEvent, previous: int | None) -> int:
-    """An imported event's stamp: its own time on the timeline."""
-    assert event.occurred_at is not None
-    return to_epoch_us(event.occurred_at)
-
-
 def _back_off(tenant: str, failures: int, reasons: list[str]) -> None:
     """After a cancelled transaction: a jittered wait before the next try, or, at the last
     attempt, the error its reasons call for."""
@@ -70,17 +64,38 @@ class DynamoEventLog:
     # -- record ------------------------------------------------------------------------------
 
     def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
+        stamps, _ = self._append(events, lambda e: e.changed_at)
+        return [replace(e, occurred_at=from_epoch_us(stamps[(e.tenant, e.id)])) for e in events]
+
+    def restore(self, events: Sequence[TimelineEvent]) -> list[bool]:
+        _, inserted = self._append(events, lambda e: e.occurred_at)
+        out = []
+        for e in events:  # a repeated id is the same event: inserted once
+            out.append((e.tenant, e.id) in inserted)
+            inserted.discard((e.tenant, e.id))
+        return out
+
+    def held(self, tenant: str, event_ids: Sequence[str]) -> set[str]:
+        return set(self._stored_stamps(tenant, event_ids))
+
+    def _append(self, events: Sequence[TimelineEvent], own_time: Callable[[TimelineEvent], datetime | None]
+                ) -> tuple[dict[tuple[str, str], int], set[tuple[str, str]]]:
+        """Each (tenant, id)'s stamp, and the ones inserted now (the others the log held already)."""
         by_tenant: dict[str, dict[str, TimelineEvent]] = {}
         for e in events:  # in order; a repeated id within the batch is the same event
             by_tenant.setdefault(e.tenant, {}).setdefault(e.id, e)
         stamps: dict[tuple[str, str], int] = {}
+        inserted: set[tuple[str, str]] = set()
         for tenant, unique in by_tenant.items():
-            for event_id, stamp in self._record_tenant(tenant, list(unique.values())).items():
-                stamps[(tenant, event_id)] = stamp
-        return [replace(e, occurred_at=from_epoch_us(stamps[(e.tenant, e.id)])) for e in events]
+            done, held = self._append_tenant(tenant, list(unique.values()), own_time)
+            stamps.update(((tenant, event_id), stamp) for event_id, stamp in done.items())
+            inserted.update((tenant, event_id) for event_id in done if event_id not in held)
+        return stamps, inserted
 
-    def _record_tenant(self, tenant: str, events: list[TimelineEvent]) -> dict[str, int]:
-        """Record one tenant's events in order; returns each id's stamp (the stored one for replays).
+    def _append_tenant(self, tenant: str, events: list[TimelineEvent],
+                       own_time: Callable[[TimelineEvent], datetime | None]) -> tuple[dict[str, int], set[str]]:
+        """Record one tenant's events in order, each at its own time or 1 µs past the tenant's
+        latest stamp; returns each id's stamp (the stored one for replays), and the replayed ids.
 
         The loop is ours, not botocore's: a cancelled transaction is a `TransactionCanceledException`
         that botocore never retries, whose per-action reasons say what to do (a replayed id is
@@ -88,11 +103,12 @@ class DynamoEventLog:
         restamped; `TransactionConflict` and throttled actions are tried again after a backoff)."""
         ttl_seconds = self._retention_days(tenant) * _DAY_SECONDS
         done: dict[str, int] = {}
+        replayed: set[str] = set()
         todo = events
         last = self._clock(tenant)
         failures = 0
         while todo:
-            chunk, stamps, actions = self._transaction(tenant, todo, last, ttl_seconds)
+            chunk, stamps, actions = self._transaction(tenant, todo, last, ttl_seconds, own_time)
             reasons = self._transact(actions)
             if reasons is None:
                 done.update({e.id: s for e, s in zip(chunk, stamps)})
@@ -104,13 +120,14 @@ class DynamoEventLog:
             found = self._stored_stamps(tenant, [e.id for i, e in enumerate(chunk)
                                                  if not reasons or reasons[1 + 3 * i] == "ConditionalCheckFailed"])
             done.update(found)
+            replayed.update(found)
             todo = [e for e in todo if e.id not in found]
             if found and reasons and reasons[0] == "None" and set(reasons) <= {"None", "ConditionalCheckFailed"}:
                 continue  # only replays, the clock was fine: record the rest at once
             failures += 1
             _back_off(tenant, failures, reasons)
             last = self._clock(tenant)  # another recorder may have moved it
-        return done
+        return done, replayed
 
     def _transact(self, actions: list[dict[str, Any]]) -> list[str] | None:
         """None when the transaction committed; else its cancellation reason codes, one per action
@@ -132,12 +149,17 @@ class DynamoEventLog:
         return reasons
 
     def _transaction(
-        self, tenant: str, todo: list[TimelineEvent], last: int | None, ttl_seconds: int
+        self, tenant: str, todo: list[TimelineEvent], last: int | None, ttl_seconds: int,
+        own_time: Callable[[TimelineEvent], datetime | None],
     ) -> tuple[list[TimelineEvent], list[int], list[dict[str, Any]]]:
         """The longest prefix of `todo` that fits one transaction: (events, stamps, actions), the
         clock's update first."""
-        chunk, stamps, puts = self._puts(
-            todo, lambda e, prev: next_stamp(to_epoch_us(e.changed_at), last if prev is None else prev), ttl_seconds)
+        def stamp_of(e: TimelineEvent, prev: int | None) -> int:
+            own = own_time(e)
+            assert own is not None
+            return next_stamp(to_epoch_us(own), last if prev is None else prev)
+
+        chunk, stamps, puts = self._puts(todo, stamp_of, ttl_seconds)
         return chunk, stamps, [self._clock_update(tenant, stamps[-1], last), *puts]
 
     def _puts(
@@ -298,47 +320,6 @@ class DynamoEventLog:
                 and row["ns"]["S"] == encode_namespace(namespace) and row["key"]["S"] == key]
 
     # -- restore (an import) ---------------------------------------------------------------
-
-    def restore(self, events: Sequence[TimelineEvent]) -> list[bool]:
-        by_tenant: dict[str, dict[str, TimelineEvent]] = {}
-        for e in events:  # a repeated id is the same event: inserted once
-            by_tenant.setdefault(e.tenant, {}).setdefault(e.id, e)
-        inserted: set[tuple[str, str]] = set()
-        for tenant, unique in by_tenant.items():
-            inserted.update((tenant, event_id) for event_id in self._restore_tenant(tenant, list(unique.values())))
-        out = []
-        for e in events:
-            out.append((e.tenant, e.id) in inserted)
-            inserted.discard((e.tenant, e.id))
-        return out
-
-    def _restore_tenant(self, tenant: str, events: list[TimelineEvent]) -> set[str]:
-        """Chunks of events at their own stamps, each one transaction with the clock moved up to
-        the chunk's latest stamp where that is above it (on the value read: a recorder that moved
-        it meanwhile cancels the chunk, which is tried again)."""
-        ttl_seconds = self._retention_days(tenant) * _DAY_SECONDS
-        inserted: set[str] = set()
-        todo = events
-        failures = 0
-        while todo:
-            last = self._clock(tenant)
-            chunk, stamps, actions = self._puts(todo, _own_stamp, ttl_seconds)
-            if last is None or max(stamps) > last:
-                actions.append(self._clock_update(tenant, max(stamps), last))
-            reasons = self._transact(actions)
-            if reasons is None:
-                inserted.update(e.id for e in chunk)
-                todo = todo[len(chunk):]
-                failures = 0
-                continue
-            markers = [e.id for i, e in enumerate(chunk) if not reasons or reasons[3 * i] == "ConditionalCheckFailed"]
-            held = set(self._stored_stamps(tenant, markers))
-            todo = [e for e in todo if e.id not in held]
-            if held:
-                continue  # ids already held: the rest of the chunk is tried again at once
-            failures += 1
-            _back_off(tenant, failures, reasons)
-        return inserted
 
     # -- retention is DynamoDB TTL's job on AWS ----------------------------------------------
 

@@ -3,7 +3,7 @@ queues behind item writes.
 
 `record` stamps and inserts a batch in one write transaction, and stamps only grow, so a reader
 walking (`stamp`, `id`) order page by page can never be overtaken by an event inserted behind it.
-`restore` (an import's carried history) is the exception: its events keep their own stamps.
+`restore` (an import's carried history) stamps the same way, from each event's own stamp.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -59,8 +59,7 @@ _INSERT_EVENT = f"INSERT INTO events ({_COLUMNS}) VALUES ({', '.join('?' * 16)})
 
 
 def _move_clocks(conn: sqlite3.Connection, latest: Mapping[str, int | None]) -> None:
-    """Each tenant's clock moved up to its latest stamp written here (never down: `record` stamps
-    after the clock, `restore` keeps the stamps it is given)."""
+    """Each tenant's clock moved up to its latest stamp written here (never down)."""
     conn.executemany(
         "INSERT INTO clocks (tenant, last) VALUES (?, ?) "
         "ON CONFLICT (tenant) DO UPDATE SET last = max(last, excluded.last)",
@@ -77,26 +76,8 @@ class SqliteEventLog:
             add_missing_columns(conn, "events", {"action": "TEXT", "reason": "TEXT"})
 
     def record(self, events: Sequence[TimelineEvent]) -> list[TimelineEvent]:
-        out: list[TimelineEvent] = []
         with self._db.tx() as conn:
-            clocks: dict[str, int | None] = {}
-            for event in events:
-                row = conn.execute(
-                    "SELECT stamp FROM events WHERE tenant = ? AND id = ?", (event.tenant, event.id)
-                ).fetchone()
-                if row is not None:  # a replayed change: the event is already on the timeline
-                    out.append(dataclasses.replace(event, occurred_at=from_epoch_us(row[0])))
-                    continue
-                if event.tenant not in clocks:
-                    last = conn.execute("SELECT last FROM clocks WHERE tenant = ?", (event.tenant,)).fetchone()
-                    clocks[event.tenant] = last[0] if last else None
-                stamp = next_stamp(to_epoch_us(event.changed_at), clocks[event.tenant])
-                clocks[event.tenant] = stamp
-                recorded = dataclasses.replace(event, occurred_at=from_epoch_us(stamp))
-                conn.execute(_INSERT_EVENT, _row(recorded))
-                out.append(recorded)
-            _move_clocks(conn, clocks)
-        return out
+            return [event for event, _ in _append(conn, events, lambda e: e.changed_at)]
 
     def scan(
         self,
@@ -216,28 +197,11 @@ class SqliteEventLog:
         return [_event(row) for row in rows]
 
     def restore(self, events: Sequence[TimelineEvent]) -> list[bool]:
-        out: list[bool] = []
         with self._db.tx() as conn:
-            held: set[tuple[str, str]] = set()
-            for tenant, ids in _ids_by_tenant(events).items():
-                for at in range(0, len(ids), _IDS_PER_QUERY):
-                    chunk = ids[at:at + _IDS_PER_QUERY]
-                    held.update((tenant, row[0]) for row in conn.execute(
-                        f"SELECT id FROM events WHERE tenant = ? AND id IN ({', '.join('?' * len(chunk))})",
-                        [tenant, *chunk]))
-            rows, latest = [], {}
-            for event in events:
-                assert event.occurred_at is not None
-                inserted = (event.tenant, event.id) not in held
-                out.append(inserted)
-                if inserted:
-                    held.add((event.tenant, event.id))  # a repeated id: the first one
-                    rows.append(_row(event))
-                    stamp = to_epoch_us(event.occurred_at)
-                    latest[event.tenant] = max(stamp, latest.get(event.tenant, stamp))
-            conn.executemany(_INSERT_EVENT, rows)
-            _move_clocks(conn, latest)
-        return out
+            return [inserted for _, inserted in _append(conn, events, lambda e: e.occurred_at)]
+
+    def held(self, tenant: str, event_ids: Sequence[str]) -> set[str]:
+        return set(_held_stamps(self._db.conn(), tenant, list(event_ids)))
 
     def purge(self, tenant: str, before: datetime) -> int:
         with self._db.tx() as conn:
@@ -247,6 +211,46 @@ class SqliteEventLog:
 
     def tenants(self) -> list[str]:
         return [r[0] for r in self._db.conn().execute("SELECT tenant FROM clocks").fetchall()]
+
+
+def _append(conn: sqlite3.Connection, events: Sequence[TimelineEvent],
+            own_time: Callable[[TimelineEvent], datetime | None]) -> list[tuple[TimelineEvent, bool]]:
+    """Each event as the log holds it, in input order, and whether it was inserted now. An id held
+    already keeps its stamp (a replay); a new one is stamped at its own time, or 1 µs past the
+    tenant's latest stamp where that is not before it."""
+    held: dict[tuple[str, str], int] = {}
+    for tenant, ids in _ids_by_tenant(events).items():
+        held.update(((tenant, event_id), stamp) for event_id, stamp in _held_stamps(conn, tenant, ids).items())
+    clocks: dict[str, int | None] = {}
+    out: list[tuple[TimelineEvent, bool]] = []
+    rows = []
+    for event in events:
+        if (event.tenant, event.id) in held:
+            out.append((dataclasses.replace(event, occurred_at=from_epoch_us(held[(event.tenant, event.id)])), False))
+            continue
+        if event.tenant not in clocks:
+            last = conn.execute("SELECT last FROM clocks WHERE tenant = ?", (event.tenant,)).fetchone()
+            clocks[event.tenant] = last[0] if last else None
+        own = own_time(event)
+        assert own is not None
+        stamp = next_stamp(to_epoch_us(own), clocks[event.tenant])
+        clocks[event.tenant] = held[(event.tenant, event.id)] = stamp
+        recorded = dataclasses.replace(event, occurred_at=from_epoch_us(stamp))
+        rows.append(_row(recorded))
+        out.append((recorded, True))
+    conn.executemany(_INSERT_EVENT, rows)
+    _move_clocks(conn, clocks)
+    return out
+
+
+def _held_stamps(conn: sqlite3.Connection, tenant: str, ids: list[str]) -> dict[str, int]:
+    held: dict[str, int] = {}
+    for at in range(0, len(ids), _IDS_PER_QUERY):
+        chunk = ids[at:at + _IDS_PER_QUERY]
+        held.update(conn.execute(
+            f"SELECT id, stamp FROM events WHERE tenant = ? AND id IN ({', '.join('?' * len(chunk))})",
+            [tenant, *chunk]).fetchall())
+    return held
 
 
 def _ids_by_tenant(events: Sequence[TimelineEvent]) -> dict[str, list[str]]:
