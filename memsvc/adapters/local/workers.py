@@ -64,9 +64,9 @@ class BackgroundWorkers:
         self._accesses = accesses
         self._interval = index_interval
         self._sweep_interval = sweep_interval
-        self._threads_of = {name: INDEXER_THREADS if name == "indexer" else 1 for name in self._consumers}
         # One event per feed thread: a thread clearing its own never swallows another's wake.
-        self._wakes = [(name, i, threading.Event()) for name, n in self._threads_of.items() for i in range(n)]
+        self._wakes = [(name, i, threading.Event()) for name in self._consumers
+                       for i in range(INDEXER_THREADS if name == "indexer" else 1)]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
 
