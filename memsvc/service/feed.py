@@ -126,15 +126,17 @@ class FeedConsumer:
         failed = self._handler(changes)
         self._size_next_turn(tenant, allowed, sum(c.weight for c in changes), self._timer() - started)
         done = [c for c in changes if not failed or c.seq < min(failed)]
+        head = next(c for c in changes if c.seq == min(failed)) if failed else None
+        exhausted = False
         with self._lock:
-            (self._failing.add if failed else self._failing.discard)(tenant)
-        if failed:
-            head = next(c for c in changes if c.seq == min(failed))
-            with self._lock:
+            if head is not None:
                 self._attempts[head.seq] += 1
                 exhausted = self._attempts[head.seq] >= self._max_attempts
                 if exhausted:
                     del self._attempts[head.seq]
+            # A parked change is done with: the tenant's lane is any thread's again.
+            (self._failing.add if head is not None and not exhausted else self._failing.discard)(tenant)
+        if head is not None:
             result.failed = 1
             if exhausted:
                 self._feed.park(self.consumer, head, "exhausted retries")
