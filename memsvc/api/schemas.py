@@ -948,7 +948,7 @@ class HistoryVersionOut(Answer):
     action: WriteAction | None = Field(
         None, description="what remember, feedback, extraction or reflection did, for a version they wrote")
     reason: str | None = None
-    occurred_at: Rfc3339 = Field(description="when it happened (the timeline's stamp)")
+    occurred_at: Rfc3339 = Field(description="when the change happened (the write, the delete, the expiry)")
     expires_at: Rfc3339 | None
     value: dict[str, Any] | None = Field(description="the value then; null for delete and expired")
     attributes: dict[str, Any] | None
