@@ -93,22 +93,33 @@ class FeedConsumer:
         """One turn: a batch of the next tenant whose turn is not under way on another thread
         (none left: an empty result). Without `retries`, not of a tenant whose last turn failed:
         the threads beyond the first leave those to it, so that a failing change is retried at
-        one thread's backoff, not at several."""
+        one thread's backoff, not at several. A lane found empty (another thread or process
+        acknowledged it since the lanes were listed) passes the turn to the next tenant."""
         tenants = self._feed.lanes(self.consumer)
-        with self._lock:
-            free = [t for t in tenants if t not in self._turns_under_way and (retries or t not in self._failing)]
-            if not free:
-                return CycleResult()
-            tenant = next((t for t in free if t > self._last_tenant), free[0])
-            self._last_tenant = tenant
-            self._turns_under_way.add(tenant)
-            allowed = self._turn_weights.get(tenant, FIRST_TURN_WEIGHT)
-        try:
-            return self._turn(tenant, allowed)
-        finally:
+        emptied: set[str] = set()
+        while True:
             with self._lock:
-                self._turns_under_way.discard(tenant)
-                self._lock.notify_all()
+                free = [t for t in tenants if t not in emptied and t not in self._turns_under_way
+                        and (retries or t not in self._failing)]
+                if not free:
+                    return CycleResult()
+                tenant = next((t for t in free if t > self._last_tenant), free[0])
+                self._last_tenant = tenant
+                self._turns_under_way.add(tenant)
+                allowed = self._turn_weights.get(tenant, FIRST_TURN_WEIGHT)
+            try:
+                result = self._turn(tenant, allowed)
+            finally:
+                with self._lock:
+                    self._turns_under_way.discard(tenant)
+                    self._lock.notify_all()
+            if result.total or result.failed:
+                return result
+            emptied.add(tenant)
+
+    def pending(self) -> bool:
+        """Whether any tenant's lane holds changes this consumer has not acknowledged."""
+        return bool(self._feed.lanes(self.consumer))
 
     def wait_for_turns(self) -> bool:
         """Wait until no turn is under way on another thread; whether there was one."""
@@ -121,7 +132,7 @@ class FeedConsumer:
         result = CycleResult()
         started = self._timer()
         changes = self._feed.read(self.consumer, self._batch_size, tenant=tenant, max_weight=allowed)
-        if not changes:  # acknowledged between the two reads: by another process's consumer
+        if not changes:  # acknowledged since the lanes were listed
             return result
         failed = self._handler(changes)
         self._size_next_turn(tenant, allowed, sum(c.weight for c in changes), self._timer() - started)

@@ -10,6 +10,7 @@ import time
 
 import pytest
 
+from memsvc.adapters.local.workers import BackgroundWorkers
 from memsvc.core.models import Caller
 from memsvc.service.feed import FIRST_TURN_WEIGHT, TURN_SECONDS, FeedConsumer
 from memsvc.service.memories import PutMemory
@@ -204,3 +205,88 @@ def test_a_tenants_memory_that_takes_long_to_embed_holds_up_no_other_tenants_ind
     finally:
         embedder.release.set()
         app.close()
+
+
+class _ListedBefore:
+    """The local feed, whose `lanes` runs `hook` (once, on the test's thread) after listing them:
+    what another thread does between a turn's listing and its read."""
+
+    def __init__(self, store) -> None:
+        self._store, self.hook, self._main = store, None, threading.current_thread()
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
+
+    def lanes(self, consumer):
+        listed = self._store.lanes(consumer)
+        if self.hook is not None and threading.current_thread() is self._main:
+            hook, self.hook = self.hook, None
+            hook()
+        return listed
+
+
+def _workers(consumer) -> BackgroundWorkers:
+    return BackgroundWorkers([consumer], None, None, None)
+
+
+def test_a_lane_emptied_after_the_listing_passes_the_turn_on_and_run_cycle_drains_the_rest(local_app):
+    """b's turn on another thread ends between run_cycle's listing of the lanes and its turn: b's
+    lane is empty by then, and the turn goes to c instead of ending the cycle with c pending."""
+    started, release = threading.Event(), threading.Event()
+
+    def handler(changes):
+        if changes[0].tenant == "b":
+            started.set()
+            assert release.wait(30)
+        return set()
+
+    feed = _ListedBefore(local_app.store)
+    consumer = FeedConsumer(feed, "indexer", handler)
+    put(local_app, "b", "slow")
+    other = threading.Thread(target=consumer.run_batch)
+    other.start()
+    assert started.wait(30)
+    put(local_app, "a", "x")
+    assert consumer.run_batch().processed == {"a": 1}  # the round robin now stands after a: b is next
+    put(local_app, "c", "pending")
+
+    def b_ends():
+        release.set()
+        other.join(30)
+
+    feed.hook = b_ends
+    assert _workers(consumer).run_cycle("indexer").processed == {"c": 1}
+    assert local_app.store.read("indexer", 10) == []
+
+
+def test_run_cycle_tries_a_failing_change_once_while_a_feed_thread_works(local_app):
+    """Waiting for another thread's turns never turns into retrying a failing change back to back
+    (which parked it within one call)."""
+    attempts, busy, stop = [], threading.Event(), threading.Event()
+
+    def handler(changes):
+        if changes[0].tenant == "acme":
+            attempts.append(threading.current_thread())
+            return {changes[0].seq}
+        busy.set()
+        stop.wait(0.02)  # turns that last while run_cycle runs (nothing asserts on time)
+        return set()
+
+    consumer = FeedConsumer(local_app.store, "indexer", handler, batch_size=1)
+    put(local_app, "acme", "flaky")
+    for n in range(40):
+        put(local_app, "zeta", f"k{n}")
+
+    def feed_thread():
+        while not stop.is_set() and consumer.pending():
+            consumer.drain(retries=False)
+
+    thread = threading.Thread(target=feed_thread)
+    thread.start()
+    assert busy.wait(30)
+    try:
+        result = _workers(consumer).run_cycle("indexer")
+    finally:
+        stop.set()
+        thread.join(30)
+    assert attempts.count(threading.current_thread()) == 1 and result.failed == 1 and result.parked == 0

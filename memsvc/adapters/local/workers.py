@@ -115,12 +115,19 @@ class BackgroundWorkers:
 
     def run_cycle(self, consumer: str) -> CycleResult:
         """Drain what is pending now for one consumer, with what the turns under way on the
-        feed's threads leave (tests call it)."""
+        feed's threads leave (tests call it). A failing change is tried once a call, as a feed
+        thread tries it once a backoff."""
         feed = self._consumers[consumer]
-        result = feed.drain(stopping=self._stop.is_set)
-        while feed.wait_for_turns():
-            result.add(feed.drain(stopping=self._stop.is_set))
-        return result
+        result = CycleResult()
+        while True:
+            r = feed.drain(stopping=self._stop.is_set)
+            result.add(r)
+            if r.failed or self._stop.is_set():
+                return result
+            # Another thread's turn that ended may leave its tenant more, or have taken a lane
+            # this drain saw: pending work is drained whoever held it.
+            if not feed.wait_for_turns() and not feed.pending():
+                return result
 
     def _feed_loop(self, name: str, wake: threading.Event, *, retries: bool) -> None:
         # Below the request threads: a write wakes the consumers at once, and their work on it
