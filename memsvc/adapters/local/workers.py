@@ -35,7 +35,8 @@ FEED_LINGER_S = 0.05
 REFLECTION_CHECK_S = 300.0
 # Threads taking the indexer's turns: a tenant's turn that takes long (one memory of many long
 # fields: tens of seconds of embedding) holds up one of them, and the others take the other
-# tenants' turns meanwhile. Past the first, a thread mostly waits; its embedding shares the pool.
+# tenants' turns meanwhile. Past the first, a thread mostly waits. A turn of one small chunk is
+# embedded on its own thread; a larger one shares the embedding pool (one thread per core).
 INDEXER_THREADS = 3
 
 
